@@ -1,0 +1,231 @@
+"""A fake OpenAI-compatible server on 127.0.0.1 for tests and benchmarks (stdlib only).
+
+It serves ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/responses``. What it answers
+is scriptable:
+
+* ``responder(protocol, body, nth) -> Reply | str`` builds the answer; ``nth`` counts how often this
+  prompt (the last message's content) was seen before, so "malformed first, valid on retry" is easy;
+* ``faults``: a queue of :class:`Reply` objects served first, one per request (429 + Retry-After, 500,
+  delays longer than the client timeout ...);
+* ``delay``: seconds to wait before every answer.
+
+Every request is recorded in ``requests`` as ``(protocol, prompt, body)``.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """One scripted answer."""
+
+    text: str = "ok"
+    status: int = 200
+    delay: float = 0.0
+    headers: dict[str, str] = field(default_factory=dict)
+    error: str = "scripted error"
+
+
+def prompt_of(protocol: str, body: dict[str, Any]) -> str:
+    """The last message's content of a request body."""
+    items = body.get("messages") if protocol == "chat" else body.get("input")
+    if isinstance(items, str):
+        return items
+    return str(items[-1]["content"]) if items else ""
+
+
+def _chat_body(model: str, text: str, n: int) -> dict[str, Any]:
+    words = len(text.split())
+    return {
+        "id": f"chatcmpl-{n}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": words, "total_tokens": 11 + words},
+    }
+
+
+def _responses_body(model: str, text: str, n: int) -> dict[str, Any]:
+    words = len(text.split())
+    return {
+        "id": f"resp_{n}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": model,
+        "status": "completed",
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{n}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": text, "annotations": []}],
+            }
+        ],
+        "usage": {
+            "input_tokens": 11,
+            "output_tokens": words + 3,
+            "total_tokens": 14 + words,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 3},
+        },
+    }
+
+
+class FakeLLMServer:
+    """A threaded loopback server speaking both OpenAI protocols; use as a context manager."""
+
+    def __init__(
+        self,
+        responder: Callable[[str, dict[str, Any], int], Reply | str] | None = None,
+        *,
+        delay: float = 0.0,
+        known_models: set[str] | None = None,
+        api_key: str | None = None,
+    ) -> None:
+        self.responder = responder or (lambda protocol, body, nth: f"echo: {prompt_of(protocol, body)}")
+        self.delay = delay
+        self.known_models = known_models
+        self.api_key = api_key
+        self.faults: list[Reply] = []
+        self.requests: list[tuple[str, str, dict[str, Any]]] = []
+        self._seen: dict[str, int] = {}
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._lock = threading.Lock()
+        self._server: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    @property
+    def base_url(self) -> str:
+        assert self._server is not None, "server not started"
+        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+
+    def start(self) -> FakeLLMServer:
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: Any) -> None:  # silence
+                pass
+
+            def _send(
+                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+            ) -> None:
+                data = json.dumps(payload).encode()
+                try:
+                    self.send_response(status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(data)))
+                    for k, v in (headers or {}).items():
+                        self.send_header(k, v)
+                    self.end_headers()
+                    self.wfile.write(data)
+                except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout test)
+                    pass
+
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/models"):
+                    names = sorted(owner.known_models or {"fake-model"})
+                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in names]})
+                else:
+                    self._send(404, {"error": {"message": "not found"}})
+
+            def do_POST(self) -> None:
+                length = int(self.headers.get("Content-Length") or 0)
+                body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path.endswith("/chat/completions"):
+                    protocol = "chat"
+                elif self.path.endswith("/responses"):
+                    protocol = "responses"
+                else:
+                    self._send(404, {"error": {"message": f"unknown path {self.path}"}})
+                    return
+                owner._handle(self, protocol, body)
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self._server.request_queue_size = 256
+        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
+        self._thread.daemon = True
+        self._thread.start()
+        return self
+
+    def _handle(self, handler: Any, protocol: str, body: dict[str, Any]) -> None:
+        prompt = prompt_of(protocol, body)
+        with self._lock:
+            self.requests.append((protocol, prompt, body))
+            fault = self.faults.pop(0) if self.faults else None
+            nth = self._seen.get(prompt, 0)
+            if fault is None:
+                self._seen[prompt] = nth + 1
+            count = len(self.requests)
+        auth = handler.headers.get("Authorization", "")
+        if self.api_key is not None and auth != f"Bearer {self.api_key}":
+            handler._send(
+                401,
+                {"error": {"message": f"Incorrect API key provided: {auth[7:]}", "code": "invalid_api_key"}},
+            )
+            return
+        if self.known_models is not None and body.get("model") not in self.known_models:
+            handler._send(404, {"error": {"message": f"The model {body.get('model')} does not exist"}})
+            return
+        reply = fault if fault is not None else self.responder(protocol, body, nth)
+        if isinstance(reply, str):
+            reply = Reply(text=reply)
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            time.sleep(self.delay + reply.delay)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+        if reply.status != 200:
+            handler._send(
+                reply.status, {"error": {"message": reply.error, "type": "scripted"}}, reply.headers
+            )
+            return
+        model = str(body.get("model"))
+        payload = (
+            _chat_body(model, reply.text, count)
+            if protocol == "chat"
+            else _responses_body(model, reply.text, count)
+        )
+        handler._send(200, payload, reply.headers)
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._server = self._thread = None
+
+    def __enter__(self) -> FakeLLMServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def serve_forever(port: int = 0, delay: float = 0.0) -> None:  # pragma: no cover - manual use
+    """Run an echo server in the foreground (``python tests/llm_server.py``)."""
+    with FakeLLMServer(delay=delay) as server:
+        print(server.base_url, flush=True)
+        while True:
+            time.sleep(3600)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    serve_forever()
