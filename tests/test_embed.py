@@ -1,0 +1,125 @@
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+from pv4kit.embcache import EmbeddingCache, hash_texts
+from pv4kit.embed import embed_texts
+
+
+def test_embed_texts_dedups_and_caches(tmp_path, make_fake_embedder):
+    emb = make_fake_embedder()
+    cache = EmbeddingCache(tmp_path)
+    texts = ["a", "b", "a", "c", "b"]
+    first = embed_texts(texts, embedder=emb, cache=cache)
+    assert first.shape == (5, emb.dim) and first.dtype == np.float32
+    assert emb.calls == [["a", "b", "c"]]  # deduplicated
+    np.testing.assert_array_equal(first[0], first[2])
+    second = embed_texts(["c", "d", "a"], embedder=emb, cache=cache)
+    assert emb.calls[-1] == ["d"]  # only the miss is encoded
+    np.testing.assert_array_equal(second[0], first[3])
+    np.testing.assert_array_equal(second[2], first[0])
+    assert cache.count(emb.cache_key) == 4
+    assert emb.cache_key in cache.models()
+
+
+def test_cache_keyed_by_model(tmp_path, make_fake_embedder):
+    cache = EmbeddingCache(tmp_path)
+    a, b = make_fake_embedder(name="m1"), make_fake_embedder(name="m2")
+    embed_texts(["x"], embedder=a, cache=cache)
+    embed_texts(["x"], embedder=b, cache=cache)
+    assert a.n_encoded == 1 and b.n_encoded == 1
+
+
+def test_no_cache_and_float16(tmp_path, fake_embedder):
+    emb = fake_embedder
+    embed_texts(["x"], embedder=emb, cache=False)
+    embed_texts(["x"], embedder=emb, cache=None)
+    assert emb.n_encoded == 2
+    half = EmbeddingCache(tmp_path, dtype="float16")
+    fresh = embed_texts(["y"], embedder=emb, cache=half)
+    cached = embed_texts(["y"], embedder=emb, cache=half)
+    assert cached.dtype == np.float32
+    np.testing.assert_array_equal(fresh, cached)  # fresh vectors are rounded like cached ones
+    with pytest.raises(ValueError, match="dtype"):
+        EmbeddingCache(tmp_path, dtype="int8")
+
+
+def test_default_cache_dir_env(tmp_path, monkeypatch):
+    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path))
+    assert EmbeddingCache().root == tmp_path / "embeddings"
+
+
+def test_embed_texts_rejects_non_str(fake_embedder):
+    with pytest.raises(TypeError, match=r"texts\[1\]"):
+        embed_texts(["a", None], embedder=fake_embedder, cache=False)
+
+
+_WRITER = textwrap.dedent(
+    """
+    import sys, numpy as np
+    from pv4kit.embcache import EmbeddingCache, hash_texts
+    root, tag, n_batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    cache = EmbeddingCache(root)
+    for b in range(n_batches):
+        texts = [f"text-{(b * 50 + i) % 400}" for i in range(50)]
+        vecs = np.stack([np.full(64, float(len(t)) + int(t.split('-')[1]), np.float32) for t in texts])
+        cache.put("model", hash_texts(texts), vecs)
+        if b == 0:
+            print("started", flush=True)
+    print("done", flush=True)
+    """
+)
+
+
+def _expected(i: int) -> np.ndarray:
+    t = f"text-{i}"
+    return np.full(64, float(len(t)) + i, np.float32)
+
+
+def _check_intact(root):
+    cache = EmbeddingCache(root)
+    texts = [f"text-{i}" for i in range(400)]
+    got = cache.get("model", hash_texts(texts))
+    for i, h in enumerate(hash_texts(texts)):
+        if h in got:
+            np.testing.assert_array_equal(got[h], _expected(i))
+    return len(got)
+
+
+def test_cache_survives_sigkill(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), "k", "100000"],
+                            stdout=subprocess.PIPE, text=True, env=env)
+    assert proc.stdout.readline().strip() == "started"
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    n = _check_intact(tmp_path)
+    assert n >= 50
+    # the store still takes writes after the kill
+    EmbeddingCache(tmp_path).put("model", hash_texts(["text-0"]), _expected(0)[None])
+
+
+def test_cache_concurrent_writers(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(k), "16"],
+                              stdout=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    for p in procs:
+        out, _ = p.communicate(timeout=60)
+        assert p.returncode == 0 and "done" in out
+    assert _check_intact(tmp_path) == 400
+    assert EmbeddingCache(tmp_path).count("model") == 400
+
+
+def test_minilm_real(minilm, tmp_path):
+    assert minilm.dim == 384
+    vecs = embed_texts(["I love hiking in the mountains.", "Mountain trekking is my passion.",
+                        "The stock market fell today."], embedder=minilm, cache=tmp_path)
+    v = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
+    assert v[0] @ v[1] > v[0] @ v[2] + 0.3
