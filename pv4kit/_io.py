@@ -1,0 +1,136 @@
+"""Small shared helpers: atomic writes, hashing and provenance records.
+
+Every file pv4kit writes goes through these, so an interrupted or failing step never leaves a
+half-written file behind (write to a temporary file in the same folder, then ``os.replace``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
+
+    On any exception the temporary file is removed and ``path`` is left untouched.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.close(fd)
+    tmp_path = Path(tmp)
+    try:
+        yield tmp_path
+        os.replace(tmp_path, path)
+    except BaseException:
+        tmp_path.unlink(missing_ok=True)
+        raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (``\\n`` line endings are kept as given)."""
+    with atomic_path(path) as tmp:
+        with open(tmp, "w", encoding=encoding, newline="") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+    return Path(path)
+
+
+def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+    """Write ``obj`` as JSON to ``path`` atomically."""
+    return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False, default=str) + "\n")
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield a temporary directory; on success its files are moved into ``path``.
+
+    Files already in ``path`` that the new output also writes are replaced one by one with
+    ``os.replace``; other files in ``path`` are kept. On failure nothing in ``path`` changes.
+    """
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path))
+    try:
+        yield tmp
+        for item in sorted(tmp.rglob("*")):
+            if item.is_file():
+                dest = path / item.relative_to(tmp)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(item, dest)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def sha256_text(text: str) -> str:
+    """Hex SHA-256 of a UTF-8 string."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
+    """Hex SHA-256 of a file's bytes."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fingerprint_files(paths: list[Path], *, root: Path | None = None) -> str:
+    """One SHA-256 over the names and contents of ``paths`` (sorted), for provenance records."""
+    digest = hashlib.sha256()
+    for p in sorted(paths):
+        name = str(p.relative_to(root)) if root else str(p)
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(sha256_file(p).encode())
+    return digest.hexdigest()
+
+
+def git_commit(path: str | os.PathLike[str] | None = None) -> str | None:
+    """The current git commit of the pv4kit checkout (or of ``path``), or ``None`` outside git."""
+    cwd = Path(path) if path else Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
+        )
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None
+
+
+def provenance(**extra: Any) -> dict[str, Any]:
+    """A provenance record: pv4kit version, git commit, UTC time, plus ``extra`` fields."""
+    from pv4kit import __version__
+
+    record: dict[str, Any] = {
+        "pv4kit_version": __version__,
+        "git_commit": git_commit(),
+        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
+    }
+    record.update(extra)
+    return record
+
+
+def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
+    """Parse ``"6-125"`` into ``(6, 125)``; the error names the option ``name``."""
+    parts = str(text).split("-")
+    try:
+        lo, hi = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (int(parts[0]), int(parts[0]))
+    except ValueError:
+        raise ValueError(f"{name}: expected a user-id range like '6-125', got {text!r}") from None
+    if lo > hi:
+        raise ValueError(f"{name}: range start {lo} is above its end {hi} in {text!r}")
+    return lo, hi

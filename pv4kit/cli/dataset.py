@@ -1,0 +1,101 @@
+"""Dataset commands: ``validate``, ``qa-table`` (step 5), ``build`` (step 6) and ``info``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def _validate(args: argparse.Namespace) -> int:
+    from pv4kit.raw import format_report, validate_raw
+
+    report = validate_raw(args.raw_dir)
+    if args.errors_only:
+        report = report[report["severity"] == "error"]
+    print(format_report(report))
+    return 1 if (report["severity"] == "error").any() else 0
+
+
+def _qa_table(args: argparse.Namespace) -> int:
+    from pv4kit.questions import write_qa_tables
+    from pv4kit.raw import users_dir_of
+
+    report = write_qa_tables(users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite)
+    summary = report.attrs["summary"]
+    print(summary.to_string(index=False))
+    if len(report):
+        print("\ndropped blocks:")
+        for r in report.itertuples(index=False):
+            print(f"  {r.file}:{r.line}: {r.reason.replace('_', ' ')}")
+        print("\nper reason:", report["reason"].value_counts().to_dict())
+    print(
+        f"\n{int(summary['kept'].sum())} questions kept, {len(report)} dropped, "
+        f"{int(summary['written'].sum())} qa.csv written"
+    )
+    return 0
+
+
+def _build(args: argparse.Namespace) -> int:
+    from pv4kit._io import parse_id_range
+    from pv4kit.splits import build_dataset
+
+    frame = build_dataset(
+        args.users_dir,
+        args.output_dir,
+        hard_subset=args.hard_subset,
+        train_users=parse_id_range(args.train_users, name="--train-users"),
+        test_users=parse_id_range(args.test_users, name="--test-users"),
+        validation_fraction=args.validation_fraction,
+        seed=args.seed,
+        id_column=args.id_column,
+        progress=not args.quiet,
+    )
+    print(frame.to_string(index=False))
+    totals = {s: int(frame[s].sum()) for s in ("train", "validation", "test", "hard")}
+    print(f"\nwrote {args.output_dir}: " + ", ".join(f"{k} {v}" for k, v in totals.items()))
+    return 0
+
+
+def _info(args: argparse.Namespace) -> int:
+    from pv4kit.data import load
+
+    data = load(args.source)
+    print(repr(data))
+    print(data.summary().to_string(index=False))
+    q = data.questions
+    per_user = q.groupby(["user_id", "split"]).size().unstack(fill_value=0)
+    per_user["chats"] = [len(data.documents(u)) for u in per_user.index]
+    print("\nper user:\n" + per_user.to_string())
+    print("\ncorrect letters:", q["answer_letter"].value_counts().sort_index().to_dict())
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the dataset subcommands."""
+    p = sub.add_parser("validate", help="check a raw tree and list every problem with file and line")
+    p.add_argument("raw_dir", help="raw tree (holding users/) or a users folder")
+    p.add_argument("--errors-only", action="store_true", help="hide warnings")
+    p.set_defaults(func=_validate)
+
+    p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
+    p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
+    p.add_argument("--seed", type=int, default=42, help="seed of the answer shuffle (default 42)")
+    p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
+    p.set_defaults(func=_qa_table)
+
+    p = sub.add_parser("build", help="step 6: per-user splits -> {train,validation,test}.parquet")
+    p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
+    p.add_argument("--output-dir", required=True, help="where the parquet files go (e.g. data)")
+    p.add_argument("--hard-subset", default=None, help="hard_subset.csv (user_id,question_index)")
+    p.add_argument("--train-users", default="6-125", help="inclusive id range of training users")
+    p.add_argument("--test-users", default="126-155", help="inclusive id range of evaluation users")
+    p.add_argument("--validation-fraction", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=23)
+    p.add_argument("--id-column", default="user_id", choices=["user_id", "collection_id"])
+    p.set_defaults(func=_build)
+
+    p = sub.add_parser("info", help="load a dataset (data/, raw tree or hub id) and summarise it")
+    p.add_argument("source", nargs="?", default="data")
+    p.set_defaults(func=_info)

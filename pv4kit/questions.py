@@ -1,0 +1,285 @@
+"""Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
+
+The rule reproduces the reference implementation exactly, so the released ``qa.csv`` files come out
+byte for byte from the released ``qa/{i}.txt``:
+
+* categories ``0..C-1`` are read in order; each file is split on ``<QUESTION>`` (text before the first
+  tag is preamble and ignored);
+* in a block, each field of the fixed sequence ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``,
+  ``<CORRECT_CHOICE>`` runs from its tag to the *next tag of that sequence*, or to the end of the block
+  when that next tag is absent (so a missing ``<CHOICE_E>`` lets ``<CHOICE_D>`` run on), stripped;
+* the letter is ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only: ``C)`` counts, ``c`` does not);
+* the rationale runs from ``<RATIONALE...>`` to the end of the block, ``<WORD_COUNTS>`` included;
+* blocks whose question is empty are not records;
+* one ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
+  choice is dropped *without drawing*; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
+  text is removed from the five choices (first equal one), ``rng.shuffle`` reorders the four left and the
+  correct text is inserted at the new letter.
+
+Beyond the reference, :func:`build_question_table` also returns a report of every dropped block.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from pv4kit._io import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+LETTERS = "ABCDE"
+QA_COLUMNS = [
+    "index",
+    "category",
+    "question",
+    "choice_a",
+    "choice_b",
+    "choice_c",
+    "choice_d",
+    "choice_e",
+    "correct_choice",
+    "rationale",
+]
+_SEQUENCE = ["QUESTION", "CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE"]
+_FIELD_RE = {
+    tag: re.compile(rf"<{tag}>(.*?)(?=<{nxt}>|$)", re.DOTALL)
+    for tag, nxt in zip(_SEQUENCE[:-1], _SEQUENCE[1:], strict=True)
+}
+_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-E])\b")
+_LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
+_RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
+
+#: drop reasons reported by :func:`build_question_table`
+DROP_REASONS = ("empty_question", "no_letter", "lowercase_letter", "empty_correct_choice")
+
+
+@dataclass(frozen=True)
+class QABlock:
+    """One ``<QUESTION>`` block of a ``qa/{i}.txt`` file, parsed with the reference rule.
+
+    Attributes:
+        question: The question text (stripped; may be empty).
+        choices: The five choice texts A-E ("" where a tag is missing or empty).
+        letter: The correct letter A-E, or "" when none was found.
+        rationale: Text from ``<RATIONALE...>`` to the end of the block (stripped).
+        block: 0-based position of the block in its file.
+        line: 1-based line of the block's ``<QUESTION>`` tag in its file.
+        raw_letter: What follows ``<CORRECT_CHOICE>`` when it looks like a letter in any case ("" if not).
+    """
+
+    question: str
+    choices: tuple[str, str, str, str, str]
+    letter: str
+    rationale: str
+    block: int
+    line: int
+    raw_letter: str = ""
+
+
+def _field(tag: str, block: str) -> str:
+    if tag == "QUESTION":
+        # the block starts right after a <QUESTION> tag
+        match = re.match(r"(.*?)(?=<CHOICE_A>|$)", block, re.DOTALL)
+    else:
+        match = _FIELD_RE[tag].search(block)
+    return match.group(1).strip() if match else ""
+
+
+def parse_qa_text(text: str) -> list[QABlock]:
+    """Parse one ``qa/{i}.txt`` file into its ``<QUESTION>`` blocks (empty questions included).
+
+    Args:
+        text: The file's text as the model returned it.
+
+    Returns:
+        One :class:`QABlock` per ``<QUESTION>`` tag, in file order.
+    """
+    parts = text.split("<QUESTION>")
+    blocks: list[QABlock] = []
+    line = 1 + parts[0].count("\n")
+    for i, block in enumerate(parts[1:]):
+        letter_match = _LETTER_RE.search(block)
+        loose = _LOOSE_LETTER_RE.search(block)
+        rationale = _RATIONALE_RE.search(block)
+        blocks.append(
+            QABlock(
+                question=_field("QUESTION", block),
+                choices=tuple(_field(f"CHOICE_{x}", block) for x in LETTERS),  # type: ignore[arg-type]
+                letter=letter_match.group(1) if letter_match else "",
+                rationale=rationale.group(1).strip() if rationale else "",
+                block=i,
+                line=line,
+                raw_letter=loose.group(1) if loose else "",
+            )
+        )
+        line += block.count("\n")
+    return blocks
+
+
+def read_categories(user_dir: str | Path) -> list[str]:
+    """Read ``categories.txt``: one category per non-blank line, a leading ``N.`` removed."""
+    from pv4kit.raw import read_list
+
+    return read_list(Path(user_dir) / "categories.txt")
+
+
+def shuffle_records(
+    records: list[tuple[int, QABlock]], *, seed: int = 42
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Apply the reference answer shuffle to one user's records.
+
+    Args:
+        records: ``(category, block)`` pairs in category order, then file order; blocks with an empty
+            question must already be left out.
+        seed: Seed of the one ``random.Random`` that serves the whole user.
+
+    Returns:
+        ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
+        dropped record with its ``category``, ``block``, ``line`` and ``reason``.
+    """
+    rng = random.Random(seed)
+    rows: list[dict[str, object]] = []
+    drops: list[dict[str, object]] = []
+    for category, blk in records:
+        choices = list(blk.choices)
+        if not blk.letter:
+            reason = "lowercase_letter" if blk.raw_letter else "no_letter"
+            drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
+            continue
+        correct = choices[LETTERS.index(blk.letter)]
+        if not correct:
+            drops.append(
+                {"category": category, "block": blk.block, "line": blk.line, "reason": "empty_correct_choice"}
+            )
+            continue
+        new_letter = rng.choice(LETTERS)
+        others = list(choices)
+        others.remove(correct)
+        rng.shuffle(others)
+        others.insert(LETTERS.index(new_letter), correct)
+        row: dict[str, object] = {"index": len(rows), "category": category, "question": blk.question}
+        row.update({f"choice_{x.lower()}": c for x, c in zip(LETTERS, others, strict=True)})
+        row.update({"correct_choice": new_letter, "rationale": blk.rationale})
+        rows.append(row)
+    return rows, drops
+
+
+def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt``.
+
+    Args:
+        user_dir: The ``users/user_N`` directory.
+        seed: Seed of the answer shuffle (the reference uses 42).
+
+    Returns:
+        ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
+        per dropped block: ``file, line, category, block, reason``.
+
+    Raises:
+        FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing.
+    """
+    user_dir = Path(user_dir)
+    categories = read_categories(user_dir)
+    records: list[tuple[int, QABlock]] = []
+    drops: list[dict[str, object]] = []
+    for c in range(len(categories)):
+        path = user_dir / "qa" / f"{c}.txt"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
+                f"categories.txt lists {len(categories)} categories"
+            )
+        for blk in parse_qa_text(path.read_text(encoding="utf-8")):
+            if blk.question:
+                records.append((c, blk))
+            else:
+                drops.append(
+                    {"category": c, "block": blk.block, "line": blk.line, "reason": "empty_question"}
+                )
+    rows, shuffle_drops = shuffle_records(records, seed=seed)
+    drops.extend(shuffle_drops)
+    table = pd.DataFrame(rows, columns=QA_COLUMNS)
+    report = pd.DataFrame(drops, columns=["category", "block", "line", "reason"])
+    report.insert(0, "file", [str(user_dir / "qa" / f"{c}.txt") for c in report["category"]])
+    report = report.sort_values(["category", "block"], kind="stable").reset_index(drop=True)
+    return table, report
+
+
+def format_qa_csv(table: pd.DataFrame) -> str:
+    """Render a question table as ``qa.csv`` text (minimal quoting, ``\\n`` line endings)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(QA_COLUMNS)
+    for row in table[QA_COLUMNS].itertuples(index=False):
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def read_qa_csv(path: str | Path) -> pd.DataFrame:
+    """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
+    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    missing = [c for c in QA_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
+    frame["index"] = frame["index"].astype("int64")
+    frame["category"] = frame["category"].astype("int64")
+    return frame[QA_COLUMNS]
+
+
+def write_qa_tables(
+    users_dir: str | Path,
+    *,
+    seed: int = 42,
+    overwrite: bool = False,
+    user_ids: list[int] | None = None,
+) -> pd.DataFrame:
+    """Write ``qa.csv`` for every user under ``users_dir`` (step 5).
+
+    Args:
+        users_dir: The ``raw/users`` directory.
+        seed: Seed of the answer shuffle.
+        overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
+        user_ids: Only these users (default: all).
+
+    Returns:
+        The drop report of all users: ``user_id, file, line, category, block, reason``, plus an
+        ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped, written``).
+    """
+    from pv4kit.raw import list_users
+
+    users_dir = Path(users_dir)
+    ids = list_users(users_dir) if user_ids is None else list(user_ids)
+    reports, summary = [], []
+    for uid in ids:
+        user_dir = users_dir / f"user_{uid}"
+        target = user_dir / "qa.csv"
+        table, drops = build_question_table(user_dir, seed=seed)
+        written = False
+        if overwrite or not target.exists():
+            atomic_write_text(target, format_qa_csv(table))
+            written = True
+        drops.insert(0, "user_id", uid)
+        reports.append(drops)
+        summary.append({"user_id": uid, "kept": len(table), "dropped": len(drops), "written": written})
+        logger.info(
+            "user %d: %d questions kept, %d dropped%s",
+            uid,
+            len(table),
+            len(drops),
+            "" if written else " (qa.csv exists, kept)",
+        )
+    report = (
+        pd.concat(reports, ignore_index=True)
+        if reports
+        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason"])
+    )
+    report.attrs["summary"] = pd.DataFrame(summary, columns=["user_id", "kept", "dropped", "written"])
+    return report

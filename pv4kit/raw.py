@@ -1,0 +1,469 @@
+"""The raw release tree: paths, reading, writing and validation.
+
+Layout (as released)::
+
+    raw/
+      personas/user_N.txt            persona profile of user N
+      persona_seeds.csv              user_id, seed
+      hard_subset.csv                user_id, question_index
+      users/user_N/
+        categories.txt               one category per line (line i <-> qa/i.txt)
+        chat_topics.txt              one topic per line (line i <-> chats/i.txt)
+        chats/{i}.txt                two-turn chat: "Leo: ..." then "Assistant: ..."
+        qa/{i}.txt                   tagged model output for category i
+        qa.csv                       step 5's question table
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from pv4kit._io import atomic_write_text
+
+logger = logging.getLogger(__name__)
+
+_USER_DIR_RE = re.compile(r"^user_(\d+)$")
+_PERSONA_RE = re.compile(r"^user_(\d+)\.txt$")
+_NUMBERED_RE = re.compile(r"^\s*\d+\s*[.)]\s*")
+USER_TAG = "Leo:"
+ASSISTANT_TAG = "Assistant:"
+
+
+@dataclass
+class RawUser:
+    """One user's files from the raw tree.
+
+    Attributes:
+        user_id: The user's id (``N`` in ``user_N``).
+        path: The ``users/user_N`` directory.
+        categories: Lines of ``categories.txt`` (empty when the file is absent).
+        topics: Lines of ``chat_topics.txt`` (empty when the file is absent).
+        chats: Chat texts ordered by integer file stem.
+        qa: The parsed ``qa.csv`` or ``None`` when it is absent.
+        persona: The persona profile text, when ``personas/user_N.txt`` exists.
+        seed: The seed persona from ``persona_seeds.csv``, when present.
+    """
+
+    user_id: int
+    path: Path
+    categories: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    chats: list[str] = field(default_factory=list)
+    qa: pd.DataFrame | None = None
+    persona: str | None = None
+    seed: str | None = None
+
+
+def users_dir_of(raw_dir: str | Path) -> Path:
+    """Return the ``users`` directory of a raw tree (``raw_dir`` itself when it holds ``user_N`` dirs)."""
+    raw_dir = Path(raw_dir)
+    if (raw_dir / "users").is_dir():
+        return raw_dir / "users"
+    if raw_dir.is_dir() and any(_USER_DIR_RE.match(p.name) for p in raw_dir.iterdir() if p.is_dir()):
+        return raw_dir
+    raise FileNotFoundError(f"{raw_dir}: not a PV4 raw tree (expected a users/ folder with user_N folders)")
+
+
+def list_users(users_dir: str | Path) -> list[int]:
+    """Sorted ids of the ``user_N`` folders in ``users_dir``.
+
+    Raises:
+        FileNotFoundError: When ``users_dir`` does not exist or holds no ``user_N`` folder.
+    """
+    users_dir = Path(users_dir)
+    if not users_dir.is_dir():
+        raise FileNotFoundError(f"{users_dir}: users directory does not exist")
+    ids = sorted(
+        int(m.group(1)) for p in users_dir.iterdir() if p.is_dir() and (m := _USER_DIR_RE.match(p.name))
+    )
+    if not ids:
+        raise FileNotFoundError(f"{users_dir}: no user_N folders found")
+    return ids
+
+
+def read_list(path: str | Path) -> list[str]:
+    """Read a numbered-list file: blank lines dropped, a leading ``N.`` removed, lines stripped."""
+    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    return [_NUMBERED_RE.sub("", line).strip() for line in lines if line.strip()]
+
+
+def chat_files(user_dir: str | Path) -> list[Path]:
+    """The ``chats/{i}.txt`` files ordered by integer stem (``10.txt`` after ``9.txt``).
+
+    Raises:
+        ValueError: When a file name is not ``<integer>.txt``.
+    """
+    chats_dir = Path(user_dir) / "chats"
+    if not chats_dir.is_dir():
+        return []
+    files = []
+    for p in chats_dir.iterdir():
+        if p.name.startswith("."):
+            continue
+        if p.suffix != ".txt" or not p.stem.isdigit():
+            raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
+        files.append(p)
+    return sorted(files, key=lambda p: int(p.stem))
+
+
+def read_chats(user_dir: str | Path) -> list[str]:
+    """Read a user's chats in topic order (integer file stem), each stripped."""
+    return [p.read_text(encoding="utf-8").strip() for p in chat_files(user_dir)]
+
+
+def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
+    """Read ``persona_seeds.csv`` as ``{user_id: seed}`` ({} when absent)."""
+    path = Path(raw_dir) / "persona_seeds.csv"
+    if not path.is_file():
+        return {}
+    frame = pd.read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
+    if list(frame.columns[:2]) != ["user_id", "seed"]:
+        raise ValueError(f"{path}: expected columns user_id, seed; found {list(frame.columns)}")
+    return dict(zip(frame["user_id"].astype(int), frame["seed"], strict=True))
+
+
+def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
+    """Read ``hard_subset.csv`` (``user_id, question_index``); an absent path gives an empty frame."""
+    empty = pd.DataFrame({"user_id": pd.Series(dtype="int64"), "question_index": pd.Series(dtype="int64")})
+    if path is None:
+        return empty
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: hard subset file does not exist")
+    frame = pd.read_csv(path)
+    if list(frame.columns) != ["user_id", "question_index"]:
+        raise ValueError(f"{path}: expected header 'user_id,question_index', found {list(frame.columns)}")
+    if frame.empty:
+        return empty
+    for col in frame.columns:
+        if not pd.api.types.is_integer_dtype(frame[col]):
+            bad = frame.index[pd.to_numeric(frame[col], errors="coerce").isna()]
+            line = int(bad[0]) + 2 if len(bad) else 2
+            raise ValueError(f"{path}:{line}: {col} must be an integer")
+    return frame.astype("int64").drop_duplicates().reset_index(drop=True)
+
+
+def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None) -> RawUser:
+    """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given)."""
+    from pv4kit.questions import read_qa_csv
+
+    user_dir = Path(user_dir)
+    m = _USER_DIR_RE.match(user_dir.name)
+    if not m:
+        raise ValueError(f"{user_dir}: expected a folder named user_N")
+    if not user_dir.is_dir():
+        raise FileNotFoundError(f"{user_dir}: user folder does not exist")
+    uid = int(m.group(1))
+    user = RawUser(user_id=uid, path=user_dir)
+    if (user_dir / "categories.txt").is_file():
+        user.categories = read_list(user_dir / "categories.txt")
+    if (user_dir / "chat_topics.txt").is_file():
+        user.topics = read_list(user_dir / "chat_topics.txt")
+    user.chats = read_chats(user_dir)
+    if (user_dir / "qa.csv").is_file():
+        user.qa = read_qa_csv(user_dir / "qa.csv")
+    if raw_dir is not None:
+        persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
+        if persona.is_file():
+            user.persona = persona.read_text(encoding="utf-8").strip()
+        user.seed = read_persona_seeds(raw_dir).get(uid)
+    return user
+
+
+def list_personas(persona_dir: str | Path) -> list[int]:
+    """Sorted ids of ``user_N.txt`` persona files in ``persona_dir``."""
+    persona_dir = Path(persona_dir)
+    if not persona_dir.is_dir():
+        raise FileNotFoundError(f"{persona_dir}: persona directory does not exist")
+    return sorted(int(m.group(1)) for p in persona_dir.iterdir() if (m := _PERSONA_RE.match(p.name)))
+
+
+def write_user_files(
+    user_dir: str | Path,
+    *,
+    categories: list[str] | None = None,
+    topics: list[str] | None = None,
+    chats: dict[int, str] | None = None,
+    qa_texts: dict[int, str] | None = None,
+) -> None:
+    """Write parts of a user folder in the release layout (each file atomically)."""
+    user_dir = Path(user_dir)
+    if categories is not None:
+        atomic_write_text(user_dir / "categories.txt", "\n".join(categories) + "\n")
+    if topics is not None:
+        atomic_write_text(user_dir / "chat_topics.txt", "\n".join(topics) + "\n")
+    for i, text in (chats or {}).items():
+        atomic_write_text(user_dir / "chats" / f"{i}.txt", text.strip())
+    for i, text in (qa_texts or {}).items():
+        atomic_write_text(user_dir / "qa" / f"{i}.txt", text)
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _problem(rows: list[dict], path: Path, line: int | None, severity: str, code: str, message: str) -> None:
+    rows.append({"file": str(path), "line": line, "severity": severity, "code": code, "message": message})
+
+
+def check_chat(text: str) -> list[tuple[int, str, str]]:
+    """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
+    lines = text.strip().splitlines()
+    problems: list[tuple[int, str, str]] = []
+    if not lines:
+        return [(1, "chat_empty", "chat is empty; expected a 'Leo:' line then an 'Assistant:' line")]
+    if not lines[0].startswith(USER_TAG):
+        problems.append(
+            (1, "chat_format", f"expected the chat to start with {USER_TAG!r}, found {lines[0][:40]!r}")
+        )
+    asst = [i for i, line in enumerate(lines) if line.startswith(ASSISTANT_TAG)]
+    leo = [i for i, line in enumerate(lines) if line.startswith(USER_TAG)]
+    if not asst:
+        problems.append((len(lines), "chat_format", f"no {ASSISTANT_TAG!r} turn after the {USER_TAG!r} turn"))
+    elif len(asst) > 1 or len(leo) > 1:
+        problems.append(
+            (
+                asst[-1] + 1,
+                "chat_turns",
+                f"expected two turns, found {len(leo)} Leo and {len(asst)} Assistant",
+            )
+        )
+    elif leo and asst[0] < leo[0]:
+        problems.append((asst[0] + 1, "chat_format", "the 'Assistant:' turn comes before the 'Leo:' turn"))
+    return problems
+
+
+def _validate_user(user_dir: Path, rows: list[dict]) -> None:
+    from pv4kit.questions import LETTERS, QA_COLUMNS, build_question_table, format_qa_csv
+
+    cat_path = user_dir / "categories.txt"
+    categories: list[str] = []
+    if not cat_path.is_file():
+        _problem(rows, cat_path, None, "error", "missing_file", "categories.txt is missing")
+    else:
+        categories = read_list(cat_path)
+        if not categories:
+            _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
+    topics_path = user_dir / "chat_topics.txt"
+    topics = read_list(topics_path) if topics_path.is_file() else None
+    if topics is None:
+        _problem(rows, topics_path, None, "warning", "missing_file", "chat_topics.txt is missing")
+
+    # chats
+    try:
+        files = chat_files(user_dir)
+    except ValueError as exc:
+        _problem(rows, user_dir / "chats", None, "error", "chat_name", str(exc))
+        files = [p for p in (user_dir / "chats").iterdir() if p.suffix == ".txt" and p.stem.isdigit()]
+        files.sort(key=lambda p: int(p.stem))
+    if not files:
+        _problem(rows, user_dir / "chats", None, "error", "no_chats", "no chats/{i}.txt files")
+    stems = [int(p.stem) for p in files]
+    missing = sorted(set(range(max(stems) + 1)) - set(stems)) if stems else []
+    if missing:
+        _problem(
+            rows,
+            user_dir / "chats",
+            None,
+            "error",
+            "chat_gap",
+            f"chat numbering has gaps: missing {', '.join(f'{i}.txt' for i in missing[:10])}"
+            + (" ..." if len(missing) > 10 else ""),
+        )
+    if topics is not None and stems and len(topics) != len(files):
+        _problem(
+            rows,
+            topics_path,
+            None,
+            "error",
+            "count_mismatch",
+            f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats",
+        )
+    for p in files:
+        for line, code, message in check_chat(p.read_text(encoding="utf-8")):
+            _problem(rows, p, line, "error", code, message)
+
+    # question files
+    qa_dir = user_dir / "qa"
+    qa_files = {}
+    if qa_dir.is_dir():
+        for p in qa_dir.iterdir():
+            if p.suffix == ".txt" and p.stem.isdigit():
+                qa_files[int(p.stem)] = p
+            elif not p.name.startswith("."):
+                _problem(rows, p, None, "warning", "qa_name", f"unexpected file in qa/: {p.name!r}")
+    for c, name in enumerate(categories):
+        if c not in qa_files:
+            _problem(
+                rows,
+                qa_dir / f"{c}.txt",
+                None,
+                "error",
+                "missing_file",
+                f"question file for category {c} ({name!r}) is missing",
+            )
+    extra = sorted(set(qa_files) - set(range(len(categories))))
+    if categories and extra:
+        _problem(
+            rows,
+            qa_dir,
+            None,
+            "error",
+            "count_mismatch",
+            f"categories.txt lists {len(categories)} categories but qa/ also has "
+            f"{', '.join(f'{i}.txt' for i in extra)}",
+        )
+    table = None
+    if categories and all(c in qa_files for c in range(len(categories))):
+        table, drops = build_question_table(user_dir)
+        for d in drops.itertuples():
+            _problem(
+                rows,
+                Path(d.file),
+                int(d.line),
+                "warning",
+                f"dropped_{d.reason}",
+                f"question block {d.block} is dropped by step 5: {d.reason.replace('_', ' ')}",
+            )
+
+    # qa.csv
+    qa_csv = user_dir / "qa.csv"
+    if not qa_csv.is_file():
+        _problem(rows, qa_csv, None, "warning", "missing_file", "qa.csv is missing (run `pv4kit qa-table`)")
+        return
+    frame = pd.read_csv(qa_csv, dtype=str, keep_default_na=False)
+    if list(frame.columns) != QA_COLUMNS:
+        _problem(
+            rows,
+            qa_csv,
+            1,
+            "error",
+            "qa_columns",
+            f"expected columns {QA_COLUMNS}, found {list(frame.columns)}",
+        )
+        return
+    for i, row in enumerate(frame.itertuples(index=False)):
+        line = i + 2
+        letter = row.correct_choice
+        if letter not in LETTERS:
+            _problem(
+                rows,
+                qa_csv,
+                line,
+                "error",
+                "bad_letter",
+                f"correct_choice must be one of A-E, found {letter!r}",
+            )
+            continue
+        if not getattr(row, f"choice_{letter.lower()}").strip():
+            _problem(rows, qa_csv, line, "error", "empty_answer", f"the correct choice {letter} is empty")
+        if row.index != str(i):
+            _problem(rows, qa_csv, line, "error", "qa_index", f"index should be {i}, found {row.index!r}")
+        if not row.category.isdigit() or (categories and int(row.category) >= len(categories)):
+            _problem(
+                rows,
+                qa_csv,
+                line,
+                "error",
+                "qa_category",
+                f"category must be 0..{len(categories) - 1}, found {row.category!r}",
+            )
+    if table is not None and qa_csv.read_text(encoding="utf-8") != format_qa_csv(table):
+        _problem(
+            rows,
+            qa_csv,
+            None,
+            "warning",
+            "qa_stale",
+            "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)",
+        )
+
+
+def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
+    """Validate a raw tree and report every problem found.
+
+    Args:
+        raw_dir: The raw tree (holding ``users/``) or a ``users`` folder.
+
+    Returns:
+        One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
+        the tree is clean. Nothing is raised for bad content; a missing tree is one error row.
+    """
+    raw_dir = Path(raw_dir)
+    rows: list[dict] = []
+    try:
+        users_dir = users_dir_of(raw_dir)
+    except FileNotFoundError as exc:
+        _problem(rows, raw_dir, None, "error", "no_tree", str(exc))
+        return pd.DataFrame(rows, columns=["file", "line", "severity", "code", "message"])
+    root = users_dir.parent if users_dir.name == "users" else users_dir
+    for p in sorted(users_dir.iterdir()):
+        if p.is_dir() and not _USER_DIR_RE.match(p.name) and not p.name.startswith("."):
+            _problem(rows, p, None, "warning", "user_name", f"folder {p.name!r} is not named user_N; ignored")
+    ids = [int(m.group(1)) for p in users_dir.iterdir() if p.is_dir() and (m := _USER_DIR_RE.match(p.name))]
+    if not ids:
+        _problem(rows, users_dir, None, "error", "no_users", "no user_N folders found")
+    for uid in sorted(ids):
+        _validate_user(users_dir / f"user_{uid}", rows)
+    persona_dir = root / "personas"
+    if persona_dir.is_dir():
+        have = set(list_personas(persona_dir))
+        for uid in sorted(set(ids) - have):
+            _problem(
+                rows,
+                persona_dir / f"user_{uid}.txt",
+                None,
+                "warning",
+                "missing_persona",
+                f"no persona profile for user {uid}",
+            )
+    seeds = root / "persona_seeds.csv"
+    if seeds.is_file():
+        try:
+            read_persona_seeds(root)
+        except (ValueError, KeyError) as exc:
+            _problem(rows, seeds, 1, "error", "seeds_format", str(exc))
+    hard = root / "hard_subset.csv"
+    if hard.is_file():
+        try:
+            entries = read_hard_subset(hard)
+        except ValueError as exc:
+            _problem(rows, hard, 1, "error", "hard_format", str(exc))
+        else:
+            from pv4kit.questions import read_qa_csv
+
+            sizes: dict[int, int] = {}
+            for i, e in enumerate(entries.itertuples(index=False)):
+                qa_csv = users_dir / f"user_{e.user_id}" / "qa.csv"
+                if e.user_id not in sizes and qa_csv.is_file():
+                    sizes[e.user_id] = len(read_qa_csv(qa_csv))
+                if e.user_id not in ids:
+                    _problem(
+                        rows, hard, i + 2, "error", "hard_unknown", f"user {e.user_id} is not in the tree"
+                    )
+                elif e.user_id in sizes and not 0 <= e.question_index < sizes[e.user_id]:
+                    _problem(
+                        rows,
+                        hard,
+                        i + 2,
+                        "error",
+                        "hard_unknown",
+                        f"user {e.user_id} has no question {e.question_index}",
+                    )
+    return pd.DataFrame(rows, columns=["file", "line", "severity", "code", "message"])
+
+
+def format_report(report: pd.DataFrame) -> str:
+    """Render a validation report as ``file:line: severity [code] message`` lines plus a count line."""
+    out = []
+    for r in report.itertuples(index=False):
+        loc = f"{r.file}:{int(r.line)}" if pd.notna(r.line) else r.file
+        out.append(f"{loc}: {r.severity} [{r.code}] {r.message}")
+    n_err = int((report["severity"] == "error").sum())
+    n_warn = int((report["severity"] == "warning").sum())
+    out.append(f"{n_err} error(s), {n_warn} warning(s)")
+    return "\n".join(out)

@@ -1,0 +1,309 @@
+"""Step 6: per-user splits of the question tables into ``train``/``validation``/``test`` parquet files.
+
+Training users (ids in ``train_users``) draw a permutation of their questions with
+``numpy.random.default_rng(seed)``; the first ``ceil(fraction * n)`` go to validation and the rest to
+train, both in permutation order (the rule of ``datasets.Dataset.train_test_split(test_size=fraction,
+seed=seed)``). Evaluation users (ids in ``test_users``) keep all their questions, in ``qa.csv`` order,
+in ``test``. Every row carries the user's chats as ``documents``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pv4kit._io import atomic_directory, atomic_write_json, fingerprint_files, provenance
+
+logger = logging.getLogger(__name__)
+
+SPLITS = ("train", "validation", "test")
+DEFAULT_TRAIN_USERS = (6, 125)
+DEFAULT_TEST_USERS = (126, 155)
+
+
+def split_indices(n: int, *, fraction: float = 0.1, seed: int = 23) -> tuple[np.ndarray, np.ndarray]:
+    """Split ``n`` question positions into ``(train, validation)`` index arrays.
+
+    Equal to ``datasets.Dataset.train_test_split(test_size=fraction, seed=seed)``: a permutation from
+    ``numpy.random.default_rng(seed)``, its first ``ceil(fraction * n)`` entries held out.
+
+    Args:
+        n: Number of questions of the user.
+        fraction: Share held out for validation, in ``(0, 1)``.
+        seed: Seed of the permutation (the same for every user).
+
+    Returns:
+        ``(train_positions, validation_positions)``, both in permutation order.
+    """
+    if not 0 < fraction < 1:
+        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+    if n < 2:
+        raise ValueError(f"a training user needs at least 2 questions to split, got n={n}")
+    perm = np.random.default_rng(seed).permutation(n)
+    n_val = math.ceil(fraction * n)
+    return perm[n_val:], perm[:n_val]
+
+
+def user_role(user_id: int, *, train_users: tuple[int, int], test_users: tuple[int, int]) -> str | None:
+    """``"train"``, ``"test"`` or ``None`` (outside both ranges) for a user id."""
+    if train_users[0] <= user_id <= train_users[1]:
+        return "train"
+    if test_users[0] <= user_id <= test_users[1]:
+        return "test"
+    return None
+
+
+def check_ranges(train_users: tuple[int, int], test_users: tuple[int, int]) -> None:
+    """Raise ``ValueError`` when the two user-id ranges overlap."""
+    if train_users[0] <= test_users[1] and test_users[0] <= train_users[1]:
+        raise ValueError(
+            f"train users {train_users[0]}-{train_users[1]} and test users {test_users[0]}-{test_users[1]} "
+            "overlap; a user must be in one range only"
+        )
+
+
+def assign_splits(
+    sizes: dict[int, int],
+    *,
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
+    fraction: float = 0.1,
+    seed: int = 23,
+) -> pd.DataFrame:
+    """Assign every question of every user to a split, in output row order.
+
+    Args:
+        sizes: ``{user_id: number of questions}``.
+        train_users: Inclusive id range of training users.
+        test_users: Inclusive id range of evaluation users.
+        fraction: Validation share of each training user.
+        seed: Seed of the per-user permutation.
+
+    Returns:
+        Frame ``user_id, split, question_index`` in the order rows appear in each split's file.
+    """
+    check_ranges(train_users, test_users)
+    parts = []
+    for uid in sorted(sizes):
+        n = sizes[uid]
+        role = user_role(uid, train_users=train_users, test_users=test_users)
+        if role == "train":
+            train, val = split_indices(n, fraction=fraction, seed=seed)
+            parts.append(pd.DataFrame({"user_id": uid, "split": "train", "question_index": train}))
+            parts.append(pd.DataFrame({"user_id": uid, "split": "validation", "question_index": val}))
+        elif role == "test":
+            parts.append(pd.DataFrame({"user_id": uid, "split": "test", "question_index": np.arange(n)}))
+    if not parts:
+        return pd.DataFrame(
+            {
+                "user_id": pd.Series(dtype="int64"),
+                "split": pd.Series(dtype=str),
+                "question_index": pd.Series(dtype="int64"),
+            }
+        )
+    out = pd.concat(parts, ignore_index=True)
+    return out.astype({"user_id": "int64", "question_index": "int64"})
+
+
+def parquet_schema(id_column: str = "user_id"):  # noqa: ANN201 - pyarrow type
+    """The released parquet schema: id, question, answer, choices, documents, hard."""
+    import pyarrow as pa
+
+    return pa.schema(
+        [
+            (id_column, pa.int64()),
+            ("question", pa.string()),
+            ("answer", pa.string()),
+            ("choices", pa.list_(pa.string())),
+            ("documents", pa.list_(pa.string())),
+            ("hard", pa.bool_()),
+        ]
+    )
+
+
+def _user_table(
+    qa: pd.DataFrame, positions: np.ndarray, chats: list[str], hard: set[int], *, uid: int, id_column: str
+):  # noqa: ANN202
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    rows = qa.iloc[positions]
+    letters = rows["correct_choice"].to_numpy()
+    choices = rows[["choice_a", "choice_b", "choice_c", "choice_d", "choice_e"]].to_numpy()
+    answers = [c["ABCDE".index(x)] for c, x in zip(choices, letters, strict=True)]
+    one = pa.array([chats], type=pa.list_(pa.string()))
+    documents = pc.take(one, pa.array(np.zeros(len(rows), dtype=np.int64)))
+    return pa.table(
+        {
+            id_column: pa.array(np.full(len(rows), uid, dtype=np.int64)),
+            "question": pa.array(rows["question"].tolist(), type=pa.string()),
+            "answer": pa.array(answers, type=pa.string()),
+            "choices": pa.array([list(c) for c in choices], type=pa.list_(pa.string())),
+            "documents": documents,
+            "hard": pa.array([int(i) in hard for i in positions], type=pa.bool_()),
+        },
+        schema=parquet_schema(id_column),
+    )
+
+
+def build_dataset(
+    users_dir: str | Path,
+    output_dir: str | Path,
+    *,
+    hard_subset: str | Path | None = None,
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
+    validation_fraction: float = 0.1,
+    seed: int = 23,
+    id_column: str = "user_id",
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
+
+    Everything is validated before anything is written (bad letters, empty answers, hard-subset entries
+    that are not test questions, overlapping ranges); files are written into a temporary folder and
+    moved into ``output_dir`` only when all are complete, so a failure leaves the previous output intact.
+
+    Args:
+        users_dir: ``raw/users`` (or the raw tree holding it).
+        output_dir: Where the parquet files, ``user_splits.csv`` and ``manifest.json`` go.
+        hard_subset: Optional ``hard_subset.csv`` (``user_id, question_index``).
+        train_users: Inclusive id range of training users.
+        test_users: Inclusive id range of evaluation users.
+        validation_fraction: Held-out share of each training user's questions.
+        seed: Seed of the per-user permutation.
+        id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
+        progress: Show a progress bar.
+
+    Returns:
+        The ``user_splits.csv`` frame.
+    """
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    from pv4kit.questions import LETTERS, read_qa_csv
+    from pv4kit.raw import list_users, read_chats, read_hard_subset, users_dir_of
+
+    check_ranges(train_users, test_users)
+    users_dir = users_dir_of(users_dir)
+    ids = list_users(users_dir)
+    roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in ids}
+    skipped = [u for u, r in roles.items() if r is None]
+    if skipped:
+        logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
+    ids = [u for u in ids if roles[u] is not None]
+    if not ids:
+        raise ValueError(
+            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+
+    # 1. read and validate everything first
+    tables: dict[int, pd.DataFrame] = {}
+    for uid in ids:
+        path = users_dir / f"user_{uid}" / "qa.csv"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`"
+            )
+        qa = read_qa_csv(path)
+        for i, (letter, *choices) in enumerate(
+            qa[["correct_choice", "choice_a", "choice_b", "choice_c", "choice_d", "choice_e"]].itertuples(
+                index=False
+            )
+        ):
+            letter = letter.strip().upper()
+            if letter not in LETTERS or not letter:
+                raise ValueError(f"{path}:{i + 2}: correct_choice must be one of A-E, found {letter!r}")
+            if not choices[LETTERS.index(letter)].strip():
+                raise ValueError(f"{path}:{i + 2}: the correct choice {letter} is empty")
+        qa["correct_choice"] = qa["correct_choice"].str.strip().str.upper()
+        if roles[uid] == "train" and len(qa) < 2:
+            raise ValueError(f"{path}: training user {uid} has {len(qa)} question(s); at least 2 are needed")
+        tables[uid] = qa
+    hard = read_hard_subset(hard_subset)
+    hard_by_user: dict[int, set[int]] = {}
+    for i, e in enumerate(hard.itertuples(index=False)):
+        where = f"{hard_subset}:{i + 2}"
+        if e.user_id not in tables:
+            raise ValueError(f"{where}: hard entry for user {e.user_id}, who is not among the users built")
+        if roles[e.user_id] != "test":
+            raise ValueError(
+                f"{where}: hard entry for user {e.user_id}, a training user; hard questions "
+                "must be test questions"
+            )
+        if not 0 <= e.question_index < len(tables[e.user_id]):
+            raise ValueError(
+                f"{where}: user {e.user_id} has no question {e.question_index} "
+                f"(it has {len(tables[e.user_id])})"
+            )
+        hard_by_user.setdefault(int(e.user_id), set()).add(int(e.question_index))
+    plan = assign_splits(
+        {u: len(t) for u, t in tables.items()},
+        train_users=train_users,
+        test_users=test_users,
+        fraction=validation_fraction,
+        seed=seed,
+    )
+
+    # 2. write into a temporary folder, one row group per user and split
+    output_dir = Path(output_dir)
+    schema = parquet_schema(id_column)
+    summary = []
+    with atomic_directory(output_dir) as tmp:
+        writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
+        try:
+            groups = plan.groupby(["user_id", "split"], sort=False)
+            for uid in tqdm(ids, desc="build", unit="user", disable=not progress):
+                chats = read_chats(users_dir / f"user_{uid}")
+                counts = {"user_id": uid, "role": roles[uid], "questions": len(tables[uid])}
+                for split in SPLITS:
+                    key = (uid, split)
+                    positions = (
+                        groups.get_group(key)["question_index"].to_numpy() if key in groups.groups else []
+                    )
+                    counts[split] = len(positions)
+                    if len(positions):
+                        table = _user_table(
+                            tables[uid],
+                            np.asarray(positions),
+                            chats,
+                            hard_by_user.get(uid, set()),
+                            uid=uid,
+                            id_column=id_column,
+                        )
+                        writers[split].write_table(table)
+                counts["hard"] = len(hard_by_user.get(uid, ()))
+                summary.append(counts)
+        finally:
+            for w in writers.values():
+                w.close()
+        frame = pd.DataFrame(summary, columns=["user_id", "role", "questions", *SPLITS, "hard"])
+        frame.to_csv(tmp / "user_splits.csv", index=False, lineterminator="\n")
+        inputs = sorted(
+            p
+            for p in users_dir.rglob("*")
+            if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
+        )
+        if hard_subset is not None:
+            inputs.append(Path(hard_subset))
+        atomic_write_json(
+            tmp / "manifest.json",
+            provenance(
+                step="build",
+                users_dir=str(users_dir),
+                hard_subset=str(hard_subset) if hard_subset else None,
+                train_users=list(train_users),
+                test_users=list(test_users),
+                validation_fraction=validation_fraction,
+                seed=seed,
+                id_column=id_column,
+                input_fingerprint=fingerprint_files(inputs),
+                rows={s: int(frame[s].sum()) for s in SPLITS},
+            ),
+        )
+    logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
+    return frame
