@@ -30,7 +30,9 @@ class FakeEmbedder:
         rng = np.random.default_rng(zlib.crc32(text.encode("utf-8")))
         return rng.standard_normal(self.dim).astype(np.float32)
 
-    def encode(self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
         self.calls.append(list(texts))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)

@@ -94,8 +94,12 @@ def _check_intact(root):
 
 def test_cache_survives_sigkill(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    proc = subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), "k", "100000"],
-                            stdout=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _WRITER, str(tmp_path), "k", "100000"],
+        stdout=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     assert proc.stdout.readline().strip() == "started"
     time.sleep(0.3)
     os.kill(proc.pid, signal.SIGKILL)
@@ -108,8 +112,15 @@ def test_cache_survives_sigkill(tmp_path):
 
 def test_cache_concurrent_writers(tmp_path):
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(tmp_path), str(k), "16"],
-                              stdout=subprocess.PIPE, text=True, env=env) for k in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", _WRITER, str(tmp_path), str(k), "16"],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+        for k in range(2)
+    ]
     for p in procs:
         out, _ = p.communicate(timeout=60)
         assert p.returncode == 0 and "done" in out
@@ -119,7 +130,14 @@ def test_cache_concurrent_writers(tmp_path):
 
 def test_minilm_real(minilm, tmp_path):
     assert minilm.dim == 384
-    vecs = embed_texts(["I love hiking in the mountains.", "Mountain trekking is my passion.",
-                        "The stock market fell today."], embedder=minilm, cache=tmp_path)
+    vecs = embed_texts(
+        [
+            "I love hiking in the mountains.",
+            "Mountain trekking is my passion.",
+            "The stock market fell today.",
+        ],
+        embedder=minilm,
+        cache=tmp_path,
+    )
     v = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3

@@ -1,0 +1,65 @@
+import numpy as np
+import pandas as pd
+import pytest
+
+from pv4kit.stats import bootstrap_ci, compare, mcnemar_exact, paired_bootstrap
+
+
+def _frame(seed, n_users=20, per_user=15, p=0.6):
+    rng = np.random.default_rng(seed)
+    users = np.repeat(np.arange(n_users), per_user)
+    return pd.DataFrame(
+        {
+            "user_id": users,
+            "question_index": np.tile(np.arange(per_user), n_users),
+            "correct": rng.random(len(users)) < p,
+        }
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_bootstrap_ci_contains_estimate_and_is_deterministic(seed):
+    f = _frame(seed)
+    ci = bootstrap_ci(f, n_boot=500, seed=seed)
+    assert ci["low"] <= ci["estimate"] <= ci["high"]
+    assert ci["estimate"] == pytest.approx(f["correct"].mean())
+    assert ci["n"] == 300 and ci["n_clusters"] == 20
+    assert bootstrap_ci(f, n_boot=500, seed=seed) == ci
+
+
+def test_bootstrap_ci_clustered_is_wider_than_iid():
+    # users that are all-right or all-wrong: the clustered interval must reflect 10 users, not 300 rows
+    f = pd.DataFrame({"user_id": np.repeat(np.arange(10), 30), "correct": np.repeat([True, False] * 5, 30)})
+    clustered = bootstrap_ci(f, n_boot=1000)
+    rowwise = bootstrap_ci(f.assign(user_id=np.arange(300)), n_boot=1000)
+    assert clustered["high"] - clustered["low"] > 2 * (rowwise["high"] - rowwise["low"])
+
+
+def test_bootstrap_ci_empty_is_null():
+    ci = bootstrap_ci(pd.DataFrame({"user_id": [], "correct": []}))
+    assert ci["estimate"] is None and ci["low"] is None and ci["n"] == 0
+    with pytest.raises(ValueError, match="level"):
+        bootstrap_ci(_frame(0), level=95)
+
+
+def test_mcnemar_exact():
+    a = np.array([1, 1, 1, 1, 0, 0, 1, 0], bool)
+    b = np.array([0, 0, 0, 0, 0, 0, 1, 0], bool)
+    r = mcnemar_exact(a, b)
+    assert (r["a_only"], r["b_only"]) == (4, 0)
+    assert r["pvalue"] == pytest.approx(0.125)
+    assert mcnemar_exact(a, a)["pvalue"] == 1.0
+
+
+def test_paired_bootstrap_and_compare():
+    fa = _frame(0, p=0.8).assign(
+        category=lambda d: d["question_index"] % 3, hard=lambda d: d["question_index"] < 3
+    )
+    fb = fa.assign(correct=np.zeros(len(fa), bool))
+    pb = paired_bootstrap(fa.assign(b=fb["correct"]), a="correct", b="b", n_boot=300)
+    assert pb["low"] <= pb["diff"] <= pb["high"] and pb["diff"] == pytest.approx(fa["correct"].mean())
+    out = compare(fa, fb.iloc[:-5], n_boot=300)
+    assert list(out["scope"]) == ["overall", "hard", "category", "category", "category"]
+    overall = out.iloc[0]
+    assert overall["n"] == len(fa) - 5 and overall["b_only"] == 0 and overall["mcnemar_p"] < 1e-6
+    assert out.attrs["only_in_a"] == 5 and out.attrs["only_in_b"] == 0
