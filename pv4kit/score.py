@@ -254,7 +254,9 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
     }
 
 
-def _load_questions(data: Any, run_dir: Path, config: dict[str, Any]) -> tuple[pd.DataFrame, dict[str, Any]]:
+def _load_questions(
+    data: Any, run_dir: Path, config: dict[str, Any], *, splits: list[str] | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
     if isinstance(data, pd.DataFrame):
         return data, {"data": "<DataFrame>"}
     if data is not None and hasattr(data, "questions"):
@@ -267,7 +269,7 @@ def _load_questions(data: Any, run_dir: Path, config: dict[str, Any]) -> tuple[p
         raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=/--data")
     from pv4kit.data import load
 
-    loaded = load(str(source))
+    loaded = load(str(source), splits=splits)
     return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
 
 
@@ -302,7 +304,8 @@ def score_run(
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
     config = runs.read_run_config(run_dir)
-    questions, data_info = _load_questions(data, run_dir, config)
+    splits = sorted(set(generations["split"]))
+    questions, data_info = _load_questions(data, run_dir, config, splits=splits)
     if embedder is None or isinstance(embedder, str):
         from pv4kit.embed import get_embedder
 
