@@ -1,0 +1,136 @@
+"""Scoring commands: ``score``, ``compare``, ``export`` and ``import`` (the reference's formats)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+
+logger = logging.getLogger(__name__)
+
+
+def _fmt(value: float | None, *, pct: bool = True) -> str:
+    if value is None:
+        return "n/a"
+    return f"{100 * value:.2f}%" if pct else f"{value:.4f}"
+
+
+def _score(args: argparse.Namespace) -> int:
+    from pv4kit.embed import get_embedder
+    from pv4kit.score import score_run
+
+    embedder = get_embedder(args.embedder, device=args.device, instruction=args.instruction)
+    cache = False if args.no_cache else (args.cache_dir or True)
+    for run_dir in args.run_dirs:
+        _, m = score_run(
+            run_dir,
+            data=args.data,
+            embedder=embedder,
+            cache=cache,
+            n_boot=args.n_boot,
+            seed=args.seed,
+            batch_size=args.batch_size,
+            progress=not args.quiet,
+        )
+        lo, hi = m["accuracy_ci"]
+        hard = m["accuracy_hard"]
+        hard_txt = (
+            "n/a (no hard questions)"
+            if hard is None
+            else (
+                f"{_fmt(hard)} [{_fmt(m['accuracy_hard_ci'][0])}, {_fmt(m['accuracy_hard_ci'][1])}] "
+                f"(n={m['n_hard']})"
+            )
+        )
+        print(
+            f"{run_dir}: accuracy {_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}] on {m['n']} questions, "
+            f"{m['n_users']} users; hard {hard_txt}; ties {m['n_ties']}"
+        )
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    from pv4kit.stats import compare
+
+    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed)
+    if args.output:
+        from pv4kit._io import atomic_write_text
+
+        atomic_write_text(args.output, table.to_csv(index=False))
+    with_pct = table.copy()
+    for col in ("accuracy_a", "accuracy_b", "diff", "diff_low", "diff_high"):
+        with_pct[col] = with_pct[col].map(lambda v: None if v is None else round(100 * v, 2))
+    print(with_pct.to_string(index=False))
+    only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
+    if only_a or only_b:
+        print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")
+    return 0
+
+
+def _export(args: argparse.Namespace) -> int:
+    from pv4kit.refformat import export_reference
+
+    out = export_reference(args.run_dir, out_dir=args.output_dir)
+    print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
+    return 0
+
+
+def _import(args: argparse.Namespace) -> int:
+    from pv4kit.refformat import import_reference
+
+    gens, unmatched = import_reference(
+        args.predictions,
+        data=args.data,
+        run_dir=args.run_dir,
+        split=args.split or None,
+        method=args.method,
+        model=args.model,
+    )
+    print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
+    for row in unmatched.head(10).itertuples(index=False):
+        print(f"  {args.predictions}:{row.line}: {row.reason}: {row.question[:80]!r}")
+    return 0 if len(gens) else 1
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``score``, ``compare``, ``export`` and ``import`` to the ``pv4kit`` command line."""
+    p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
+    p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
+    p.add_argument("--data", default=None, help="data source (default: 'data' in the run's config.json)")
+    p.add_argument(
+        "--embedder",
+        default=None,
+        help="'minilm' (offline CPU), 'qwen3' (Qwen/Qwen3-Embedding-4B), any sentence-transformers "
+        "id or path; default: qwen3 with CUDA, else minilm",
+    )
+    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
+    p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
+    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument(
+        "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
+    )
+    p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_score)
+
+    c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
+    c.add_argument("run_a")
+    c.add_argument("run_b")
+    c.add_argument("--n-boot", type=int, default=2000)
+    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+    c.set_defaults(func=_compare)
+
+    e = subparsers.add_parser("export", help="write a scored run in the reference's format")
+    e.add_argument("run_dir")
+    e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
+    e.set_defaults(func=_export)
+
+    i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
+    i.add_argument("predictions", help="the reference's predictions.jsonl")
+    i.add_argument("run_dir", help="run directory to create")
+    i.add_argument("--data", required=True, help="data source the predictions were made on")
+    i.add_argument("--split", default="test", help="split to match against ('' for all)")
+    i.add_argument("--method", default="imported")
+    i.add_argument("--model", default=None)
+    i.set_defaults(func=_import)
