@@ -1,0 +1,757 @@
+"""Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): loaders and metrics.
+
+Three stages, each with human annotations from three annotators and LLM outputs (formats in the data
+card; see ``docs/related.md``):
+
+* **Stage 1** (attribute extraction): an attribute is *accepted* when strictly more than half of the
+  annotators who judged it said ``ok`` (``unsure`` and ``bad`` are not acceptance; a 1-1 split between
+  two annotators is not accepted). Agreement: Fleiss' kappa, Krippendorff's alpha, pairwise Cohen's
+  kappa (plain, linear-weighted on ``bad < unsure < ok``, and binary ok-vs-not).
+* **Stage 2** (relevance of an attribute to a prompt): human labels are collapsed to binary --
+  ``necessary_explicit`` and ``necessary_implicit`` are relevant; ``optional``, ``unnecessary`` and
+  ``forbidden`` are not; booleans and ``yes``/``no`` are taken as they are. The human label is the
+  majority with **ties -> relevant** (as in the data card). Each LLM's judgments, the coarse filter,
+  an all-MiniLM-L6-v2 similarity baseline and BM25 (thresholds chosen on a seeded split of prompts)
+  get precision, recall and F1 against it.
+* **Stage 3** (generic vs personalised response, rated 1 = prefer generic .. 5 = prefer personalised):
+  rating distributions, the share not preferred (rating <= 3), and each LLM judge's Spearman
+  correlation with the human mean per (item, attribute).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.related._common import encode, iter_jsonl, resolve_source
+from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
+
+logger = logging.getLogger(__name__)
+
+__all__ = [
+    "HUB_ID",
+    "RELEVANCE_LABELS",
+    "Stage1Data",
+    "Stage2Data",
+    "Stage3Data",
+    "choose_threshold",
+    "load_stage1",
+    "load_stage2",
+    "load_stage3",
+    "stage1_acceptance",
+    "stage1_agreement",
+    "stage2_agreement",
+    "stage2_labels",
+    "stage2_metrics",
+    "stage2_predictions",
+    "stage3_correlation",
+    "stage3_distribution",
+    "stage3_ratings",
+    "stage3_summary",
+]
+
+HUB_ID = "leczhang/recenter-personalization"
+STAGE1_LABELS = ("bad", "unsure", "ok")  # ordered, for the weighted kappa
+# human relevance labels -> binary (first two relevant); unknown labels raise
+RELEVANCE_LABELS: dict[str, bool] = {
+    "necessary_explicit": True,
+    "necessary_implicit": True,
+    "optional": False,
+    "unnecessary": False,
+    "forbidden": False,
+    "yes": True,
+    "no": False,
+    "true": True,
+    "false": False,
+    "relevant": True,
+    "not_relevant": False,
+    "irrelevant": False,
+}
+
+
+@dataclass
+class Stage1Data:
+    """Stage 1: ``items`` (one row per attribute) and ``annotations`` (one row per annotator x attribute)."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+
+
+@dataclass
+class Stage2Data:
+    """Stage 2: ``items`` (one row per item x profile attribute), ``annotations`` and ``judgments`` (long)."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+    judgments: pd.DataFrame
+
+
+@dataclass
+class Stage3Data:
+    """Stage 3: ``items`` (item x attribute), ``annotations``/``judgments`` (ratings) and ``generations``."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+    judgments: pd.DataFrame
+    generations: pd.DataFrame
+
+
+# -------------------------------------------------------------------------------------------- loaders
+
+
+def _stage_dir(source: str | os.PathLike[str], stage: str) -> Path:
+    root = resolve_source(source, repo_id=HUB_ID)
+    folder = root / stage if (root / stage).is_dir() else root
+    if not (folder / "items.jsonl").is_file():
+        raise FileNotFoundError(f"{root}: {stage}/items.jsonl not found")
+    return folder
+
+
+def _index_of(rec: dict[str, Any], path: Path, line: int) -> int:
+    for key in ("item_index", "index", "sample_index"):
+        if rec.get(key) is not None:
+            return int(rec[key])
+    raise ValueError(f"{path}:{line}: no item_index/index/sample_index field")
+
+
+def _attr_text(value: Any) -> str:
+    return str(value["attribute"] if isinstance(value, dict) else value)
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
+    """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl``.
+
+    Args:
+        source: The release folder (or its ``stage1`` folder), or the hub id.
+
+    Returns:
+        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
+        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
+    """
+    folder = _stage_dir(source, "stage1")
+    rows = []
+    for line, rec in iter_jsonl(folder / "items.jsonl"):
+        index = int(rec.get("item_index", rec.get("index", line - 1)))
+        for j, attr in enumerate(rec.get("merged_attributes") or []):
+            rows.append(
+                {
+                    "item_index": index,
+                    "user_id": rec.get("user_id"),
+                    "source": rec.get("source", rec.get("dataset")),
+                    "attr_index": j,
+                    "attribute": _attr_text(attr),
+                    "confidence": attr.get("confidence"),
+                    "ground_truth": attr.get("ground_truth"),
+                }
+            )
+    items = pd.DataFrame(
+        rows,
+        columns=["item_index", "user_id", "source", "attr_index", "attribute", "confidence", "ground_truth"],
+    )
+    n_attrs = items.groupby("item_index").size().to_dict()
+    ann = []
+    for path in _files(folder / "annotations"):
+        for line, rec in iter_jsonl(path):
+            index = _index_of(rec, path, line)
+            judgments = rec.get("attr_judgments") or []
+            if index in n_attrs and len(judgments) > n_attrs[index]:
+                raise ValueError(
+                    f"{path}:{line}: {len(judgments)} judgments for item {index} with "
+                    f"{n_attrs[index]} attributes"
+                )
+            for j, judg in enumerate(judgments):
+                value = judg.get("judgment") if isinstance(judg, dict) else judg
+                if value is None:
+                    continue
+                if value not in STAGE1_LABELS:
+                    raise ValueError(f"{path}:{line}: judgment {value!r} not in {list(STAGE1_LABELS)}")
+                ann.append({"annotator": path.stem, "item_index": index, "attr_index": j, "judgment": value})
+    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attr_index", "judgment"])
+    return Stage1Data(items=items, annotations=annotations)
+
+
+def relevance_label(value: Any, *, where: str = "") -> bool | None:
+    """Collapse a human or LLM relevance label to binary (``None`` for a missing one)."""
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | float):
+        return bool(value)
+    key = str(value).strip().lower().replace("-", "_").replace(" ", "_")
+    if key not in RELEVANCE_LABELS:
+        raise ValueError(f"{where}: unknown relevance label {value!r}; known: {sorted(RELEVANCE_LABELS)}")
+    return RELEVANCE_LABELS[key]
+
+
+def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
+    """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
+
+    Returns:
+        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
+        coarse_filter`` (whether the coarse filter proposed it); ``annotations``: ``annotator,
+        item_index, attribute, label, relevant``; ``judgments``: ``model, item_index, attribute,
+        relevant, raw_answer``.
+    """
+    folder = _stage_dir(source, "stage2")
+    rows = []
+    for line, rec in iter_jsonl(folder / "items.jsonl"):
+        index = _index_of(rec, folder / "items.jsonl", line)
+        proposed = {_attr_text(a) for a in rec.get("items") or []}
+        for attr in rec.get("profile_attributes") or []:
+            gt = attr.get("ground_truth") if isinstance(attr, dict) else None
+            rows.append(
+                {
+                    "item_index": index,
+                    "prompt_index": rec.get("prompt_index"),
+                    "prompt_text": rec.get("prompt_text"),
+                    "user_id": rec.get("user_id"),
+                    "attribute": _attr_text(attr),
+                    "ground_truth": gt,
+                    "coarse_filter": _attr_text(attr) in proposed,
+                }
+            )
+    items = pd.DataFrame(
+        rows,
+        columns=[
+            "item_index",
+            "prompt_index",
+            "prompt_text",
+            "user_id",
+            "attribute",
+            "ground_truth",
+            "coarse_filter",
+        ],
+    )
+    ann = []
+    for path in _files(folder / "annotations"):
+        for line, rec in iter_jsonl(path):
+            index = _index_of(rec, path, line)
+            for judg in rec.get("relevance_judgments") or []:
+                rel = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
+                if rel is not None:
+                    ann.append(
+                        {
+                            "annotator": path.stem,
+                            "item_index": index,
+                            "attribute": judg["attribute"],
+                            "label": judg.get("relevant"),
+                            "relevant": rel,
+                        }
+                    )
+    jud = []
+    for path in _files(folder / "llm_judgments"):
+        for line, rec in iter_jsonl(path):
+            index = _index_of(rec, path, line)
+            for judg in rec.get("items") or []:
+                jud.append(
+                    {
+                        "model": path.stem,
+                        "item_index": index,
+                        "attribute": judg["attribute"],
+                        "relevant": relevance_label(judg.get("relevant"), where=f"{path}:{line}"),
+                        "raw_answer": judg.get("raw_answer"),
+                    }
+                )
+    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
+    judgments = pd.DataFrame(jud, columns=["model", "item_index", "attribute", "relevant", "raw_answer"])
+    return Stage2Data(items=items, annotations=annotations, judgments=judgments)
+
+
+def _ratings_frame(folder: Path, who: str) -> pd.DataFrame:
+    rows = []
+    for path in _files(folder):
+        for line, rec in iter_jsonl(path):
+            index = _index_of(rec, path, line)
+            for attr, rating in (rec.get("ratings") or {}).items():
+                if rating is None:
+                    continue
+                value = float(rating)
+                if not 1 <= value <= 5:
+                    raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
+                rows.append({who: path.stem, "item_index": index, "attribute": attr, "rating": value})
+    return pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating"])
+
+
+def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
+    """Load ``stage3/items.jsonl``, annotations, LLM judgments and generations.
+
+    Returns:
+        ``items``: ``item_index, model_tag, prompt_text, attribute, is_relevant, response_no_context,
+        response_personalized``; ``annotations``: ``annotator, item_index, attribute, rating``;
+        ``judgments``: ``model, item_index, attribute, rating``; ``generations``: every record of
+        ``generations/<condition>_<model>.jsonl`` with ``condition`` and ``model`` columns added.
+    """
+    folder = _stage_dir(source, "stage3")
+    rows = []
+    for line, rec in iter_jsonl(folder / "items.jsonl"):
+        index = _index_of(rec, folder / "items.jsonl", line)
+        for attr in rec.get("attributes") or []:
+            rows.append(
+                {
+                    "item_index": index,
+                    "model_tag": rec.get("model_tag"),
+                    "prompt_text": rec.get("prompt_text"),
+                    "attribute": _attr_text(attr),
+                    "is_relevant": attr.get("is_relevant") if isinstance(attr, dict) else None,
+                    "response_no_context": rec.get("response_no_context"),
+                    "response_personalized": rec.get("response_personalized"),
+                }
+            )
+    items = pd.DataFrame(
+        rows,
+        columns=[
+            "item_index",
+            "model_tag",
+            "prompt_text",
+            "attribute",
+            "is_relevant",
+            "response_no_context",
+            "response_personalized",
+        ],
+    )
+    gens = []
+    for path in _files(folder / "generations"):
+        stem = path.stem
+        condition = next(
+            (c for c in ("no_context", "gt_attributes") if stem.startswith(f"{c}_")), stem.partition("_")[0]
+        )
+        model = stem[len(condition) + 1 :]
+        for _, rec in iter_jsonl(path):
+            gens.append({"condition": condition, "model": model, **rec})
+    return Stage3Data(
+        items=items,
+        annotations=_ratings_frame(folder / "annotations", "annotator"),
+        judgments=_ratings_frame(folder / "llm_judgments", "model"),
+        generations=pd.DataFrame(gens),
+    )
+
+
+# ------------------------------------------------------------------------------------------ stage 1
+
+
+def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
+    """Per attribute: judgment counts, acceptance by majority, and whether it matches the release label.
+
+    Returns:
+        ``item_index, user_id, source, attr_index, attribute, n_ratings, n_ok, n_unsure, n_bad,
+        accepted`` (``n_ok > n_ratings / 2``), ``ground_truth``, ``matches_release``.
+    """
+    counts = data.annotations.pivot_table(
+        index=["item_index", "attr_index"],
+        columns="judgment",
+        values="annotator",
+        aggfunc="count",
+        fill_value=0,
+    ).reindex(columns=list(STAGE1_LABELS), fill_value=0)
+    counts.columns = [f"n_{c}" for c in counts.columns]
+    out = data.items.merge(counts.reset_index(), on=["item_index", "attr_index"], how="left")
+    for col in ("n_ok", "n_unsure", "n_bad"):
+        out[col] = out[col].fillna(0).astype(int)
+    out["n_ratings"] = out[["n_ok", "n_unsure", "n_bad"]].sum(axis=1)
+    out["accepted"] = (2 * out["n_ok"] > out["n_ratings"]) & (out["n_ratings"] > 0)
+    gt = pd.to_numeric(out["ground_truth"], errors="coerce")
+    out["matches_release"] = (gt == out["accepted"].astype(int)).where(gt.notna())
+    cols = [
+        "item_index",
+        "user_id",
+        "source",
+        "attr_index",
+        "attribute",
+        "n_ratings",
+        "n_ok",
+        "n_unsure",
+        "n_bad",
+        "accepted",
+        "ground_truth",
+        "matches_release",
+    ]
+    return out[cols]
+
+
+def _agreement_rows(
+    wide: pd.DataFrame, *, scale: str, labels: list[Any] | None, weighted: bool = False
+) -> list[dict[str, Any]]:
+    complete = wide.dropna()
+    rows = [
+        {
+            "metric": "fleiss_kappa",
+            "scale": scale,
+            "raters": "all",
+            "n_items": len(complete),
+            "value": fleiss_kappa(wide, labels=labels),
+        },
+        {
+            "metric": "krippendorff_alpha",
+            "scale": scale,
+            "raters": "all",
+            "n_items": int((wide.notna().sum(axis=1) >= 2).sum()),
+            "value": krippendorff_alpha(wide),
+        },
+    ]
+    for weights in [None, "linear"] if weighted else [None]:
+        pair = pairwise_cohen(wide, weights=weights, labels=labels)
+        name = "cohen_kappa" if weights is None else "cohen_kappa_linear"
+        for rec in pair.to_dict("records"):
+            rows.append(
+                {
+                    "metric": name,
+                    "scale": scale,
+                    "raters": f"{rec['rater_a']}-{rec['rater_b']}",
+                    "n_items": rec["n"],
+                    "value": rec["kappa"],
+                }
+            )
+        rows.append(
+            {
+                "metric": f"mean_{name}",
+                "scale": scale,
+                "raters": "pairs",
+                "n_items": len(complete),
+                "value": float(pair["kappa"].mean()) if len(pair) else float("nan"),
+            }
+        )
+    return rows
+
+
+def stage1_agreement(data: Stage1Data) -> pd.DataFrame:
+    """Annotator agreement on stage 1: 3-way (ok/unsure/bad) and binary (ok vs not).
+
+    Returns:
+        Tidy ``metric, scale, raters, n_items, value``; Fleiss' kappa uses items every annotator judged,
+        Krippendorff's alpha every item with >= 2 judgments, Cohen's kappa the items both judged.
+    """
+    wide = data.annotations.pivot(index=["item_index", "attr_index"], columns="annotator", values="judgment")
+    binary = wide.map(lambda v: v if pd.isna(v) else v == "ok")
+    rows = _agreement_rows(wide, scale="ok/unsure/bad", labels=list(STAGE1_LABELS), weighted=True)
+    rows += _agreement_rows(binary, scale="ok vs not", labels=[False, True])
+    return pd.DataFrame(rows, columns=["metric", "scale", "raters", "n_items", "value"])
+
+
+# ------------------------------------------------------------------------------------------ stage 2
+
+
+def stage2_labels(data: Stage2Data) -> pd.DataFrame:
+    """Human majority per (item, attribute): ties -> relevant.
+
+    Returns:
+        ``item_index, prompt_index, prompt_text, user_id, attribute, n_ratings, n_relevant, human``,
+        ``ground_truth`` (the release's label) and ``coarse_filter``; attributes no annotator judged
+        are dropped.
+    """
+    votes = (
+        data.annotations.groupby(["item_index", "attribute"])["relevant"]
+        .agg(n_ratings="size", n_relevant="sum")
+        .reset_index()
+    )
+    out = data.items.merge(votes, on=["item_index", "attribute"], how="inner")
+    out["n_relevant"] = out["n_relevant"].astype(int)
+    out["human"] = 2 * out["n_relevant"] >= out["n_ratings"]
+    return out
+
+
+def choose_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold maximising F1 of ``score >= threshold`` (ties: the highest such threshold)."""
+    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    best, best_f1 = float("inf"), -1.0
+    for t in np.unique(scores)[::-1]:
+        pred = scores >= t
+        tp = int((pred & labels).sum())
+        f1 = 2 * tp / (pred.sum() + labels.sum()) if (pred.sum() + labels.sum()) else 0.0
+        if f1 > best_f1 + 1e-12:
+            best, best_f1 = float(t), f1
+    return best
+
+
+def _prompt_split(prompt_index: pd.Series, *, tune_fraction: float, seed: int) -> pd.Series:
+    prompts = np.array(sorted(prompt_index.dropna().unique()))
+    rng = np.random.default_rng(seed)
+    n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
+    tune = set(rng.permutation(prompts)[:n_tune].tolist())
+    return prompt_index.map(lambda p: "tune" if p in tune else "test")
+
+
+def stage2_predictions(
+    data: Stage2Data,
+    *,
+    embedder: Any = "minilm",
+    cache: Any = True,
+    seed: int = 0,
+    tune_fraction: float = 0.5,
+    methods: Iterable[str] = ("llm", "coarse_filter", "embedding", "bm25"),
+) -> pd.DataFrame:
+    """Relevance predictions of every method, aligned with the human majority.
+
+    Prompts are split (seeded) into ``tune`` and ``test``; the embedding and BM25 thresholds are the
+    F1-best on ``tune``. An LLM that gave no judgment for a pair predicts "not relevant" and the row is
+    flagged ``missing``.
+
+    Args:
+        data: Stage-2 data.
+        embedder: For the similarity baseline (default all-MiniLM-L6-v2); see ``_common.encode``.
+        cache: Embedding cache.
+        seed: Split seed.
+        tune_fraction: Share of prompts used to choose thresholds.
+        methods: Any of ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
+
+    Returns:
+        Long frame ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human,
+        missing``.
+    """
+    from pv4kit.bm25 import bm25_scores, tokenize
+
+    methods = set(methods)
+    unknown = methods - {"llm", "coarse_filter", "embedding", "bm25"}
+    if unknown:
+        raise ValueError(f"methods: unknown {sorted(unknown)}")
+    labels = stage2_labels(data)
+    base = labels[["item_index", "prompt_index", "attribute", "human"]].copy()
+    base["split"] = _prompt_split(labels["prompt_index"], tune_fraction=tune_fraction, seed=seed).to_numpy()
+    frames = []
+    if "llm" in methods:
+        for model, part in data.judgments.groupby("model", sort=True):
+            merged = base.merge(
+                part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
+            )
+            merged["missing"] = merged["relevant"].isna()
+            merged["pred"] = merged["relevant"].fillna(False).astype(bool)
+            frames.append(
+                merged.drop(columns="relevant").assign(
+                    method=model, score=merged["pred"] * 1.0, threshold=np.nan
+                )
+            )
+    if "coarse_filter" in methods and labels["coarse_filter"].any():
+        frames.append(
+            base.assign(
+                method="coarse_filter",
+                pred=labels["coarse_filter"].to_numpy(),
+                score=labels["coarse_filter"].to_numpy() * 1.0,
+                threshold=np.nan,
+                missing=False,
+            )
+        )
+    scored: dict[str, np.ndarray] = {}
+    if "embedding" in methods:
+        prompts = labels["prompt_text"].astype(str).tolist()
+        vec = encode(prompts + labels["attribute"].tolist(), embedder=embedder, cache=cache)
+        scored["embedding"] = np.einsum("ij,ij->i", vec[: len(labels)], vec[len(labels) :]).astype(float)
+    if "bm25" in methods:
+        attrs = sorted(set(labels["attribute"]))
+        corpus = [tokenize(a) for a in attrs]
+        position = {a: i for i, a in enumerate(attrs)}
+        by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
+        scored["bm25"] = np.array(
+            [
+                by_prompt[str(p)][position[a]]
+                for p, a in zip(labels["prompt_text"], labels["attribute"], strict=True)
+            ]
+        )
+    for method, score in scored.items():
+        tune = (base["split"] == "tune").to_numpy()
+        threshold = choose_threshold(score[tune], base["human"].to_numpy()[tune])
+        frames.append(
+            base.assign(
+                method=method, score=score, threshold=threshold, pred=score >= threshold, missing=False
+            )
+        )
+    cols = [
+        "method",
+        "item_index",
+        "prompt_index",
+        "attribute",
+        "split",
+        "score",
+        "threshold",
+        "pred",
+        "human",
+        "missing",
+    ]
+    return pd.concat(frames, ignore_index=True)[cols] if frames else pd.DataFrame(columns=cols)
+
+
+def stage2_metrics(predictions: pd.DataFrame, *, subset: str = "test") -> pd.DataFrame:
+    """Precision, recall, F1 and accuracy per method against the human majority.
+
+    Args:
+        predictions: From :func:`stage2_predictions`.
+        subset: ``"test"`` (the held-out prompts; the fair comparison for threshold methods),
+            ``"tune"`` or ``"all"``.
+
+    Returns:
+        ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy,
+        positive_rate, human_positive_rate, threshold``.
+    """
+    if subset not in ("test", "tune", "all"):
+        raise ValueError(f"subset must be 'test', 'tune' or 'all', got {subset!r}")
+    frame = predictions if subset == "all" else predictions[predictions["split"] == subset]
+    rows = []
+    for method, part in frame.groupby("method", sort=False):
+        p, h = part["pred"].astype(bool).to_numpy(), part["human"].astype(bool).to_numpy()
+        tp, fp = int((p & h).sum()), int((p & ~h).sum())
+        fn, tn = int((~p & h).sum()), int((~p & ~h).sum())
+        prec = tp / (tp + fp) if tp + fp else float("nan")
+        rec = tp / (tp + fn) if tp + fn else float("nan")
+        f1 = 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else float("nan")
+        rows.append(
+            {
+                "method": method,
+                "subset": subset,
+                "n": len(part),
+                "n_missing": int(part["missing"].sum()),
+                "tp": tp,
+                "fp": fp,
+                "fn": fn,
+                "tn": tn,
+                "precision": prec,
+                "recall": rec,
+                "f1": f1,
+                "accuracy": (tp + tn) / len(part),
+                "positive_rate": float(p.mean()),
+                "human_positive_rate": float(h.mean()),
+                "threshold": part["threshold"].iloc[0],
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
+    """Pairwise Cohen's kappa (binary relevance) between humans, LLMs and the human majority.
+
+    Returns:
+        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``), ``rater_a, rater_b,
+        n, agreement, kappa``, then one ``fleiss``/``alpha`` row per rater family (``rater_b`` = NA).
+    """
+    key = ["item_index", "attribute"]
+    humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
+    llms = data.judgments.dropna(subset=["relevant"]).pivot_table(
+        index=key, columns="model", values="relevant", aggfunc="first"
+    )
+    labels = stage2_labels(data).set_index(key)["human"].rename("majority")
+    wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
+    wide = wide.where(wide.notna(), None)
+    h, m = list(humans.columns), list(llms.columns)
+    groups = {
+        "human-human": [(a, b) for i, a in enumerate(h) for b in h[i + 1 :]],
+        "llm-llm": [(a, b) for i, a in enumerate(m) for b in m[i + 1 :]],
+        "llm-human": [(a, b) for a in m for b in h],
+        "llm-majority": [(a, "majority") for a in m],
+    }
+    frames = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+    extra = []
+    for fam, cols in (("human", h), ("llm", m)):
+        if len(cols) >= 2:
+            sub = wide[cols]
+            extra.append(
+                {
+                    "group": f"{fam} (all)",
+                    "rater_a": "fleiss_kappa",
+                    "n": len(sub.dropna()),
+                    "kappa": fleiss_kappa(sub, labels=[False, True]),
+                }
+            )
+            extra.append(
+                {
+                    "group": f"{fam} (all)",
+                    "rater_a": "krippendorff_alpha",
+                    "n": int((sub.notna().sum(axis=1) >= 2).sum()),
+                    "kappa": krippendorff_alpha(sub),
+                }
+            )
+    out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
+    return out[["group", "rater_a", "rater_b", "n", "agreement", "kappa"]]
+
+
+# ------------------------------------------------------------------------------------------ stage 3
+
+
+def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
+    """All stage-3 ratings in one long frame.
+
+    Returns:
+        ``kind`` (human | llm), ``rater``, ``item_index``, ``attribute``, ``model_tag``, ``is_relevant``
+        (from the items) and ``rating``.
+    """
+    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
+    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
+    ratings = pd.concat([human, llm], ignore_index=True)
+    info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]].drop_duplicates(
+        ["item_index", "attribute"]
+    )
+    out = ratings.merge(info, on=["item_index", "attribute"], how="left")
+    return out[["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]]
+
+
+def stage3_distribution(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Rating distribution per rater and for all humans pooled: ``kind, rater, rating, count, share``."""
+    pooled = ratings[ratings["kind"] == "human"].assign(rater="humans (pooled)")
+    frame = pd.concat([pooled, ratings], ignore_index=True)
+    counts = frame.groupby(["kind", "rater", "rating"]).size().rename("count")
+    full = counts.unstack("rating", fill_value=0).reindex(columns=[1.0, 2.0, 3.0, 4.0, 5.0], fill_value=0)
+    out = full.stack().rename("count").reset_index()
+    out["share"] = out["count"] / out.groupby(["kind", "rater"])["count"].transform("sum")
+    return out
+
+
+def _human_mean(ratings: pd.DataFrame) -> pd.Series:
+    return ratings[ratings["kind"] == "human"].groupby(["item_index", "attribute"])["rating"].mean()
+
+
+def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Mean rating and share not preferred (rating <= 3) per rater, humans pooled, and per pair.
+
+    The row ``human mean per pair`` averages the human ratings of each (item, attribute) first and
+    counts the pair as not preferred when that mean is <= 3.
+
+    Returns:
+        ``kind, rater, n, mean_rating, share_not_preferred, share_prefer_personalised`` (rating >= 4).
+    """
+    mean = _human_mean(ratings).reset_index().assign(kind="human", rater="human mean per pair")
+    pooled = ratings[ratings["kind"] == "human"].assign(rater="humans (pooled)")
+    frame = pd.concat([mean, pooled, ratings], ignore_index=True)
+    out = frame.groupby(["kind", "rater"], sort=False)["rating"].agg(
+        n="size",
+        mean_rating="mean",
+        share_not_preferred=lambda r: float((r <= 3).mean()),
+        share_prefer_personalised=lambda r: float((r >= 4).mean()),
+    )
+    return out.reset_index()
+
+
+def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation of each rater with the human mean per (item, attribute).
+
+    LLM judges are compared with the mean of all humans; each human with the mean of the *other*
+    humans (leave-one-out, a human ceiling).
+
+    Returns:
+        ``kind, rater, n, spearman_rho, p_value``.
+    """
+    from scipy.stats import spearmanr
+
+    key = ["item_index", "attribute"]
+    human = ratings[ratings["kind"] == "human"]
+    rows = []
+    for (kind, rater), part in ratings.groupby(["kind", "rater"], sort=True):
+        ref = human[human["rater"] != rater] if kind == "human" else human
+        target = ref.groupby(key)["rating"].mean().rename("human_mean")
+        joined = part.set_index(key)[["rating"]].join(target, how="inner").dropna()
+        n = len(joined)
+        if n >= 3 and joined["rating"].nunique() > 1 and joined["human_mean"].nunique() > 1:
+            res = spearmanr(joined["rating"], joined["human_mean"])
+            rho, p = float(res.statistic), float(res.pvalue)
+        else:
+            rho = p = float("nan")
+        rows.append({"kind": kind, "rater": rater, "n": n, "spearman_rho": rho, "p_value": p})
+    return pd.DataFrame(rows, columns=["kind", "rater", "n", "spearman_rho", "p_value"])
