@@ -1,0 +1,210 @@
+"""``pv4kit generate`` (steps 1-5) and ``pv4kit usage`` (the LLM cost ledger)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE = ".cache/llm.sqlite"
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``generate`` and ``usage`` subcommands."""
+    p = subparsers.add_parser(
+        "generate",
+        help="generate users: categories, topics, chats, questions, qa.csv (resumable)",
+        description="Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users "
+        "whose question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete "
+        "or has stale files.",
+    )
+    p.add_argument("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
+    p.add_argument("--output-dir", required=True, help="users folder to write user_N/ into")
+    p.add_argument("--user-start", type=int, default=None, help="first user id (inclusive)")
+    p.add_argument("--user-end", type=int, default=None, help="last user id (inclusive)")
+    p.add_argument(
+        "--model",
+        default="gpt-5.1",
+        help="model for categories, topics, questions; "
+        "'local' starts SmolLM2 on a llama.cpp server [gpt-5.1]",
+    )
+    p.add_argument(
+        "--reasoning-effort",
+        default=None,
+        help="reasoning effort of --model [none with the Responses API, unset with chat]",
+    )
+    p.add_argument(
+        "--chat-model",
+        default=None,
+        help="model for chats [gpt-5-mini for OpenAI gpt-* models, otherwise --model]",
+    )
+    p.add_argument(
+        "--chat-reasoning-effort",
+        default=None,
+        help="reasoning effort of --chat-model [minimal with the Responses API, unset with chat]",
+    )
+    p.add_argument("--num-categories", type=int, default=10)
+    p.add_argument("--num-topics", type=int, default=200)
+    p.add_argument("--num-questions", type=int, default=15)
+    p.add_argument("--max-workers", type=int, default=50, help="requests in flight at once [50]")
+    p.add_argument("--max-retries", type=int, default=3, help="re-asks of a malformed output [3]")
+    p.add_argument("--http-retries", type=int, default=6, help="retries of a failed HTTP request [6]")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per HTTP request [300]")
+    p.add_argument("--seed", type=int, default=42, help="seed of the step-5 answer shuffle [42]")
+    p.add_argument(
+        "--base-url", default=None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)"
+    )
+    p.add_argument(
+        "--protocol",
+        choices=["responses", "chat"],
+        default=None,
+        help="responses (OpenAI Responses API) or chat (Chat Completions) "
+        "[responses without --base-url, else chat]",
+    )
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
+    p.add_argument("--temperature", type=float, default=None, help="sampling temperature [server default]")
+    p.add_argument("--max-output-tokens", type=int, default=None, help="output token cap [server default]")
+    p.add_argument(
+        "--cache",
+        default=DEFAULT_CACHE,
+        help=f"SQLite response cache and usage ledger, 'none' to disable [{DEFAULT_CACHE}]",
+    )
+    p.add_argument(
+        "--regenerate-stale",
+        action="store_true",
+        help="regenerate files made from a different persona, prompt, model or options",
+    )
+    p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
+    p.set_defaults(func=run_generate)
+
+    u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
+    u.add_argument("--cache", default=DEFAULT_CACHE, help=f"the SQLite cache file [{DEFAULT_CACHE}]")
+    u.add_argument(
+        "--by", default="step", help="comma-separated columns to group by: step,user_id,model [step]"
+    )
+    u.add_argument("--prices", default=None, help="price table JSON [pv4kit/prices.json, example prices]")
+    u.add_argument("--csv", default=None, help="also write the per-call ledger to this CSV file")
+    u.set_defaults(func=run_usage)
+
+
+def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
+    from pv4kit.llm import LLMConfig
+
+    chat_model = args.chat_model
+    if chat_model is None or chat_model == "local":
+        chat_model = "gpt-5-mini" if base_url is None and model.startswith("gpt-") else model
+    responses = protocol == "responses"
+    common = dict(
+        base_url=base_url,
+        protocol=protocol,
+        api_key_env=args.api_key_env,
+        temperature=args.temperature,
+        max_output_tokens=args.max_output_tokens,
+        max_concurrency=args.max_workers,
+        max_retries=args.http_retries,
+        timeout=args.timeout,
+    )
+    effort = args.reasoning_effort or ("none" if responses else None)
+    chat_effort = args.chat_reasoning_effort or ("minimal" if responses else None)
+    return (
+        LLMConfig(model=model, reasoning_effort=effort, **common),
+        LLMConfig(model=chat_model, reasoning_effort=chat_effort, **common),
+    )
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    """Handle ``pv4kit generate``."""
+    from pv4kit.generate import GenerationConfig, generate_users
+    from pv4kit.localllm import resolve_endpoint
+
+    if args.chat_model == "local" and args.model != "local":
+        raise ValueError("--chat-model local needs --model local (one local server serves both)")
+    cache = None if str(args.cache).lower() == "none" else args.cache
+    with resolve_endpoint(args.model, args.base_url, n_ctx=args.n_ctx) as endpoint:
+        protocol = (
+            endpoint.protocol or args.protocol or ("responses" if endpoint.base_url is None else "chat")
+        )
+        if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
+            raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
+        llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)
+        config = GenerationConfig(
+            llm=llm,
+            chat_llm=chat_llm,
+            num_categories=args.num_categories,
+            num_topics=args.num_topics,
+            num_questions=args.num_questions,
+            max_retries=args.max_retries,
+            seed=args.seed,
+            regenerate_stale=args.regenerate_stale,
+        )
+        report = generate_users(
+            args.persona_dir,
+            args.output_dir,
+            config=config,
+            user_start=args.user_start,
+            user_end=args.user_end,
+            cache=cache,
+            progress=not args.quiet,
+        )
+    return _print_report(report)
+
+
+def _print_report(report) -> int:
+    out = sys.stdout
+    cols = ["user_id", "status", "questions", "calls", "cached", "seconds"]
+    print(report[cols].to_string(index=False, float_format=lambda x: f"{x:.1f}"), file=out)
+    bad = 0
+    for row in report.itertuples(index=False):
+        notes = []
+        if row.missing:
+            notes.append(
+                f"missing {len(row.missing)}: {', '.join(row.missing[:8])}"
+                + (" ..." if len(row.missing) > 8 else "")
+            )
+        if row.stale:
+            notes.append(
+                f"stale {len(row.stale)} (rerun with --regenerate-stale): {', '.join(row.stale[:8])}"
+            )
+        if row.malformed:
+            notes.append(f"kept malformed {len(row.malformed)}: {', '.join(row.malformed[:8])}")
+        if row.untracked:
+            notes.append(f"untracked (no manifest entry, kept) {len(row.untracked)}")
+        if row.errors:
+            notes.append(f"request errors {len(row.errors)}: {row.errors[0]}")
+        for note in notes:
+            print(f"  user {row.user_id}: {note}", file=out)
+        bad += row.status != "complete"
+    if bad:
+        ids = [str(u) for u, s in zip(report["user_id"], report["status"], strict=True) if s != "complete"]
+        print(f"{bad} of {len(report)} users not complete: {', '.join(ids)}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def run_usage(args: argparse.Namespace) -> int:
+    """Handle ``pv4kit usage``."""
+    from pv4kit.llm import usage_frame, usage_summary
+
+    frame = usage_frame(args.cache, prices=args.prices)
+    if args.csv:
+        from pv4kit._io import atomic_path
+
+        with atomic_path(args.csv) as tmp:
+            frame.to_csv(tmp, index=False)
+    by = [c.strip() for c in args.by.split(",") if c.strip()]
+    unknown = [c for c in by if c not in frame.columns]
+    if unknown:
+        raise ValueError(
+            f"--by: unknown column(s) {unknown}; choose from step, user_id, model, protocol, cached"
+        )
+    summary = usage_summary(frame, by=by)
+    print(summary.to_string(index=False, float_format=lambda x: f"{x:.4f}"))
+    total = frame.loc[~frame["cached"], "cost_usd"]
+    note = " (some models have no price: NaN)" if total.isna().any() else ""
+    print(
+        f"total: {len(frame)} calls, {int(frame['cached'].sum())} cached, estimated cost "
+        f"${total.sum():.4f}{note} - example prices, check pv4kit/prices.json"
+    )
+    return 0
