@@ -327,7 +327,7 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
                 int(d.line),
                 "warning",
                 f"dropped_{d.reason}",
-                f"question block {d.block} is dropped by step 5: {d.reason.replace('_', ' ')}",
+                f"question {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}",
             )
 
     # qa.csv
