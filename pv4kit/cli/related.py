@@ -1,0 +1,340 @@
+"""Related-benchmark commands: ``pv4kit personafeedback ...`` and ``pv4kit recenter ...``.
+
+Every command writes tidy CSV tables plus a ``config.json`` provenance record into ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+_PF_HUB = "PersonalAILab/PersonaFeedback"
+_RC_HUB = "leczhang/recenter-personalization"
+
+
+def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
+    from pv4kit._io import atomic_directory, atomic_write_json, provenance
+
+    options = {k: v for k, v in vars(args).items() if k != "func" and not callable(v)}
+    with atomic_directory(out_dir) as tmp:
+        for name, frame in tables.items():
+            if frame is None:
+                continue
+            frame.to_csv(tmp / f"{name}.csv", index=False)
+        atomic_write_json(tmp / "config.json", provenance(command=command, options=options))
+    print(
+        f"wrote {', '.join(f'{n}.csv' for n, f in tables.items() if f is not None)} and config.json "
+        f"to {out_dir}"
+    )
+    return Path(out_dir)
+
+
+def _show(frame: Any, columns: list[str]) -> None:
+    cols = [c for c in columns if c in frame.columns]
+    print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    return args.embedder
+
+
+def _embed_cache(args: argparse.Namespace) -> Any:
+    return False if args.no_embed_cache else True
+
+
+def _llm_config(args: argparse.Namespace) -> Any:
+    from pv4kit.llm import LLMConfig
+
+    return LLMConfig(
+        model=args.model,
+        base_url=args.base_url,
+        protocol=args.protocol,
+        temperature=args.temperature,
+        max_output_tokens=args.max_output_tokens,
+        max_concurrency=args.concurrency,
+    )
+
+
+def _pairs(args: argparse.Namespace) -> Any:
+    if getattr(args, "pv4", False):
+        from pv4kit.data import load
+        from pv4kit.related.pv4_pairs import pv4_pairs
+
+        data = load(args.data)
+        pairs = pv4_pairs(data.questions, data.users, seed=args.seed, splits=args.splits)
+    else:
+        from pv4kit.related.personafeedback import load_personafeedback
+
+        pairs = load_personafeedback(args.data, id_rule=args.id_rule).pairs
+    if args.limit:
+        pairs = pairs.groupby(["set", "tier"], sort=False).head(args.limit)
+    return pairs
+
+
+# ------------------------------------------------------------------------------------ personafeedback
+
+
+def _pf_load(args: argparse.Namespace) -> int:
+    from pv4kit.related.personafeedback import load_personafeedback
+
+    data = load_personafeedback(args.data, id_rule=args.id_rule)
+    counts = (
+        data.pairs.assign(joined=data.pairs["persona"].notna())
+        .groupby(["set", "tier"])
+        .agg(n=("pair_id", "size"), joined=("joined", "sum"))
+        .reset_index()
+    )
+    print(
+        f"{len(data.pairs)} pairs, {len(data.personas)} personas, join rule {data.id_rule}, "
+        f"{len(data.unjoined)} rows unjoined"
+    )
+    _show(counts, ["set", "tier", "n", "joined"])
+    if args.out:
+        _write(
+            args.out,
+            {"pairs": data.pairs, "unjoined": data.unjoined, "counts": counts},
+            command="personafeedback load",
+            args=args,
+        )
+    return 0
+
+
+def _pf_judge(args: argparse.Namespace) -> int:
+    from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
+
+    preds = judge_pairs(
+        _pairs(args),
+        config=_llm_config(args),
+        cache=args.cache,
+        seed=args.seed,
+        both_orders=args.both_orders,
+        progress=not args.quiet,
+    )
+    acc = judge_accuracy(preds, interval=args.interval)
+    bias = position_bias(preds) if args.both_orders else None
+    _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
+    if bias is not None:
+        _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
+    _write(
+        args.out,
+        {"predictions": preds, "accuracy": acc, "position_bias": bias},
+        command="personafeedback judge",
+        args=args,
+    )
+    return 0
+
+
+def _pf_reward(args: argparse.Namespace) -> int:
+    from pv4kit.related.reward_model import reward_model_baseline
+
+    preds, acc, head = reward_model_baseline(
+        _pairs(args),
+        embedder=_embedder(args),
+        cache=_embed_cache(args),
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        l2=args.l2,
+    )
+    _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
+    _write(
+        args.out, {"predictions": preds, "accuracy": acc}, command="personafeedback reward-model", args=args
+    )
+    return 0
+
+
+def _pf_pv4_score(args: argparse.Namespace) -> int:
+    from pv4kit.related._common import accuracy_table
+    from pv4kit.related.personafeedback import generate_answers, pv4_score
+
+    pairs = _pairs(args)
+    gens = generate_answers(pairs, config=_llm_config(args), cache=args.cache, progress=not args.quiet)
+    scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
+    acc = accuracy_table(scores, extra_counts=["failed"], interval=args.interval)
+    _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
+    _write(
+        args.out,
+        {"generations": gens, "scores": scores, "accuracy": acc},
+        command="personafeedback pv4-score",
+        args=args,
+    )
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- recenter
+
+
+def _rc_stage1(args: argparse.Namespace) -> int:
+    from pv4kit.related.recenter import load_stage1, stage1_acceptance, stage1_agreement
+
+    data = load_stage1(args.data)
+    acc, agree = stage1_acceptance(data), stage1_agreement(data)
+    by_source = (
+        acc.groupby("source", dropna=False)
+        .agg(n=("accepted", "size"), accepted=("accepted", "mean"))
+        .reset_index()
+    )
+    print(f"{len(acc)} attributes, {acc['accepted'].mean():.3f} accepted by majority")
+    _show(by_source, ["source", "n", "accepted"])
+    _show(agree[agree["raters"].isin(["all", "pairs"])], ["metric", "scale", "n_items", "value"])
+    _write(
+        args.out,
+        {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree},
+        command="recenter stage1",
+        args=args,
+    )
+    return 0
+
+
+def _rc_stage2(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from pv4kit.related.recenter import load_stage2, stage2_agreement, stage2_metrics, stage2_predictions
+
+    data = load_stage2(args.data)
+    preds = stage2_predictions(
+        data,
+        embedder=_embedder(args),
+        cache=_embed_cache(args),
+        seed=args.seed,
+        tune_fraction=args.tune_fraction,
+    )
+    metrics = pd.concat(
+        [stage2_metrics(preds, subset="test"), stage2_metrics(preds, subset="all")], ignore_index=True
+    )
+    agree = stage2_agreement(data)
+    _show(
+        metrics[metrics["subset"] == "test"],
+        ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
+    )
+    summary = agree.groupby("group", sort=False)[["agreement", "kappa"]].mean().reset_index()
+    _show(summary, ["group", "agreement", "kappa"])
+    _write(
+        args.out,
+        {"predictions": preds, "metrics": metrics, "agreement": agree},
+        command="recenter stage2",
+        args=args,
+    )
+    return 0
+
+
+def _rc_stage3(args: argparse.Namespace) -> int:
+    from pv4kit.related.recenter import (
+        load_stage3,
+        stage3_correlation,
+        stage3_distribution,
+        stage3_ratings,
+        stage3_summary,
+    )
+
+    ratings = stage3_ratings(load_stage3(args.data))
+    summary, corr = stage3_summary(ratings), stage3_correlation(ratings)
+    _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
+    _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
+    _write(
+        args.out,
+        {
+            "ratings": ratings,
+            "distribution": stage3_distribution(ratings),
+            "summary": summary,
+            "correlation": corr,
+        },
+        command="recenter stage3",
+        args=args,
+    )
+    return 0
+
+
+# -------------------------------------------------------------------------------------------- parsers
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True, help="model id sent to the endpoint")
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: OpenAI)")
+    p.add_argument("--protocol", choices=["chat", "responses"], default="chat")
+    p.add_argument("--temperature", type=float, default=0.0)
+    p.add_argument("--max-output-tokens", type=int, default=None)
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    p.add_argument("--cache", default=".cache/llm.sqlite", help="LLM response cache (SQLite)")
+    p.add_argument(
+        "--interval",
+        choices=["wilson", "bootstrap"],
+        default="wilson",
+        help="accuracy interval: Wilson, or bootstrap over personas",
+    )
+
+
+def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    p.add_argument("--embedder", default=default, help="embedder name for pv4kit.embed.get_embedder")
+    p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
+
+
+def _add_pairs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=_PF_HUB, help=f"PersonaFeedback folder or hub id (default {_PF_HUB})")
+    p.add_argument(
+        "--id-rule",
+        choices=["auto", "field", "line"],
+        default="auto",
+        help="how user_id joins a persona (see docs/related.md)",
+    )
+    p.add_argument(
+        "--pv4",
+        action="store_true",
+        help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
+    )
+    p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
+    p.add_argument("--limit", type=int, default=0, help="at most this many pairs per set x tier (0: all)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", required=True, help="output folder for the tables")
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``personafeedback`` and ``recenter`` command groups."""
+    pf = subparsers.add_parser(
+        "personafeedback", help="PersonaFeedback: load, LLM judge, reward model, PV4 scoring"
+    )
+    pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
+
+    p = pf_sub.add_parser("load", help="load and check the persona join")
+    p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
+    p.add_argument("--id-rule", choices=["auto", "field", "line"], default="auto")
+    p.add_argument("--out", default=None, help="write pairs.csv, unjoined.csv, counts.csv here")
+    p.set_defaults(func=_pf_load)
+
+    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
+    _add_pairs(p)
+    _add_llm(p)
+    p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
+    p.set_defaults(func=_pf_judge)
+
+    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
+    _add_pairs(p)
+    _add_embed(p)
+    p.add_argument("--test-fraction", type=float, default=0.5)
+    p.add_argument("--l2", type=float, default=1e-2)
+    p.set_defaults(func=_pf_reward)
+
+    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
+    _add_pairs(p)
+    _add_llm(p)
+    _add_embed(p)
+    p.set_defaults(func=_pf_pv4_score)
+
+    rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
+    rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
+    for name, func, text in (
+        ("stage1", _rc_stage1, "attribute acceptance and annotator agreement"),
+        ("stage2", _rc_stage2, "relevance: P/R/F1 of LLMs, embedding, BM25; kappas"),
+        ("stage3", _rc_stage3, "rating distributions and judge-human Spearman"),
+    ):
+        p = rc_sub.add_parser(name, help=text)
+        p.add_argument("--data", default=_RC_HUB, help=f"release folder or hub id (default {_RC_HUB})")
+        p.add_argument("--out", required=True, help="output folder for the tables")
+        if name == "stage2":
+            _add_embed(p, default="minilm")
+            p.add_argument("--seed", type=int, default=0, help="seed of the tune/test split of prompts")
+            p.add_argument("--tune-fraction", type=float, default=0.5)
+        p.set_defaults(func=func)

@@ -1,0 +1,85 @@
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pv4kit.cli import main
+from pv4kit.cli import related as cli_related
+
+FIX = Path(__file__).parent / "fixtures"
+
+
+def toy_embed(texts):
+    return np.array([[t.lower().count(c) + 0.1 for c in "aeiouyst"] for t in texts])
+
+
+@pytest.fixture
+def no_model(monkeypatch):
+    monkeypatch.setattr(cli_related, "_embedder", lambda args: toy_embed)
+
+
+def test_recenter_commands_write_tables(tmp_path, no_model, capsys):
+    for stage in ("stage1", "stage2", "stage3"):
+        assert (
+            main(["-q", "recenter", stage, "--data", str(FIX / "recenter"), "--out", str(tmp_path / stage)])
+            == 0
+        )
+    assert "fleiss_kappa" in capsys.readouterr().out
+    metrics = pd.read_csv(tmp_path / "stage2" / "metrics.csv")
+    row = metrics[(metrics["method"] == "llm-a") & (metrics["subset"] == "all")].iloc[0]
+    assert row["f1"] == pytest.approx(8 / 11)
+    corr = pd.read_csv(tmp_path / "stage3" / "correlation.csv").set_index("rater")
+    assert corr.loc["judge-x", "spearman_rho"] == pytest.approx(9.5 / np.sqrt(95))
+    config = json.loads((tmp_path / "stage1" / "config.json").read_text())
+    assert config["command"] == "recenter stage1" and "pv4kit_version" in config
+
+
+def test_personafeedback_load_and_reward_model(tmp_path, no_model, capsys):
+    data = str(FIX / "personafeedback")
+    assert main(["-q", "personafeedback", "load", "--data", data, "--out", str(tmp_path / "load")]) == 0
+    assert "2 rows unjoined" in capsys.readouterr().out
+    assert len(pd.read_csv(tmp_path / "load" / "unjoined.csv")) == 2
+    assert main(["-q", "personafeedback", "reward-model", "--data", data, "--out", str(tmp_path / "rm")]) == 0
+    acc = pd.read_csv(tmp_path / "rm" / "accuracy.csv")
+    assert set(acc["method"]) == {"bradley_terry", "cosine"}
+
+
+def test_personafeedback_judge_against_fake_server(tmp_path):
+    from tests.llm_server import FakeLLMServer
+
+    with FakeLLMServer(responder=lambda protocol, body, nth: "A") as srv:
+        rc = main(
+            [
+                "-q",
+                "personafeedback",
+                "judge",
+                "--data",
+                str(FIX / "personafeedback"),
+                "--model",
+                "m",
+                "--base-url",
+                srv.base_url,
+                "--cache",
+                str(tmp_path / "c.sqlite"),
+                "--both-orders",
+                "--out",
+                str(tmp_path / "judge"),
+                "--limit",
+                "2",
+            ]
+        )
+    assert rc == 0
+    bias = pd.read_csv(tmp_path / "judge" / "position_bias.csv").set_index("set")
+    assert bias.loc["all", "bias"] == 1.0
+    preds = pd.read_csv(tmp_path / "judge" / "predictions.csv")
+    assert len(preds) == 2 * 12  # 2 per set x tier (the unjoined rows are 4th in their files), both orders
+
+
+def test_offline_hub_is_a_one_line_error(tmp_path, monkeypatch, capsys):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    monkeypatch.chdir(tmp_path)
+    assert main(["personafeedback", "load"]) == 1
+    assert "hf download PersonalAILab/PersonaFeedback" in capsys.readouterr().err
