@@ -147,13 +147,12 @@ def _pf_reward(args: argparse.Namespace) -> int:
 
 
 def _pf_pv4_score(args: argparse.Namespace) -> int:
-    from pv4kit.related._common import accuracy_table
-    from pv4kit.related.personafeedback import generate_answers, pv4_score
+    from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
     gens = generate_answers(pairs, config=_llm_config(args), cache=args.cache, progress=not args.quiet)
     scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
-    acc = accuracy_table(scores, extra_counts=["failed"], interval=args.interval)
+    acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
     _write(
         args.out,

@@ -44,6 +44,7 @@ __all__ = [
     "parse_judge_reply",
     "position_bias",
     "pv4_score",
+    "pv4_score_accuracy",
     "render_persona",
 ]
 
@@ -537,3 +538,10 @@ def pv4_score(
     out["failed"] = failed.to_numpy()
     out["correct"] = (out["margin"] > 0) & ~out["failed"]
     return out.reset_index(drop=True)
+
+
+def pv4_score_accuracy(
+    scores: pd.DataFrame, *, confidence: float = 0.95, interval: str = "wilson"
+) -> pd.DataFrame:
+    """Accuracy of :func:`pv4_score` per set x tier with intervals and the count of failed generations."""
+    return accuracy_table(scores, extra_counts=["failed"], confidence=confidence, interval=interval)

@@ -1,0 +1,190 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#       format_version: '1.3'
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 08 Related benchmarks: PersonaFeedback and Re-Centering
+#
+# Two benchmarks from the design documents, loaded and evaluated with pv4kit's machinery
+# (`pv4kit.related`; see `docs/related.md`):
+#
+# * **PersonaFeedback** (`PersonalAILab/PersonaFeedback`): explicit persona + question + two responses;
+#   pick the more personalised one. A Bradley-Terry reward head on frozen MiniLM embeddings, an LLM judge
+#   with randomised positions, and PV4's own nearest-candidate scoring.
+# * **Re-Centering Humans in LLM Personalization** (`leczhang/recenter-personalization`): attribute
+#   acceptance (stage 1), attribute relevance (stage 2) and generic-vs-personalised ratings (stage 3).
+#
+# By default everything runs on the small hand-written fixtures in `tests/fixtures/` (the numbers are
+# therefore meaningless). To run on the real data, download both datasets
+# (`hf download PersonalAILab/PersonaFeedback --repo-type dataset --local-dir DIR/personafeedback` and
+# `hf download leczhang/recenter-personalization --repo-type dataset --local-dir DIR/recenter`) and set
+# `DATA = Path("DIR")` below (or the `PV4KIT_RELATED_DATA` environment variable).
+#
+# The LLM-judge cells run only when an endpoint is configured: `PV4KIT_BASE_URL` (OpenAI-compatible) and
+# `PV4KIT_MODEL`, optionally `PV4KIT_PROTOCOL` (`chat` or `responses`).
+
+# %%
+import os
+from pathlib import Path
+
+import plotly.express as px
+
+from pv4kit.related import personafeedback as pf
+from pv4kit.related import recenter as rc
+from pv4kit.related.reward_model import reward_model_baseline
+
+DATA = Path(os.environ.get("PV4KIT_RELATED_DATA", "../tests/fixtures"))
+PF_DATA, RC_DATA = DATA / "personafeedback", DATA / "recenter"
+SEED = 0
+ON_FIXTURES = "tests/fixtures" in DATA.resolve().as_posix()
+EMBED_CACHE = not ON_FIXTURES  # keep the fixtures out of the on-disk embedding cache
+BASE_URL = os.environ.get("PV4KIT_BASE_URL")
+MODEL = os.environ.get("PV4KIT_MODEL", "gpt-4.1-mini")
+print(f"data: {DATA.resolve()}  (fixtures: {ON_FIXTURES}); LLM endpoint: {BASE_URL or 'none'}")
+
+# %% [markdown]
+# ## PersonaFeedback: load and check the persona join
+#
+# Rows carry a `user_id`; the persona file may not. The line-number rule (`user_id` = 1-based line of
+# `all_personas.jsonl`) is an assumption of a third-party loader, so rows that do not join are listed.
+
+# %%
+pfd = pf.load_personafeedback(PF_DATA)
+print(f"{len(pfd.pairs)} pairs, {len(pfd.personas)} personas, join rule: {pfd.id_rule}")
+pfd.pairs.assign(joined=pfd.pairs["persona"].notna()).groupby(["set", "tier"])["joined"].agg(["size", "sum"])
+
+# %%
+pfd.unjoined[["pair_id", "user_id", "question"]]
+
+# %%
+print(pfd.pairs.dropna(subset=["persona"]).iloc[0]["persona"])
+
+# %% [markdown]
+# ## Reward-model baseline (Bradley-Terry on frozen embeddings)
+#
+# `r(x, y) = w . [e(y), e(x) * e(y)]`, loss `-log sigmoid(r(chosen) - r(rejected))`, trained on a seeded
+# half of each set x tier and scored on the other half. `cosine` (no training) is the floor.
+
+# %%
+from pv4kit.embed import get_embedder
+
+embedder = get_embedder("minilm", device="cpu")
+rm_preds, rm_acc, head = reward_model_baseline(pfd.pairs, embedder=embedder, cache=EMBED_CACHE, seed=SEED)
+rm_acc
+
+# %%
+plot = rm_acc[rm_acc["tier"] != "all"].assign(
+    err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]
+)
+fig = px.bar(
+    plot,
+    x="tier",
+    y="accuracy",
+    color="method",
+    barmode="group",
+    facet_col="set",
+    error_y="err_hi",
+    error_y_minus="err_lo",
+    title="PersonaFeedback: reward-model accuracy on the held-out half (chance 0.5)",
+)
+fig.add_hline(y=0.5, line_dash="dot")
+fig
+
+# %% [markdown]
+# ## LLM judge and PV4-style scoring (needs an endpoint)
+#
+# The judge sees the persona, the question and the two responses; the chosen response's position is a
+# seeded coin per pair, and `both_orders=True` asks both ways to measure position bias. Replies are
+# parsed strictly: an unparseable reply counts as wrong. PV4's scoring generates an answer from the
+# persona and counts it right when it is nearer `chosen` than `rejected` under MiniLM.
+
+# %%
+if BASE_URL:
+    from pv4kit.llm import LLMConfig
+
+    config = LLMConfig(
+        model=MODEL,
+        base_url=BASE_URL,
+        protocol=os.environ.get("PV4KIT_PROTOCOL", "chat"),
+        temperature=0.0,
+        max_output_tokens=16,
+    )
+    judge = pf.judge_pairs(
+        pfd.pairs, config=config, cache="../.cache/llm.sqlite", seed=SEED, both_orders=True
+    )
+    display(pf.judge_accuracy(judge))  # noqa: F821 - IPython builtin
+    display(pf.position_bias(judge))  # noqa: F821
+else:
+    print("PV4KIT_BASE_URL is not set: skipping the LLM judge")
+
+# %%
+if BASE_URL:
+    gen_config = LLMConfig(model=MODEL, base_url=BASE_URL, protocol=config.protocol, temperature=0.0)
+    gens = pf.generate_answers(pfd.pairs, config=gen_config, cache="../.cache/llm.sqlite")
+    pv4 = pf.pv4_score(pfd.pairs, gens, embedder=embedder, cache=EMBED_CACHE)
+    display(pf.pv4_score_accuracy(pv4))  # noqa: F821
+else:
+    print("PV4KIT_BASE_URL is not set: skipping PV4-style scoring")
+
+# %% [markdown]
+# ## Re-Centering stage 1: attribute acceptance and annotator agreement
+#
+# An attribute is accepted when more than half of the annotators who judged it said `ok`.
+
+# %%
+s1 = rc.load_stage1(RC_DATA)
+acceptance = rc.stage1_acceptance(s1)
+print(f"accepted by majority: {acceptance['accepted'].mean():.3f} of {len(acceptance)} attributes")
+acceptance.groupby("source", dropna=False)["accepted"].agg(["size", "mean"])
+
+# %%
+rc.stage1_agreement(s1)
+
+# %% [markdown]
+# ## Stage 2: relevance of an attribute to a prompt
+#
+# Human labels collapse to binary (`necessary_explicit`/`necessary_implicit` relevant); the majority
+# decides with ties -> relevant. Thresholds of the MiniLM and BM25 baselines are the F1-best on a seeded
+# half of the prompts; the table is on the other half.
+
+# %%
+s2 = rc.load_stage2(RC_DATA)
+s2_preds = rc.stage2_predictions(s2, embedder=embedder, cache=EMBED_CACHE, seed=SEED)
+s2_metrics = rc.stage2_metrics(s2_preds, subset="test")
+s2_metrics[["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "human_positive_rate"]]
+
+# %%
+s2_agree = rc.stage2_agreement(s2)
+s2_agree.groupby("group", sort=False)[["agreement", "kappa"]].mean()
+
+# %% [markdown]
+# ## Stage 3: generic vs personalised (1 = prefer generic, 5 = prefer personalised)
+
+# %%
+s3 = rc.stage3_ratings(rc.load_stage3(RC_DATA))
+rc.stage3_summary(s3)
+
+# %%
+dist = rc.stage3_distribution(s3)
+px.bar(
+    dist,
+    x="rating",
+    y="share",
+    color="rater",
+    barmode="group",
+    facet_row="kind",
+    title="Stage 3: rating distributions per rater",
+)
+
+# %%
+rc.stage3_correlation(s3)
