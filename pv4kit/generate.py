@@ -380,6 +380,7 @@ def generate_user(
     if not persona.strip():
         raise ValueError(f"{persona_path}: persona file is empty")
     result = UserResult(user_id=user_id if user_id is not None else -1)
+    _remove_partial_writes(user_dir)
     manifest = _Manifest(user_dir, sha256_text(persona))
     kw = dict(cache=cache, client=client, progress=progress, user_id=user_id)
 
@@ -437,6 +438,15 @@ def generate_user(
     result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
     result.seconds = time.monotonic() - start
     return result
+
+
+def _remove_partial_writes(user_dir: Path) -> None:
+    """Delete temporary files that a killed run left behind (``pv4kit._io.atomic_path`` names)."""
+    for folder in (user_dir, user_dir / "chats", user_dir / "qa"):
+        if folder.is_dir():
+            for tmp in folder.glob(".*.tmp"):
+                logger.info("%s: removing a partial write left by an interrupted run", tmp)
+                tmp.unlink(missing_ok=True)
 
 
 def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int) -> None:

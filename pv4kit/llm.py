@@ -502,8 +502,8 @@ def complete(
         client: An OpenAI-SDK-like client (``.responses.create`` / ``.chat.completions.create``);
             default: built lazily from ``openai`` for each distinct endpoint.
         ledger: SQLite file for the usage rows when it differs from ``cache``.
-        on_result: Called as ``on_result(i, response)`` as each response arrives (cached ones first),
-            from worker threads.
+        on_result: Called as ``on_result(i, response)`` as each response arrives, from worker threads
+            (cached ones are submitted first).
 
     Returns:
         One :class:`LLMResponse` per request, in input order.
@@ -537,14 +537,14 @@ def complete(
                 cached_rows.append(_ledger_row(results[i], configs[i], steps[i], user_id, 0.0))
         if ledger_store:
             ledger_store.log(cached_rows)
-        for i in range(n):
-            if results[i] is not None:
-                if on_result:
-                    on_result(i, results[i])
+        hit_idx = [i for i in range(n) if results[i] is not None]
+        if on_result is None:
+            for i in hit_idx:
                 _tick(bars, steps[i])
-        if todo:
+        if todo or (on_result is not None and hit_idx):
             _run_calls(
                 todo,
+                hit_idx,
                 configs,
                 bodies,
                 keys,
@@ -576,8 +576,21 @@ def complete(
 
 
 def _run_calls(
-    todo, configs, bodies, keys, steps, user_id, results, store, ledger_store, client, bars, on_result
+    todo,
+    hit_idx,
+    configs,
+    bodies,
+    keys,
+    steps,
+    user_id,
+    results,
+    store,
+    ledger_store,
+    client,
+    bars,
+    on_result,
 ):
+    """Call the misses in a bounded pool; cached hits' callbacks run there too (parallel writes)."""
     clients: dict[tuple, Any] = {}
     pause, rng = _Pause(), random.Random()
     for i in todo:
@@ -585,7 +598,11 @@ def _run_calls(
         ident = (c.base_url, c.api_key_env, c.timeout)
         if ident not in clients:
             clients[ident] = client if client is not None else _make_client(c)
-    workers = min(len(todo), max(c.max_concurrency for c in configs))
+    workers = max(1, min(len(todo) + len(hit_idx), max(c.max_concurrency for c in configs)))
+
+    def replay(i: int) -> LLMResponse:
+        on_result(i, results[i])
+        return results[i]
 
     def work(i: int) -> LLMResponse:
         c = configs[i]
@@ -605,7 +622,8 @@ def _run_calls(
         return resp
 
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="pv4kit-llm") as pool:
-        futures = {pool.submit(work, i): i for i in todo}
+        futures = {pool.submit(replay, i): i for i in hit_idx} if on_result is not None else {}
+        futures.update({pool.submit(work, i): i for i in todo})
         try:
             for fut in as_completed(futures):
                 fut.result()
