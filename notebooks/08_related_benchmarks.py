@@ -165,7 +165,8 @@ s2_metrics[["method", "n", "n_missing", "precision", "recall", "f1", "positive_r
 
 # %%
 s2_agree = rc.stage2_agreement(s2)
-s2_agree.groupby("group", sort=False)[["agreement", "kappa"]].mean()
+print(s2_agree[s2_agree["rater_b"].isna()][["group", "rater_a", "n", "kappa"]].to_string(index=False))
+s2_agree[s2_agree["rater_b"].notna()].groupby("group", sort=False)[["agreement", "kappa"]].mean()
 
 # %% [markdown]
 # ## Stage 3: generic vs personalised (1 = prefer generic, 5 = prefer personalised)

@@ -209,8 +209,13 @@ def _rc_stage2(args: argparse.Namespace) -> int:
         metrics[metrics["subset"] == "test"],
         ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
     )
-    summary = agree.groupby("group", sort=False)[["agreement", "kappa"]].mean().reset_index()
+    pairs = agree[agree["rater_b"].notna()]
+    summary = pairs.groupby("group", sort=False)[["agreement", "kappa"]].mean().reset_index()
     _show(summary, ["group", "agreement", "kappa"])
+    _show(
+        agree[agree["rater_b"].isna()].rename(columns={"rater_a": "statistic"}),
+        ["group", "statistic", "n", "kappa"],
+    )
     _write(
         args.out,
         {"predictions": preds, "metrics": metrics, "agreement": agree},
