@@ -1,0 +1,226 @@
+"""Write plotly figures into ``figures/``: interactive HTML always, static PNG and PDF through kaleido.
+
+The recipe that works offline (see ``docs/analysis.md``):
+
+* **Browser.** kaleido 1.x drives a headless Chromium through choreographer. pv4kit uses Debian's
+  ``chromium`` (``apt-get install chromium``; ``make browser``); ``$BROWSER_PATH`` overrides the lookup.
+  kaleido's ``get_chrome`` (a download) is never called. Without a browser :func:`save_figure` writes
+  HTML only and warns once per process.
+* **One export server per process.** The first static export starts ``kaleido.start_sync_server`` (about
+  2-3 s); later exports take about 0.2 s each. The server is kaleido's own singleton, closed at exit
+  (or by :func:`stop_export_server`).
+* **MathJax.** kaleido loads MathJax from a CDN by default, which stalls offline. pv4kit's figures use
+  no LaTeX, so MathJax is **off** unless a local copy exists: :func:`fetch_mathjax` runs
+  ``npm pack mathjax@3.2.2`` into ``.cache/mathjax/`` (git-ignored) when npm is available, and
+  :func:`mathjax_path` finds it there (or at ``$PV4KIT_MATHJAX``).
+* **HTML** is written with ``include_plotlyjs="directory"``: one ``plotly.min.js`` beside the pages, so
+  every page works offline and stays small.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import os
+import shutil
+import subprocess
+import tarfile
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pv4kit._io import atomic_path
+
+logger = logging.getLogger(__name__)
+
+FORMATS = ("html", "png", "pdf", "svg")
+MATHJAX_VERSION = "3.2.2"
+_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
+
+
+def browser_path() -> str | None:
+    """The Chromium executable kaleido will use: ``$BROWSER_PATH``, else the first on ``PATH``."""
+    env = os.environ.get("BROWSER_PATH")
+    if env and Path(env).exists():
+        return env
+    for name in _BROWSERS:
+        found = shutil.which(name)
+        if found:
+            return found
+    return None
+
+
+def static_export_available() -> bool:
+    """Whether PNG/PDF export can work here (kaleido importable and a Chromium found)."""
+    try:
+        import kaleido  # noqa: F401
+    except ImportError:
+        return False
+    return browser_path() is not None
+
+
+def _default_mathjax_dir() -> Path:
+    base = os.environ.get("PV4KIT_CACHE")
+    return (Path(base) if base else Path.cwd() / ".cache") / "mathjax"
+
+
+def mathjax_path(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
+    """A local ``tex-svg.js`` (``$PV4KIT_MATHJAX``, else under ``cache_dir``), or ``None``."""
+    env = os.environ.get("PV4KIT_MATHJAX")
+    if env and Path(env).is_file():
+        return Path(env)
+    roots = [Path(cache_dir)] if cache_dir else [_default_mathjax_dir()]
+    # notebooks run with cwd = notebooks/: look one folder up as well
+    if cache_dir is None:
+        roots.append(Path.cwd().parent / ".cache" / "mathjax")
+    for root in roots:
+        candidate = root / "package" / "es5" / "tex-svg.js"
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: float = 120.0) -> Path | None:
+    """Vendor MathJax 3 for offline LaTeX in static exports (``npm pack mathjax@3.2.2``).
+
+    Args:
+        cache_dir: Where to unpack (default ``.cache/mathjax``).
+        timeout: Seconds for ``npm pack``.
+
+    Returns:
+        The path of ``tex-svg.js``, or ``None`` when npm is missing or the registry is unreachable.
+    """
+    found = mathjax_path(cache_dir)
+    if found:
+        return found
+    npm = shutil.which("npm")
+    if npm is None:
+        logger.warning("npm not found; MathJax stays off (LaTeX in titles renders as raw text)")
+        return None
+    root = Path(cache_dir) if cache_dir else _default_mathjax_dir()
+    root.mkdir(parents=True, exist_ok=True)
+    try:
+        out = subprocess.run(
+            [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"],
+            cwd=root,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            check=True,
+        )
+    except (OSError, subprocess.SubprocessError) as exc:
+        logger.warning("npm pack mathjax@%s failed (%s); MathJax stays off", MATHJAX_VERSION, exc)
+        return None
+    tgz = root / out.stdout.strip().splitlines()[-1]
+    with tarfile.open(tgz) as tar:
+        tar.extractall(root, filter="data")
+    tgz.unlink(missing_ok=True)
+    return mathjax_path(root)
+
+
+def start_export_server(*, mathjax: str | os.PathLike[str] | bool | None = None) -> bool:
+    """Start kaleido's persistent export server (idempotent); ``False`` when no browser is available.
+
+    Args:
+        mathjax: A local MathJax script, ``False`` for none, or ``None`` to use :func:`mathjax_path`
+            when it finds one (else none). A CDN is never used.
+    """
+    if not static_export_available():
+        return False
+    import kaleido
+
+    if mathjax is None or mathjax is True:
+        mathjax = mathjax_path() or False
+    kwargs: dict[str, Any] = {"n": 1, "mathjax": str(mathjax) if mathjax else False}
+    if browser_path() and not os.environ.get("BROWSER_PATH"):
+        os.environ["BROWSER_PATH"] = browser_path() or ""
+    kaleido.start_sync_server(silence_warnings=True, **kwargs)
+    return True
+
+
+def stop_export_server() -> None:
+    """Stop kaleido's export server if it runs (it is also stopped at interpreter exit)."""
+    try:
+        import kaleido
+    except ImportError:
+        return
+    kaleido.stop_sync_server(silence_warnings=True)
+
+
+@functools.lru_cache(maxsize=1)
+def _warn_html_only(reason: str) -> None:
+    warnings.warn(
+        f"static figure export is unavailable ({reason}); writing HTML only. Install Debian's chromium "
+        "(`make browser` or `apt-get install chromium`) or set BROWSER_PATH for PNG/PDF.",
+        RuntimeWarning,
+        stacklevel=3,
+    )
+
+
+def save_figure(
+    fig: Any,
+    name: str,
+    *,
+    figures_dir: str | os.PathLike[str] = "figures",
+    formats: Sequence[str] = ("html", "png", "pdf"),
+    width: int | None = None,
+    height: int | None = None,
+    scale: float = 2.0,
+) -> list[Path]:
+    """Write ``fig`` as ``figures_dir/name.{html,png,pdf}``.
+
+    Args:
+        fig: A plotly ``Figure``.
+        name: File stem (no extension), e.g. ``"category_balance"``.
+        figures_dir: Output folder (created if needed).
+        formats: Any of ``html``, ``png``, ``pdf``, ``svg``. Static formats need kaleido and Chromium;
+            without them only HTML is written and one warning is issued per process.
+        width: Static export width in px (default: the figure's layout width, else 900).
+        height: Static export height in px (default: the figure's layout height, else 500).
+        scale: PNG pixel scale.
+
+    Returns:
+        The paths written.
+    """
+    bad = [f for f in formats if f not in FORMATS]
+    if bad:
+        raise ValueError(f"formats: unknown format(s) {bad}; allowed {FORMATS}")
+    if not name or "/" in name or name.endswith(tuple(f".{f}" for f in FORMATS)):
+        raise ValueError(f"name: expected a file stem without folder or extension, got {name!r}")
+    out_dir = Path(figures_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written: list[Path] = []
+    if "html" in formats:
+        path = out_dir / f"{name}.html"
+        with atomic_path(path) as tmp:
+            # "directory" makes the page load plotly.min.js from beside it; write it there once
+            fig.write_html(tmp, include_plotlyjs="directory", full_html=True)
+        written.append(path)
+    static = [f for f in formats if f != "html"]
+    if not static:
+        return written
+    if not static_export_available():
+        _warn_html_only("no Chromium found" if browser_path() is None else "kaleido is not installed")
+        return written
+    import kaleido
+
+    start_export_server()
+    layout = fig.layout
+    w = width or layout.width or 900
+    h = height or layout.height or 500
+    fig_dict = fig.to_dict()
+    for fmt in static:
+        path = out_dir / f"{name}.{fmt}"
+        try:
+            data = kaleido.calc_fig_sync(
+                fig_dict, opts={"format": fmt, "width": w, "height": h, "scale": scale if fmt == "png" else 1}
+            )
+        except Exception as exc:  # noqa: BLE001 - a broken browser must not lose the HTML
+            _warn_html_only(f"kaleido failed: {type(exc).__name__}: {str(exc)[:200]}")
+            return written
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(data)
+        written.append(path)
+    logger.info("wrote %s", ", ".join(p.name for p in written))
+    return written
