@@ -165,8 +165,9 @@ s2_metrics[["method", "n", "n_missing", "precision", "recall", "f1", "positive_r
 
 # %%
 s2_agree = rc.stage2_agreement(s2)
-print(s2_agree[s2_agree["rater_b"].isna()][["group", "rater_a", "n", "kappa"]].to_string(index=False))
-s2_agree[s2_agree["rater_b"].notna()].groupby("group", sort=False)[["agreement", "kappa"]].mean()
+s2_cohen = s2_agree["statistic"] == "cohen_kappa"
+print(s2_agree[~s2_cohen][["group", "statistic", "n", "value"]].to_string(index=False))
+s2_agree[s2_cohen].groupby("group", sort=False)[["agreement", "value"]].mean()
 
 # %% [markdown]
 # ## Stage 3: generic vs personalised (1 = prefer generic, 5 = prefer personalised)

@@ -101,11 +101,17 @@ def test_choose_threshold():
 
 def test_stage2_agreement_by_hand(s2):
     ag = rc.stage2_agreement(s2)
+    assert list(ag.columns) == ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
+    assert set(ag["statistic"]) == {"cohen_kappa", "fleiss_kappa", "krippendorff_alpha"}
     hh = ag[(ag["rater_a"] == "ann04") & (ag["rater_b"] == "ann05")].iloc[0]
     # 9/11 agree; yes-rates 4/11 and 6/11 -> p_e = 59/121 -> kappa = 40/62
-    assert hh["group"] == "human-human" and hh["agreement"] == pytest.approx(9 / 11)
-    assert hh["kappa"] == pytest.approx(40 / 62)
+    assert hh["group"] == "human-human" and hh["statistic"] == "cohen_kappa" and hh["n"] == 11
+    assert hh["agreement"] == pytest.approx(9 / 11) and hh["value"] == pytest.approx(40 / 62)
     assert set(ag["group"]) >= {"human-human", "llm-llm", "llm-human", "llm-majority", "human (all)"}
+    multi = ag[ag["statistic"] != "cohen_kappa"]
+    assert set(multi["group"]) == {"human (all)", "llm (all)"} and len(multi) == 4
+    assert multi[["rater_a", "rater_b"]].isna().all().all() and multi["agreement"].isna().all()
+    assert ag[ag["statistic"] == "cohen_kappa"][["rater_a", "rater_b"]].notna().all().all()
 
 
 def test_stage3_summary_distribution_and_spearman(ratings):

@@ -209,13 +209,10 @@ def _rc_stage2(args: argparse.Namespace) -> int:
         metrics[metrics["subset"] == "test"],
         ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
     )
-    pairs = agree[agree["rater_b"].notna()]
-    summary = pairs.groupby("group", sort=False)[["agreement", "kappa"]].mean().reset_index()
-    _show(summary, ["group", "agreement", "kappa"])
-    _show(
-        agree[agree["rater_b"].isna()].rename(columns={"rater_a": "statistic"}),
-        ["group", "statistic", "n", "kappa"],
-    )
+    pairs = agree[agree["statistic"] == "cohen_kappa"]
+    summary = pairs.groupby("group", sort=False)[["agreement", "value"]].mean().reset_index()
+    _show(summary.rename(columns={"value": "cohen_kappa"}), ["group", "agreement", "cohen_kappa"])
+    _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     _write(
         args.out,
         {"predictions": preds, "metrics": metrics, "agreement": agree},

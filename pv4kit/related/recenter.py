@@ -1,18 +1,17 @@
-"""Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): loaders and metrics.
+"""Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): metrics.
 
-Three stages, each with human annotations from three annotators and LLM outputs (formats in the data
-card; see ``docs/related.md``):
+The loaders and data classes live in :mod:`pv4kit.related.recenter_io` and are re-exported here, so
+``from pv4kit.related.recenter import load_stage1`` works.
 
 * **Stage 1** (attribute extraction): an attribute is *accepted* when strictly more than half of the
   annotators who judged it said ``ok`` (``unsure`` and ``bad`` are not acceptance; a 1-1 split between
   two annotators is not accepted). Agreement: Fleiss' kappa, Krippendorff's alpha, pairwise Cohen's
   kappa (plain, linear-weighted on ``bad < unsure < ok``, and binary ok-vs-not).
-* **Stage 2** (relevance of an attribute to a prompt): human labels are collapsed to binary --
-  ``necessary_explicit`` and ``necessary_implicit`` are relevant; ``optional``, ``unnecessary`` and
-  ``forbidden`` are not; booleans and ``yes``/``no`` are taken as they are. The human label is the
-  majority with **ties -> relevant** (as in the data card). Each LLM's judgments, the coarse filter,
-  an all-MiniLM-L6-v2 similarity baseline and BM25 (thresholds chosen on a seeded split of prompts)
-  get precision, recall and F1 against it.
+* **Stage 2** (relevance of an attribute to a prompt): on the binary labels of
+  :func:`~pv4kit.related.recenter_io.relevance_label`, the human label is the majority with
+  **ties -> relevant** (as in the data card). Each LLM's judgments, the coarse filter, an
+  all-MiniLM-L6-v2 similarity baseline and BM25 (thresholds chosen on a seeded split of prompts) get
+  precision, recall and F1 against it.
 * **Stage 3** (generic vs personalised response, rated 1 = prefer generic .. 5 = prefer personalised):
   rating distributions, the share not preferred (rating <= 3), and each LLM judge's Spearman
   correlation with the human mean per (item, attribute).
@@ -20,24 +19,31 @@ card; see ``docs/related.md``):
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Iterable
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pv4kit.related._common import encode, iter_jsonl, resolve_source
+from pv4kit.related._common import encode
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
-
-logger = logging.getLogger(__name__)
+from pv4kit.related.recenter_io import (
+    HUB_ID,
+    RELEVANCE_LABELS,
+    STAGE1_LABELS,
+    Stage1Data,
+    Stage2Data,
+    Stage3Data,
+    load_stage1,
+    load_stage2,
+    load_stage3,
+    relevance_label,
+)
 
 __all__ = [
     "HUB_ID",
     "RELEVANCE_LABELS",
+    "STAGE1_LABELS",
     "Stage1Data",
     "Stage2Data",
     "Stage3Data",
@@ -45,6 +51,7 @@ __all__ = [
     "load_stage1",
     "load_stage2",
     "load_stage3",
+    "relevance_label",
     "stage1_acceptance",
     "stage1_agreement",
     "stage2_agreement",
@@ -56,286 +63,6 @@ __all__ = [
     "stage3_ratings",
     "stage3_summary",
 ]
-
-HUB_ID = "leczhang/recenter-personalization"
-STAGE1_LABELS = ("bad", "unsure", "ok")  # ordered, for the weighted kappa
-# human relevance labels -> binary (first two relevant); unknown labels raise
-RELEVANCE_LABELS: dict[str, bool] = {
-    "necessary_explicit": True,
-    "necessary_implicit": True,
-    "optional": False,
-    "unnecessary": False,
-    "forbidden": False,
-    "yes": True,
-    "no": False,
-    "true": True,
-    "false": False,
-    "relevant": True,
-    "not_relevant": False,
-    "irrelevant": False,
-}
-
-
-@dataclass
-class Stage1Data:
-    """Stage 1: ``items`` (one row per attribute) and ``annotations`` (one row per annotator x attribute)."""
-
-    items: pd.DataFrame
-    annotations: pd.DataFrame
-
-
-@dataclass
-class Stage2Data:
-    """Stage 2: ``items`` (one row per item x profile attribute), ``annotations`` and ``judgments`` (long)."""
-
-    items: pd.DataFrame
-    annotations: pd.DataFrame
-    judgments: pd.DataFrame
-
-
-@dataclass
-class Stage3Data:
-    """Stage 3: ``items`` (item x attribute), ``annotations``/``judgments`` (ratings) and ``generations``."""
-
-    items: pd.DataFrame
-    annotations: pd.DataFrame
-    judgments: pd.DataFrame
-    generations: pd.DataFrame
-
-
-# -------------------------------------------------------------------------------------------- loaders
-
-
-def _stage_dir(source: str | os.PathLike[str], stage: str) -> Path:
-    root = resolve_source(source, repo_id=HUB_ID)
-    folder = root / stage if (root / stage).is_dir() else root
-    if not (folder / "items.jsonl").is_file():
-        raise FileNotFoundError(f"{root}: {stage}/items.jsonl not found")
-    return folder
-
-
-def _index_of(rec: dict[str, Any], path: Path, line: int) -> int:
-    for key in ("item_index", "index", "sample_index"):
-        if rec.get(key) is not None:
-            return int(rec[key])
-    raise ValueError(f"{path}:{line}: no item_index/index/sample_index field")
-
-
-def _attr_text(value: Any) -> str:
-    return str(value["attribute"] if isinstance(value, dict) else value)
-
-
-def _files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
-
-
-def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
-    """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl``.
-
-    Args:
-        source: The release folder (or its ``stage1`` folder), or the hub id.
-
-    Returns:
-        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
-        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
-    """
-    folder = _stage_dir(source, "stage1")
-    rows = []
-    for line, rec in iter_jsonl(folder / "items.jsonl"):
-        index = int(rec.get("item_index", rec.get("index", line - 1)))
-        for j, attr in enumerate(rec.get("merged_attributes") or []):
-            rows.append(
-                {
-                    "item_index": index,
-                    "user_id": rec.get("user_id"),
-                    "source": rec.get("source", rec.get("dataset")),
-                    "attr_index": j,
-                    "attribute": _attr_text(attr),
-                    "confidence": attr.get("confidence"),
-                    "ground_truth": attr.get("ground_truth"),
-                }
-            )
-    items = pd.DataFrame(
-        rows,
-        columns=["item_index", "user_id", "source", "attr_index", "attribute", "confidence", "ground_truth"],
-    )
-    n_attrs = items.groupby("item_index").size().to_dict()
-    ann = []
-    for path in _files(folder / "annotations"):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line)
-            judgments = rec.get("attr_judgments") or []
-            if index in n_attrs and len(judgments) > n_attrs[index]:
-                raise ValueError(
-                    f"{path}:{line}: {len(judgments)} judgments for item {index} with "
-                    f"{n_attrs[index]} attributes"
-                )
-            for j, judg in enumerate(judgments):
-                value = judg.get("judgment") if isinstance(judg, dict) else judg
-                if value is None:
-                    continue
-                if value not in STAGE1_LABELS:
-                    raise ValueError(f"{path}:{line}: judgment {value!r} not in {list(STAGE1_LABELS)}")
-                ann.append({"annotator": path.stem, "item_index": index, "attr_index": j, "judgment": value})
-    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attr_index", "judgment"])
-    return Stage1Data(items=items, annotations=annotations)
-
-
-def relevance_label(value: Any, *, where: str = "") -> bool | None:
-    """Collapse a human or LLM relevance label to binary (``None`` for a missing one)."""
-    if value is None or (isinstance(value, float) and np.isnan(value)):
-        return None
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | float):
-        return bool(value)
-    key = str(value).strip().lower().replace("-", "_").replace(" ", "_")
-    if key not in RELEVANCE_LABELS:
-        raise ValueError(f"{where}: unknown relevance label {value!r}; known: {sorted(RELEVANCE_LABELS)}")
-    return RELEVANCE_LABELS[key]
-
-
-def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
-    """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
-
-    Returns:
-        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
-        coarse_filter`` (whether the coarse filter proposed it); ``annotations``: ``annotator,
-        item_index, attribute, label, relevant``; ``judgments``: ``model, item_index, attribute,
-        relevant, raw_answer``.
-    """
-    folder = _stage_dir(source, "stage2")
-    rows = []
-    for line, rec in iter_jsonl(folder / "items.jsonl"):
-        index = _index_of(rec, folder / "items.jsonl", line)
-        proposed = {_attr_text(a) for a in rec.get("items") or []}
-        for attr in rec.get("profile_attributes") or []:
-            gt = attr.get("ground_truth") if isinstance(attr, dict) else None
-            rows.append(
-                {
-                    "item_index": index,
-                    "prompt_index": rec.get("prompt_index"),
-                    "prompt_text": rec.get("prompt_text"),
-                    "user_id": rec.get("user_id"),
-                    "attribute": _attr_text(attr),
-                    "ground_truth": gt,
-                    "coarse_filter": _attr_text(attr) in proposed,
-                }
-            )
-    items = pd.DataFrame(
-        rows,
-        columns=[
-            "item_index",
-            "prompt_index",
-            "prompt_text",
-            "user_id",
-            "attribute",
-            "ground_truth",
-            "coarse_filter",
-        ],
-    )
-    ann = []
-    for path in _files(folder / "annotations"):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line)
-            for judg in rec.get("relevance_judgments") or []:
-                rel = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
-                if rel is not None:
-                    ann.append(
-                        {
-                            "annotator": path.stem,
-                            "item_index": index,
-                            "attribute": judg["attribute"],
-                            "label": judg.get("relevant"),
-                            "relevant": rel,
-                        }
-                    )
-    jud = []
-    for path in _files(folder / "llm_judgments"):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line)
-            for judg in rec.get("items") or []:
-                jud.append(
-                    {
-                        "model": path.stem,
-                        "item_index": index,
-                        "attribute": judg["attribute"],
-                        "relevant": relevance_label(judg.get("relevant"), where=f"{path}:{line}"),
-                        "raw_answer": judg.get("raw_answer"),
-                    }
-                )
-    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
-    judgments = pd.DataFrame(jud, columns=["model", "item_index", "attribute", "relevant", "raw_answer"])
-    return Stage2Data(items=items, annotations=annotations, judgments=judgments)
-
-
-def _ratings_frame(folder: Path, who: str) -> pd.DataFrame:
-    rows = []
-    for path in _files(folder):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line)
-            for attr, rating in (rec.get("ratings") or {}).items():
-                if rating is None:
-                    continue
-                value = float(rating)
-                if not 1 <= value <= 5:
-                    raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
-                rows.append({who: path.stem, "item_index": index, "attribute": attr, "rating": value})
-    return pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating"])
-
-
-def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
-    """Load ``stage3/items.jsonl``, annotations, LLM judgments and generations.
-
-    Returns:
-        ``items``: ``item_index, model_tag, prompt_text, attribute, is_relevant, response_no_context,
-        response_personalized``; ``annotations``: ``annotator, item_index, attribute, rating``;
-        ``judgments``: ``model, item_index, attribute, rating``; ``generations``: every record of
-        ``generations/<condition>_<model>.jsonl`` with ``condition`` and ``model`` columns added.
-    """
-    folder = _stage_dir(source, "stage3")
-    rows = []
-    for line, rec in iter_jsonl(folder / "items.jsonl"):
-        index = _index_of(rec, folder / "items.jsonl", line)
-        for attr in rec.get("attributes") or []:
-            rows.append(
-                {
-                    "item_index": index,
-                    "model_tag": rec.get("model_tag"),
-                    "prompt_text": rec.get("prompt_text"),
-                    "attribute": _attr_text(attr),
-                    "is_relevant": attr.get("is_relevant") if isinstance(attr, dict) else None,
-                    "response_no_context": rec.get("response_no_context"),
-                    "response_personalized": rec.get("response_personalized"),
-                }
-            )
-    items = pd.DataFrame(
-        rows,
-        columns=[
-            "item_index",
-            "model_tag",
-            "prompt_text",
-            "attribute",
-            "is_relevant",
-            "response_no_context",
-            "response_personalized",
-        ],
-    )
-    gens = []
-    for path in _files(folder / "generations"):
-        stem = path.stem
-        condition = next(
-            (c for c in ("no_context", "gt_attributes") if stem.startswith(f"{c}_")), stem.partition("_")[0]
-        )
-        model = stem[len(condition) + 1 :]
-        for _, rec in iter_jsonl(path):
-            gens.append({"condition": condition, "model": model, **rec})
-    return Stage3Data(
-        items=items,
-        annotations=_ratings_frame(folder / "annotations", "annotator"),
-        judgments=_ratings_frame(folder / "llm_judgments", "model"),
-        generations=pd.DataFrame(gens),
-    )
 
 
 # ------------------------------------------------------------------------------------------ stage 1
@@ -626,12 +353,23 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str = "test") -> pd.Dat
 
 
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
-    """Pairwise Cohen's kappa (binary relevance) between humans, LLMs and the human majority.
+    """Agreement on binary relevance between humans, LLMs and the human majority.
+
+    Pairwise Cohen's kappa for human-human, LLM-LLM, LLM-human and LLM-majority pairs, then Fleiss'
+    kappa and Krippendorff's alpha over all raters of each family with at least two raters.
+
+    Args:
+        data: Stage-2 data.
 
     Returns:
-        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``), ``rater_a, rater_b,
-        n, agreement, kappa``, then one ``fleiss``/``alpha`` row per rater family (``rater_b`` = NA).
+        Tidy frame, one row per statistic: ``group`` (``human-human``, ``llm-llm``, ``llm-human``,
+        ``llm-majority``, ``human (all)``, ``llm (all)``), ``statistic`` (``cohen_kappa``,
+        ``fleiss_kappa`` or ``krippendorff_alpha``), ``rater_a, rater_b`` (NA for the multi-rater
+        statistics), ``value``, ``n`` (items both rated for Cohen's kappa, items every rater of the
+        family rated for Fleiss' kappa, items with >= 2 ratings for Krippendorff's alpha) and
+        ``agreement`` (raw share of agreement, Cohen rows only).
     """
+    cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
     key = ["item_index", "attribute"]
     humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
     llms = data.judgments.dropna(subset=["relevant"]).pivot_table(
@@ -647,30 +385,37 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
         "llm-human": [(a, b) for a in m for b in h],
         "llm-majority": [(a, "majority") for a in m],
     }
-    frames = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
-    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
-    extra = []
-    for fam, cols in (("human", h), ("llm", m)):
-        if len(cols) >= 2:
-            sub = wide[cols]
-            extra.append(
+    frames = [
+        pairwise_cohen(wide, pairs=pairs)
+        .rename(columns={"kappa": "value"})
+        .assign(group=g, statistic="cohen_kappa")
+        for g, pairs in groups.items()
+        if pairs
+    ]
+    multi = []
+    for fam, raters in (("human", h), ("llm", m)):
+        if len(raters) >= 2:
+            sub = wide[raters]
+            multi.append(
                 {
                     "group": f"{fam} (all)",
-                    "rater_a": "fleiss_kappa",
+                    "statistic": "fleiss_kappa",
+                    "value": fleiss_kappa(sub, labels=[False, True]),
                     "n": len(sub.dropna()),
-                    "kappa": fleiss_kappa(sub, labels=[False, True]),
                 }
             )
-            extra.append(
+            multi.append(
                 {
                     "group": f"{fam} (all)",
-                    "rater_a": "krippendorff_alpha",
+                    "statistic": "krippendorff_alpha",
+                    "value": krippendorff_alpha(sub),
                     "n": int((sub.notna().sum(axis=1) >= 2).sum()),
-                    "kappa": krippendorff_alpha(sub),
                 }
             )
-    out = pd.concat([out, pd.DataFrame(extra)], ignore_index=True)
-    return out[["group", "rater_a", "rater_b", "n", "agreement", "kappa"]]
+    frames.append(pd.DataFrame(multi, columns=cols))
+    frames = [f.reindex(columns=cols) for f in frames if len(f)]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    return out.astype({"n": int})
 
 
 # ------------------------------------------------------------------------------------------ stage 3
