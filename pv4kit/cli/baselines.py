@@ -1,0 +1,183 @@
+"""Baseline commands: ``answer`` (answer runs), ``hard`` (hard-subset derivation) and ``demo``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import re
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CACHE = ".cache/llm.sqlite"  # the same file as `pv4kit generate`
+
+
+def _default_name(model: str, method: str, top_k: int) -> str:
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.split("/")[-1]).strip("_")
+    return f"{slug}_{method}" + (f"_top{top_k}" if method == "rag" else "")
+
+
+def _answer(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from pv4kit.baselines import answer
+    from pv4kit.data import load
+    from pv4kit.llm import LLMConfig
+    from pv4kit.localllm import resolve_endpoint
+    from pv4kit.prompting import get_token_counter
+
+    data = load(args.data, splits=[args.split])
+    cache = None if str(args.cache).lower() == "none" else args.cache
+    users = [int(u) for u in args.users.split(",")] if args.users else None
+    embedder = None
+    if args.method in ("rag", "full") and args.retriever == "dense":
+        from pv4kit.embed import get_embedder
+
+        embedder = get_embedder(args.embedder, device=args.device)
+    with contextlib.ExitStack() as stack:
+        endpoint = stack.enter_context(resolve_endpoint(args.model, args.base_url))
+        local = endpoint.protocol is not None
+        llm = LLMConfig(
+            model=endpoint.model,
+            base_url=endpoint.base_url,
+            protocol=endpoint.protocol or args.protocol,
+            api_key_env=args.api_key_env,
+            reasoning_effort=args.reasoning_effort,
+            max_concurrency=1 if local else args.concurrency,
+            timeout=600.0 if local else args.timeout,
+        )
+        counter = get_token_counter(
+            "server" if local and not args.tokenizer else args.tokenizer, base_url=endpoint.base_url
+        )
+        name = args.name or _default_name(args.model, args.method, args.top_k)
+        run = answer(
+            data,
+            method=args.method,
+            llm=llm,
+            run_dir=Path(args.runs_dir) / name,
+            split=args.split,
+            top_k=args.top_k,
+            retriever=args.retriever,
+            embedder=embedder,
+            cache=cache,
+            max_model_len=args.max_model_len,
+            max_new_tokens=args.max_new_tokens,
+            margin=args.margin,
+            token_counter=counter,
+            users=users,
+            limit=args.limit,
+            progress=not args.quiet,
+        )
+    c = run.context
+    print(
+        f"{run.run_dir}: {len(run.generations)} answers ({run.calls} called, {run.cached} cached, "
+        f"{run.errors} failed); prompts p50 {c['p50_prompt_tokens']:.0f} / max {c['max_prompt_tokens']} "
+        f"tokens ({c['token_counter']}), fit rate {100 * c['fit_rate']:.1f}%, {c['num_truncated']} truncated"
+    )
+    if args.method == "attributes":
+        print(f"attributes: {run.config['attributes']['n_fallback']} unparseable selections fell back to all")
+    if args.score:
+        from pv4kit.score import score_run
+
+        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
+        lo, hi = m["accuracy_ci"]
+        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
+    return 1 if run.errors else 0
+
+
+def _hard(args: argparse.Namespace) -> int:
+    from pv4kit.hard import derive_hard_subset, hard_report, write_subset
+
+    report = hard_report(args.no_docs, args.rag, existing=args.existing)
+    subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule)
+    if args.output:
+        write_subset(subset, args.output)
+        print(f"wrote {args.output}: {len(subset)} hard questions (rule {args.rule})")
+    print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+def _demo(args: argparse.Namespace) -> int:
+    from pv4kit.demo import run_demo
+
+    run_demo(
+        raw=args.raw,
+        data=args.data,
+        runs_dir=args.runs_dir,
+        split=args.split,
+        cache=None if str(args.cache).lower() == "none" else args.cache,
+        max_new_tokens=args.max_new_tokens,
+        limit=args.limit,
+        notebooks=not args.no_notebooks,
+        progress=not args.quiet,
+    )
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
+    from pv4kit.baselines import METHODS
+
+    p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
+    p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
+    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument("--top-k", type=int, default=5, help="chats per question for rag (reference: 1 and 5)")
+    p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
+    p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
+    p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
+    p.add_argument(
+        "--model",
+        required=True,
+        help="model id at --base-url, or 'local' (SmolLM2 on llama.cpp, started here)",
+    )
+    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: the OpenAI API)")
+    p.add_argument("--protocol", default="chat", choices=["chat", "responses"])
+    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the key")
+    p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
+    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (local: 1)")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument(
+        "--cache", default=DEFAULT_CACHE, help=f"LLM response cache, 'none' to disable [{DEFAULT_CACHE}]"
+    )
+    p.add_argument(
+        "--max-model-len", type=int, default=None, help="context length (default 8192 local, 32768 otherwise)"
+    )
+    p.add_argument("--max-new-tokens", type=int, default=256)
+    p.add_argument("--margin", type=int, default=32, help="tokens kept free besides the output [32]")
+    p.add_argument(
+        "--tokenizer",
+        default=None,
+        help="'chars' (ceil(chars/4)), 'server' (llama.cpp /extras/tokenize) or a Hugging Face tokenizer "
+        "name/path (default: the local server's, else chars/4)",
+    )
+    p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke tests)")
+    p.add_argument("--score", action="store_true", help="score the run afterwards")
+    p.add_argument(
+        "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
+    )
+    p.set_defaults(func=_answer)
+
+    h = sub.add_parser("hard", help="hard subset from a no_docs run and a rag top-1 run (scored)")
+    h.add_argument("--no-docs", required=True, help="scored no_docs run directory")
+    h.add_argument("--rag", required=True, help="scored rag --top-k 1 run directory of the same decoder")
+    h.add_argument("--rule", default="any", choices=["any", "all"], help="wrong in any run, or in all [any]")
+    h.add_argument(
+        "--output", default=None, help="write user_id,question_index here (e.g. raw/hard_subset.csv)"
+    )
+    h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
+    h.set_defaults(func=_hard)
+
+    d = sub.add_parser("demo", help="the whole pipeline on the sample with the local model (make demo)")
+    d.add_argument("--raw", default="raw")
+    d.add_argument("--data", default="data")
+    d.add_argument("--runs-dir", default="runs")
+    d.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    d.add_argument("--cache", default=DEFAULT_CACHE)
+    d.add_argument("--max-new-tokens", type=int, default=256)
+    d.add_argument("--limit", type=int, default=None, help="only the first N questions per run")
+    d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
+    d.set_defaults(func=_demo)
