@@ -555,6 +555,16 @@ def category_groups(
     return cats
 
 
+def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with ``group`` and ``group_label`` of its ``(user_id, category)`` from :func:`category_groups`."""
+    cols = ["user_id", "category", "group", "group_label"]
+    out = frame.drop(columns=[c for c in ("group", "group_label") if c in frame])
+    if categories.empty or "category" not in frame:
+        return out.assign(group=pd.NA, group_label=None)
+    right = categories[cols].astype({"category": "Int64"})
+    return out.astype({"category": "Int64"}).merge(right, on=["user_id", "category"], how="left")
+
+
 # --------------------------------------------------------------------------- everything
 
 
