@@ -556,7 +556,7 @@ def category_groups(
 
 
 def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
-    """``frame`` with ``group`` and ``group_label`` of its ``(user_id, category)`` from :func:`category_groups`."""
+    """``frame`` plus the ``group`` and ``group_label`` of its ``(user_id, category)``."""
     cols = ["user_id", "category", "group", "group_label"]
     out = frame.drop(columns=[c for c in ("group", "group_label") if c in frame])
     if categories.empty or "category" not in frame:
