@@ -41,10 +41,12 @@ def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
 
 
 def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
-    """``PROJECT, DATA, RUNS, FIGURES`` for a notebook; the one place to point at the released data.
+    """``PROJECT, DATA, RUNS, FIGURES, CACHE`` for a notebook.
 
     ``DATA`` is ``$PV4KIT_DATA`` when set, else ``PROJECT/data`` when it holds parquet files, else the raw
     tree ``PROJECT/raw``. ``RUNS`` and ``FIGURES`` follow ``$PV4KIT_RUNS`` / ``$PV4KIT_FIGURES``.
+    ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``,
+    the one the command line uses from the project root).
     """
     project = find_project_root(start)
     data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
@@ -55,6 +57,9 @@ def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path
         "DATA": data,
         "RUNS": Path(os.environ.get("PV4KIT_RUNS") or project / "runs"),
         "FIGURES": Path(os.environ.get("PV4KIT_FIGURES") or project / "figures"),
+        "CACHE": Path(os.environ["PV4KIT_CACHE"]) / "embeddings"
+        if os.environ.get("PV4KIT_CACHE")
+        else project / ".cache" / "pv4kit" / "embeddings",
     }
 
 

@@ -1,0 +1,113 @@
+"""Analysis commands: ``audit`` (distractor and shortcut audits), ``notebooks`` and ``figures``."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+
+logger = logging.getLogger(__name__)
+
+
+def _audit(args: argparse.Namespace) -> int:
+    from pv4kit.audit import run_audit, write_audit
+    from pv4kit.data import load
+    from pv4kit.embed import get_embedder
+
+    data = load(args.data)
+    embedder = get_embedder(args.embedder, device=args.device)
+    llm_config = None
+    if args.llm_model:
+        from pv4kit.llm import LLMConfig
+
+        llm_config = LLMConfig(
+            model=args.llm_model,
+            base_url=args.llm_base_url,
+            protocol=args.llm_protocol or ("chat" if args.llm_base_url else "responses"),
+            temperature=0.0 if args.llm_base_url else None,
+            max_output_tokens=args.llm_max_tokens,
+        )
+    result = run_audit(
+        data,
+        embedder=embedder,
+        cache=False if args.no_cache else True,
+        llm_config=llm_config,
+        llm_cache=args.llm_cache,
+        n_boot=args.n_boot,
+        seed=args.seed,
+    )
+    out = args.output_dir or os.path.join(args.data, "audit")
+    paths = write_audit(result, out)
+    print(result.summary)
+    print(f"wrote {len(paths)} files to {out}")
+    return 0
+
+
+def _notebooks(args: argparse.Namespace) -> int:
+    from pv4kit.notebooks import execute_notebooks, list_notebooks
+
+    if not args.execute:
+        for name in list_notebooks(args.notebooks_dir):
+            print(name)
+        return 0
+    params = dict(p.split("=", 1) for p in args.param or [])
+    table = execute_notebooks(
+        args.only or None, notebooks_dir=args.notebooks_dir, timeout=args.timeout, params=params
+    )
+    print(table.to_string(index=False))
+    return 0
+
+
+def _figures(args: argparse.Namespace) -> int:
+    args.execute, args.only = True, ["07_paper_figures"]
+    return _notebooks(args)
+
+
+def _nb_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
+    )
+    p.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell [600]")
+    p.add_argument(
+        "--param",
+        action="append",
+        metavar="NAME=VALUE",
+        help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
+    )
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``audit``, ``notebooks`` and ``figures`` to the ``pv4kit`` command line."""
+    a = subparsers.add_parser(
+        "audit",
+        help="distractor and shortcut audits: tables + summary",
+        description="Length, answer position, candidate-only solvers, distractor similarity, leakage and "
+        "duplicate audits of a PV4 data folder; writes CSV tables and summary.txt.",
+    )
+    a.add_argument("--data", default="data", help="data folder, raw tree or hub id [data]")
+    a.add_argument(
+        "--embedder", default=None, help="'minilm', 'qwen3' or a model id [qwen3 with CUDA, else minilm]"
+    )
+    a.add_argument("--device", default=None)
+    a.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
+    a.add_argument("-o", "--output-dir", default=None, help="where to write the tables [DATA/audit]")
+    a.add_argument("--llm-model", default=None, help="also run an LLM that sees only question and choices")
+    a.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL of --llm-model")
+    a.add_argument("--llm-protocol", choices=["responses", "chat"], default=None)
+    a.add_argument("--llm-max-tokens", type=int, default=None)
+    a.add_argument("--llm-cache", default=".cache/llm.sqlite", help="LLM response cache [.cache/llm.sqlite]")
+    a.add_argument("--n-boot", type=int, default=2000)
+    a.add_argument("--seed", type=int, default=0)
+    a.set_defaults(func=_audit)
+
+    n = subparsers.add_parser("notebooks", help="list the notebooks, or execute them headless (--execute)")
+    n.add_argument("--execute", action="store_true", help="execute and save the notebooks")
+    n.add_argument(
+        "--only", nargs="+", metavar="NAME", help="only these notebooks (e.g. 07_paper_figures or 07)"
+    )
+    _nb_options(n)
+    n.set_defaults(func=_notebooks)
+
+    f = subparsers.add_parser("figures", help="regenerate every figure in figures/ (runs 07_paper_figures)")
+    _nb_options(f)
+    f.set_defaults(func=_figures)
