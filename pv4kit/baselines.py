@@ -188,6 +188,32 @@ def _plans(
     return plans
 
 
+def _complete(requests: list[list[dict[str, str]]], *, llm: LLMConfig | list[LLMConfig], **kwargs: Any):
+    """:func:`pv4kit.llm.complete`, sharded round-robin over several equivalent endpoints when given a list.
+
+    Each endpoint gets its own ``complete`` call in a thread (its own concurrency), so two single-request
+    servers (two llama.cpp processes on two cores) are both kept busy. The cache key ignores the base URL,
+    so the responses are cached the same way whichever endpoint answered.
+    """
+    configs = llm if isinstance(llm, list) else [llm]
+    if len(configs) == 1 or len(requests) <= 1:
+        return complete(requests, config=configs[0], **kwargs)
+    from concurrent.futures import ThreadPoolExecutor
+
+    shards = [list(range(j, len(requests), len(configs))) for j in range(len(configs))]
+    out: list[Any] = [None] * len(requests)
+    with ThreadPoolExecutor(max_workers=len(configs), thread_name_prefix="pv4kit-shard") as pool:
+        futures = [
+            pool.submit(complete, [requests[i] for i in shard], config=cfg, **kwargs)
+            for shard, cfg in zip(shards, configs, strict=True)
+            if shard
+        ]
+        for shard, fut in zip([s for s in shards if s], futures, strict=True):
+            for i, r in zip(shard, fut.result(), strict=True):
+                out[i] = r
+    return out
+
+
 def _chunks(sizes: list[int], *, fixed: int, budget: int, sep: int) -> list[list[int]]:
     """Pack documents (in order) into consecutive chunks whose prompt fits ``budget``."""
     chunks: list[list[int]] = []
@@ -208,7 +234,7 @@ def attribute_contexts(
     data: Any,
     questions: pd.DataFrame,
     *,
-    llm: LLMConfig,
+    llm: LLMConfig | list[LLMConfig],
     cache: str | os.PathLike[str] | None,
     counter: TokenCounter,
     budget: int,
@@ -222,7 +248,7 @@ def attribute_contexts(
     Args:
         data: A :class:`~pv4kit.data.PV4Data`.
         questions: Rows with ``user_id, question_index, question``.
-        llm: The (greedy) model config.
+        llm: The (greedy) model config, or several equivalent endpoints.
         cache: The LLM response cache.
         counter: Token counter, to pack chats into stage-1 requests that fit ``budget``.
         budget: Largest prompt in tokens.
@@ -262,9 +288,9 @@ def attribute_contexts(
             extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
         )
         chunks = _chunks(_count_docs(chats, counter, memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = complete(
+        stage1 = _complete(
             [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
-            config=llm,
+            llm=llm,
             cache=cache,
             step="attributes:extract",
             user_id=uid,
@@ -288,9 +314,9 @@ def attribute_contexts(
             for k in keys:
                 docs[k], per_q_n[k], per_q_fb[k] = "", 0, False
             continue
-        stage2 = complete(
+        stage2 = _complete(
             [selection_messages(q, attrs, system=system) for q in rows["question"]],
-            config=llm,
+            llm=llm,
             cache=cache,
             step="attributes:select",
             user_id=uid,
@@ -365,7 +391,7 @@ def answer(
     data: Any,
     *,
     method: str,
-    llm: LLMConfig,
+    llm: LLMConfig | list[LLMConfig],
     run_dir: str | os.PathLike[str] | None = None,
     split: str = "test",
     top_k: int = 5,
@@ -390,7 +416,8 @@ def answer(
         data: A :class:`~pv4kit.data.PV4Data` (see :func:`pv4kit.data.load`).
         method: One of :data:`METHODS`.
         llm: Where to send requests (model, base URL, protocol, concurrency); temperature is set to 0 and
-            the output cap to ``max_new_tokens`` here.
+            the output cap to ``max_new_tokens`` here. A list of configs for the same model (e.g. two
+            local llama.cpp servers) shares the requests round-robin.
         run_dir: Where to write the run (``runs/<name>``); ``None`` writes nothing.
         split: ``"test"``, ``"validation"`` or ``"train"``.
         top_k: Chats per question for ``rag``.
@@ -421,7 +448,13 @@ def answer(
         raise ValueError(f"method must be one of {METHODS}, got {method!r}{hint}")
     if method == "rag" and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    llm = dataclasses.replace(llm, temperature=0.0, max_output_tokens=max_new_tokens)
+    llms = [
+        dataclasses.replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
+        for c in (llm if isinstance(llm, list | tuple) else [llm])
+    ]
+    if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
+        raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
+    llm = llms[0]
     max_model_len = max_model_len or default_max_model_len(llm.model)
     budget = max_model_len - max_new_tokens - margin
     if budget <= 0:
@@ -452,7 +485,7 @@ def answer(
         attribute_docs, extra = attribute_contexts(
             data,
             questions,
-            llm=llm,
+            llm=llms,
             cache=cache,
             counter=counter,
             budget=budget,
@@ -496,9 +529,9 @@ def answer(
     step = "attributes:answer" if method == "attributes" else f"answer:{method}"
     for uid, rows in questions.groupby("user_id", sort=True):
         pos = list(rows.index)
-        got = complete(
+        got = _complete(
             [messages[i] for i in pos],
-            config=llm,
+            llm=llms,
             cache=cache,
             step=step,
             user_id=int(uid),
@@ -558,7 +591,7 @@ def answer(
         "method": method,
         "reference_method": REFERENCE_NAMES.get(method, f"rag_top{top_k}" if method == "rag" else method),
         "model": llm.model,
-        "base_url": llm.base_url,
+        "base_url": llm.base_url if len(llms) == 1 else [c.base_url for c in llms],
         "protocol": llm.protocol,
         "split": split,
         "users": users,

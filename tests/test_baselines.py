@@ -217,7 +217,7 @@ def test_rag_order_and_saved_ids(data, server, tmp_path, make_fake_embedder):
     assert row["retrieved_scores"][0] == pytest.approx(1.0) and row["retrieved_scores"][1] == pytest.approx(
         0.6
     )
-    prompt = server.requests[0][2]["messages"][1]["content"]
+    prompt = next(p for _, p, _ in server.requests if "question 0" in p)
     assert prompt == "I live in Oslo.\n\nI am vegan.\n\n  question 0 of user 131?"  # most similar first
     assert run.config["top_k"] == 2 and run.config["reference_method"] == "rag_top2"
 
@@ -351,3 +351,19 @@ def test_attribute_extraction_is_chunked_to_the_budget(data, tmp_path):
     extractions = [p for p in seen if "List the user's" in p]
     assert len(extractions) > 1  # the four chats did not fit one request
     assert sum(p.count("I ") for p in extractions) == 4  # every chat in exactly one request
+
+
+def test_requests_are_shared_over_several_endpoints(data, tmp_path):
+    with FakeLLMServer() as a, FakeLLMServer() as b:
+        cache = tmp_path / "llm.sqlite"
+        run = answer(data, method="no_docs", llm=[_llm(a), _llm(b)], cache=cache, progress=False)
+        assert len(a.requests) + len(b.requests) == 6 and len(a.requests) > 0 and len(b.requests) > 0
+        assert list(run.generations["generation"]) == [f"echo: {q}" for q in data.split("test")["question"]]
+        assert run.config["base_url"] == [a.base_url, b.base_url]
+        n_a = len(a.requests)
+        answer(data, method="no_docs", llm=_llm(a), cache=cache, progress=False)  # one endpoint, same cache
+        assert len(a.requests) == n_a
+        with pytest.raises(ValueError, match="one model"):
+            answer(
+                data, method="no_docs", llm=[_llm(a), LLMConfig(model="other", protocol="chat")], cache=None
+            )

@@ -107,6 +107,7 @@ def _demo(args: argparse.Namespace) -> int:
         split=args.split,
         cache=None if str(args.cache).lower() == "none" else args.cache,
         max_new_tokens=args.max_new_tokens,
+        servers=args.servers,
         limit=args.limit,
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
@@ -177,7 +178,10 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--runs-dir", default="runs")
     d.add_argument("--split", default="test", choices=["train", "validation", "test"])
     d.add_argument("--cache", default=DEFAULT_CACHE)
-    d.add_argument("--max-new-tokens", type=int, default=256)
+    d.add_argument(
+        "--max-new-tokens", type=int, default=64, help="output cap [64, for speed; the reference uses 256]"
+    )
+    d.add_argument("--servers", type=int, default=None, help="llama.cpp processes (default: cores, max 2)")
     d.add_argument("--limit", type=int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
     d.set_defaults(func=_demo)
