@@ -183,7 +183,8 @@ def run_demo(
         progress: Progress bars.
 
     Returns:
-        ``{"results": DataFrame, "hard": DataFrame, "timings": DataFrame, "metrics": {run: metrics}}``.
+        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
+        requests ``called``, ``cached``, ``errors``).
     """
     from pv4kit.baselines import answer
     from pv4kit.data import load
@@ -202,6 +203,7 @@ def run_demo(
     with timer.stage("embedder"):
         embedder = get_embedder("minilm", device="cpu")
     metrics: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, int]] = {}
     with contextlib.ExitStack() as stack:
         n_servers = servers or max(1, min(2, os.cpu_count() or 1))
         with timer.stage("server start"):
@@ -219,7 +221,7 @@ def run_demo(
         counter = LlamaServerCounter(endpoints[0].base_url or "")
         for name, (method, top_k) in DEMO_RUNS.items():
             with timer.stage(f"answer {name}"):
-                answer(
+                run = answer(
                     dataset,
                     method=method,
                     llm=llm,
@@ -232,6 +234,10 @@ def run_demo(
                     token_counter=counter,
                     limit=limit,
                     progress=progress,
+                )
+                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+                logger.info(
+                    "%s: %d answers, %d called, %d cached", name, len(run.generations), run.calls, run.cached
                 )
         with timer.stage("server stop"):
             stack.close()
@@ -257,4 +263,4 @@ def run_demo(
     timings = timer.table()
     print("\nTimings (s):")
     print(timings.to_string(index=False))
-    return {"results": results, "hard": report, "timings": timings, "metrics": metrics}
+    return {"results": results, "hard": report, "timings": timings, "metrics": metrics, "calls": calls}
