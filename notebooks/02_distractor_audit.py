@@ -1,0 +1,126 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 02 Distractor audit: can the answer be found without knowing the user?
+#
+# Shortcut audits in the spirit of PersonaMem #41/#42: length and structure of the reference against
+# its distractors, answer position, solvers that see only the candidates (and the question), how close
+# distractors sit to the reference, lexical leakage from the chats, and near-duplicate questions.
+# Chance is 20% everywhere; intervals resample users. `pv4kit audit --data DIR` writes the same tables.
+
+# %%
+import os
+
+import pv4kit
+from pv4kit import audit, plots
+from pv4kit.embed import get_embedder
+from pv4kit.notebooks import project_paths
+
+PATHS = project_paths()
+DATA = PATHS["DATA"]  # <- the one line to change for the released data
+CACHE = PATHS["CACHE"]
+EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
+
+data = pv4kit.load(DATA)
+embedder = get_embedder(EMBEDDER)
+
+# %% [markdown]
+# The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
+# OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
+# OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/llm.sqlite`.
+
+# %%
+llm_config = None
+if os.environ.get("PV4KIT_MODEL") or os.environ.get("PV4KIT_BASE_URL"):
+    from pv4kit.llm import LLMConfig
+
+    base_url = os.environ.get("PV4KIT_BASE_URL")
+    llm_config = LLMConfig(
+        model=os.environ.get("PV4KIT_MODEL", "local"),
+        base_url=base_url,
+        protocol="chat" if base_url else "responses",
+        temperature=0.0 if base_url else None,
+    )
+print("LLM candidate-only solver:", llm_config.model if llm_config else "off (no endpoint configured)")
+
+result = audit.run_audit(
+    data,
+    embedder=embedder,
+    cache=CACHE,
+    llm_config=llm_config,
+    llm_cache=str(PATHS["PROJECT"] / ".cache/llm.sqlite"),
+)
+print(result.summary)
+
+# %% [markdown]
+# ## Candidate-only solvers
+
+# %%
+plots.accuracy_dots(
+    result["solver_accuracy"], title="Candidate-only solvers against the 20% chance line"
+).show()
+result["solver_accuracy"].round(3)
+
+# %%
+by_group = audit.with_category_groups(result["solver_predictions"], result["categories"])
+acc_group = audit.solver_accuracy(by_group[by_group["solver"] == "longest"], by="group_label")
+plots.accuracy_dots(acc_group, title="The longest-choice solver per category group").show()
+
+# %% [markdown]
+# ## Length, structure and position
+
+# %%
+plots.length_bias(result["length_summary"]).show()
+result["length_summary"].round(3)
+
+# %%
+plots.word_spread(result["lengths"]).show()
+
+# %%
+plots.answer_positions(result["positions"]).show()
+plots.answer_positions(audit.position_audit(data.questions, by="split")).show()
+
+# %% [markdown]
+# ## Distractor similarity and the rationale as a generation
+
+# %%
+plots.distractor_similarity(result["similarity"]).show()
+result["similarity"].sort_values("ref_nearest_distractor", ascending=False).head(5)
+
+# %% [markdown]
+# ## Leakage and duplicates
+
+# %%
+plots.leakage(result["leakage"]).show()
+result["leakage_summary"].round(3)
+
+# %%
+result["duplicates"].head(10)
+
+# %% [markdown]
+# ## Per-question flags
+# One row per question; `n_flags` counts the shortcuts that apply. The most flagged questions first.
+
+# %%
+flags = result["flags"]
+flags.sort_values("n_flags", ascending=False).head(10)
+
+# %%
+flags.drop(
+    columns=[
+        c
+        for c in ("user_id", "question_index", "split", "category", "category_name", "hard", "n_flags")
+        if c in flags
+    ]
+).mean().round(3).rename("share of questions").to_frame()

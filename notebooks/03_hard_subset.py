@@ -1,0 +1,67 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 03 The hard subset
+#
+# How the hard questions differ from the others: which users, categories, answer positions and lengths
+# they come from, and whether the candidate-only shortcuts work less well on them.
+
+# %%
+import pv4kit
+from pv4kit import audit, plots
+from pv4kit.embed import get_embedder
+from pv4kit.notebooks import project_paths
+
+PATHS = project_paths()
+DATA = PATHS["DATA"]  # <- the one line to change for the released data
+CACHE = PATHS["CACHE"]
+EMBEDDER = None
+
+data = pv4kit.load(DATA)
+q = data.questions
+n_hard = int(q["hard"].sum())
+print(f"{n_hard} of {len(q)} questions are hard")
+if n_hard == 0:
+    print(
+        "No question is marked hard in this data (raw/hard_subset.csv is empty or absent); the panels below "
+        "show only the non-hard questions."
+    )
+
+# %%
+embedder = get_embedder(EMBEDDER)
+categories = audit.category_groups(q, embedder=embedder, cache=CACHE)
+lengths = audit.with_category_groups(audit.length_audit(q), categories)
+lengths.groupby("hard")[
+    ["ref_words", "distractor_words_mean", "word_spread", "ref_longest", "ref_shortest"]
+].mean().round(3)
+
+# %%
+plots.hard_composition(lengths).show()
+
+# %%
+q.groupby(["split", "hard"]).size().rename("questions").reset_index()
+
+# %% [markdown]
+# ## Shortcuts on hard vs other questions
+
+# %%
+solvers = audit.candidate_only_predictions(q, embedder=embedder, cache=CACHE)
+acc = audit.solver_accuracy(
+    solvers.assign(hard=solvers["hard"].map({True: "hard", False: "not hard"})), by="hard"
+)
+plots.accuracy_dots(
+    acc.assign(group=acc["solver"] + " / " + acc["group"]),
+    title="Candidate-only solvers on hard vs other questions",
+).show()
+acc.round(3)

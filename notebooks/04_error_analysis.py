@@ -1,0 +1,117 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 04 Error analysis of scored runs
+#
+# Every run under `runs/` with a `predictions.parquet` (`pv4kit demo`, or `pv4kit answer` + `pv4kit score`):
+# accuracy per category group with intervals, a paired comparison of two runs, which position wins when a
+# run is wrong, the scorer's margins, a UMAP of the questions coloured by correctness, and per-user accuracy.
+
+# %%
+import numpy as np
+import pandas as pd
+from IPython.display import display
+
+import pv4kit
+from pv4kit import audit, plots
+from pv4kit.notebooks import load_scored_runs, project_paths, stack_runs
+from pv4kit.runs import read_metrics
+from pv4kit.stats import compare
+
+PATHS = project_paths()
+DATA = PATHS["DATA"]  # <- the one line to change for the released data
+RUNS = PATHS["RUNS"]
+CACHE = PATHS["CACHE"]
+EMBEDDER = None
+
+runs = load_scored_runs(RUNS)
+if not runs:
+    print(
+        f"No scored runs under {RUNS} yet: run `make demo` (or `pv4kit answer ...` then `pv4kit score ...`). "
+        "The cells below do nothing until then."
+    )
+else:
+    print(f"{len(runs)} scored run(s): {', '.join(runs)}")
+preds = stack_runs(runs)
+
+# %%
+if runs:
+    metrics = [
+        {
+            "run": name,
+            **{
+                k: v
+                for k, v in read_metrics(RUNS / name).items()
+                if k in ("accuracy", "accuracy_ci", "accuracy_hard", "n", "n_users", "n_ties")
+            },
+        }
+        for name in runs
+    ]
+    display(pd.DataFrame(metrics))
+
+# %%
+if runs:
+    from pv4kit.embed import get_embedder
+
+    data = pv4kit.load(DATA)
+    embedder = get_embedder(EMBEDDER)
+    categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
+    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
+    acc = audit.solver_accuracy(grouped, by="group_label")
+    plots.accuracy_dots(acc, title="Accuracy per category group", label="run").show()
+
+# %%
+if len(runs) >= 2:
+    name_a, name_b = list(runs)[:2]
+    table = compare(runs[name_a], runs[name_b])
+    plots.paired_comparison(table, name_a=name_a, name_b=name_b).show()
+    display(table.round(3))
+elif runs:
+    print("one run only: nothing to compare")
+
+# %%
+if runs:
+    plots.wrong_position(preds).show()
+    plots.margin_distribution(preds).show()
+    plots.per_user_accuracy(preds).show()
+
+# %%
+if runs:
+    from pv4kit.embed import embed_texts
+
+    vectors = embed_texts(list(data.questions["question"]), embedder=embedder, cache=CACHE)
+    xy = plots.umap_2d(vectors, seed=0)
+    coords = data.questions[["user_id", "question_index"]].assign(x=xy[:, 0], y=xy[:, 1])
+    plots.question_map(preds.merge(coords, on=["user_id", "question_index"])).show()
+
+# %% [markdown]
+# ## The questions every run gets wrong
+
+# %%
+if runs:
+    wide = preds.pivot_table(
+        index=["user_id", "question_index"], columns="run", values="correct", aggfunc="first"
+    )
+    always_wrong = wide[~wide.astype(bool).any(axis=1)].reset_index()
+    display(
+        always_wrong.merge(
+            preds.drop_duplicates(["user_id", "question_index"])[
+                ["user_id", "question_index", "category_name", "question", "answer"]
+            ]
+        ).head(10)
+    )
+    print(
+        f"{len(always_wrong)} of {len(wide)} questions are wrong in every run; chance alone would give "
+        f"{np.prod([0.8] * len(runs)):.0%}"
+    )

@@ -1,0 +1,135 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 06 Generating users
+#
+# The generation pipeline (steps 1-4, then the question table of step 5) as `pv4kit generate` runs it:
+# the prompts each step sends, a token and cost estimate for one user, and the usage ledger of the LLM
+# cache. The generation itself runs only when an endpoint is configured (`PV4KIT_BASE_URL` for an
+# OpenAI-compatible server such as `pv4kit local-llm`, or `PV4KIT_MODEL` with `OPENAI_API_KEY`); it
+# writes into `build/generated/`, never into `raw/`.
+
+# %%
+import os
+
+import pandas as pd
+from IPython.display import display
+
+from pv4kit import prompts
+from pv4kit.llm import load_prices, usage_frame, usage_summary
+from pv4kit.notebooks import project_paths
+
+PATHS = project_paths()
+PROJECT = PATHS["PROJECT"]
+PERSONAS = PROJECT / "raw" / "personas"
+LLM_CACHE = PROJECT / ".cache" / "llm.sqlite"
+persona_file = sorted(PERSONAS.glob("user_*.txt"))[0]
+persona = persona_file.read_text(encoding="utf-8")
+print(f"persona {persona_file.name}: {len(persona.split())} words; prompt set {prompts.PROMPT_VERSION}")
+
+# %% [markdown]
+# ## The prompts
+
+# %%
+pd.DataFrame(
+    [
+        {"step": s, "template_sha256": prompts.template_hash(s)[:16], "chars": len(t)}
+        for s, t in prompts.TEMPLATES.items()
+    ]
+)
+
+# %%
+categories_msg = prompts.categories_messages(persona, n=10)
+print(categories_msg[0]["content"][:1500])
+
+# %%
+print(prompts.questions_messages(persona, "Everyday food and cooking habits", n=15)[0]["content"][:2000])
+
+# %% [markdown]
+# ## Cost estimate for one user
+# Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer.
+# Prices are the example table in `pv4kit/prices.json` (check your provider's).
+
+# %%
+N_CATEGORIES, N_TOPICS, N_QUESTIONS = 10, 200, 15
+steps = pd.DataFrame(
+    [
+        ("categories", "gpt-5.1", 1, len(categories_msg[0]["content"]) / 4, 120),
+        ("topics", "gpt-5.1", 1, len(prompts.topics_messages(persona)[0]["content"]) / 4, 25 * N_TOPICS),
+        (
+            "chats",
+            "gpt-5-mini",
+            N_TOPICS,
+            len(prompts.chat_messages(persona, "x" * 120)[0]["content"]) / 4,
+            250,
+        ),
+        (
+            "questions",
+            "gpt-5.1",
+            N_CATEGORIES,
+            len(prompts.questions_messages(persona, "x" * 40)[0]["content"]) / 4,
+            160 * N_QUESTIONS,
+        ),
+    ],
+    columns=["step", "model", "calls", "prompt_tokens_per_call", "output_tokens_per_call"],
+)
+prices = load_prices()
+steps["cost_usd"] = [
+    r.calls
+    * (
+        r.prompt_tokens_per_call * prices[r.model]["input"]
+        + r.output_tokens_per_call * prices[r.model]["output"]
+    )
+    / 1e6
+    for r in steps.itertuples()
+]
+display(steps.round(4))
+print(f"about ${steps['cost_usd'].sum():.2f} per user, ${150 * steps['cost_usd'].sum():.0f} for 150 users")
+
+# %% [markdown]
+# ## Usage ledger of the LLM cache
+
+# %%
+if LLM_CACHE.is_file():
+    ledger = usage_frame(LLM_CACHE)
+    display(usage_summary(ledger, by=["step", "model"]))
+else:
+    print(f"no LLM cache at {LLM_CACHE} yet (it appears after the first `pv4kit generate` or LLM baseline)")
+
+# %% [markdown]
+# ## Generate (only with an endpoint)
+
+# %%
+base_url, model = os.environ.get("PV4KIT_BASE_URL"), os.environ.get("PV4KIT_MODEL")
+if base_url or model:
+    from pv4kit.generate import GenerationConfig, generate_users
+    from pv4kit.llm import LLMConfig
+
+    llm = LLMConfig(model=model or "local", base_url=base_url, protocol="chat" if base_url else "responses")
+    config = GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)
+    user_id = int(persona_file.stem.split("_")[1])
+    report = generate_users(
+        PERSONAS,
+        PROJECT / "build" / "generated",
+        config=config,
+        user_start=user_id,
+        user_end=user_id,
+        cache=LLM_CACHE,
+    )
+    display(report)
+else:
+    print(
+        "no endpoint configured (set PV4KIT_BASE_URL or PV4KIT_MODEL); skipping generation. "
+        "The full run is `pv4kit generate --persona-dir raw/personas --output-dir build/users`."
+    )

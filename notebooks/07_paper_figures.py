@@ -1,0 +1,93 @@
+# ---
+# jupyter:
+#   jupytext:
+#     formats: ipynb,py:percent
+#     text_representation:
+#       extension: .py
+#       format_name: percent
+#   kernelspec:
+#     display_name: Python 3 (pv4kit)
+#     language: python
+#     name: python3
+# ---
+
+# %% [markdown]
+# # 07 Paper figures
+#
+# Regenerates every figure in `figures/` (HTML always; PNG and PDF when Chromium is installed) from the
+# data and the scored runs. Run it with `make figures` or `pv4kit figures` (= `pv4kit notebooks --execute
+# --only 07_paper_figures`).
+
+# %%
+import numpy as np
+
+import pv4kit
+from pv4kit import audit, plots
+from pv4kit.embed import embed_texts, get_embedder
+from pv4kit.figures import browser_path, save_figure
+from pv4kit.notebooks import load_scored_runs, project_paths, stack_runs
+from pv4kit.stats import compare
+
+PATHS = project_paths()
+DATA = PATHS["DATA"]  # <- the one line to change for the released data
+RUNS, FIGURES, CACHE = PATHS["RUNS"], PATHS["FIGURES"], PATHS["CACHE"]
+EMBEDDER = None
+
+data = pv4kit.load(DATA)
+embedder = get_embedder(EMBEDDER)
+result = audit.run_audit(data, embedder=embedder, cache=CACHE)
+runs = load_scored_runs(RUNS)
+print(f"{data!r}\nscored runs: {list(runs) or 'none'}; static export: {browser_path() or 'off (HTML only)'}")
+
+# %%
+categories = result["categories"]
+xy = plots.umap_2d(np.stack(categories["vector"]), seed=0)
+categories = categories.assign(x=xy[:, 0], y=xy[:, 1])
+lengths = audit.with_category_groups(result["lengths"], categories)
+by_group = audit.with_category_groups(result["solver_predictions"], categories)
+
+figures = {
+    "category_balance": plots.category_balance(data.questions),
+    "category_groups": plots.category_groups(categories),
+    "category_map": plots.category_map(categories),
+    "answer_positions": plots.answer_positions(result["positions"]),
+    "length_bias": plots.length_bias(result["length_summary"]),
+    "word_spread": plots.word_spread(result["lengths"]),
+    "shortcut_solvers": plots.accuracy_dots(
+        result["solver_accuracy"], title="Candidate-only solvers vs chance"
+    ),
+    "shortcut_solvers_by_category": plots.accuracy_dots(
+        audit.solver_accuracy(by_group[by_group["solver"] == "longest"], by="group_label"),
+        title="The longest-choice solver per category group",
+    ),
+    "distractor_similarity": plots.distractor_similarity(result["similarity"]),
+    "leakage": plots.leakage(result["leakage"]),
+    "hard_composition": plots.hard_composition(lengths),
+}
+
+# %%
+if runs:
+    preds = stack_runs(runs)
+    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
+    figures["accuracy_by_category"] = plots.accuracy_dots(
+        audit.solver_accuracy(grouped, by="group_label"), title="Accuracy per category group", label="run"
+    )
+    figures["wrong_position"] = plots.wrong_position(preds)
+    figures["margin_distribution"] = plots.margin_distribution(preds)
+    figures["per_user_accuracy"] = plots.per_user_accuracy(preds)
+    qxy = plots.umap_2d(embed_texts(list(data.questions["question"]), embedder=embedder, cache=CACHE), seed=0)
+    coords = data.questions[["user_id", "question_index"]].assign(x=qxy[:, 0], y=qxy[:, 1])
+    figures["question_map"] = plots.question_map(preds.merge(coords, on=["user_id", "question_index"]))
+    if len(runs) >= 2:
+        a, b = list(runs)[:2]
+        figures["paired_comparison"] = plots.paired_comparison(compare(runs[a], runs[b]), name_a=a, name_b=b)
+else:
+    print("no scored runs: the error-analysis figures are skipped")
+
+# %%
+written = [p for name, fig in figures.items() for p in save_figure(fig, name, figures_dir=FIGURES)]
+print(f"wrote {len(written)} files for {len(figures)} figures into {FIGURES}")
+print(result.summary)
+
+# %%
+figures["shortcut_solvers"].show()
