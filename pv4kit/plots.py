@@ -194,8 +194,12 @@ def category_map(categories: pd.DataFrame, *, label_points: bool = True) -> Any:
                 customdata=np.stack([sub["category_name"], sub["user_id"].astype(str)], axis=1),
                 hovertemplate="%{customdata[0]}<br>user %{customdata[1]}<extra></extra>",
             )
-    fig.update_xaxes(title="UMAP 1", showticklabels=False, zeroline=False)
-    fig.update_yaxes(title="UMAP 2", showticklabels=False, zeroline=False)
+    from plotly.colors import qualitative
+
+    pad = lambda v: [float(v.min() - 0.12 * np.ptp(v)), float(v.max() + 0.12 * np.ptp(v))]  # noqa: E731
+    fig.update_xaxes(title="UMAP 1", showticklabels=False, zeroline=False, range=pad(categories["x"]))
+    fig.update_yaxes(title="UMAP 2", showticklabels=False, zeroline=False, range=pad(categories["y"]))
+    fig.update_layout(colorway=qualitative.Dark24)
     return _layout(
         fig,
         "Category names on a UMAP of their embeddings (colour: names grouped across users)",

@@ -1,0 +1,203 @@
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pv4kit import audit
+from pv4kit.data import PV4Data
+
+
+def _questions() -> pd.DataFrame:
+    rows = [
+        # user 1: reference (A) uniquely longest; B and C near-duplicates in the table embedder
+        (
+            1,
+            0,
+            "What would they pick for dinner?",
+            ["a long long answer here", "x y", "x y z", "p q", "r s"],
+            0,
+        ),
+        (
+            1,
+            1,
+            "Where would they travel?",
+            ["go by train", "go by car", "go by bus now", "fly", "walk there"],
+            2,
+        ),
+        (1, 2, "What would they pick for dinner tonight?", ["soup", "salad", "steak", "rice", "fish"], 4),
+        (2, 0, "How do they relax?", ["reading quietly", "loud concert", "long hike", "yoga", "napping"], 1),
+        (
+            2,
+            1,
+            "What gift would they buy?",
+            ["a book", "a pen", "a watch", "a scarf", "nothing at all today"],
+            4,
+        ),
+    ]
+    frame = pd.DataFrame(rows, columns=["user_id", "question_index", "question", "choices", "a"])
+    frame["answer"] = [c[a] for c, a in zip(frame["choices"], frame["a"], strict=True)]
+    frame["answer_letter"] = ["ABCDE"[a] for a in frame["a"]]
+    frame["split"] = "train"
+    frame["category"] = pd.array([0, 1, 0, 0, 1], dtype="Int64")
+    frame["category_name"] = [
+        "Food choices",
+        "Travel plans",
+        "Food choices",
+        "Relaxing habits",
+        "Gift giving",
+    ]
+    frame["hard"] = [False, True, False, False, True]
+    frame["rationale"] = [
+        "He loves a long long answer",
+        None,
+        "fish every day",
+        "reads quietly",
+        "buys nothing",
+    ]
+    return frame.drop(columns="a")
+
+
+def _data() -> PV4Data:
+    q = _questions()
+    users = pd.DataFrame(
+        {
+            "user_id": [1, 2],
+            "role": ["train", "train"],
+            "documents": [
+                ["I took the train there and had fish soup.", "Dinner was soup."],
+                ["Reading quietly helps."],
+            ],
+            "persona": ["p1", "p2"],
+            "seed": [None, None],
+            "categories": [None, None],
+            "topics": [None, None],
+        }
+    )
+    return PV4Data(questions=q, users=users, source="mem", fingerprint="f")
+
+
+def test_length_audit_flags():
+    lengths = audit.length_audit(_questions())
+    first = lengths.iloc[0]
+    assert first["ref_words"] == 5 and first["ref_longest"] and not first["ref_shortest"]
+    assert first["word_spread"] == 3 and not first["within_2_words"]
+    assert lengths.iloc[4]["ref_longest"]  # "nothing at all today"
+    summary = audit.length_summary(lengths, n_boot=50)
+    assert set(summary["metric"]) >= {"ref_longest", "within_2_words"}
+    row = summary.set_index("metric").loc["ref_longest"]
+    assert row["rate"] == pytest.approx(lengths["ref_longest"].mean())
+    assert row["chance"] == 0.2
+
+
+def test_position_audit_uniform_and_skewed():
+    q = _questions()
+    pos = audit.position_audit(q)
+    assert list(pos["letter"]) == list("ABCDE") and pos["n"].sum() == len(q)
+    skew = pd.concat(
+        [q.assign(question_index=q["question_index"] + 10 * i) for i in range(8)], ignore_index=True
+    )
+    skew["choices"] = [["r", "b", "c", "d", "e"]] * len(skew)
+    skew["answer"] = "r"
+    assert audit.position_audit(skew)["pvalue"].iloc[0] < 1e-6
+    by = audit.position_audit(q, by="user_id")
+    assert set(by["group"]) == {"1", "2"}
+
+
+def test_candidate_only_solvers(fake_embedder):
+    q = _questions()
+    preds = audit.candidate_only_predictions(q, embedder=fake_embedder, cache=False)
+    assert set(preds["solver"]) == set(audit.SOLVERS)
+    assert len(preds) == 4 * len(q)
+    longest = preds[preds["solver"] == "longest"].set_index("question_index")
+    assert longest.loc[0].iloc[0]["predicted_letter"] == "A"
+    acc = audit.solver_accuracy(preds, n_boot=50)
+    assert list(acc.columns[:4]) == ["solver", "group", "n", "n_correct"]
+    assert acc.set_index("solver").loc["longest", "accuracy"] == pytest.approx(longest["correct"].mean())
+    by = audit.solver_accuracy(preds, by="category_name", n_boot=20)
+    assert by["group"].nunique() == 4
+
+
+def test_similarity_near_duplicates_and_rationale(make_fake_embedder):
+    q = _questions()
+    base = make_fake_embedder()
+    table = {t: base.vector(t) for cs in q["choices"] for t in cs}
+    table["x y"] = table["x y z"] = np.array([1, 0, 0, 0, 0, 0, 0, 0], dtype=np.float32)
+    emb = make_fake_embedder(table)
+    sim = audit.similarity_audit(q, embedder=emb, cache=False)
+    first = sim.iloc[0]
+    assert first["near_duplicate_candidates"] and first["max_pair_letters"] in ("BC", "CB")
+    assert first["max_pair"] == pytest.approx(1.0, abs=1e-5)
+    assert "rationale_correct" in sim and sim["rationale_pick"].isna().sum() == 1
+
+
+def test_leakage_and_duplicates(fake_embedder):
+    data = _data()
+    leak = audit.leakage_audit(data.questions, data.users)
+    assert len(leak) == 5 * len(data.questions)
+    row = leak[(leak["user_id"] == 1) & (leak["question_index"] == 1) & (leak["letter"] == "A")].iloc[0]
+    assert row["overlap"] == pytest.approx(1.0)  # "go by train": "train" appears in the chats
+    summary = audit.leakage_summary(leak)
+    assert list(summary["role"]) == ["reference", "distractor", "reference_unique_top"]
+    dup = audit.duplicate_questions(data.questions, embedder=fake_embedder, cache=False, threshold=-1.0)
+    assert set(dup["user_id"]) == {1, 2} and len(dup) == 3 + 1
+    none = audit.duplicate_questions(data.questions, embedder=fake_embedder, cache=False, threshold=1.01)
+    assert none.empty
+
+
+def test_llm_candidate_only_with_fake_client():
+    from pv4kit.llm import LLMConfig
+
+    q = _questions()
+
+    class Completions:
+        def create(self, **kwargs):
+            text = kwargs["messages"][-1]["content"]
+            assert "Question:" in text and "E. " in text
+            return {
+                "choices": [{"message": {"content": "Answer: (A)"}, "finish_reason": "stop"}],
+                "usage": {},
+            }
+
+    client = SimpleNamespace(chat=SimpleNamespace(completions=Completions()))
+    cfg = LLMConfig(model="fake", base_url="http://127.0.0.1:1", protocol="chat", temperature=0.0)
+    out = audit.llm_candidate_only(q, config=cfg, cache=None, client=client)
+    assert (out["predicted_letter"] == "A").all() and out["solver"].iloc[0] == "llm:fake"
+    assert out["correct"].tolist() == [x == "A" for x in q["answer_letter"]]
+    assert audit.parse_letter("I think b") is None and audit.parse_letter("B.") == "B"
+
+
+def test_run_audit_and_write(tmp_path, fake_embedder):
+    result = audit.run_audit(_data(), embedder=fake_embedder, cache=tmp_path / "emb", n_boot=50)
+    for name in ("lengths", "positions", "solver_accuracy", "similarity", "leakage", "duplicates", "flags"):
+        assert name in result.tables
+    flags = result["flags"]
+    assert len(flags) == 5 and flags["n_flags"].ge(0).all()
+    assert "solved_by_longest" in flags and "rationale_as_generation" in set(
+        result["solver_accuracy"]["solver"]
+    )
+    assert "Candidate-only solvers" in result.summary
+    paths = audit.write_audit(result, tmp_path / "audit")
+    assert (tmp_path / "audit" / "summary.txt").is_file() and len(paths) == len(result.tables) + 1
+    with pytest.raises(KeyError, match="no audit table"):
+        result["nope"]
+
+
+def test_category_groups(make_fake_embedder):
+    q = _questions()
+    emb = make_fake_embedder(
+        {
+            "Food choices": [1, 0, 0],
+            "Travel plans": [0, 1, 0],
+            "Relaxing habits": [0, 0, 1],
+            "Gift giving": [0.1, 0.99, 0],
+        }
+    )
+    cats = audit.category_groups(q, embedder=emb, cache=False)
+    assert len(cats) == 4  # (user, category) pairs
+    groups = cats.set_index("category_name")["group"]
+    assert groups["Travel plans"] == groups["Gift giving"] != groups["Food choices"]
+    merged = audit.with_category_groups(q, cats)
+    assert merged["group_label"].notna().all() and len(merged) == len(q)

@@ -1,0 +1,42 @@
+"""Every notebook in notebooks/ runs headless on the sample; a failing cell fails the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pv4kit.notebooks import NotebookError, execute_notebooks, list_notebooks, project_paths
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = ROOT / "notebooks"
+NAMES = list_notebooks(NOTEBOOKS)
+
+
+def test_notebooks_found():
+    assert {"01_dataset_overview", "05_browser", "07_paper_figures"} <= set(NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_notebook_executes(name, tmp_path):
+    # figures go to a scratch folder so the test never overwrites figures/
+    table = execute_notebooks([name], notebooks_dir=NOTEBOOKS, timeout=600, params={"figures": tmp_path})
+    assert table["notebook"].tolist() == [name]
+    if name == "07_paper_figures":
+        assert (tmp_path / "category_balance.html").is_file()
+
+
+def test_failing_cell_names_notebook_and_cell(tmp_path):
+    (tmp_path / "01_broken.py").write_text("# %%\nx = 1\n\n# %%\nraise ValueError('boom')\n")
+    with pytest.raises(NotebookError, match=r"01_broken: cell 1 failed \('raise ValueError"):
+        execute_notebooks(notebooks_dir=tmp_path, timeout=60)
+    with pytest.raises(FileNotFoundError, match="available"):
+        execute_notebooks(["nope"], notebooks_dir=tmp_path)
+
+
+def test_project_paths(monkeypatch, tmp_path):
+    monkeypatch.chdir(NOTEBOOKS)
+    paths = project_paths()
+    assert paths["PROJECT"] == ROOT and paths["DATA"].name in ("data", "raw")
+    monkeypatch.setenv("PV4KIT_DATA", str(tmp_path))
+    assert project_paths()["DATA"] == tmp_path
