@@ -376,6 +376,7 @@ def hard_composition(
         "ref_words": "reference length (words)",
         "category_name": "category",
         "word_spread": "word spread",
+        "group_label": "category group (similar names across users)",
     }
     fig = make_subplots(
         rows=len(by),
@@ -386,6 +387,8 @@ def hard_composition(
     hard = frame["hard"].fillna(False).astype(bool)
     for i, col in enumerate(by, start=1):
         values = frame[col]
+        if col in ("category_name", "group_label"):
+            values = values.astype(str).str.slice(0, 28)
         order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
         for label, mask, color in (("hard", hard, "#d95f02"), ("not hard", ~hard, "#7570b3")):
             share = values[mask].value_counts(normalize=True).reindex(order, fill_value=0)
@@ -401,13 +404,16 @@ def hard_composition(
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
         fig.update_xaxes(
-            type="category", row=i, col=1, tickangle=-30 if "category" in titles.get(col, "") else 0
+            type="category", row=i, col=1, tickangle=-60 if "category" in titles.get(col, "") else 0
         )
     fig.update_layout(barmode="group")
     title = "Hard subset vs the other questions (share of each group)"
     if not hard.any():
         title += ": no question is marked hard in this data"
-    return _layout(fig, title, height=300 * len(by) + 120)
+    fig = _layout(fig, title, height=300 * len(by) + 220)
+    if by and "category" in titles.get(by[-1], ""):
+        fig.update_layout(margin_b=190)
+    return fig
 
 
 # --------------------------------------------------------------------------- error analysis
