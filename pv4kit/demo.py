@@ -31,10 +31,11 @@ import pandas as pd
 logger = logging.getLogger(__name__)
 
 #: the demo's runs: name -> (method, top_k)
-#: the demo's output cap: SmolLM2 decodes ~20 tokens/s on one core, and 4 x 56 answers at 256 tokens take
-#: ~40 min on 2 cores; 64 tokens hold the gist the nearest-candidate scorer needs (``--max-new-tokens 256``
-#: gives the reference protocol)
-DEMO_MAX_NEW_TOKENS = 64
+#: the demo's output cap. SmolLM2 decodes ~16 tokens per CPU-second and nearly always runs to the cap, so
+#: 4 x 56 answers at 256 tokens take ~30 min on 2 cores; 32 tokens (a sentence) hold the gist the
+#: nearest-candidate scorer needs and keep the demo to a few minutes (``--max-new-tokens 256``: the
+#: reference protocol)
+DEMO_MAX_NEW_TOKENS = 32
 DEMO_RUNS: dict[str, tuple[str, int]] = {
     "no_docs": ("no_docs", 1),
     "rag_top1": ("rag", 1),
@@ -141,17 +142,30 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _run_notebooks() -> None:
+def _run_notebooks(*, data: Path, runs_dir: Path) -> str | None:
+    """Execute the notebooks when :func:`pv4kit.notebooks.execute_notebooks` exists; the error, if any."""
     try:
         from pv4kit import notebooks
     except ImportError:
         logger.info("notebooks: pv4kit.notebooks is not available in this build; skipping the figures")
-        return
+        return None
     fn = getattr(notebooks, "execute_notebooks", None)
     if fn is None:
         logger.info("notebooks: pv4kit.notebooks has no execute_notebooks(); skipping the figures")
-        return
-    fn()
+        return None
+    import inspect
+
+    kwargs: dict[str, Any] = {}
+    if "params" in inspect.signature(fn).parameters:
+        kwargs["params"] = {"data": str(data.resolve()), "runs": str(runs_dir.resolve())}
+    try:
+        done = fn(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - the results are printed already; report and go on
+        logger.error("notebooks: %s: %s", type(exc).__name__, exc)
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(done, pd.DataFrame) and len(done):
+        logger.info("notebooks: executed\n%s", done.to_string(index=False))
+    return None
 
 
 def run_demo(
@@ -175,7 +189,7 @@ def run_demo(
         runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
         split: The split to answer (``test``: the sample's two evaluation users).
         cache: The LLM response cache.
-        max_new_tokens: Output cap per answer (64 for speed; 256 is the reference protocol).
+        max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
         servers: llama.cpp server processes sharing the requests (default: one per core, at most 2;
             each decodes on one thread).
         limit: Only the first N questions (smoke tests).
@@ -184,7 +198,8 @@ def run_demo(
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``).
+        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
+        skipped).
     """
     from pv4kit.baselines import answer
     from pv4kit.data import load
@@ -257,10 +272,18 @@ def run_demo(
     print(results.to_string(index=False))
     print(f"\nHard subset (rule any) -> {runs_dir / 'demo_hard_subset.csv'}: {len(subset)} questions")
     print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    notebook_error = None
     if notebooks:
         with timer.stage("notebooks"):
-            _run_notebooks()
+            notebook_error = _run_notebooks(data=data_dir, runs_dir=runs_dir)
     timings = timer.table()
     print("\nTimings (s):")
     print(timings.to_string(index=False))
-    return {"results": results, "hard": report, "timings": timings, "metrics": metrics, "calls": calls}
+    return {
+        "results": results,
+        "hard": report,
+        "timings": timings,
+        "metrics": metrics,
+        "calls": calls,
+        "notebook_error": notebook_error,
+    }

@@ -35,7 +35,8 @@ def _answer(args: argparse.Namespace) -> int:
 
         embedder = get_embedder(args.embedder, device=args.device)
     with contextlib.ExitStack() as stack:
-        endpoint = stack.enter_context(resolve_endpoint(args.model, args.base_url))
+        n_ctx = args.max_model_len or 8192
+        endpoint = stack.enter_context(resolve_endpoint(args.model, args.base_url, n_ctx=n_ctx))
         local = endpoint.protocol is not None
         llm = LLMConfig(
             model=endpoint.model,
@@ -100,7 +101,7 @@ def _hard(args: argparse.Namespace) -> int:
 def _demo(args: argparse.Namespace) -> int:
     from pv4kit.demo import run_demo
 
-    run_demo(
+    out = run_demo(
         raw=args.raw,
         data=args.data,
         runs_dir=args.runs_dir,
@@ -112,7 +113,8 @@ def _demo(args: argparse.Namespace) -> int:
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
     )
-    return 0
+    failed = sum(c["errors"] for c in out["calls"].values())
+    return 1 if failed or out["notebook_error"] else 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -179,7 +181,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--split", default="test", choices=["train", "validation", "test"])
     d.add_argument("--cache", default=DEFAULT_CACHE)
     d.add_argument(
-        "--max-new-tokens", type=int, default=64, help="output cap [64, for speed; the reference uses 256]"
+        "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
     )
     d.add_argument("--servers", type=int, default=None, help="llama.cpp processes (default: cores, max 2)")
     d.add_argument("--limit", type=int, default=None, help="only the first N questions per run")
