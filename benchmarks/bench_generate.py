@@ -14,8 +14,10 @@ Measures, in one run:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import math
+import subprocess
 import sys
 import tempfile
 import time
@@ -26,8 +28,35 @@ sys.path.insert(0, str(ROOT))
 
 from pv4kit.generate import GenerationConfig, generate_users  # noqa: E402
 from pv4kit.llm import LLMConfig  # noqa: E402
-from tests.llm_server import FakeLLMServer, prompt_of  # noqa: E402
-from tests.test_generate import answer  # noqa: E402
+
+_SERVER = """
+import sys, time
+sys.path.insert(0, {root!r})
+from tests.llm_server import FakeLLMServer, prompt_of
+from tests.test_generate import answer
+
+def respond(protocol, body, nth):
+    prompt = prompt_of(protocol, body)
+    return answer(prompt) if "# Task:" in prompt else "ok"
+
+with FakeLLMServer(respond, delay={delay}) as srv:
+    print(srv.base_url, flush=True)
+    sys.stdin.read()  # until the parent closes our stdin
+"""
+
+
+@contextlib.contextmanager
+def server_process(delay: float):
+    """The fake server in its own process, so its CPU work does not share the client's GIL."""
+    code = _SERVER.format(root=str(ROOT), delay=delay)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        yield proc.stdout.readline().strip()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=10)
 
 
 def main() -> None:
@@ -39,21 +68,18 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     w, d = args.workers, args.delay
 
-    with (
-        tempfile.TemporaryDirectory() as tmp,
-        FakeLLMServer(lambda p, b, n: answer(prompt_of(p, b)), delay=d) as srv,
-    ):
+    with tempfile.TemporaryDirectory() as tmp, server_process(d) as base_url:
         tmp = Path(tmp)
         personas = tmp / "personas"
         personas.mkdir()
         for u in range(1, args.users + 1):
             (personas / f"user_{u}.txt").write_text(f"Persona {u}: a nurse who restores bicycles.\n")
-        llm = LLMConfig(model="fake", base_url=srv.base_url, protocol="chat", max_concurrency=w, timeout=30)
+        llm = LLMConfig(model="fake", base_url=base_url, protocol="chat", max_concurrency=w, timeout=30)
         cfg = GenerationConfig(llm=llm, chat_llm=llm, num_categories=10, num_topics=200, num_questions=15)
         cache = tmp / "cache.sqlite"
 
-        # loopback overhead per request, measured: one request at a time
-        probe = LLMConfig(model="probe", base_url=srv.base_url, protocol="chat", max_concurrency=1)
+        # one request at a time: the measured round trip (server delay + loopback + client overhead)
+        probe = LLMConfig(model="probe", base_url=base_url, protocol="chat", max_concurrency=1)
         from pv4kit.llm import complete
 
         complete([[{"role": "user", "content": "warm"}]], config=probe, progress=False)

@@ -185,13 +185,19 @@ class _Manifest:
                 logger.warning("%s: unreadable manifest, starting a new one", self.path)
         self.files: dict[str, dict[str, Any]] = data.get("files", {})
         self.persona_sha = persona_sha
+        self.dirty = (
+            data.get("persona_sha256") != persona_sha or data.get("prompt_version") != prompts.PROMPT_VERSION
+        )
+        self._record: dict[str, Any] | None = None
 
     def set(self, rel: str, entry: dict[str, Any] | None) -> None:
         with self.lock:
             if entry is None:
-                self.files.pop(rel, None)
-            else:
+                if self.files.pop(rel, None) is not None:
+                    self.dirty = True
+            elif self.files.get(rel) != entry:
                 self.files[rel] = entry
+                self.dirty = True
             if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
                 self._flush()
 
@@ -200,10 +206,15 @@ class _Manifest:
             self._flush()
 
     def _flush(self) -> None:
-        record = provenance(prompt_version=prompts.PROMPT_VERSION, persona_sha256=self.persona_sha)
+        if not self.dirty:
+            return
+        if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
+            self._record = provenance(prompt_version=prompts.PROMPT_VERSION, persona_sha256=self.persona_sha)
+        record = dict(self._record)
         record["files"] = dict(sorted(self.files.items(), key=lambda kv: _sort_key(kv[0])))
         atomic_write_json(self.path, record)
         self.last_flush = time.monotonic()
+        self.dirty = False
 
 
 def _sort_key(rel: str) -> tuple:
