@@ -52,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    for noisy in ("httpx", "httpcore", "urllib3", "filelock", "huggingface_hub"):
+    for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     if not getattr(args, "func", None):
         parser.print_help()
