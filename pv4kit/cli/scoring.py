@@ -15,9 +15,15 @@ def _fmt(value: float | None, *, pct: bool = True) -> str:
 
 
 def _score(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from pv4kit.embed import get_embedder
+    from pv4kit.runs import GENERATIONS_FILE
     from pv4kit.score import score_run
 
+    for run_dir in args.run_dirs:  # cheap checks before the model loads
+        if not (Path(run_dir) / GENERATIONS_FILE).is_file():
+            raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
     embedder = get_embedder(args.embedder, device=args.device, instruction=args.instruction)
     cache = False if args.no_cache else (args.cache_dir or True)
     for run_dir in args.run_dirs:
