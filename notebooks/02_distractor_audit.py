@@ -24,6 +24,7 @@ import os
 
 import pv4kit
 from pv4kit import audit, plots
+from pv4kit.audit_report import run_audit
 from pv4kit.embed import get_embedder
 from pv4kit.notebooks import project_paths
 
@@ -54,7 +55,7 @@ if os.environ.get("PV4KIT_MODEL") or os.environ.get("PV4KIT_BASE_URL"):
     )
 print("LLM candidate-only solver:", llm_config.model if llm_config else "off (no endpoint configured)")
 
-result = audit.run_audit(
+result = run_audit(
     data,
     embedder=embedder,
     cache=CACHE,
@@ -90,6 +91,14 @@ plots.word_spread(result["lengths"]).show()
 # %%
 plots.answer_positions(result["positions"]).show()
 plots.answer_positions(audit.position_audit(data.questions, by="split")).show()
+
+# %% [markdown]
+# Letters by row index: the share of users whose correct letter at row k (`question_index`) is the row's
+# modal letter, and a solver that answers with the other users' letter at the same row.
+
+# %%
+print(result["letter_sequence_summary"].round(3).to_string(index=False))
+result["letter_sequence"].head(10)
 
 # %% [markdown]
 # ## Distractor similarity and the rationale as a generation

@@ -23,6 +23,7 @@ import numpy as np
 
 import pv4kit
 from pv4kit import audit, plots
+from pv4kit.audit_report import run_audit
 from pv4kit.embed import embed_texts, get_embedder
 from pv4kit.figures import browser_path, save_figure
 from pv4kit.notebooks import load_scored_runs, project_paths, stack_runs
@@ -35,7 +36,7 @@ EMBEDDER = None
 
 data = pv4kit.load(DATA)
 embedder = get_embedder(EMBEDDER)
-result = audit.run_audit(data, embedder=embedder, cache=CACHE)
+result = run_audit(data, embedder=embedder, cache=CACHE)
 runs = load_scored_runs(RUNS)
 print(f"{data!r}\nscored runs: {list(runs) or 'none'}; static export: {browser_path() or 'off (HTML only)'}")
 

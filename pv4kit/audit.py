@@ -1,15 +1,17 @@
 """Distractor-quality and shortcut audits of PV4: can the answer be found without knowing the user?
 
 Every audit is a function that takes the questions frame (and, where needed, the users frame or an
-embedder) and returns a tidy frame, one row per question (or per question x candidate, or per solver x
-group). :func:`question_flags` joins them into one per-question flags table and :func:`run_audit` runs
-them all; ``pv4kit audit`` writes the tables and a short text summary.
+embedder) and returns a tidy frame, one row per question (or per question x candidate, per row index, or
+per solver x group). :func:`question_flags` joins them into one per-question flags table;
+:func:`pv4kit.audit_report.run_audit` runs them all and ``pv4kit audit`` writes the tables and a summary.
 
 * **Length and structure** (:func:`length_audit`): word and character counts of the reference and the
   distractors, whether the reference is the (unique) longest or shortest (chance 20%), the word spread
   against the generation prompt's "within 2 words" rule, and how many distractors share the reference's
   first word and first two words (a template match).
 * **Answer position** (:func:`position_audit`): letter counts with a chi-square test against uniform.
+* **Letter sequence by row** (:mod:`pv4kit.audit_sequence`): do users share the correct letter at the
+  same ``question_index``?
 * **Candidate-only solvers** (:func:`candidate_only_predictions`, :func:`llm_candidate_only`): pick the
   candidate nearest the question, the one nearest the centroid of the five, the longest and the shortest;
   optionally an LLM shown only the question and the choices. :func:`solver_accuracy` gives accuracy with
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import logging
 import re
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,6 +41,8 @@ from pv4kit.stats import bootstrap_ci
 logger = logging.getLogger(__name__)
 
 CHANCE = 0.2
+#: Columns that identify and describe a question in every per-question audit table (those present).
+BASE_COLUMNS = ("user_id", "question_index", "split", "category", "category_name", "hard")
 SOLVERS = ("nearest_to_question", "nearest_to_centroid", "longest", "shortest")
 _WORD_RE = re.compile(r"[a-z0-9][a-z0-9'-]*")
 _STOPWORDS = frozenset(
@@ -68,12 +71,7 @@ def _unit(vectors: np.ndarray) -> np.ndarray:
 
 
 def _base(questions: pd.DataFrame) -> pd.DataFrame:
-    cols = [
-        c
-        for c in ("user_id", "question_index", "split", "category", "category_name", "hard")
-        if c in questions
-    ]
-    return questions[cols].reset_index(drop=True)
+    return questions[[c for c in BASE_COLUMNS if c in questions]].reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------- length and structure
@@ -612,153 +610,13 @@ def question_flags(
     return out
 
 
-@dataclass
-class AuditResult:
-    """All audit tables of one dataset (see :func:`run_audit`)."""
-
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    summary: str = ""
-
-    def __getitem__(self, name: str) -> pd.DataFrame:
-        if name not in self.tables:
-            raise KeyError(f"no audit table {name!r}; tables: {sorted(self.tables)}")
-        return self.tables[name]
+_MOVED = ("AuditResult", "run_audit", "summarize", "write_audit")
 
 
-def run_audit(
-    data: Any,
-    *,
-    embedder: Any = None,
-    cache: Any = True,
-    llm_config: Any = None,
-    llm_cache: str | None = ".cache/llm.sqlite",
-    llm_client: Any = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-) -> AuditResult:
-    """Run every audit on a :class:`~pv4kit.data.PV4Data` and summarise the findings.
+def __getattr__(name: str) -> Any:
+    """Forward the names that moved to :mod:`pv4kit.audit_report` (import them from there)."""
+    if name in _MOVED:
+        from pv4kit import audit_report
 
-    Args:
-        data: The loaded dataset.
-        embedder: An embedder or a name for :func:`~pv4kit.embed.get_embedder` (default: MiniLM on CPU,
-            Qwen3-Embedding-4B with CUDA).
-        cache: Embedding cache.
-        llm_config: Also run the LLM candidate-only solver with this :class:`~pv4kit.llm.LLMConfig`.
-        llm_cache: The LLM response cache.
-        llm_client: Injected OpenAI-like client (tests).
-        n_boot: Bootstrap replicates.
-        seed: Bootstrap seed.
-
-    Returns:
-        An :class:`AuditResult` with tables ``lengths, length_summary, positions, solver_predictions,
-        solver_accuracy, solver_accuracy_by_category, similarity, leakage, leakage_summary, duplicates,
-        categories, flags`` and a text summary.
-    """
-    if embedder is None or isinstance(embedder, str):
-        from pv4kit.embed import get_embedder
-
-        embedder = get_embedder(embedder)
-    q = data.questions.reset_index(drop=True)
-    t: dict[str, pd.DataFrame] = {}
-    t["lengths"] = length_audit(q)
-    t["length_summary"] = length_summary(t["lengths"], n_boot=n_boot, seed=seed)
-    t["positions"] = position_audit(q)
-    preds = candidate_only_predictions(q, embedder=embedder, cache=cache)
-    if llm_config is not None:
-        preds = pd.concat(
-            [preds, llm_candidate_only(q, config=llm_config, cache=llm_cache, client=llm_client)],
-            ignore_index=True,
-        )
-    t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)
-    if "rationale_correct" in t["similarity"]:
-        rat = t["similarity"].dropna(subset=["rationale_pick"])
-        preds = pd.concat(
-            [
-                preds,
-                rat[[*_base(q).columns, "rationale_pick", "rationale_correct"]]
-                .rename(columns={"rationale_pick": "predicted_letter", "rationale_correct": "correct"})
-                .assign(solver="rationale_as_generation"),
-            ],
-            ignore_index=True,
-        )
-    t["solver_predictions"] = preds
-    t["solver_accuracy"] = solver_accuracy(preds, n_boot=n_boot, seed=seed)
-    if q["category_name"].notna().any():
-        t["solver_accuracy_by_category"] = solver_accuracy(
-            preds, by="category_name", n_boot=n_boot, seed=seed
-        )
-    t["leakage"] = leakage_audit(q, data.users)
-    t["leakage_summary"] = leakage_summary(t["leakage"])
-    t["duplicates"] = duplicate_questions(q, embedder=embedder, cache=cache)
-    t["categories"] = category_groups(q, embedder=embedder, cache=cache)
-    t["flags"] = question_flags(
-        t["lengths"],
-        preds[preds["solver"] != "rationale_as_generation"],
-        t["similarity"],
-        t["leakage"],
-        t["duplicates"],
-    )
-    return AuditResult(tables=t, summary=summarize(t, embedder=getattr(embedder, "name", str(embedder))))
-
-
-def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
-    """A short plain-text report of the audit findings (which shortcuts beat chance)."""
-    lines = [f"PV4 distractor audit ({len(tables['lengths'])} questions; embedder {embedder})", ""]
-    lines.append("Candidate-only solvers (chance 20%; 95% CI resamples users; * = CI above chance):")
-    for r in tables["solver_accuracy"].itertuples(index=False):
-        star = " *" if r.above_chance else ""
-        lines.append(
-            f"  {r.solver:<26} {100 * r.accuracy:5.1f}% [{100 * r.ci_low:5.1f}, {100 * r.ci_high:5.1f}]"
-            f"  n={r.n}  binomial p={r.binom_p:.3g}{star}"
-        )
-    ls = tables["length_summary"].set_index("metric")
-    lines += [
-        "",
-        "Length and structure:",
-        f"  reference uniquely longest   {100 * ls.loc['ref_longest', 'rate']:5.1f}% (chance 20%)",
-        f"  reference uniquely shortest  {100 * ls.loc['ref_shortest', 'rate']:5.1f}% (chance 20%)",
-        f"  five choices within 2 words  {100 * ls.loc['within_2_words', 'rate']:5.1f}% (prompt: 100%)",
-        f"  all five share a first word  {100 * ls.loc['all_share_first_word', 'rate']:5.1f}%",
-    ]
-    pos = tables["positions"]
-    shares = ", ".join(f"{r.letter} {100 * r.share:.0f}%" for r in pos.itertuples(index=False))
-    lines += ["", f"Answer position: {shares}; chi-square p = {pos['pvalue'].iloc[0]:.3g}"]
-    sim = tables["similarity"]
-    lines += [
-        "",
-        "Distractor similarity:",
-        f"  median reference-to-nearest-distractor cosine {sim['ref_nearest_distractor'].median():.3f}",
-        f"  questions with a near-duplicate candidate pair (>= 0.9): "
-        f"{int(sim['near_duplicate_candidates'].sum())}",
-    ]
-    if "rationale_correct" in sim:
-        lines.append(
-            "  rationale scored as a generation picks the reference "
-            f"{100 * sim['rationale_correct'].mean():.1f}%"
-        )
-    lk = tables["leakage_summary"].set_index("role")
-    lines += [
-        "",
-        f"Leakage: mean content-word overlap with the user's chats: reference "
-        f"{lk.loc['reference', 'mean_overlap']:.3f}, distractors {lk.loc['distractor', 'mean_overlap']:.3f};",
-        f"  the reference alone overlaps most in "
-        f"{100 * lk.loc['reference_unique_top', 'mean_overlap']:.1f}% of questions (chance 20%)",
-        f"Duplicates: {len(tables['duplicates'])} near-duplicate question pair(s) within a user "
-        "(cosine >= 0.9)",
-    ]
-    return "\n".join(lines) + "\n"
-
-
-def write_audit(result: AuditResult, output_dir: Any) -> list[Any]:
-    """Write every table as ``<name>.csv`` (vectors dropped) and ``summary.txt`` into ``output_dir``."""
-    from pathlib import Path
-
-    from pv4kit._io import atomic_write_text
-
-    out = Path(output_dir)
-    paths = []
-    for name, frame in result.tables.items():
-        frame = frame.drop(columns=[c for c in ("vector",) if c in frame])
-        paths.append(atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False)))
-    paths.append(atomic_write_text(out / "summary.txt", result.summary))
-    return paths
+        return getattr(audit_report, name)
+    raise AttributeError(f"module 'pv4kit.audit' has no attribute {name!r}")

@@ -7,6 +7,12 @@ import pandas as pd
 import pytest
 
 from pv4kit import audit
+from pv4kit.audit_report import run_audit, write_audit
+from pv4kit.audit_sequence import (
+    letter_sequence_audit,
+    letter_sequence_summary,
+    row_letter_predictions,
+)
 from pv4kit.data import PV4Data
 
 
@@ -170,7 +176,7 @@ def test_llm_candidate_only_with_fake_client():
 
 
 def test_run_audit_and_write(tmp_path, fake_embedder):
-    result = audit.run_audit(_data(), embedder=fake_embedder, cache=tmp_path / "emb", n_boot=50)
+    result = run_audit(_data(), embedder=fake_embedder, cache=tmp_path / "emb", n_boot=50)
     for name in ("lengths", "positions", "solver_accuracy", "similarity", "leakage", "duplicates", "flags"):
         assert name in result.tables
     flags = result["flags"]
@@ -178,8 +184,10 @@ def test_run_audit_and_write(tmp_path, fake_embedder):
     assert "solved_by_longest" in flags and "rationale_as_generation" in set(
         result["solver_accuracy"]["solver"]
     )
-    assert "Candidate-only solvers" in result.summary
-    paths = audit.write_audit(result, tmp_path / "audit")
+    assert "Candidate-only solvers" in result.summary and "Letters by row index" in result.summary
+    assert {"letter_sequence", "letter_sequence_summary"} <= set(result.tables)
+    assert "solved_by_row_letter" in flags
+    paths = write_audit(result, tmp_path / "audit")
     assert (tmp_path / "audit" / "summary.txt").is_file() and len(paths) == len(result.tables) + 1
     with pytest.raises(KeyError, match="no audit table"):
         result["nope"]
@@ -201,3 +209,51 @@ def test_category_groups(make_fake_embedder):
     assert groups["Travel plans"] == groups["Gift giving"] != groups["Food choices"]
     merged = audit.with_category_groups(q, cats)
     assert merged["group_label"].notna().all() and len(merged) == len(q)
+
+
+def _letter_frame(sequences: dict[int, str]) -> pd.DataFrame:
+    """One question per user and row index whose correct letter is given by ``sequences[user][k]``."""
+    choices = ["a", "b", "c", "d", "e"]
+    rows = [
+        (u, k, f"q{k}", choices, choices["ABCDE".index(x)])
+        for u, seq in sequences.items()
+        for k, x in enumerate(seq)
+    ]
+    return pd.DataFrame(rows, columns=["user_id", "question_index", "question", "choices", "answer"])
+
+
+def test_letter_sequence_identical_across_users():
+    q = _letter_frame({u: "ABEABEEDBDEEEEABDCABEADEDBEC" for u in range(6)})
+    table = letter_sequence_audit(q)
+    assert len(table) == 28 and (table["n_users"] == 6).all() and (table["modal_share"] == 1.0).all()
+    assert "".join(table["modal_letter"]) == "ABEABEEDBDEEEEABDCABEADEDBEC"
+    summary = letter_sequence_summary(q, n_perm=200, seed=0).set_index("metric")
+    modal, row = summary.loc["modal_letter_of_row"], summary.loc["row_letter"]
+    assert modal["rate"] == 1.0 and modal["n"] == len(q) and modal["chance"] < 0.7
+    assert modal["pvalue"] == pytest.approx(1 / 201)
+    assert row["rate"] == 1.0 and row["pvalue"] == pytest.approx(1 / 201)
+    preds = row_letter_predictions(q)
+    assert preds["correct"].all() and set(preds["solver"]) == {"row_letter"}
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_letter_sequence_independent_users(seed):
+    rng = np.random.default_rng(seed)
+    q = _letter_frame({u: "".join(rng.choice(list("ABCDE"), size=40)) for u in range(50)})
+    summary = letter_sequence_summary(q, n_perm=50, seed=seed).set_index("metric")
+    modal, row = summary.loc["modal_letter_of_row"], summary.loc["row_letter"]
+    assert modal["rate"] < 0.4 and abs(modal["rate"] - modal["chance"]) < 0.05  # ~0.28 for 50 users
+    assert row["rate"] < 0.3 and abs(row["chance"] - 0.2) < 0.05
+    assert letter_sequence_audit(q)["modal_share"].max() < 0.6
+
+
+def test_letter_sequence_unshared_rows():
+    # user 2 has one record fewer; row 3 belongs to user 1 alone
+    q = _letter_frame({1: "ABCD", 2: "ABC"})
+    table = letter_sequence_audit(q).set_index("question_index")
+    assert table.loc[3, "n_users"] == 1 and table.loc[3, "modal_share"] == 1.0
+    summary = letter_sequence_summary(q, n_perm=10).set_index("metric")
+    assert summary.loc["modal_letter_of_row", "n"] == 6 and summary.loc["row_letter", "n"] == 6
+    preds = row_letter_predictions(q).set_index(["user_id", "question_index"])
+    assert pd.isna(preds.loc[(1, 3), "predicted_letter"]) and not preds.loc[(1, 3), "correct"]
+    assert preds.loc[(2, 0), "predicted_letter"] == "A"

@@ -10,7 +10,7 @@ logger = logging.getLogger(__name__)
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from pv4kit.audit import run_audit, write_audit
+    from pv4kit.audit_report import run_audit, write_audit
     from pv4kit.data import load
     from pv4kit.embed import get_embedder
 
