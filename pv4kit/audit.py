@@ -609,14 +609,3 @@ def question_flags(
     out["n_flags"] = out[flag_cols].sum(axis=1).astype("int64")
     return out
 
-
-_MOVED = ("AuditResult", "run_audit", "summarize", "write_audit")
-
-
-def __getattr__(name: str) -> Any:
-    """Forward the names that moved to :mod:`pv4kit.audit_report` (import them from there)."""
-    if name in _MOVED:
-        from pv4kit import audit_report
-
-        return getattr(audit_report, name)
-    raise AttributeError(f"module 'pv4kit.audit' has no attribute {name!r}")

@@ -4,7 +4,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit import audit, plots
+from pv4kit import audit, audit_report, plots
 from pv4kit.figures import browser_path, save_figure
 from tests.test_audit import _data, _questions
 
@@ -13,7 +13,7 @@ from tests.test_audit import _data, _questions
 def tables():
     from tests.conftest import FakeEmbedder
 
-    result = audit.run_audit(_data(), embedder=FakeEmbedder(), cache=False, n_boot=20)
+    result = audit_report.run_audit(_data(), embedder=FakeEmbedder(), cache=False, n_boot=20)
     return result.tables
 
 
