@@ -134,3 +134,30 @@ def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     if lo > hi:
         raise ValueError(f"{name}: range start {lo} is above its end {hi} in {text!r}")
     return lo, hi
+
+
+def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check_same_thread: bool = True):  # noqa: ANN201
+    """Open a SQLite database in WAL mode (autocommit), safe when threads or processes open it at once.
+
+    Switching a new file to WAL needs a moment of exclusive access, and SQLite answers "database is locked"
+    at once (without its busy handler) when another connection holds the file; the switch is retried until
+    ``timeout``.
+    """
+    import sqlite3
+    import time
+
+    con = sqlite3.connect(path, timeout=timeout, check_same_thread=check_same_thread, isolation_level=None)
+    deadline = time.monotonic() + timeout
+    delay = 0.01
+    while True:
+        try:
+            con.execute("PRAGMA journal_mode=WAL")
+            break
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                con.close()
+                raise
+            time.sleep(delay)
+            delay = min(delay * 2, 0.5)
+    con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
+    return con

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pv4kit._io import atomic_write_json, sha256_text
+from pv4kit._io import atomic_write_json, connect_sqlite, sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -85,9 +85,7 @@ class EmbeddingCache:
             folder.mkdir(parents=True, exist_ok=True)
             if not (folder / "key.json").exists():
                 atomic_write_json(folder / "key.json", {"model_key": model_key})
-        con = sqlite3.connect(path, timeout=self.timeout, isolation_level=None)
-        con.execute("PRAGMA journal_mode=WAL")
-        con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
+        con = connect_sqlite(path, timeout=self.timeout)
         con.execute(
             "CREATE TABLE IF NOT EXISTS emb (sha TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
             "dtype TEXT NOT NULL, vec BLOB NOT NULL) WITHOUT ROWID"

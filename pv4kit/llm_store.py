@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
+from pv4kit._io import connect_sqlite
+
 if TYPE_CHECKING:
     from pv4kit.llm import LLMConfig, LLMResponse
 
@@ -50,9 +52,7 @@ class _Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
-        self.conn = sqlite3.connect(self.path, timeout=60, check_same_thread=False, isolation_level=None)
-        self.conn.execute("PRAGMA journal_mode=WAL")
-        self.conn.execute("PRAGMA synchronous=NORMAL")
+        self.conn = connect_sqlite(self.path, timeout=60, check_same_thread=False)
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, protocol TEXT, model TEXT, "
             "request TEXT, text TEXT, response_id TEXT, response_model TEXT, finish_reason TEXT, usage TEXT, "
