@@ -10,10 +10,9 @@ Methods (what goes in the user turn before the question):
   chats *least similar to the question* are dropped, the rest stay in topic order;
 * ``persona``: the explicit persona profile instead of chats (the PersonaFeedback setting, an upper
   bound on what memory could give);
-* ``attributes``: the Re-Centering pipeline applied to PV4 (:func:`attribute_contexts`): attributes
-  extracted from the chats once per user (stage 1, chats packed into as few requests as the budget
-  allows), the relevant ones selected per question (stage 2: numbers or NONE, parsed strictly; an
-  unparseable answer falls back to all attributes and is counted), the answer written from them (3).
+* ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.attributes`): attributes
+  extracted from the chats once per user, the relevant ones selected per question, the answer written
+  from them.
 
 Decoding is greedy with at most ``max_new_tokens`` (256) new tokens. Every call goes through
 :func:`pv4kit.llm.complete` with its response cache, so rerunning a finished run makes no requests;
@@ -33,21 +32,17 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json
-from pv4kit.llm import LLMConfig, complete
+from pv4kit.attributes import attribute_contexts, complete_sharded, count_documents
+from pv4kit.llm import LLMConfig
 from pv4kit.prompting import (
     DEFAULT_MARGIN,
     PROMPT_VERSION,
     SYSTEM_PROMPT,
     CharEstimate,
     TokenCounter,
-    attribute_document,
     build_messages,
-    extraction_messages,
     fit_documents,
     fixed_prompt_tokens,
-    parse_attributes,
-    parse_selection,
-    selection_messages,
 )
 
 logger = logging.getLogger(__name__)
@@ -127,13 +122,6 @@ class _Plan:
     priority: list[int] | None = None
 
 
-def _count_docs(docs: list[str], counter: TokenCounter, memo: dict[str, int]) -> list[int]:
-    todo = [d for d in dict.fromkeys(docs) if d not in memo]
-    if todo:
-        memo.update(zip(todo, counter.count(todo), strict=True))
-    return [memo[d] for d in docs]
-
-
 def _plans(
     method: str,
     data: Any,
@@ -186,162 +174,6 @@ def _plans(
             ids = list(range(len(docs)))
             plans.append(_Plan(list(docs), ids, [by_id[i] for i in ids], priority=list(r.ranked_ids)))
     return plans
-
-
-def _complete(requests: list[list[dict[str, str]]], *, llm: LLMConfig | list[LLMConfig], **kwargs: Any):
-    """:func:`pv4kit.llm.complete`, sharded round-robin over several equivalent endpoints when given a list.
-
-    Each endpoint gets its own ``complete`` call in a thread (its own concurrency), so two single-request
-    servers (two llama.cpp processes on two cores) are both kept busy. The cache key ignores the base URL,
-    so the responses are cached the same way whichever endpoint answered.
-    """
-    configs = llm if isinstance(llm, list) else [llm]
-    if len(configs) == 1 or len(requests) <= 1:
-        return complete(requests, config=configs[0], **kwargs)
-    from concurrent.futures import ThreadPoolExecutor
-
-    shards = [list(range(j, len(requests), len(configs))) for j in range(len(configs))]
-    out: list[Any] = [None] * len(requests)
-    with ThreadPoolExecutor(max_workers=len(configs), thread_name_prefix="pv4kit-shard") as pool:
-        futures = [
-            pool.submit(complete, [requests[i] for i in shard], config=cfg, **kwargs)
-            for shard, cfg in zip(shards, configs, strict=True)
-            if shard
-        ]
-        for shard, fut in zip([s for s in shards if s], futures, strict=True):
-            for i, r in zip(shard, fut.result(), strict=True):
-                out[i] = r
-    return out
-
-
-def _chunks(sizes: list[int], *, fixed: int, budget: int, sep: int) -> list[list[int]]:
-    """Pack documents (in order) into consecutive chunks whose prompt fits ``budget``."""
-    chunks: list[list[int]] = []
-    current: list[int] = []
-    total = fixed
-    for i, size in enumerate(sizes):
-        if current and total + size + sep > budget:
-            chunks.append(current)
-            current, total = [], fixed
-        current.append(i)
-        total += size + sep
-    if current:
-        chunks.append(current)
-    return chunks
-
-
-def attribute_contexts(
-    data: Any,
-    questions: pd.DataFrame,
-    *,
-    llm: LLMConfig | list[LLMConfig],
-    cache: str | os.PathLike[str] | None,
-    counter: TokenCounter,
-    budget: int,
-    system: str = SYSTEM_PROMPT,
-    max_attributes: int = 50,
-    client: Any = None,
-    progress: bool = True,
-) -> tuple[dict[tuple[int, int], str], dict[str, Any]]:
-    """Stages 1 and 2 of the ``attributes`` method: the context document of every question.
-
-    Args:
-        data: A :class:`~pv4kit.data.PV4Data`.
-        questions: Rows with ``user_id, question_index, question``.
-        llm: The (greedy) model config, or several equivalent endpoints.
-        cache: The LLM response cache.
-        counter: Token counter, to pack chats into stage-1 requests that fit ``budget``.
-        budget: Largest prompt in tokens.
-        system: System prompt of every stage.
-        max_attributes: Most attributes kept per user.
-        client: Injected client (tests).
-        progress: Progress bars.
-
-    Returns:
-        ``({(user_id, question_index): document}, info)``; ``info`` holds ``calls, cached, errors``,
-        ``attributes`` (per user), ``n_fallback`` (unparseable selections), ``n_stage1_requests`` and the
-        per-question lists ``n_attributes_per_question`` and ``fallback_per_question``.
-    """
-    docs: dict[tuple[int, int], str] = {}
-    info: dict[str, Any] = {
-        "calls": 0,
-        "cached": 0,
-        "errors": 0,
-        "attributes": {},
-        "n_fallback": 0,
-        "n_stage1_requests": 0,
-    }
-    per_q_n: dict[tuple[int, int], int] = {}
-    per_q_fb: dict[tuple[int, int], bool] = {}
-    memo: dict[str, int] = {}
-    sep = max(1, counter.count(["\n\n"])[0])
-
-    def tally(responses: list[Any]) -> None:
-        info["calls"] += sum(not r.cached for r in responses)
-        info["cached"] += sum(r.cached for r in responses)
-        info["errors"] += sum(r.error is not None for r in responses)
-
-    for uid, rows in questions.groupby("user_id", sort=True):
-        uid = int(uid)
-        chats = data.documents(uid)
-        fixed = fixed_prompt_tokens(
-            extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
-        )
-        chunks = _chunks(_count_docs(chats, counter, memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = _complete(
-            [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
-            llm=llm,
-            cache=cache,
-            step="attributes:extract",
-            user_id=uid,
-            progress=progress,
-            client=client,
-        )
-        tally(stage1)
-        info["n_stage1_requests"] += len(chunks)
-        attrs: list[str] = []
-        for r in stage1:
-            attrs.extend(
-                a
-                for a in parse_attributes(r.text, max_attributes=max_attributes)
-                if a.casefold() not in {x.casefold() for x in attrs}
-            )
-        attrs = attrs[:max_attributes]
-        info["attributes"][str(uid)] = attrs
-        keys = [(uid, int(i)) for i in rows["question_index"]]
-        if not attrs:
-            logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
-            for k in keys:
-                docs[k], per_q_n[k], per_q_fb[k] = "", 0, False
-            continue
-        stage2 = _complete(
-            [selection_messages(q, attrs, system=system) for q in rows["question"]],
-            llm=llm,
-            cache=cache,
-            step="attributes:select",
-            user_id=uid,
-            progress=progress,
-            client=client,
-        )
-        tally(stage2)
-        for k, r in zip(keys, stage2, strict=True):
-            chosen = parse_selection(r.text, len(attrs))
-            per_q_fb[k] = chosen is None
-            if chosen is None:
-                chosen = list(range(len(attrs)))
-                info["n_fallback"] += 1
-            per_q_n[k] = len(chosen)
-            docs[k] = attribute_document([attrs[j] for j in chosen])
-    if info["n_fallback"]:
-        logger.warning(
-            "attributes: %d of %d selections were unparseable; used all attributes for them",
-            info["n_fallback"],
-            len(questions),
-        )
-    order = list(zip(questions["user_id"].astype(int), questions["question_index"].astype(int), strict=True))
-    info["n_attributes_per_question"] = [per_q_n[k] for k in order]
-    info["fallback_per_question"] = [per_q_fb[k] for k in order]
-    return docs, info
 
 
 def _percentile(values: np.ndarray, q: float) -> float | None:
@@ -511,7 +343,7 @@ def answer(
     for q, plan in zip(questions["question"], plans, strict=True):
         fixed = fixed_prompt_tokens(q, system=system, counter=counter)
         fit = fit_documents(
-            _count_docs(plan.documents, counter, memo),
+            count_documents(plan.documents, counter, memo=memo),
             fixed_tokens=fixed,
             budget=budget,
             priority=plan.priority,
@@ -529,7 +361,7 @@ def answer(
     step = "attributes:answer" if method == "attributes" else f"answer:{method}"
     for uid, rows in questions.groupby("user_id", sort=True):
         pos = list(rows.index)
-        got = _complete(
+        got = complete_sharded(
             [messages[i] for i in pos],
             llm=llms,
             cache=cache,
