@@ -177,6 +177,7 @@ def run_demo(
     cache: str | os.PathLike[str] | None = ".cache/llm.sqlite",
     max_new_tokens: int = DEMO_MAX_NEW_TOKENS,
     servers: int | None = None,
+    threads: int = 1,
     limit: int | None = None,
     notebooks: bool = True,
     progress: bool = True,
@@ -190,8 +191,10 @@ def run_demo(
         split: The split to answer (``test``: the sample's two evaluation users).
         cache: The LLM response cache.
         max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
-        servers: llama.cpp server processes sharing the requests (default: one per core, at most 2;
-            each decodes on one thread).
+        servers: llama.cpp server processes sharing the requests (default: one per core, at most 2).
+        threads: Threads per server, for decoding and for prompt processing alike (1: one core each;
+            the server's own default of every core for prompt processing made two side-by-side servers
+            on a busy 2-core machine about 10x slower).
         limit: Only the first N questions (smoke tests).
         notebooks: Execute the notebooks afterwards when :mod:`pv4kit.notebooks` provides it.
         progress: Progress bars.
@@ -222,7 +225,10 @@ def run_demo(
     with contextlib.ExitStack() as stack:
         n_servers = servers or max(1, min(2, os.cpu_count() or 1))
         with timer.stage("server start"):
-            endpoints = [stack.enter_context(resolve_endpoint("local")) for _ in range(n_servers)]
+            endpoints = [
+                stack.enter_context(resolve_endpoint("local", n_threads=threads, n_threads_batch=threads))
+                for _ in range(n_servers)
+            ]
         llm = [
             LLMConfig(
                 model=e.model,

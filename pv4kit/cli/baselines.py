@@ -36,7 +36,11 @@ def _answer(args: argparse.Namespace) -> int:
         embedder = get_embedder(args.embedder, device=args.device)
     with contextlib.ExitStack() as stack:
         n_ctx = args.max_model_len or 8192
-        endpoint = stack.enter_context(resolve_endpoint(args.model, args.base_url, n_ctx=n_ctx))
+        endpoint = stack.enter_context(
+            resolve_endpoint(
+                args.model, args.base_url, n_ctx=n_ctx, n_threads=args.threads, n_threads_batch=args.threads
+            )
+        )
         local = endpoint.protocol is not None
         llm = LLMConfig(
             model=endpoint.model,
@@ -109,6 +113,7 @@ def _demo(args: argparse.Namespace) -> int:
         cache=None if str(args.cache).lower() == "none" else args.cache,
         max_new_tokens=args.max_new_tokens,
         servers=args.servers,
+        threads=args.threads,
         limit=args.limit,
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
@@ -135,6 +140,13 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="model id at --base-url, or 'local' (SmolLM2 on llama.cpp, started here)",
     )
     p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: the OpenAI API)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
+        "cores / all cores)",
+    )
     p.add_argument("--protocol", default="chat", choices=["chat", "responses"])
     p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the key")
     p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
@@ -184,6 +196,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
     )
     d.add_argument("--servers", type=int, default=None, help="llama.cpp processes (default: cores, max 2)")
+    d.add_argument(
+        "--threads", type=int, default=1, help="threads per llama.cpp process (decode and prompt) [1]"
+    )
     d.add_argument("--limit", type=int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
     d.set_defaults(func=_demo)

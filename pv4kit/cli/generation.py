@@ -77,6 +77,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="regenerate files made from a different persona, prompt, model or options",
     )
     p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
+        "cores / all cores)",
+    )
     p.set_defaults(func=run_generate)
 
     u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
@@ -122,7 +129,9 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
     cache = None if str(args.cache).lower() == "none" else args.cache
-    with resolve_endpoint(args.model, args.base_url, n_ctx=args.n_ctx) as endpoint:
+    with resolve_endpoint(
+        args.model, args.base_url, n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
+    ) as endpoint:
         protocol = (
             endpoint.protocol or args.protocol or ("responses" if endpoint.base_url is None else "chat")
         )
