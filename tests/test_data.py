@@ -11,7 +11,9 @@ from tests.rawtree import make_tree
 
 @pytest.fixture
 def built(tmp_path):
-    tree = make_tree(tmp_path / "raw", train=[6, 9], test=[126, 140], n_categories=3, per_category=5, n_chats=6)
+    tree = make_tree(
+        tmp_path / "raw", train=[6, 9], test=[126, 140], n_categories=3, per_category=5, n_chats=6
+    )
     (tree / "hard_subset.csv").write_text("user_id,question_index\n126,2\n140,14\n")
     build_dataset(tree / "users", tmp_path / "data", hard_subset=tree / "hard_subset.csv", progress=False)
     return tree, tmp_path / "data"
@@ -51,7 +53,11 @@ def test_question_index_recovered_without_raw(built, tmp_path):
     assert data.persona(6) is None
     ref = load(data_dir).questions
     assert data.questions["question_index"].tolist() == ref["question_index"].tolist()
-    assert data.questions.groupby("user_id")["question_index"].apply(lambda s: sorted(s) == list(range(len(s)))).all()
+    assert (
+        data.questions.groupby("user_id")["question_index"]
+        .apply(lambda s: sorted(s) == list(range(len(s))))
+        .all()
+    )
 
 
 def test_memorilla_layout(built, tmp_path):
@@ -82,14 +88,18 @@ def test_hub_id_offline_gives_clear_error(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(RuntimeError, match="could not get dataset 'memorilla/PersonalizationV4'.*local folder"):
+    with pytest.raises(
+        RuntimeError, match="could not get dataset 'memorilla/PersonalizationV4'.*local folder"
+    ):
         load("memorilla/PersonalizationV4")
 
 
 def test_documents_not_materialised_per_row(tmp_path):
     tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=2, per_category=30, n_chats=40)
     for i in range(40):  # make the chats big
-        (tree / "users" / "user_126" / "chats" / f"{i}.txt").write_text("Leo: " + "x" * 20000 + "\nAssistant: ok")
+        (tree / "users" / "user_126" / "chats" / f"{i}.txt").write_text(
+            "Leo: " + "x" * 20000 + "\nAssistant: ok"
+        )
     build_dataset(tree / "users", tmp_path / "data", progress=False)
     tracemalloc.start()
     data = load(tmp_path / "data")

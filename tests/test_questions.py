@@ -29,10 +29,19 @@ def test_parse_fields_preamble_and_rationale():
 
 @pytest.mark.parametrize(
     ("letter_text", "letter", "raw"),
-    [("C", "C", "C"), ("C)", "C", "C"), ("  E.", "E", "E"), ("c", "", "c"), ("Choice C", "", ""), ("CD", "", "")],
+    [
+        ("C", "C", "C"),
+        ("C)", "C", "C"),
+        ("  E.", "E", "E"),
+        ("c", "", "c"),
+        ("Choice C", "", ""),
+        ("CD", "", ""),
+    ],
 )
 def test_letter_rule(letter_text, letter, raw):
-    b = parse_qa_text(f"<QUESTION>q<CHOICE_A>a<CHOICE_B>b<CHOICE_C>c<CHOICE_D>d<CHOICE_E>e<CORRECT_CHOICE>{letter_text}")
+    b = parse_qa_text(
+        f"<QUESTION>q<CHOICE_A>a<CHOICE_B>b<CHOICE_C>c<CHOICE_D>d<CHOICE_E>e<CORRECT_CHOICE>{letter_text}"
+    )
     assert b[0].letter == letter
     assert b[0].raw_letter == raw
 
@@ -82,9 +91,9 @@ def test_shuffle_matches_reference_rule_and_drops_without_drawing():
     parsed = [(c, b) for c in range(3) for b in parse_qa_text(text_by_cat[c])]
     rows, drops = shuffle_records(parsed, seed=42)
     expected = _reference_shuffle(records)
-    assert [(r["category"], r["question"], [r[f"choice_{x}"] for x in "abcde"], r["correct_choice"]) for r in rows] == [
-        (c, q, ch, le) for c, q, ch, le in expected
-    ]
+    assert [
+        (r["category"], r["question"], [r[f"choice_{x}"] for x in "abcde"], r["correct_choice"]) for r in rows
+    ] == [(c, q, ch, le) for c, q, ch, le in expected]
     assert len(rows) + len(drops) == 18
     assert {d["reason"] for d in drops} <= {"empty_correct_choice", "no_letter", "lowercase_letter"}
     for r in rows:  # the correct text sits at the new letter
@@ -107,8 +116,13 @@ def test_build_table_report_and_csv_roundtrip(tmp_path):
     table, drops = build_question_table(d)
     assert list(table.columns) == QA_COLUMNS
     assert len(table) == 6 and table["index"].tolist() == list(range(6))
-    assert sorted(drops["reason"]) == ["empty_correct_choice", "empty_question", "lowercase_letter", "no_letter"]
-    assert drops["file"].str.endswith((".txt")).all() and (drops["line"] > 1).all()
+    assert sorted(drops["reason"]) == [
+        "empty_correct_choice",
+        "empty_question",
+        "lowercase_letter",
+        "no_letter",
+    ]
+    assert drops["file"].str.endswith(".txt").all() and (drops["line"] > 1).all()
     text = format_qa_csv(table)
     assert "\r\n" not in text and text.startswith(",".join(QA_COLUMNS) + "\n")
     path = tmp_path / "qa.csv"
@@ -118,8 +132,13 @@ def test_build_table_report_and_csv_roundtrip(tmp_path):
 
 
 def test_csv_quoting_and_empty_choices(tmp_path):
-    d = write_user(tmp_path, 8, n_categories=1, per_category=0,
-                   extra_blocks={0: qa_block('Has "quotes", commas\nand a newline?', ["x, y", "", "z", "w", "v"], "A")})
+    d = write_user(
+        tmp_path,
+        8,
+        n_categories=1,
+        per_category=0,
+        extra_blocks={0: qa_block('Has "quotes", commas\nand a newline?', ["x, y", "", "z", "w", "v"], "A")},
+    )
     table, _ = build_question_table(d)
     (tmp_path / "qa.csv").write_text(format_qa_csv(table))
     back = read_qa_csv(tmp_path / "qa.csv")

@@ -55,7 +55,9 @@ def test_validation_reports_each_problem_with_file_and_line(tree):
     qa = u7 / "qa.csv"
     qa.write_text(qa.read_text().replace(",A,", ",Z,", 1))  # bad letter
     report = validate_raw(tree)
-    assert {"chat_gap", "chat_format", "missing_file", "count_mismatch", "chat_name", "bad_letter"} <= codes(report)
+    assert {"chat_gap", "chat_format", "missing_file", "count_mismatch", "chat_name", "bad_letter"} <= codes(
+        report
+    )
     bad = report[report["code"] == "bad_letter"].iloc[0]
     assert bad["file"].endswith("user_7/qa.csv") and bad["line"] >= 2
     fmt = report[report["code"] == "chat_format"].iloc[0]
@@ -67,8 +69,10 @@ def test_validation_reports_each_problem_with_file_and_line(tree):
 def test_stale_qa_csv_and_dropped_blocks_are_warnings(tree):
     u = tree / "users" / "user_130"
     with open(u / "qa" / "0.txt", "a") as fh:
-        fh.write("<QUESTION>\nLower?\n<CHOICE_A>\na\n<CHOICE_B>\nb\n<CHOICE_C>\nc\n<CHOICE_D>\nd\n<CHOICE_E>\ne\n"
-                 "<CORRECT_CHOICE>\nb\n")
+        fh.write(
+            "<QUESTION>\nLower?\n<CHOICE_A>\na\n<CHOICE_B>\nb\n<CHOICE_C>\nc\n<CHOICE_D>\nd\n<CHOICE_E>\ne\n"
+            "<CORRECT_CHOICE>\nb\n"
+        )
     report = validate_raw(tree)
     assert {"dropped_lowercase_letter"} <= codes(report)
     (u / "qa" / "0.txt").write_text((u / "qa" / "0.txt").read_text().replace("option A", "option Q"))

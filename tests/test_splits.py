@@ -62,7 +62,11 @@ def test_build_schema_rows_row_groups_and_hard(tree, tmp_path):
     assert not train["hard"].any()
     test = pd.read_parquet(out / "test.parquet")
     assert test["hard"].sum() == 3 and test.loc[3, "hard"] and test.loc[12, "hard"]
-    assert (out / "user_splits.csv").read_text().startswith("user_id,role,questions,train,validation,test,hard\n")
+    assert (
+        (out / "user_splits.csv")
+        .read_text()
+        .startswith("user_id,role,questions,train,validation,test,hard\n")
+    )
     assert (out / "manifest.json").is_file()
     # train rows follow the permutation order of the split rule
     qa = pd.read_csv(tree / "users" / "user_6" / "qa.csv", keep_default_na=False)
@@ -129,5 +133,8 @@ def test_cli_build_and_qa_table(tree, tmp_path, capsys):
     assert main(["qa-table", "--users-dir", str(tree / "users"), "--overwrite"]) == 0
     assert main(["-q", "build", "--users-dir", str(tree / "users"), "--output-dir", str(tmp_path / "d")]) == 0
     assert "wrote" in capsys.readouterr().out
-    assert main(["build", "--users-dir", str(tree), "--output-dir", str(tmp_path / "d"), "--train-users", "x-y"]) == 1
+    assert (
+        main(["build", "--users-dir", str(tree), "--output-dir", str(tmp_path / "d"), "--train-users", "x-y"])
+        == 1
+    )
     assert "--train-users" in capsys.readouterr().err
