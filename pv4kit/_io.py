@@ -161,3 +161,18 @@ def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check
             delay = min(delay * 2, 0.5)
     con.execute("PRAGMA synchronous=NORMAL")  # WAL + NORMAL: durable against process kills
     return con
+
+
+def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
+    with open(path, encoding="utf-8") as fh:
+        for number, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+            if not isinstance(record, dict):
+                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+            yield number, record

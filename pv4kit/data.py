@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+
+from pv4kit.hub import download_dataset, looks_like_hub_id
 
 logger = logging.getLogger(__name__)
 
@@ -40,7 +41,17 @@ QUESTION_COLUMNS = [
     "rationale",
 ]
 USER_COLUMNS = ["user_id", "role", "documents", "persona", "seed", "categories", "topics"]
-_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_HUB_PATTERNS = [
+    "data/*.parquet",
+    "data/pv4/*.parquet",
+    "data/user_splits.csv",
+    "raw/personas/*",
+    "raw/persona_seeds.csv",
+    "raw/hard_subset.csv",
+    "raw/users/*/categories.txt",
+    "raw/users/*/chat_topics.txt",
+    "raw/users/*/qa.csv",
+]
 _SPLITS = ("train", "validation", "test")
 
 
@@ -443,33 +454,6 @@ def _enrich_from_raw(
 # --------------------------------------------------------------------------- hub
 
 
-def _download(repo_id: str, *, revision: str | None) -> Path:
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - huggingface_hub ships with sentence-transformers
-        raise ImportError("loading from the hub needs huggingface_hub: pip install huggingface_hub") from exc
-    patterns = [
-        "data/*.parquet",
-        "data/pv4/*.parquet",
-        "data/user_splits.csv",
-        "raw/personas/*",
-        "raw/persona_seeds.csv",
-        "raw/hard_subset.csv",
-        "raw/users/*/categories.txt",
-        "raw/users/*/chat_topics.txt",
-        "raw/users/*/qa.csv",
-    ]
-    try:
-        path = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns)
-    except Exception as exc:  # noqa: BLE001 - offline, gated, unknown repo: one clear message
-        raise RuntimeError(
-            f"could not get dataset {repo_id!r} from the Hugging Face hub ({type(exc).__name__}: "
-            f"{str(exc).splitlines()[0][:200]}). Offline or gated? Download it where the hub is reachable "
-            "(`hf download --repo-type dataset ...`) and pass the local folder to pv4kit.load()"
-        ) from exc
-    return Path(path)
-
-
 def load(
     source: str | Path = "raw",
     *,
@@ -506,9 +490,9 @@ def load(
             raise ValueError(f"splits: unknown split(s) {bad}; expected any of {_SPLITS}")
     root = Path(source)
     kind = None
-    if not root.exists() and _HUB_ID_RE.match(str(source)):
+    if looks_like_hub_id(source):
         logger.info("downloading %s from the Hugging Face hub", source)
-        root, kind = _download(str(source), revision=revision), "hub"
+        root, kind = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision), "hub"
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)

@@ -25,7 +25,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit import runs
-from pv4kit._io import atomic_write_json, atomic_write_text, sha256_file
+from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
 
 logger = logging.getLogger(__name__)
 
@@ -83,19 +83,11 @@ def export_reference(
 
 
 def _read_jsonl(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    rows = []
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                obj = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}: line {lineno}: invalid JSON: {exc.msg}") from None
-            for key in ("question", "prediction"):
-                if key not in obj:
-                    raise ValueError(f"{path}: line {lineno}: missing field {key!r}; got {sorted(obj)}")
-            rows.append((lineno, obj))
+    rows = list(iter_jsonl(path))
+    for lineno, obj in rows:
+        for key in ("question", "prediction"):
+            if key not in obj:
+                raise ValueError(f"{path}:{lineno}: missing field {key!r}; got {sorted(obj)}")
     return rows
 
 

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
+
+from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
+from pv4kit.hub import download_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -38,36 +40,7 @@ def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     looks_like_id = text.count("/") == 1 and not text.startswith((".", "/", "~")) and not path.suffix
     if not looks_like_id:
         raise FileNotFoundError(f"source: no such folder {text!r} (nor a hub id like {repo_id!r})")
-    try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise RuntimeError("loading a hub id needs huggingface_hub: pip install huggingface-hub") from exc
-    try:
-        local = snapshot_download(repo_id=text, repo_type="dataset")
-    except Exception as exc:  # network, offline mode, auth, unknown repo: all one clear error
-        offline_env = os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0")
-        offline = " (HF_HUB_OFFLINE is set)" if offline_env else ""
-        raise RuntimeError(
-            f"could not download the dataset {text!r} from the Hugging Face hub{offline}: "
-            f"{type(exc).__name__}: {exc}. Download it where the hub is reachable with "
-            f"`hf download {text} --repo-type dataset --local-dir DIR` and pass DIR instead."
-        ) from exc
-    return Path(local)
-
-
-def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
-    """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    return download_dataset(text)
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
