@@ -61,7 +61,7 @@ notebooks: install
 	$(PY) -m pv4kit notebooks --execute
 
 figures: install
-	$(PY) -m pv4kit notebooks --execute --only 07_paper_figures
+	$(PY) -m pv4kit figures
 
 bench: install
 	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

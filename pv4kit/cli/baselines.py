@@ -187,11 +187,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.set_defaults(func=_hard)
 
     d = sub.add_parser("demo", help="the whole pipeline on the sample with the local model (make demo)")
-    d.add_argument("--raw", default="raw")
-    d.add_argument("--data", default="data")
-    d.add_argument("--runs-dir", default="runs")
-    d.add_argument("--split", default="test", choices=["train", "validation", "test"])
-    d.add_argument("--cache", default=DEFAULT_CACHE)
+    d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
+    d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
+    d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
+    d.add_argument("--split", default="test", choices=["train", "validation", "test"], help="[test]")
+    d.add_argument("--cache", default=DEFAULT_CACHE, help=f"LLM response cache [{DEFAULT_CACHE}]")
     d.add_argument(
         "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
     )
