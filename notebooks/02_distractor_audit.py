@@ -39,7 +39,7 @@ embedder = get_embedder(EMBEDDER)
 # %% [markdown]
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
 # OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
-# OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/llm.sqlite`.
+# OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
 
 # %%
 llm_config = None
@@ -60,7 +60,7 @@ result = run_audit(
     embedder=embedder,
     cache=CACHE,
     llm_config=llm_config,
-    llm_cache=str(PATHS["PROJECT"] / ".cache/llm.sqlite"),
+    llm_cache=PATHS["LLM_CACHE"],
 )
 print(result.summary)
 

@@ -33,7 +33,7 @@ from pv4kit.notebooks import project_paths
 PATHS = project_paths()
 PROJECT = PATHS["PROJECT"]
 PERSONAS = PROJECT / "raw" / "personas"
-LLM_CACHE = PROJECT / ".cache" / "llm.sqlite"
+LLM_CACHE = PATHS["LLM_CACHE"]
 persona_file = sorted(PERSONAS.glob("user_*.txt"))[0]
 persona = persona_file.read_text(encoding="utf-8")
 print(f"persona {persona_file.name}: {len(persona.split())} words; prompt set {prompts.PROMPT_VERSION}")

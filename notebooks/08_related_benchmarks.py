@@ -39,11 +39,14 @@ from pathlib import Path
 
 import plotly.express as px
 
+from pv4kit.notebooks import project_paths
 from pv4kit.related import personafeedback as pf
 from pv4kit.related import recenter as rc
 from pv4kit.related.reward_model import reward_model_baseline
 
-DATA = Path(os.environ.get("PV4KIT_RELATED_DATA", "../tests/fixtures"))
+PATHS = project_paths()
+DATA = Path(os.environ.get("PV4KIT_RELATED_DATA", PATHS["PROJECT"] / "tests" / "fixtures"))
+LLM_CACHE = PATHS["LLM_CACHE"]
 PF_DATA, RC_DATA = DATA / "personafeedback", DATA / "recenter"
 SEED = 0
 ON_FIXTURES = "tests/fixtures" in DATA.resolve().as_posix()
@@ -119,9 +122,7 @@ if BASE_URL:
         temperature=0.0,
         max_output_tokens=16,
     )
-    judge = pf.judge_pairs(
-        pfd.pairs, config=config, cache="../.cache/llm.sqlite", seed=SEED, both_orders=True
-    )
+    judge = pf.judge_pairs(pfd.pairs, config=config, cache=LLM_CACHE, seed=SEED, both_orders=True)
     display(pf.judge_accuracy(judge))  # noqa: F821 - IPython builtin
     display(pf.position_bias(judge))  # noqa: F821
 else:
@@ -130,7 +131,7 @@ else:
 # %%
 if BASE_URL:
     gen_config = LLMConfig(model=MODEL, base_url=BASE_URL, protocol=config.protocol, temperature=0.0)
-    gens = pf.generate_answers(pfd.pairs, config=gen_config, cache="../.cache/llm.sqlite")
+    gens = pf.generate_answers(pfd.pairs, config=gen_config, cache=LLM_CACHE)
     pv4 = pf.pv4_score(pfd.pairs, gens, embedder=embedder, cache=EMBED_CACHE)
     display(pf.pv4_score_accuracy(pv4))  # noqa: F821
 else:

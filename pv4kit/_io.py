@@ -176,3 +176,21 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
             if not isinstance(record, dict):
                 raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
             yield number, record
+
+
+def cache_root() -> Path:
+    """Where pv4kit keeps its caches: ``$PV4KIT_CACHE``, else ``./.cache/pv4kit``."""
+    base = os.environ.get("PV4KIT_CACHE")
+    return Path(base) if base else Path.cwd() / ".cache" / "pv4kit"
+
+
+def default_llm_cache() -> Path:
+    """The LLM response cache and usage ledger shared by every command: ``cache_root() / "llm.sqlite"``."""
+    return cache_root() / "llm.sqlite"
+
+
+def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
+    """Resolve a ``--cache`` option: ``None`` gives :func:`default_llm_cache`, ``"none"`` disables it."""
+    if value is None:
+        return default_llm_cache()
+    return None if str(value).lower() == "none" else Path(value)

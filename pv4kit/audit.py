@@ -29,6 +29,7 @@ L2-normalised float32 vectors, as in :mod:`pv4kit.score`.
 from __future__ import annotations
 
 import logging
+import os
 import re
 from typing import Any
 
@@ -267,7 +268,7 @@ def llm_candidate_only(
     questions: pd.DataFrame,
     *,
     config: Any,
-    cache: str | None = ".cache/llm.sqlite",
+    cache: str | os.PathLike[str] | bool | None = True,
     client: Any = None,
     progress: bool = False,
 ) -> pd.DataFrame:
@@ -608,4 +609,3 @@ def question_flags(
     out[flag_cols] = out[flag_cols].fillna(False).astype(bool)
     out["n_flags"] = out[flag_cols].sum(axis=1).astype("int64")
     return out
-

@@ -8,6 +8,7 @@ The audits themselves live in :mod:`pv4kit.audit` (one function per shortcut) an
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -54,7 +55,7 @@ def run_audit(
     embedder: Any = None,
     cache: Any = True,
     llm_config: Any = None,
-    llm_cache: str | None = ".cache/llm.sqlite",
+    llm_cache: str | os.PathLike[str] | None = None,
     llm_client: Any = None,
     n_boot: int = 2000,
     seed: int = 0,
@@ -67,7 +68,7 @@ def run_audit(
             Qwen3-Embedding-4B with CUDA).
         cache: Embedding cache.
         llm_config: Also run the LLM candidate-only solver with this :class:`~pv4kit.llm.LLMConfig`.
-        llm_cache: The LLM response cache.
+        llm_cache: The LLM response cache (default: the shared ``.cache/pv4kit/llm.sqlite``).
         llm_client: Injected OpenAI-like client (tests).
         n_boot: Bootstrap replicates.
         seed: Bootstrap seed.
@@ -92,7 +93,10 @@ def run_audit(
     preds = candidate_only_predictions(q, embedder=embedder, cache=cache)
     if llm_config is not None:
         preds = pd.concat(
-            [preds, llm_candidate_only(q, config=llm_config, cache=llm_cache, client=llm_client)],
+            [
+                preds,
+                llm_candidate_only(q, config=llm_config, cache=llm_cache or True, client=llm_client),
+            ],
             ignore_index=True,
         )
     t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)

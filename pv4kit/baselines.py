@@ -50,7 +50,6 @@ logger = logging.getLogger(__name__)
 METHODS = ("no_docs", "rag", "full", "persona", "attributes")
 #: the reference's folder names for the same settings
 REFERENCE_NAMES = {"no_docs": "closed_book", "full": "full_context"}
-DEFAULT_LLM_CACHE = ".cache/llm.sqlite"
 CONTEXT_FILE = "context.json"
 LOCAL_MAX_MODEL_LEN = 8192
 DEFAULT_MAX_MODEL_LEN = 32768
@@ -230,7 +229,7 @@ def answer(
     retriever: str = "dense",
     embedder: Any = None,
     embed_cache: Any = True,
-    cache: str | os.PathLike[str] | None = DEFAULT_LLM_CACHE,
+    cache: str | os.PathLike[str] | bool | None = True,
     max_model_len: int | None = None,
     max_new_tokens: int = 256,
     margin: int = DEFAULT_MARGIN,
@@ -257,7 +256,8 @@ def answer(
         embedder: An :class:`~pv4kit.embed.Embedder` for dense retrieval (default: MiniLM on CPU when
             a dense ranking is needed).
         embed_cache: Embedding cache (see :func:`pv4kit.embed.embed_texts`).
-        cache: SQLite response cache and usage ledger of :func:`pv4kit.llm.complete` (``None``: off).
+        cache: SQLite response cache and usage ledger of :func:`pv4kit.llm.complete` (``True``: the shared
+            default file; ``None``: off).
         max_model_len: Model context length (default: :func:`default_max_model_len`).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (chat-template tokens, counting slack).

@@ -28,6 +28,8 @@ from typing import Any
 
 import pandas as pd
 
+from pv4kit._io import default_llm_cache
+
 logger = logging.getLogger(__name__)
 
 #: the demo's runs: name -> (method, top_k)
@@ -174,7 +176,7 @@ def run_demo(
     data: str | os.PathLike[str] = "data",
     runs_dir: str | os.PathLike[str] = "runs",
     split: str = "test",
-    cache: str | os.PathLike[str] | None = ".cache/llm.sqlite",
+    cache: str | os.PathLike[str] | None = None,
     max_new_tokens: int = DEMO_MAX_NEW_TOKENS,
     servers: int | None = None,
     threads: int = 1,
@@ -250,7 +252,7 @@ def run_demo(
                     split=split,
                     top_k=top_k,
                     embedder=embedder,
-                    cache=cache,
+                    cache=cache or default_llm_cache(),
                     max_new_tokens=max_new_tokens,
                     token_counter=counter,
                     limit=limit,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pv4kit._io import atomic_write_json, connect_sqlite, sha256_text
+from pv4kit._io import atomic_write_json, cache_root, connect_sqlite, sha256_text
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +35,7 @@ _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 
 def default_cache_dir() -> Path:
     """The embedding cache root: ``$PV4KIT_CACHE/embeddings``, else ``./.cache/pv4kit/embeddings``."""
-    base = os.environ.get("PV4KIT_CACHE")
-    root = Path(base) if base else Path.cwd() / ".cache" / "pv4kit"
-    return root / "embeddings"
+    return cache_root() / "embeddings"
 
 
 def _slug(text: str) -> str:

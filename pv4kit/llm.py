@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 # The cache and ledger live in pv4kit.llm_store; these re-exports keep `from pv4kit.llm import usage_frame`
 # (and generate.py's `_Store`) working.
+from pv4kit._io import default_llm_cache
 from pv4kit.llm_store import LEDGER_COLUMNS as LEDGER_COLUMNS
 from pv4kit.llm_store import _ledger_row, _Store
 from pv4kit.llm_store import load_prices as load_prices
@@ -372,7 +373,7 @@ def complete(
     requests: Sequence[Sequence[Message]],
     *,
     config: LLMConfig | Sequence[LLMConfig],
-    cache: str | os.PathLike[str] | None = None,
+    cache: str | os.PathLike[str] | bool | None = None,
     step: str | Sequence[str] | None = None,
     user_id: int | None = None,
     sample_index: int | Sequence[int] = 0,
@@ -387,7 +388,8 @@ def complete(
         requests: One message list per request (``[{"role": ..., "content": ...}, ...]``).
         config: One :class:`LLMConfig` for all requests, or one per request (the pool size is the
             largest ``max_concurrency`` among them).
-        cache: SQLite file for responses and the usage ledger; ``None`` disables caching.
+        cache: SQLite file for responses and the usage ledger; ``True`` for the shared default
+            (``$PV4KIT_CACHE/llm.sqlite``, else ``.cache/pv4kit/llm.sqlite``); ``None`` disables caching.
         step: Label for the ledger and progress bars (one, or one per request).
         user_id: User id for the ledger.
         sample_index: Sample number for sampled calls (one, or one per request); ignored when greedy.
@@ -411,7 +413,9 @@ def complete(
     keys = [cache_key(m, c, sample_index=s) for m, c, s in zip(requests, configs, samples, strict=True)]
     bodies = [build_request(m, c) for m, c in zip(requests, configs, strict=True)]
     results: list[LLMResponse | None] = [None] * n
-    store = _Store(cache) if cache is not None else None
+    if cache is True:
+        cache = default_llm_cache()
+    store = _Store(cache) if cache not in (None, False) else None
     ledger_store = (
         _Store(ledger) if ledger is not None and (cache is None or Path(ledger) != Path(cache)) else store
     )

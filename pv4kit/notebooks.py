@@ -41,25 +41,28 @@ def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
 
 
 def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
-    """``PROJECT, DATA, RUNS, FIGURES, CACHE`` for a notebook.
+    """``PROJECT, DATA, RUNS, FIGURES, CACHE, LLM_CACHE`` for a notebook.
 
     ``DATA`` is ``$PV4KIT_DATA`` when set, else ``PROJECT/data`` when it holds parquet files, else the raw
     tree ``PROJECT/raw``. ``RUNS`` and ``FIGURES`` follow ``$PV4KIT_RUNS`` / ``$PV4KIT_FIGURES``.
     ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``,
-    the one the command line uses from the project root).
+    the one the command line uses from the project root); ``LLM_CACHE`` the shared LLM response cache
+    (``llm.sqlite`` beside it).
     """
     project = find_project_root(start)
     data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
     if not os.environ.get("PV4KIT_DATA") and not any(data.glob("*.parquet")):
         data = project / "raw"
+    cache = (
+        Path(os.environ["PV4KIT_CACHE"]) if os.environ.get("PV4KIT_CACHE") else project / ".cache" / "pv4kit"
+    )
     return {
         "PROJECT": project,
         "DATA": data,
         "RUNS": Path(os.environ.get("PV4KIT_RUNS") or project / "runs"),
         "FIGURES": Path(os.environ.get("PV4KIT_FIGURES") or project / "figures"),
-        "CACHE": Path(os.environ["PV4KIT_CACHE"]) / "embeddings"
-        if os.environ.get("PV4KIT_CACHE")
-        else project / ".cache" / "pv4kit" / "embeddings",
+        "CACHE": cache / "embeddings",
+        "LLM_CACHE": cache / "llm.sqlite",
     }
 
 

@@ -6,6 +6,8 @@ import argparse
 import logging
 import os
 
+from pv4kit._io import llm_cache_arg
+
 logger = logging.getLogger(__name__)
 
 
@@ -32,7 +34,7 @@ def _audit(args: argparse.Namespace) -> int:
         embedder=embedder,
         cache=False if args.no_cache else True,
         llm_config=llm_config,
-        llm_cache=args.llm_cache,
+        llm_cache=llm_cache_arg(args.llm_cache),
         n_boot=args.n_boot,
         seed=args.seed,
     )
@@ -95,7 +97,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL of --llm-model")
     a.add_argument("--llm-protocol", choices=["responses", "chat"], default=None)
     a.add_argument("--llm-max-tokens", type=int, default=None)
-    a.add_argument("--llm-cache", default=".cache/llm.sqlite", help="LLM response cache [.cache/llm.sqlite]")
+    a.add_argument("--llm-cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
     a.add_argument("--n-boot", type=int, default=2000)
     a.add_argument("--seed", type=int, default=0)
     a.set_defaults(func=_audit)

@@ -7,9 +7,9 @@ import contextlib
 import logging
 import re
 
-logger = logging.getLogger(__name__)
+from pv4kit._io import llm_cache_arg
 
-DEFAULT_CACHE = ".cache/llm.sqlite"  # the same file as `pv4kit generate`
+logger = logging.getLogger(__name__)
 
 
 def _default_name(model: str, method: str, top_k: int) -> str:
@@ -27,7 +27,7 @@ def _answer(args: argparse.Namespace) -> int:
     from pv4kit.prompting import get_token_counter
 
     data = load(args.data, splits=[args.split])
-    cache = None if str(args.cache).lower() == "none" else args.cache
+    cache = llm_cache_arg(args.cache)
     users = [int(u) for u in args.users.split(",")] if args.users else None
     embedder = None
     if args.method in ("rag", "full") and args.retriever == "dense":
@@ -110,7 +110,7 @@ def _demo(args: argparse.Namespace) -> int:
         data=args.data,
         runs_dir=args.runs_dir,
         split=args.split,
-        cache=None if str(args.cache).lower() == "none" else args.cache,
+        cache=llm_cache_arg(args.cache),
         max_new_tokens=args.max_new_tokens,
         servers=args.servers,
         threads=args.threads,
@@ -155,7 +155,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument(
-        "--cache", default=DEFAULT_CACHE, help=f"LLM response cache, 'none' to disable [{DEFAULT_CACHE}]"
+        "--cache", default=None, help="LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
     )
     p.add_argument(
         "--max-model-len", type=int, default=None, help="context length (default 8192 local, 32768 otherwise)"
@@ -191,7 +191,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
     d.add_argument("--split", default="test", choices=["train", "validation", "test"], help="[test]")
-    d.add_argument("--cache", default=DEFAULT_CACHE, help=f"LLM response cache [{DEFAULT_CACHE}]")
+    d.add_argument("--cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
     d.add_argument(
         "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
     )

@@ -8,8 +8,6 @@ import sys
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CACHE = ".cache/llm.sqlite"
-
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``generate`` and ``usage`` subcommands."""
@@ -68,8 +66,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--max-output-tokens", type=int, default=None, help="output token cap [server default]")
     p.add_argument(
         "--cache",
-        default=DEFAULT_CACHE,
-        help=f"SQLite response cache and usage ledger, 'none' to disable [{DEFAULT_CACHE}]",
+        default=None,
+        help="SQLite response cache and usage ledger, 'none' to disable [$PV4KIT_CACHE/llm.sqlite, else "
+        ".cache/pv4kit/llm.sqlite]",
     )
     p.add_argument(
         "--regenerate-stale",
@@ -87,7 +86,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_generate)
 
     u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
-    u.add_argument("--cache", default=DEFAULT_CACHE, help=f"the SQLite cache file [{DEFAULT_CACHE}]")
+    u.add_argument("--cache", default=None, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
     u.add_argument(
         "--by", default="step", help="comma-separated columns to group by: step,user_id,model [step]"
     )
@@ -128,7 +127,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
-    cache = None if str(args.cache).lower() == "none" else args.cache
+    from pv4kit._io import llm_cache_arg
+
+    cache = llm_cache_arg(args.cache)
     with resolve_endpoint(
         args.model, args.base_url, n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
     ) as endpoint:
@@ -194,9 +195,10 @@ def _print_report(report) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
+    from pv4kit._io import llm_cache_arg
     from pv4kit.llm import usage_frame, usage_summary
 
-    frame = usage_frame(args.cache, prices=args.prices)
+    frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)
     if args.csv:
         from pv4kit._io import atomic_path
 

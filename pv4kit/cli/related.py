@@ -10,6 +10,8 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from pv4kit._io import llm_cache_arg
+
 logger = logging.getLogger(__name__)
 
 _PF_HUB = "PersonalAILab/PersonaFeedback"
@@ -109,7 +111,7 @@ def _pf_judge(args: argparse.Namespace) -> int:
     preds = judge_pairs(
         _pairs(args),
         config=_llm_config(args),
-        cache=args.cache,
+        cache=llm_cache_arg(args.cache),
         seed=args.seed,
         both_orders=args.both_orders,
         progress=not args.quiet,
@@ -150,7 +152,9 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
     from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
-    gens = generate_answers(pairs, config=_llm_config(args), cache=args.cache, progress=not args.quiet)
+    gens = generate_answers(
+        pairs, config=_llm_config(args), cache=llm_cache_arg(args.cache), progress=not args.quiet
+    )
     scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
@@ -259,7 +263,9 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-output-tokens", type=int, default=None)
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    p.add_argument("--cache", default=".cache/llm.sqlite", help="LLM response cache (SQLite)")
+    p.add_argument(
+        "--cache", default=None, help="LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
+    )
     p.add_argument(
         "--interval",
         choices=["wilson", "bootstrap"],
