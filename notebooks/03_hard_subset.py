@@ -19,6 +19,7 @@
 
 # %%
 import pv4kit
+import pv4kit.hard
 from pv4kit import audit, plots
 from pv4kit.embed import get_embedder
 from pv4kit.notebooks import project_paths
@@ -27,15 +28,19 @@ PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
 CACHE = PATHS["CACHE"]
 EMBEDDER = None
+DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
 data = pv4kit.load(DATA)
 q = data.questions
+if not q["hard"].any() and DERIVED.is_file():
+    q = pv4kit.hard.with_subset(q, pv4kit.hard.read_subset(DERIVED))
+    print(f"the data marks no question hard: showing the subset `make demo` derived ({DERIVED.name})")
 n_hard = int(q["hard"].sum())
 print(f"{n_hard} of {len(q)} questions are hard")
 if n_hard == 0:
     print(
-        "No question is marked hard in this data (raw/hard_subset.csv is empty or absent); the panels below "
-        "show only the non-hard questions."
+        "No question is marked hard in this data (raw/hard_subset.csv is empty or absent) and no derived "
+        "subset was found; the panels below show only the non-hard questions."
     )
 
 # %%

@@ -22,6 +22,7 @@
 import numpy as np
 
 import pv4kit
+import pv4kit.hard
 from pv4kit import audit, plots
 from pv4kit.audit_report import run_audit
 from pv4kit.embed import embed_texts, get_embedder
@@ -33,6 +34,7 @@ PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
 RUNS, FIGURES, CACHE = PATHS["RUNS"], PATHS["FIGURES"], PATHS["CACHE"]
 EMBEDDER = None
+DERIVED = RUNS / "demo_hard_subset.csv"  # used for the hard-subset figure when the data marks none hard
 
 data = pv4kit.load(DATA)
 embedder = get_embedder(EMBEDDER)
@@ -45,6 +47,12 @@ categories = result["categories"]
 xy = plots.umap_2d(np.stack(categories["vector"]), seed=0)
 categories = categories.assign(x=xy[:, 0], y=xy[:, 1])
 lengths = audit.with_category_groups(result["lengths"], categories)
+if not lengths["hard"].any() and DERIVED.is_file():
+    lengths = pv4kit.hard.with_subset(lengths, pv4kit.hard.read_subset(DERIVED))
+    print(
+        f"hard-subset figure: the subset `make demo` derived ({DERIVED.name}, "
+        f"{int(lengths['hard'].sum())} questions)"
+    )
 by_group = audit.with_category_groups(result["solver_predictions"], categories)
 
 figures = {

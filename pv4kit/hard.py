@@ -100,15 +100,23 @@ def derive_hard_subset(
 
 
 def read_subset(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a ``hard_subset.csv`` (``user_id, question_index``)."""
-    path = Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"existing: no hard subset file at {path}")
-    frame = pd.read_csv(path)
-    missing = [c for c in KEY if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: lacks column(s) {missing}; expected user_id,question_index")
-    return frame[KEY].astype("int64").drop_duplicates().reset_index(drop=True)
+    """Read a ``hard_subset.csv`` (``user_id, question_index``); see :func:`pv4kit.raw.read_hard_subset`."""
+    from pv4kit.raw import read_hard_subset
+
+    return read_hard_subset(path)
+
+
+def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
+    """``questions`` with ``hard`` set from ``subset`` (``user_id, question_index``), not the data's flags.
+
+    Use it to look at a derived subset (``pv4kit hard``, ``make demo``) before it is built into the data.
+    """
+    keys = set(zip(subset["user_id"].astype(int), subset["question_index"].astype(int), strict=True))
+    flags = [
+        (int(u), int(i)) in keys
+        for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
+    ]
+    return questions.assign(hard=flags)
 
 
 def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
