@@ -99,11 +99,17 @@ def derive_hard_subset(
     return flags.loc[flags[f"hard_{rule}"], KEY].reset_index(drop=True)
 
 
-def read_subset(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read a ``hard_subset.csv`` (``user_id, question_index``); see :func:`pv4kit.raw.read_hard_subset`."""
+def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.DataFrame:
+    """Read a ``hard_subset.csv`` (``user_id, question_index``); see :func:`pv4kit.raw.read_hard_subset`.
+
+    Errors name the option ``name`` the path came from.
+    """
     from pv4kit.raw import read_hard_subset
 
-    return read_hard_subset(path)
+    try:
+        return read_hard_subset(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
 
 
 def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
