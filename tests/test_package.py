@@ -48,3 +48,32 @@ def test_cli_lists_every_subcommand():
         "recenter",
     ]:
         assert f"    {cmd}" in out.stdout, cmd
+
+
+def test_setup_files_agree():
+    """environment.yml, the Makefile, constraints.txt and pyproject.toml name the same pins and extras."""
+    import re
+    import tomllib
+    from pathlib import Path
+
+    import yaml
+
+    root = Path(__file__).resolve().parents[1]
+    env = yaml.safe_load((root / "environment.yml").read_text())
+    pip_lines = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict))
+    pins = dict(
+        line.split("==")
+        for line in (root / "constraints.txt").read_text().splitlines()
+        if "==" in line and not line.startswith("#")
+    )
+    assert f"torch=={pins['torch']}" in pip_lines
+    assert f"torch=={pins['torch']}" in (root / "Makefile").read_text()
+    project = tomllib.loads((root / "pyproject.toml").read_text())["project"]
+    extras = re.search(r"-e \.\[([\w,]+)\]", " ".join(pip_lines)).group(1).split(",")
+    assert set(extras) <= set(project["optional-dependencies"])
+    declared = {re.split(r"[<>=\[ ]", d)[0].lower() for d in project["dependencies"]}
+    for group in project["optional-dependencies"].values():
+        declared |= {re.split(r"[<>=\[ ]", d)[0].lower() for d in group}
+    transitive = {"torch", "transformers", "nbformat"}  # pinned on purpose, pulled in by others
+    assert set(map(str.lower, pins)) - declared <= transitive
+    assert "python=3.11" in env["dependencies"]
