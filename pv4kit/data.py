@@ -138,21 +138,35 @@ def _quick_fingerprint(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def answer_letters(choices: pd.Series, answers: pd.Series, *, where: str = "") -> list[str]:
-    """Letter of each answer among its choices (first stripped-equal match).
+def answer_indices(questions: pd.DataFrame) -> np.ndarray:
+    """Index (0-4) of each row's answer among its choices, by stripped string equality (first match).
 
     Raises:
-        ValueError: Naming the first row whose answer is not among its choices.
+        ValueError: Naming every row (user, question index) whose answer is not among its choices, or
+            whose choices are not a list of 5 strings.
     """
-    out = []
-    for i, (cs, a) in enumerate(zip(choices, answers, strict=True)):
-        target = str(a).strip()
-        for j, c in enumerate(cs):
-            if str(c).strip() == target:
-                out.append("ABCDE"[j])
-                break
+    out = np.full(len(questions), -1, dtype=np.int64)
+    bad = []
+    for pos, (choices, answer) in enumerate(zip(questions["choices"], questions["answer"], strict=True)):
+        choices = list(choices) if choices is not None else []
+        target = str(answer).strip() if isinstance(answer, str) else None
+        stripped = [str(c).strip() if c is not None else "" for c in choices]
+        if len(choices) != 5:
+            bad.append((pos, f"expected 5 choices, got {len(choices)}"))
+        elif not target or target not in stripped:
+            bad.append((pos, f"answer {answer!r} is not among the choices {choices!r}"))
         else:
-            raise ValueError(f"{where}row {i}: answer {str(a)[:60]!r} is not among its choices")
+            out[pos] = stripped.index(target)
+    if bad:
+        rows = questions.iloc[[p for p, _ in bad]]
+        where = [
+            f"user {u} question {q}: {why}"
+            for (u, q), (_, why) in zip(
+                rows[["user_id", "question_index"]].itertuples(index=False), bad, strict=True
+            )
+        ]
+        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+        raise ValueError(f"{len(bad)} question(s) cannot be scored: " + "; ".join(where[:5]) + more)
     return out
 
 
@@ -368,7 +382,7 @@ def _load_parquet(
     frame["question_index"] = _recover_positions(
         frame, test_users=test_users, train_users=train_users, fraction=fraction, seed=seed
     )
-    frame["answer_letter"] = answer_letters(frame["choices"], frame["answer"], where=f"{root}: ")
+    frame["answer_letter"] = ["ABCDE"[i] for i in answer_indices(frame)]
     frame["category"] = pd.NA
     frame["category_name"] = None
     frame["rationale"] = None

@@ -23,6 +23,7 @@ import pandas as pd
 
 from pv4kit import runs
 from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit.data import answer_indices as answer_indices
 from pv4kit.embcache import EmbeddingCache
 from pv4kit.embed import Embedder, embed_texts
 from pv4kit.stats import bootstrap_ci
@@ -43,36 +44,6 @@ def clean_generation(text: str | None) -> str:
     for token in _SPECIAL_TOKENS:
         text = text.replace(token, "")
     return text.strip()
-
-
-def answer_indices(questions: pd.DataFrame) -> np.ndarray:
-    """Index (0-4) of each row's answer among its choices, by stripped string equality (first match).
-
-    Raises:
-        ValueError: Naming every row (user, question index) whose answer is not among its choices, or
-            whose choices are not a list of 5 strings.
-    """
-    out = np.full(len(questions), -1, dtype=np.int64)
-    bad = []
-    for pos, (choices, answer) in enumerate(zip(questions["choices"], questions["answer"], strict=True)):
-        choices = list(choices) if choices is not None else []
-        target = str(answer).strip() if isinstance(answer, str) else None
-        stripped = [str(c).strip() if c is not None else "" for c in choices]
-        if len(choices) != 5:
-            bad.append((pos, f"expected 5 choices, got {len(choices)}"))
-        elif not target or target not in stripped:
-            bad.append((pos, f"answer {answer!r} is not among the choices {choices!r}"))
-        else:
-            out[pos] = stripped.index(target)
-    if bad:
-        rows = questions.iloc[[p for p, _ in bad]]
-        where = [
-            f"user {u} question {q}: {why}"
-            for (u, q), (_, why) in zip(rows[KEY].itertuples(index=False), bad, strict=True)
-        ]
-        more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-        raise ValueError(f"{len(bad)} question(s) cannot be scored: " + "; ".join(where[:5]) + more)
-    return out
 
 
 def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
