@@ -90,23 +90,21 @@ class _Store:
         return found
 
     def put(self, config: LLMConfig, request: dict[str, Any], resp: LLMResponse, ledger_row: tuple) -> None:
+        row = (  # built before taking the lock, which other workers are waiting for
+            resp.key,
+            config.protocol,
+            config.model,
+            json.dumps(request, ensure_ascii=False),
+            resp.text,
+            resp.response_id,
+            resp.model,
+            resp.finish_reason,
+            json.dumps(resp.usage),
+            time.time(),
+        )
         with self.lock:
             self.conn.execute("BEGIN")
-            self.conn.execute(
-                "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)",
-                (
-                    resp.key,
-                    config.protocol,
-                    config.model,
-                    json.dumps(request, ensure_ascii=False),
-                    resp.text,
-                    resp.response_id,
-                    resp.model,
-                    resp.finish_reason,
-                    json.dumps(resp.usage),
-                    time.time(),
-                ),
-            )
+            self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row)
             self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row)
             self.conn.execute("COMMIT")
 
