@@ -114,6 +114,7 @@ class FakeLLMServer:
         owner = self
 
         class Handler(BaseHTTPRequestHandler):
+            disable_nagle_algorithm = True  # send headers and body at once (no 40 ms delayed-ACK stall)
             protocol_version = "HTTP/1.1"
 
             def log_message(self, *args: Any) -> None:  # silence
