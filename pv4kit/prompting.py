@@ -260,7 +260,7 @@ def fit_documents(
     n = len(doc_tokens)
     order = list(range(n)) if priority is None else [int(i) for i in priority]
     if sorted(order) != list(range(n)):
-        raise ValueError(f"priority: expected a permutation of 0..{n - 1}, got {list(priority or [])}")
+        raise ValueError(f"priority: expected a permutation of 0..{n - 1}, got {order}")
     sizes = [int(t) + separator_tokens for t in doc_tokens]
     full = fixed_tokens + sum(sizes)
     total = full

@@ -367,3 +367,10 @@ def test_requests_are_shared_over_several_endpoints(data, tmp_path):
             answer(
                 data, method="no_docs", llm=[_llm(a), LLMConfig(model="other", protocol="chat")], cache=None
             )
+
+
+def test_fit_documents_bad_array_priority_names_the_parameter():
+    import numpy as np
+
+    with pytest.raises(ValueError, match=r"priority: expected a permutation of 0..1, got \[0, 0\]"):
+        fit_documents([1, 2], fixed_tokens=1, budget=10, priority=np.array([0, 0]))
