@@ -435,7 +435,7 @@ def paired_comparison(table: pd.DataFrame, *, name_a: str = "A", name_b: str = "
             mode="markers",
             marker={
                 "size": 10,
-                "color": ["#d95f02" if (p or 1) < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
+                "color": ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
             },
             error_x={
                 "type": "data",

@@ -108,3 +108,21 @@ def test_save_figure_png_pdf(tmp_path):
     assert [p.suffix for p in written] == [".html", ".png", ".pdf"]
     assert (tmp_path / "spread.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "spread.pdf").read_bytes()[:4] == b"%PDF"
+
+
+def test_paired_comparison_marks_p_zero_as_significant():
+    table = pd.DataFrame(
+        {
+            "scope": ["overall", "overall"],
+            "group": ["all", "hard"],
+            "diff": [0.3, 0.01],
+            "diff_low": [0.25, -0.02],
+            "diff_high": [0.35, 0.04],
+            "n": [3000, 600],
+            "a_only": [1200, 10],
+            "b_only": [0, 9],
+            "mcnemar_p": [0.0, 0.9],
+        }
+    )
+    colors = list(plots.paired_comparison(table).data[0].marker.color)
+    assert colors == ["#d95f02", "#7570b3"]
