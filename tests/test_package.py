@@ -77,3 +77,15 @@ def test_setup_files_agree():
     transitive = {"torch", "transformers", "nbformat"}  # pinned on purpose, pulled in by others
     assert set(map(str.lower, pins)) - declared <= transitive
     assert "python=3.11" in env["dependencies"]
+
+
+def test_atomic_writes_get_normal_file_modes(tmp_path):
+    import os
+    import stat
+
+    from pv4kit._io import atomic_write_text
+
+    path = atomic_write_text(tmp_path / "out.txt", "x")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
