@@ -132,7 +132,7 @@ def _quick_fingerprint(paths: list[Path]) -> str:
         digest.update(f"{p.name}\0{size}\0".encode())
         with open(p, "rb") as fh:
             digest.update(fh.read(1 << 20))
-            if size > 2 << 20:
+            if size > 1 << 20:
                 fh.seek(-(1 << 20), 2)
                 digest.update(fh.read())
     return digest.hexdigest()
@@ -202,6 +202,13 @@ def _load_raw(
         u = read_user(users_dir / f"user_{uid}", raw_dir=root)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
+        bad = ~u.qa["correct_choice"].str.strip().str.upper().isin(list(LETTERS))
+        if bad.any():
+            i = int(np.flatnonzero(bad.to_numpy())[0])
+            raise ValueError(
+                f"{u.path / 'qa.csv'}:{i + 2}: correct_choice must be one of A-E, "
+                f"found {u.qa['correct_choice'].iloc[i]!r}"
+            )
         tables[uid] = (u.qa, u.categories)
         users.append(
             {
@@ -310,22 +317,18 @@ def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict
     return docs
 
 
-def _recover_positions(
-    frame: pd.DataFrame,
-    *,
-    test_users: tuple[int, int],
-    train_users: tuple[int, int],
-    fraction: float,
-    seed: int,
-) -> pd.Series:
-    """``question_index`` of every parquet row from the split rule."""
-    from pv4kit.splits import split_indices, user_role
+def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd.Series:
+    """``question_index`` of every parquet row from the split rule.
+
+    A user whose rows are all ``test`` keeps ``qa.csv`` order; any other user's rows follow the split rule
+    (decided by the rows themselves, so a build with other id ranges than the defaults is read right).
+    """
+    from pv4kit.splits import split_indices
 
     out = np.empty(len(frame), dtype=np.int64)
     for uid, grp in frame.groupby("user_id", sort=False):
-        role = user_role(int(uid), train_users=train_users, test_users=test_users)
         idx = grp.index.to_numpy()
-        if role == "test" or set(grp["split"]) == {"test"}:
+        if set(grp["split"]) == {"test"}:
             out[idx] = np.arange(len(grp))
             continue
         n = len(grp)
@@ -379,9 +382,7 @@ def _load_parquet(
             parts.append(t)
     frame = pd.concat(parts, ignore_index=True)
     frame["choices"] = [list(c) for c in frame["choices"]]
-    frame["question_index"] = _recover_positions(
-        frame, test_users=test_users, train_users=train_users, fraction=fraction, seed=seed
-    )
+    frame["question_index"] = _recover_positions(frame, fraction=fraction, seed=seed)
     frame["answer_letter"] = ["ABCDE"[i] for i in answer_indices(frame)]
     frame["category"] = pd.NA
     frame["category_name"] = None
@@ -485,7 +486,7 @@ def load(
             layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
             ``users/``), or a hub dataset id such as ``"memorilla/PersonalizationV4"``.
         splits: Keep only these splits (default: all present).
-        train_users: Inclusive id range of training users (raw trees and index recovery).
+        train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
         test_users: Inclusive id range of evaluation users.
         validation_fraction: Held-out share used by the split rule (read from ``manifest.json`` if present).
         seed: Seed of the split rule (read from ``manifest.json`` if present).

@@ -110,3 +110,44 @@ def test_documents_not_materialised_per_row(tmp_path):
     assert peak < 10 * docs_bytes  # 60 rows x 800 KB would be 48 MB if read per row
     naive = pd.read_parquet(tmp_path / "data" / "test.parquet")
     assert len(naive) == 60
+
+
+def test_question_index_follows_the_split_rows_not_the_default_ranges(tmp_path):
+    # built with a wider training range: user 130 is a training user although the default test range
+    # (126-155) holds it; its positions must come from the split rule, not 0..n-1
+    tree = make_tree(tmp_path / "raw", train=[6, 130], test=[141], n_categories=2, per_category=5, n_chats=3)
+    build_dataset(
+        tree / "users", tmp_path / "data", train_users=(6, 140), test_users=(141, 155), progress=False
+    )
+    raw = load(tree, train_users=(6, 140), test_users=(141, 155)).questions
+    pq = load(tmp_path / "data").questions
+    key = ["user_id", "split", "question_index"]
+    a = raw.sort_values(key).reset_index(drop=True)
+    b = pq.sort_values(key).reset_index(drop=True)
+    assert a[key].values.tolist() == b[key].values.tolist()
+    assert a["question"].tolist() == b["question"].tolist()
+
+
+@pytest.mark.parametrize("letter", ["", "AB", "X"])
+def test_raw_bad_correct_choice_names_file_and_line(tmp_path, letter):
+    from pv4kit.questions import format_qa_csv, read_qa_csv
+
+    tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=1, per_category=3, n_chats=2)
+    path = tree / "users" / "user_126" / "qa.csv"
+    table = read_qa_csv(path)
+    table.loc[1, "correct_choice"] = letter
+    path.write_text(format_qa_csv(table))
+    with pytest.raises(ValueError, match=r"user_126/qa.csv:3: correct_choice must be one of A-E"):
+        load(tree)
+
+
+def test_quick_fingerprint_sees_the_tail_of_mid_sized_files(tmp_path):
+    from pv4kit.data import _quick_fingerprint
+
+    path = tmp_path / "train.parquet"
+    data = bytearray(b"x" * (3 << 19))  # 1.5 MiB: more than the first MiB, less than two
+    path.write_bytes(data)
+    before = _quick_fingerprint([path])
+    data[-10:] = b"y" * 10
+    path.write_bytes(data)
+    assert _quick_fingerprint([path]) != before
