@@ -382,17 +382,19 @@ def similarity_audit(
     sims = np.einsum("nkd,njd->nkj", cand, cand)
     n = len(questions)
     eye = np.eye(5, dtype=bool)
-    pair = np.where(eye[None], -np.inf, sims)
+    present = np.array([[isinstance(c, str) and bool(c.strip()) for c in cs] for cs in questions["choices"]])
+    both = present[:, :, None] & present[:, None, :]
+    pair = np.where(eye[None] | ~both, -np.inf, sims)  # empty candidates pair with nothing
     flat = pair.reshape(n, 25).argmax(axis=1)
     ref_row = sims[np.arange(n), idx]  # (n, 5)
-    mask = np.ones((n, 5), dtype=bool)
+    mask = present.copy()  # the non-empty distractors
     mask[np.arange(n), idx] = False
     ref_d = np.where(mask, ref_row, -np.inf)
     nearest = ref_d.argmax(axis=1)
     out = _base(questions).assign(
         ref_nearest_distractor=ref_d.max(axis=1),
         nearest_distractor_letter=[LETTERS[j] for j in nearest],
-        ref_mean_distractor=np.where(mask, ref_row, 0).sum(axis=1) / 4,
+        ref_mean_distractor=np.where(mask, ref_row, 0).sum(axis=1) / np.maximum(mask.sum(axis=1), 1),
         max_pair=pair.max(axis=(1, 2)),
         max_pair_letters=[LETTERS[f // 5] + LETTERS[f % 5] for f in flat],
     )

@@ -257,3 +257,15 @@ def test_letter_sequence_unshared_rows():
     preds = row_letter_predictions(q).set_index(["user_id", "question_index"])
     assert pd.isna(preds.loc[(1, 3), "predicted_letter"]) and not preds.loc[(1, 3), "correct"]
     assert preds.loc[(2, 0), "predicted_letter"] == "A"
+
+
+def test_similarity_ignores_empty_candidates(make_fake_embedder):
+    q = _questions().iloc[[1]].copy()
+    q["choices"] = [["go by train", "go by car", "go by bus now", "fly", ""]]
+    far = np.array([0, 1, 0, 0, 0, 0, 0, 0], dtype=np.float32)
+    table = {"go by train": -far, "go by car": -far, "go by bus now": far, "fly": -far}
+    sim = audit.similarity_audit(q, embedder=make_fake_embedder(table), cache=False).iloc[0]
+    # every non-empty distractor is opposite the reference (cosine -1); the empty one must not count
+    assert sim["ref_nearest_distractor"] == pytest.approx(-1.0)
+    assert sim["ref_mean_distractor"] == pytest.approx(-1.0)
+    assert "E" not in sim["max_pair_letters"] and sim["nearest_distractor_letter"] != "E"
