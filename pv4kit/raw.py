@@ -349,7 +349,7 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     for i, row in enumerate(frame.itertuples(index=False)):
         line = i + 2
         letter = row.correct_choice
-        if letter not in LETTERS:
+        if len(letter) != 1 or letter not in LETTERS:
             _problem(
                 rows,
                 qa_csv,

@@ -216,7 +216,7 @@ def build_dataset(
             )
         ):
             letter = letter.strip().upper()
-            if letter not in LETTERS or not letter:
+            if len(letter) != 1 or letter not in LETTERS:
                 raise ValueError(f"{path}:{i + 2}: correct_choice must be one of A-E, found {letter!r}")
             if not choices[LETTERS.index(letter)].strip():
                 raise ValueError(f"{path}:{i + 2}: the correct choice {letter} is empty")

@@ -103,3 +103,16 @@ def test_cli_validate_exit_codes(tree, capsys):
     assert main(["validate", str(tree)]) == 1
     out = capsys.readouterr().out
     assert "chats/0.txt:1: error [chat_format]" in out
+
+
+@pytest.mark.parametrize("letter", ["", "AB"])
+def test_empty_or_multi_letter_correct_choice_is_reported_not_raised(tree, letter):
+    from pv4kit.questions import format_qa_csv, read_qa_csv
+
+    path = tree / "users" / "user_7" / "qa.csv"
+    table = read_qa_csv(path)
+    table.loc[1, "correct_choice"] = letter
+    path.write_text(format_qa_csv(table))
+    report = validate_raw(tree)
+    bad = report[report["code"] == "bad_letter"]
+    assert len(bad) == 1 and bad.iloc[0]["file"].endswith("user_7/qa.csv") and bad.iloc[0]["line"] == 3

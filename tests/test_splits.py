@@ -138,3 +138,13 @@ def test_cli_build_and_qa_table(tree, tmp_path, capsys):
         == 1
     )
     assert "--train-users" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("letter", ["AB", "BCD", "abcde"])
+def test_multi_letter_correct_choice_is_an_error(tree, tmp_path, letter):
+    qa = tree / "users" / "user_7" / "qa.csv"
+    frame = pd.read_csv(qa, keep_default_na=False)
+    frame.loc[1, "correct_choice"] = letter
+    frame.to_csv(qa, index=False)
+    with pytest.raises(ValueError, match=r"user_7/qa.csv:3: correct_choice must be one of A-E"):
+        build_dataset(tree / "users", tmp_path / "data", progress=False)
