@@ -92,8 +92,10 @@ class EmbeddingCache:
 
     def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
+        if not hashes:
+            return {}
         con = self._connect(model_key, create=False)
-        if con is None or not hashes:
+        if con is None:
             return {}
         found: dict[str, np.ndarray] = {}
         try:

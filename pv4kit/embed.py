@@ -78,6 +78,7 @@ class SentenceTransformerEmbedder:
         batch_size: int = 32,
         devices: list[str] | None = None,
         dtype: str = "float32",
+        max_seq_length: int | None = None,
     ) -> None:
         self.model = model
         self.name = name
@@ -86,8 +87,11 @@ class SentenceTransformerEmbedder:
         self.batch_size = batch_size
         self.devices = devices
         self.dtype = dtype
+        self.max_seq_length = max_seq_length
         self.dim = int(model.get_embedding_dimension())
         parts = [name, f"rev={revision or 'default'}", f"dim={self.dim}", f"dtype={dtype}"]
+        if max_seq_length:  # truncation changes the vectors of long texts
+            parts.append(f"max_seq_length={max_seq_length}")
         if instruction:
             parts.append(f"instruction={instruction}")
         self.cache_key = "|".join(parts)
@@ -123,6 +127,7 @@ class SentenceTransformerEmbedder:
             "dim": self.dim,
             "dtype": self.dtype,
             "instruction": self.instruction,
+            "max_seq_length": self.max_seq_length,
             "devices": self.devices,
             "cache_key": self.cache_key,
         }
@@ -255,6 +260,7 @@ def get_embedder(
         batch_size=batch_size or (32 if on_gpu else 64),
         devices=devices,
         dtype=dtype,
+        max_seq_length=max_seq_length,
     )
 
 

@@ -141,3 +141,34 @@ def test_minilm_real(minilm, tmp_path):
     )
     v = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
     assert v[0] @ v[1] > v[0] @ v[2] + 0.3
+
+
+def test_max_seq_length_is_part_of_the_cache_key(minilm, tmp_path):
+    from pv4kit.embed import get_embedder
+
+    short = get_embedder("minilm", device="cpu", max_seq_length=4)
+    assert short.cache_key != minilm.cache_key
+    text = "one two three four five six seven eight nine ten eleven twelve"
+    full = embed_texts([text], embedder=minilm, cache=tmp_path)
+    cut = embed_texts([text], embedder=short, cache=tmp_path)  # truncated: a different vector
+    assert not np.allclose(full, cut)
+
+
+def test_cache_get_with_no_hashes_closes_its_connection(tmp_path, monkeypatch):
+    import pv4kit.embcache as embcache
+
+    cache = EmbeddingCache(tmp_path)
+    cache.put("model", ["a"], np.ones((1, 3)))
+    opened = []
+    real = embcache.connect_sqlite
+
+    def tracking(*args, **kwargs):
+        con = real(*args, **kwargs)
+        opened.append(con)
+        return con
+
+    monkeypatch.setattr(embcache, "connect_sqlite", tracking)
+    assert cache.get("model", []) == {}
+    for con in opened:  # a closed connection refuses to execute
+        with pytest.raises(Exception, match="closed"):
+            con.execute("SELECT 1")
