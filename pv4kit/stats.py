@@ -59,6 +59,9 @@ def bootstrap_ci(
     """
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    for col in (value, cluster):
+        if col not in frame.columns:
+            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
     out: dict[str, Any] = {
         "estimate": None,
         "low": None,
@@ -68,7 +71,7 @@ def bootstrap_ci(
         "n_boot": n_boot,
         "level": level,
     }
-    frame = frame[frame[value].notna()] if value in frame.columns else frame
+    frame = frame[frame[value].notna()]
     if len(frame) == 0:
         return out
     sums, counts = _cluster_totals(frame.assign(**{value: frame[value].astype(float)}), value, cluster)

@@ -63,3 +63,11 @@ def test_paired_bootstrap_and_compare():
     overall = out.iloc[0]
     assert overall["n"] == len(fa) - 5 and overall["b_only"] == 0 and overall["mcnemar_p"] < 1e-6
     assert out.attrs["only_in_a"] == 5 and out.attrs["only_in_b"] == 0
+
+
+def test_bootstrap_ci_unknown_column_names_it():
+    frame = pd.DataFrame({"user_id": [1, 2], "correct": [True, False]})
+    with pytest.raises(ValueError, match="column 'corect' not in frame"):
+        bootstrap_ci(frame, value="corect")
+    with pytest.raises(ValueError, match="column 'user' not in frame"):
+        bootstrap_ci(frame.iloc[0:0], cluster="user")
