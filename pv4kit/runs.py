@@ -13,6 +13,7 @@ wrote it; ``config.json`` is optional for reading.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,8 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
+
+logger = logging.getLogger(__name__)
 
 GENERATION_COLUMNS = ("user_id", "question_index", "split", "generation")
 GENERATIONS_FILE = "generations.parquet"
@@ -55,6 +58,8 @@ def write_generations(
 ) -> Path:
     """Write ``frame`` as ``run_dir/generations.parquet`` and ``config`` (with provenance) as ``config.json``.
 
+    A ``predictions.parquet`` and ``metrics.json`` left from scoring earlier generations are removed.
+
     Args:
         run_dir: The run directory (created if needed).
         frame: One row per question with ``user_id, question_index, split, generation``; ``method`` and
@@ -75,6 +80,10 @@ def write_generations(
     with atomic_path(run_dir / GENERATIONS_FILE) as tmp:
         out.to_parquet(tmp, index=False)
     atomic_write_json(run_dir / CONFIG_FILE, provenance(**config))
+    for name in (PREDICTIONS_FILE, METRICS_FILE):  # scores of the previous generations no longer hold
+        if (run_dir / name).exists():
+            logger.warning("%s: removing stale %s (rescore the new generations)", run_dir, name)
+            (run_dir / name).unlink()
     return run_dir
 
 

@@ -48,3 +48,13 @@ def test_foreign_run_without_config(tmp_path):
     _gens().drop(columns="retrieved_ids").to_parquet(tmp_path / "x" / "generations.parquet")
     assert len(read_generations(tmp_path / "x")) == 2
     json.dumps(read_run_config(tmp_path / "x"))
+
+
+def test_rewriting_generations_drops_stale_scores(tmp_path):
+    from pv4kit.runs import METRICS_FILE, PREDICTIONS_FILE
+
+    write_generations(tmp_path, _gens(), config={"method": "m"})
+    (tmp_path / PREDICTIONS_FILE).write_bytes(b"old")
+    (tmp_path / METRICS_FILE).write_text("{}")
+    write_generations(tmp_path, _gens().assign(generation=["new", "new"]), config={"method": "m"})
+    assert not (tmp_path / PREDICTIONS_FILE).exists() and not (tmp_path / METRICS_FILE).exists()
