@@ -92,7 +92,7 @@ class PV4Data:
     def persona(self, user_id: int) -> str | None:
         """The persona profile of ``user_id`` (``None`` when the source has no raw files)."""
         value = self._user_row(user_id)["persona"]
-        return None if value is None or (isinstance(value, float) and np.isnan(value)) else str(value)
+        return None if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
 
     def split(self, name: str) -> pd.DataFrame:
         """The questions of one split (``train``, ``validation`` or ``test``)."""

@@ -229,8 +229,14 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     missing = [c for c in QA_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
-    frame["index"] = frame["index"].astype("int64")
-    frame["category"] = frame["category"].astype("int64")
+    for col in ("index", "category"):
+        bad = ~frame[col].str.fullmatch(r"\d+")
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise ValueError(
+                f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
+            )
+        frame[col] = frame[col].astype("int64")
     return frame[QA_COLUMNS]
 
 

@@ -165,3 +165,10 @@ def test_write_qa_tables_keeps_existing_unless_overwrite(tmp_path):
     write_qa_tables(tmp_path, overwrite=True)
     assert target.read_text().startswith("index,category")
     assert not list(tmp_path.rglob("*.tmp"))
+
+
+def test_read_qa_csv_bad_integer_names_file_and_line(tmp_path):
+    path = tmp_path / "qa.csv"
+    path.write_text(",".join(QA_COLUMNS) + "\n0,0,q,a,b,c,d,e,A,r\n1,x,q,a,b,c,d,e,B,r\n")
+    with pytest.raises(ValueError, match=r"qa.csv:3: category must be a non-negative integer, found 'x'"):
+        read_qa_csv(path)
