@@ -39,19 +39,16 @@ QWEN3_4B = dict(
     rms_norm_eps=1e-6,
     tie_word_embeddings=True,
 )
-TINY = dict(
-    hidden_size=64,
-    num_hidden_layers=2,
-    num_attention_heads=4,
-    num_key_value_heads=2,
-    head_dim=16,
-    intermediate_size=128,
-    vocab_size=151665,
-    max_position_embeddings=4096,
-    rope_theta=1_000_000.0,
-    rms_norm_eps=1e-6,
-    tie_word_embeddings=True,
-)
+TINY = {  # the same architecture, shrunk, for a CPU smoke run
+    **QWEN3_4B,
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "head_dim": 16,
+    "intermediate_size": 128,
+    "max_position_embeddings": 4096,
+}
 PEAK_BF16_TFLOPS = {"H200": 989.0, "H100": 989.0, "A100": 312.0, "L40S": 362.0, "A10": 125.0, "L4": 121.0}
 WORDS = (
     "the a my your weekend morning coffee tea garden hiking trail book novel jazz piano guitar recipe pasta "
