@@ -39,8 +39,13 @@ def test_recenter_commands_write_tables(tmp_path, no_model, capsys):
 def test_personafeedback_load_and_reward_model(tmp_path, no_model, capsys):
     data = str(FIX / "personafeedback")
     assert main(["-q", "personafeedback", "load", "--data", data, "--out", str(tmp_path / "load")]) == 0
-    assert "2 rows unjoined" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 rows unjoined, 1 personas unused, 0 layout disagreements" in out
+    assert "(the paper reports 8,298)" in out and "personas no row uses: 5" in out
     assert len(pd.read_csv(tmp_path / "load" / "unjoined.csv")) == 2
+    counts = pd.read_csv(tmp_path / "load" / "counts.csv")
+    assert counts.iloc[-1][["set", "n_rows", "n_joined", "n_unjoined"]].tolist() == ["all", 24, 22, 2]
+    assert pd.read_csv(tmp_path / "load" / "unused_personas.csv")["file"].tolist() == ["persona/5.json"]
     assert main(["-q", "personafeedback", "reward-model", "--data", data, "--out", str(tmp_path / "rm")]) == 0
     acc = pd.read_csv(tmp_path / "rm" / "accuracy.csv")
     assert set(acc["method"]) == {"bradley_terry", "cosine"}

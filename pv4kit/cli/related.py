@@ -71,7 +71,7 @@ def _pairs(args: argparse.Namespace) -> Any:
     else:
         from pv4kit.related.personafeedback import load_personafeedback
 
-        pairs = load_personafeedback(args.data, id_rule=args.id_rule).pairs
+        pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
     if args.limit:
         pairs = pairs.groupby(["set", "tier"], sort=False).head(args.limit)
     return pairs
@@ -81,24 +81,35 @@ def _pairs(args: argparse.Namespace) -> Any:
 
 
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import load_personafeedback
+    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
 
-    data = load_personafeedback(args.data, id_rule=args.id_rule)
-    counts = (
-        data.pairs.assign(joined=data.pairs["persona"].notna())
-        .groupby(["set", "tier"])
-        .agg(n=("pair_id", "size"), joined=("joined", "sum"))
-        .reset_index()
-    )
+    data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
-        f"{len(data.pairs)} pairs, {len(data.personas)} personas, join rule {data.id_rule}, "
-        f"{len(data.unjoined)} rows unjoined"
+        f"{len(data.pairs)} pairs (the paper reports {PAPER_TOTAL:,}), {len(data.personas)} personas "
+        f"({data.layout} layout of {'+'.join(data.layouts_found)}), join rule {data.id_rule}, "
+        f"{len(data.unjoined)} rows unjoined, {len(data.unused_personas)} personas unused, "
+        f"{len(data.layout_disagreements)} layout disagreements"
     )
-    _show(counts, ["set", "tier", "n", "joined"])
+    _show(data.counts, ["set", "tier", "n_rows", "n_joined", "n_unjoined"])
+    if len(data.unjoined):
+        print("rows that join no persona (user_id: rows):")
+        print(data.unjoined.groupby("user_id").size().to_string())
+    if len(data.unused_personas):
+        print(f"personas no row uses: {', '.join(data.unused_personas['persona_key'].tolist()[:50])}")
+    if len(data.layout_disagreements):
+        _show(data.layout_disagreements, ["persona_key", "problem", "file", "line"])
     if args.out:
+        personas = data.personas.drop(columns=["record"])
         _write(
             args.out,
-            {"pairs": data.pairs, "unjoined": data.unjoined, "counts": counts},
+            {
+                "pairs": data.pairs,
+                "unjoined": data.unjoined,
+                "counts": data.counts,
+                "unused_personas": data.unused_personas.drop(columns=["record"]),
+                "layout_disagreements": data.layout_disagreements,
+                "personas": personas,
+            },
             command="personafeedback load",
             args=args,
         )
@@ -288,6 +299,12 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
         help="how user_id joins a persona (see docs/related.md)",
     )
     p.add_argument(
+        "--layout",
+        choices=["auto", "files", "lines"],
+        default="auto",
+        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+    )
+    p.add_argument(
         "--pv4",
         action="store_true",
         help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
@@ -308,7 +325,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = pf_sub.add_parser("load", help="load and check the persona join")
     p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
     p.add_argument("--id-rule", choices=["auto", "field", "line"], default="auto")
-    p.add_argument("--out", default=None, help="write pairs.csv, unjoined.csv, counts.csv here")
+    p.add_argument(
+        "--layout",
+        choices=["auto", "files", "lines"],
+        default="auto",
+        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="write pairs, unjoined, counts, unused_personas, layout_disagreements, personas .csv here",
+    )
     p.set_defaults(func=_pf_load)
 
     p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
