@@ -32,6 +32,11 @@ def test_recenter_commands_write_tables(tmp_path, no_model, capsys):
     assert row["f1"] == pytest.approx(8 / 11)
     corr = pd.read_csv(tmp_path / "stage3" / "correlation.csv").set_index("rater")
     assert corr.loc["judge-x", "spearman_rho"] == pytest.approx(9.5 / np.sqrt(95))
+    yes = pd.read_csv(tmp_path / "stage2" / "yes_rates.csv").set_index("rater")
+    assert yes.loc["llm-a", "yes_rate"] == pytest.approx(6 / 11)
+    cov = pd.read_csv(tmp_path / "stage3" / "coverage.csv").set_index("rater")
+    assert cov.loc["human (any)", "n_unrated"] == 1
+    assert len(pd.read_csv(tmp_path / "stage3" / "pairs.csv")) == 6
     config = json.loads((tmp_path / "stage1" / "config.json").read_text())
     assert config["command"] == "recenter stage1" and "pv4kit_version" in config
 

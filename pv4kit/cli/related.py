@@ -206,9 +206,19 @@ def _rc_stage1(args: argparse.Namespace) -> int:
 def _rc_stage2(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from pv4kit.related.recenter import load_stage2, stage2_agreement, stage2_metrics, stage2_predictions
+    from pv4kit.related.recenter import (
+        load_stage2,
+        stage2_agreement,
+        stage2_metrics,
+        stage2_predictions,
+        stage2_yes_rates,
+    )
 
     data = load_stage2(args.data)
+    yes = stage2_yes_rates(data)
+    print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
+    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(yes, ["kind", "rater", "n", "yes_rate"])
     preds = stage2_predictions(
         data,
         embedder=_embedder(args),
@@ -230,7 +240,13 @@ def _rc_stage2(args: argparse.Namespace) -> int:
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     _write(
         args.out,
-        {"predictions": preds, "metrics": metrics, "agreement": agree},
+        {
+            "predictions": preds,
+            "metrics": metrics,
+            "agreement": agree,
+            "yes_rates": yes,
+            "coverage": data.coverage,
+        },
         command="recenter stage2",
         args=args,
     )
@@ -242,12 +258,23 @@ def _rc_stage3(args: argparse.Namespace) -> int:
         load_stage3,
         stage3_correlation,
         stage3_distribution,
+        stage3_orientation,
+        stage3_pairs,
         stage3_ratings,
         stage3_summary,
     )
 
-    ratings = stage3_ratings(load_stage3(args.data))
+    data = load_stage3(args.data)
+    ratings = stage3_ratings(data)
     summary, corr = stage3_summary(ratings), stage3_correlation(ratings)
+    orientation = stage3_orientation(ratings)
+    gens = data.generations
+    print(
+        f"{len(data.items)} (item, attribute) pairs; {len(gens)} generations in "
+        f"{gens['file'].nunique()} files, {int(gens['item_index'].notna().sum())} joined to an item"
+    )
+    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(orientation, ["kind", "personalised_side", "n", "mean_rating", "share_prefer_personalised"])
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
     _write(
@@ -257,6 +284,10 @@ def _rc_stage3(args: argparse.Namespace) -> int:
             "distribution": stage3_distribution(ratings),
             "summary": summary,
             "correlation": corr,
+            "pairs": stage3_pairs(data),
+            "orientation": orientation,
+            "coverage": data.coverage,
+            "generations": gens.drop(columns=["response"]),
         },
         command="recenter stage3",
         args=args,
