@@ -51,6 +51,8 @@ def test_personafeedback_load_and_reward_model(tmp_path, no_model, capsys):
     counts = pd.read_csv(tmp_path / "load" / "counts.csv")
     assert counts.iloc[-1][["set", "n_rows", "n_joined", "n_unjoined"]].tolist() == ["all", 24, 22, 2]
     assert pd.read_csv(tmp_path / "load" / "unused_personas.csv")["file"].tolist() == ["persona/5.json"]
+    assert main(["-q", "personafeedback", "load", "--data", data, "--layout", "lines"]) == 0
+    assert "(lines layout of files+lines), join rule line" in capsys.readouterr().out
     assert main(["-q", "personafeedback", "reward-model", "--data", data, "--out", str(tmp_path / "rm")]) == 0
     acc = pd.read_csv(tmp_path / "rm" / "accuracy.csv")
     assert set(acc["method"]) == {"bradley_terry", "cosine"}

@@ -25,6 +25,7 @@ of the same prompt also has is judged under that user's item only) and judgments
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +35,8 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.related._common import iter_jsonl, resolve_source
+
+logger = logging.getLogger(__name__)
 
 __all__ = [
     "CONDITIONS",
@@ -616,6 +619,15 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
                 }
             )
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS)
+    if len(out) and keyed.empty:
+        logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
+    elif len(out):
+        logger.info(
+            "%d generations in %d files, %d joined to an item by (prompt_id, model_tag)",
+            len(out),
+            out["file"].nunique(),
+            int(out["item_index"].notna().sum()),
+        )
     return out.astype({"item_index": "Int64", "matches_item": "boolean"})
 
 
