@@ -176,6 +176,9 @@ def test_unknown_shape_names_file_line_and_fields(tmp_path):
     (root / "persona" / "2.json").write_text('{"Name": "Tom",\n "Bias": }')
     with pytest.raises(ValueError, match=r"persona/2.json:2: not one JSON object"):
         pf.load_personafeedback(root)
+    (root / "persona" / "2.json").write_text(json.dumps({"user_id": 3, "Name": "Tom"}))
+    with pytest.raises(ValueError, match=r"persona/2.json:1: user_id 3 but the file name says the id is 2"):
+        pf.load_personafeedback(root)
     (root / "persona" / "2.json").write_text("[1, 2]")
     with pytest.raises(ValueError, match=r"persona/2.json:1: expected a persona object, found list"):
         pf.load_personafeedback(root)

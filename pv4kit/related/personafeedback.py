@@ -384,7 +384,11 @@ def _read_persona_files(root: Path) -> pd.DataFrame:
             rec = json.loads(text)
         except json.JSONDecodeError as exc:
             raise ValueError(f"{path}:{exc.lineno}: not one JSON object ({exc.msg})") from exc
-        rows.append(_persona_row(str(int(path.stem)), rec, path=path, line=1, root=root))
+        key = str(int(path.stem))
+        for name in _ID_FIELDS:
+            if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
+                raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
+        rows.append(_persona_row(key, rec, path=path, line=1, root=root))
     frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
     dupes = frame["file"][frame["persona_key"].duplicated(keep=False)].tolist()
     if dupes:
