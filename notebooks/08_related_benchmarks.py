@@ -58,16 +58,24 @@ print(f"data: {DATA.resolve()}  (fixtures: {ON_FIXTURES}); LLM endpoint: {BASE_U
 # %% [markdown]
 # ## PersonaFeedback: load and check the persona join
 #
-# Rows carry a `user_id`; the persona file may not. The line-number rule (`user_id` = 1-based line of
-# `all_personas.jsonl`) is an assumption of a third-party loader, so rows that do not join are listed.
+# Personas come as `persona/<N>.json` (the id is `N`) or as `persona/all_personas.jsonl` (the id is the
+# 1-based line, a third-party loader's rule); with both present they are compared. Rows that join no
+# persona and personas no row uses are listed.
 
 # %%
 pfd = pf.load_personafeedback(PF_DATA)
-print(f"{len(pfd.pairs)} pairs, {len(pfd.personas)} personas, join rule: {pfd.id_rule}")
-pfd.pairs.assign(joined=pfd.pairs["persona"].notna()).groupby(["set", "tier"])["joined"].agg(["size", "sum"])
+print(
+    f"{len(pfd.pairs)} pairs (paper: {pf.PAPER_TOTAL:,}), {len(pfd.personas)} personas, "
+    f"layout {pfd.layout} of {pfd.layouts_found}, join rule {pfd.id_rule}, "
+    f"{len(pfd.layout_disagreements)} layout disagreements"
+)
+pfd.counts
 
 # %%
 pfd.unjoined[["pair_id", "user_id", "question"]]
+
+# %%
+pfd.unused_personas[["persona_key", "file", "name"]]
 
 # %%
 print(pfd.pairs.dropna(subset=["persona"]).iloc[0]["persona"])
@@ -154,12 +162,17 @@ rc.stage1_agreement(s1)
 # %% [markdown]
 # ## Stage 2: relevance of an attribute to a prompt
 #
-# Human labels collapse to binary (`necessary_explicit`/`necessary_implicit` relevant); the majority
-# decides with ties -> relevant. Thresholds of the MiniLM and BM25 baselines are the F1-best on a seeded
-# half of the prompts; the table is on the other half.
+# Human labels collapse to binary as the authors do (`necessary_explicit`, `necessary_implicit` and
+# `optional` relevant; `none` missing); the majority decides with ties -> relevant; pairs nobody rated
+# are kept (missing) and counted in `coverage`. Thresholds of the MiniLM and BM25 baselines are the
+# F1-best on a seeded half of the prompts; the table is on the other half.
 
 # %%
 s2 = rc.load_stage2(RC_DATA)
+print(s2.coverage.to_string(index=False))
+rc.stage2_yes_rates(s2)
+
+# %%
 s2_preds = rc.stage2_predictions(s2, embedder=embedder, cache=EMBED_CACHE, seed=SEED)
 s2_metrics = rc.stage2_metrics(s2_preds, subset="test")
 s2_metrics[["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "human_positive_rate"]]
@@ -174,8 +187,17 @@ s2_agree[s2_cohen].groupby("group", sort=False)[["agreement", "value"]].mean()
 # ## Stage 3: generic vs personalised (1 = prefer generic, 5 = prefer personalised)
 
 # %%
-s3 = rc.stage3_ratings(rc.load_stage3(RC_DATA))
+s3_data = rc.load_stage3(RC_DATA)
+s3 = rc.stage3_ratings(s3_data)
+print(s3_data.coverage.to_string(index=False))
 rc.stage3_summary(s3)
+
+# %% [markdown]
+# Ratings by the side that showed the personalised response (`display_assignment`): with canonical
+# ratings the two sides should agree up to noise.
+
+# %%
+rc.stage3_orientation(s3)
 
 # %%
 dist = rc.stage3_distribution(s3)

@@ -32,6 +32,11 @@ def test_recenter_commands_write_tables(tmp_path, no_model, capsys):
     assert row["f1"] == pytest.approx(8 / 11)
     corr = pd.read_csv(tmp_path / "stage3" / "correlation.csv").set_index("rater")
     assert corr.loc["judge-x", "spearman_rho"] == pytest.approx(9.5 / np.sqrt(95))
+    yes = pd.read_csv(tmp_path / "stage2" / "yes_rates.csv").set_index("rater")
+    assert yes.loc["llm-a", "yes_rate"] == pytest.approx(6 / 11)
+    cov = pd.read_csv(tmp_path / "stage3" / "coverage.csv").set_index("rater")
+    assert cov.loc["human (any)", "n_unrated"] == 1
+    assert len(pd.read_csv(tmp_path / "stage3" / "pairs.csv")) == 6
     config = json.loads((tmp_path / "stage1" / "config.json").read_text())
     assert config["command"] == "recenter stage1" and "pv4kit_version" in config
 
@@ -39,8 +44,15 @@ def test_recenter_commands_write_tables(tmp_path, no_model, capsys):
 def test_personafeedback_load_and_reward_model(tmp_path, no_model, capsys):
     data = str(FIX / "personafeedback")
     assert main(["-q", "personafeedback", "load", "--data", data, "--out", str(tmp_path / "load")]) == 0
-    assert "2 rows unjoined" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 rows unjoined, 1 personas unused, 0 layout disagreements" in out
+    assert "(the paper reports 8,298)" in out and "personas no row uses: 5" in out
     assert len(pd.read_csv(tmp_path / "load" / "unjoined.csv")) == 2
+    counts = pd.read_csv(tmp_path / "load" / "counts.csv")
+    assert counts.iloc[-1][["set", "n_rows", "n_joined", "n_unjoined"]].tolist() == ["all", 24, 22, 2]
+    assert pd.read_csv(tmp_path / "load" / "unused_personas.csv")["file"].tolist() == ["persona/5.json"]
+    assert main(["-q", "personafeedback", "load", "--data", data, "--layout", "lines"]) == 0
+    assert "(lines layout of files+lines), join rule line" in capsys.readouterr().out
     assert main(["-q", "personafeedback", "reward-model", "--data", data, "--out", str(tmp_path / "rm")]) == 0
     acc = pd.read_csv(tmp_path / "rm" / "accuracy.csv")
     assert set(acc["method"]) == {"bradley_terry", "cosine"}

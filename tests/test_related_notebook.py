@@ -23,3 +23,4 @@ def test_notebook_08_runs_headless_on_fixtures(monkeypatch):
     )
     assert "skipping the LLM judge" in outputs
     assert "bradley_terry" in outputs and "fleiss_kappa" in outputs
+    assert "paper: 8,298" in outputs and "human (any)" in outputs and "personalised_side" in outputs

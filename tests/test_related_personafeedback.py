@@ -17,17 +17,86 @@ def data():
     return pf.load_personafeedback(FIXTURE)
 
 
-def test_load_tidy_frame_and_line_number_join(data):
+def test_load_tidy_frame_both_layouts_agree(data):
     p = data.pairs
     assert list(p.columns[:7]) == ["set", "tier", "user_id", "persona", "question", "chosen", "rejected"]
     assert len(p) == 24 and set(p["set"]) == {"general", "specific"}  # "spedific" folder normalised
     assert p.groupby(["set", "tier"]).size().tolist() == [4] * 6
-    assert data.id_rule == "line"
-    # user 2 -> line 2 of all_personas.jsonl (Tom)
+    # both layouts are in the fixture: the per-persona files win, ids from their names, and they agree
+    assert data.layouts_found == ["files", "lines"] and data.layout == "files" and data.id_rule == "file"
+    assert data.layout_disagreements.empty
+    # user 2 -> persona/2.json (Tom, pretty-printed over many lines)
     assert p.loc[p["user_id"] == "2", "persona"].iloc[0].startswith("Name: Tom\nDemographics:\n- Age: 67")
-    # user 7 has no persona: two rows reported, persona NA
+    # user 7 has no persona: two rows reported, persona NA; persona 5 is used by no row
     assert data.unjoined["pair_id"].tolist() == ["general/easy/4", "specific/hard/4"]
     assert p["persona"].isna().sum() == 2
+    assert data.unused_personas["persona_key"].tolist() == ["5"]
+    assert data.unused_personas["file"].tolist() == ["persona/5.json"]
+
+
+def test_counts_per_set_and_tier(data):
+    c = data.counts
+    assert list(c.columns) == ["set", "tier", "n_rows", "n_joined", "n_unjoined"]
+    assert c[["set", "tier"]].values.tolist()[:3] == [
+        ["general", "easy"],
+        ["general", "medium"],
+        ["general", "hard"],
+    ]
+    total = c[c["set"] == "all"].iloc[0]
+    assert (total["n_rows"], total["n_joined"], total["n_unjoined"]) == (24, 22, 2)
+    ge = c[(c["set"] == "general") & (c["tier"] == "easy")].iloc[0]
+    sh = c[(c["set"] == "specific") & (c["tier"] == "hard")].iloc[0]
+    assert ge["n_unjoined"] == 1 and sh["n_unjoined"] == 1 and c["n_rows"].sum() == 48
+    assert pf.PAPER_TOTAL == 8298
+
+
+def _copy(tmp_path):
+    root = tmp_path / "pf"
+    shutil.copytree(FIXTURE, root)
+    return root
+
+
+def test_each_layout_alone_gives_the_same_join(tmp_path, data):
+    files_only, lines_only = _copy(tmp_path / "a"), _copy(tmp_path / "b")
+    (files_only / "persona" / "all_personas.jsonl").unlink()
+    for path in (lines_only / "persona").glob("*.json"):
+        path.unlink()
+    f, l_ = pf.load_personafeedback(files_only), pf.load_personafeedback(lines_only)
+    assert (f.layout, f.id_rule, f.layouts_found) == ("files", "file", ["files"])
+    assert (l_.layout, l_.id_rule, l_.layouts_found) == ("lines", "line", ["lines"])
+    # nested sections render the same whichever layout they came from
+    assert f.pairs["persona"].equals(l_.pairs["persona"]) and f.pairs["persona"].equals(data.pairs["persona"])
+    assert f.personas["persona"].tolist() == l_.personas["persona"].tolist()
+    with pytest.raises(FileNotFoundError, match="layout='lines'"):
+        pf.load_personafeedback(files_only, layout="lines")
+    for path in (files_only / "persona").glob("*.json"):
+        path.unlink()
+    with pytest.raises(FileNotFoundError, match=r"persona/<N>.json files nor persona/all_personas.jsonl"):
+        pf.load_personafeedback(files_only)
+
+
+def test_layouts_that_disagree_are_reported(tmp_path):
+    root = _copy(tmp_path)
+    rec = json.loads((root / "persona" / "3.json").read_text())
+    rec["Bias"] = "changed"
+    (root / "persona" / "3.json").write_text(json.dumps(rec))
+    (root / "persona" / "5.json").unlink()
+    (root / "persona" / "9.json").write_text(json.dumps({"Name": "Extra"}))
+    d = pf.load_personafeedback(root)
+    dis = d.layout_disagreements
+    assert dis[["persona_key", "problem"]].values.tolist() == [
+        ["3", "different"],
+        ["5", "only_in_lines"],
+        ["9", "only_in_files"],
+    ]
+    assert dis.loc[dis["persona_key"] == "3", "file"].iloc[0] == "persona/3.json"
+    assert d.pairs.loc[d.pairs["user_id"] == "3", "persona"].iloc[0].endswith("Bias: changed")
+    assert (
+        pf.load_personafeedback(root, layout="lines")
+        .pairs.loc[lambda p: p["user_id"] == "3", "persona"]
+        .iloc[0]
+        .endswith("Bias: sceptical of supplements")
+    )
 
 
 def test_render_persona_sections_in_order():
@@ -37,32 +106,82 @@ def test_render_persona_sections_in_order():
     assert text == "Name: Ann\nPersonality:\n- calm\nPreference:\n- Food: tea\nBias: x"
 
 
+def test_render_persona_nested_sections_are_readable():
+    text = pf.render_persona(
+        {
+            "Name": "Ann",
+            "Demographics": {"Location": {"City": "Oslo", "Country": "Norway"}, "Age": 40, "Pets": []},
+            "Preference": {"Food": ["tea", "rye bread"], "Media": [{"kind": "podcast", "topic": "history"}]},
+            "Bias": ["a", "b"],
+        }
+    )
+    assert text == (
+        "Name: Ann\nDemographics:\n- Location:\n  - City: Oslo\n  - Country: Norway\n- Age: 40\n"
+        "Preference:\n- Food: tea, rye bread\n- Media: kind: podcast; topic: history\nBias:\n- a\n- b"
+    )
+    assert "{" not in text and "[" not in text
+
+
 def test_explicit_id_field_wins_and_specific_spelling(tmp_path):
-    root = tmp_path / "pf"
-    shutil.copytree(FIXTURE, root)
+    root = _copy(tmp_path)
     (root / "data" / "spedific").rename(root / "data" / "specific")
     lines = (root / "persona" / "all_personas.jsonl").read_text().splitlines()
-    recs = [dict(json.loads(line), user_id=10 + i) for i, line in enumerate(lines)]  # ids 10..13
+    recs = [dict(json.loads(line), user_id=10 + i) for i, line in enumerate(lines)]  # ids 10..14
     (root / "persona" / "all_personas.jsonl").write_text("".join(json.dumps(r) + "\n" for r in recs))
-    d = pf.load_personafeedback(root, sets=["specific"])
+    d = pf.load_personafeedback(root, sets=["specific"], layout="lines")
     assert d.id_rule == "field:user_id" and set(d.pairs["set"]) == {"specific"}
     assert d.pairs["persona"].isna().all() and len(d.unjoined) == 12  # fixture ids 1..4, 7 do not match
-    assert pf.load_personafeedback(root, id_rule="line").pairs["persona"].notna().sum() == 22
+    assert pf.load_personafeedback(root, id_rule="line", layout="lines").pairs["persona"].notna().sum() == 22
+    # with both layouts, the id field rule reports every persona as a disagreement
+    assert set(pf.load_personafeedback(root).layout_disagreements["problem"]) == {
+        "only_in_files",
+        "only_in_lines",
+    }
     with pytest.raises(ValueError, match="id_rule"):
         pf.load_personafeedback(root, id_rule="guess")
+    with pytest.raises(ValueError, match="layout"):
+        pf.load_personafeedback(root, layout="both")
     with pytest.raises(ValueError, match="tiers"):
         pf.load_personafeedback(root, tiers=["trivial"])
 
 
 def test_bad_rows_name_file_and_line(tmp_path):
-    root = tmp_path / "pf"
-    shutil.copytree(FIXTURE, root)
+    root = _copy(tmp_path)
     with open(root / "data" / "general" / "easy.jsonl", "a") as fh:
         fh.write(json.dumps({"user_id": 1, "question": "q", "chosen": "c"}) + "\n")
-    with pytest.raises(ValueError, match=r"easy.jsonl:5: missing field 'reject'"):
+    with pytest.raises(
+        ValueError,
+        match=r"easy.jsonl:5: missing field 'reject'.*found fields \['chosen', 'question', 'user_id'\]",
+    ):
         pf.load_personafeedback(root)
     with pytest.raises(FileNotFoundError):
         pf.load_personafeedback(tmp_path / "nowhere")
+
+
+def test_unknown_shape_names_file_line_and_fields(tmp_path):
+    root = _copy(tmp_path)
+    with open(root / "data" / "spedific" / "medium.jsonl", "a") as fh:
+        fh.write(json.dumps({"uid": 1, "prompt": "q", "response_a": "a", "response_b": "b"}) + "\n")
+    with pytest.raises(
+        ValueError,
+        match=r"medium.jsonl:5: missing field 'user_id'.*\['prompt', 'response_a', 'response_b', 'uid'\]",
+    ):
+        pf.load_personafeedback(root)
+    root = _copy(tmp_path / "b")
+    (root / "persona" / "2.json").write_text(json.dumps({"persona": "Tom", "age": 67}, indent=2))
+    with pytest.raises(
+        ValueError, match=r"persona/2.json:1: not a persona record.*found fields \['age', 'persona'\]"
+    ):
+        pf.load_personafeedback(root)
+    (root / "persona" / "2.json").write_text('{"Name": "Tom",\n "Bias": }')
+    with pytest.raises(ValueError, match=r"persona/2.json:2: not one JSON object"):
+        pf.load_personafeedback(root)
+    (root / "persona" / "2.json").write_text(json.dumps({"user_id": 3, "Name": "Tom"}))
+    with pytest.raises(ValueError, match=r"persona/2.json:1: user_id 3 but the file name says the id is 2"):
+        pf.load_personafeedback(root)
+    (root / "persona" / "2.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match=r"persona/2.json:1: expected a persona object, found list"):
+        pf.load_personafeedback(root)
 
 
 def test_hub_id_offline_gives_clear_error(monkeypatch, tmp_path):

@@ -1,13 +1,21 @@
 import json
+import re
 import shutil
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from pv4kit.related import recenter as rc
 
 FIXTURE = Path(__file__).parent / "fixtures" / "recenter"
+
+
+def _copy(tmp_path):
+    root = tmp_path / "rc"
+    shutil.copytree(FIXTURE, root)
+    return root
 
 
 def embed(texts):
@@ -51,27 +59,95 @@ def test_stage1_agreement_by_hand(s1):
     assert ("cohen_kappa_linear", three, "ann01-ann02") in ag.index
 
 
+def test_stage1_confidence_is_a_float(s1, tmp_path):
+    assert s1.items["confidence"].dtype == float and s1.items["confidence"].tolist()[:2] == [0.9, 0.85]
+    root = _copy(tmp_path)
+    path = root / "stage1" / "items.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    recs[1]["merged_attributes"][0]["confidence"] = "high"
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(
+        ValueError, match=r"items.jsonl:2: merged_attributes\[0\].confidence: expected a number"
+    ):
+        rc.load_stage1(root)
+
+
 def test_stage2_labels_collapse_and_ties_are_relevant(s2):
     labels = rc.stage2_labels(s2)
-    assert labels["human"].tolist() == [
-        True,
-        False,
-        False,
-        False,
-        True,
-        False,
-        True,
-        False,
-        True,
-        False,
-        True,
-    ]
+    assert len(labels) == len(s2.items) == 12  # every (item, attribute) pair is kept
+    rated = labels[labels["human"].notna()]
+    assert rated["human"].tolist() == [True, False, False, False, True, False, True, False, True, False, True]
     tie = labels[(labels["item_index"] == 3) & (labels["attribute"] == "Programs in Python")].iloc[0]
     assert tie["n_ratings"] == 2 and tie["n_relevant"] == 1 and tie["human"]
-    assert (labels["human"] == labels["ground_truth"].astype(bool)).all()
-    assert rc.relevance_label("Necessary-Explicit") and not rc.relevance_label("forbidden")
+    assert (rated["human"] == rated["ground_truth"].astype(bool)).all()
+    # item 4 shares prompt 0 and the text "Enjoys hiking" with item 0: the tool showed it once, under item 0
+    unrated = labels[labels["human"].isna()]
+    assert unrated[["item_index", "attribute", "n_ratings"]].values.tolist() == [[4, "Enjoys hiking", 0]]
+
+
+def test_relevance_binarised_as_the_authors_do():
+    # convert_task2_to_task3.py: necessary_explicit | necessary_implicit | optional -> relevant
+    for label in (
+        "necessary_explicit",
+        "necessary_implicit",
+        "optional",
+        "Necessary-Explicit",
+        True,
+        1,
+        "YES",
+    ):
+        assert rc.relevance_label(label) is True
+    for label in ("unnecessary", "forbidden", False, 0, "no"):
+        assert rc.relevance_label(label) is False
+    for label in ("none", "", None, float("nan")):
+        assert rc.relevance_label(label) is None
     with pytest.raises(ValueError, match="unknown relevance label"):
         rc.relevance_label("maybe", where="f:1")
+    with pytest.raises(ValueError, match="f:1: relevance 3 is neither 0 nor 1"):
+        rc.relevance_label(3, where="f:1")
+
+
+def test_stage2_reads_rating_and_relevant(s2, tmp_path):
+    ann = s2.annotations.set_index(["annotator", "item_index", "attribute"])
+    # five-way labels under "rating" (ann04, task-2 records) and under "relevant" (ann06)
+    assert ann.loc[("ann04", 1, "Works as a software engineer"), "label"] == "forbidden"
+    assert ann.loc[("ann06", 0, "Enjoys hiking"), ["label", "relevant"]].tolist() == ["optional", True]
+    assert ann.loc[("ann05", 0, "Is vegetarian"), ["label", "relevant"]].tolist() == [True, True]
+    # ann06's item-3 labels are none / null / "": missing, so no row
+    assert ("ann06", 3) not in set(
+        zip(s2.annotations["annotator"], s2.annotations["item_index"], strict=True)
+    )
+    root = _copy(tmp_path)
+    path = root / "stage2" / "annotations" / "ann05.jsonl"
+    rec = {
+        "index": 2,
+        "relevance_judgments": [{"attribute": "Has a dog", "rating": "optional", "relevant": False}],
+    }
+    with open(path, "a") as fh:
+        fh.write(json.dumps(rec) + "\n")
+    with pytest.raises(
+        ValueError, match=r"ann05.jsonl:5: judgment of 'Has a dog': rating 'optional' and relevant"
+    ):
+        rc.load_stage2(root)
+
+
+def test_stage2_coverage_counts_unrated_pairs(s2):
+    cov = s2.coverage.set_index("rater")
+    cols = ["n_pairs", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
+    assert cov.loc["ann04", cols].tolist() == [12, 11, 1, 0, 0]
+    assert cov.loc["ann06", cols].tolist() == [12, 8, 4, 3, 0]  # none, null and "" are missing labels
+    assert cov.loc["human (any)", cols].tolist() == [12, 11, 1, 3, 0]
+    assert cov.loc["llm-b", cols].tolist() == [12, 9, 3, 1, 0]  # one unparsed answer
+    assert cov.loc["llm (any)", "n_unrated"] == 1
+    assert s2.judgments.set_index("model")["model_name"].loc["llm-a"].iloc[0] == "vendor/LLM-A-Instruct"
+
+
+def test_stage2_yes_rates(s2):
+    y = rc.stage2_yes_rates(s2).set_index("rater")
+    assert y.loc["llm-a", ["n", "n_yes"]].tolist() == [11, 6]
+    assert y.loc["llm-b", ["n", "n_yes"]].tolist() == [9, 5]
+    assert y.loc["ann06", ["n", "n_yes"]].tolist() == [8, 3]
+    assert y.loc["llm (mean)", "yes_rate"] == pytest.approx((6 / 11 + 5 / 9) / 2)
 
 
 def test_stage2_metrics_by_hand(s2):
@@ -130,16 +206,153 @@ def test_stage3_summary_distribution_and_spearman(ratings):
     assert corr.loc["judge-x", "n"] == 5 and corr.loc["ann06", "n"] == 4
 
 
-def test_stage3_generations_and_bad_rating(tmp_path):
+def test_stage3_generations_joined_by_prompt_id_and_model_tag():
     d = rc.load_stage3(FIXTURE)
-    assert sorted(d.generations["condition"].unique()) == ["gt_attributes", "no_context"]
-    assert set(d.generations["model"]) == {"llama-3.3-70b"}
-    root = tmp_path / "rc"
-    shutil.copytree(FIXTURE, root)
+    g = d.generations
+    assert len(g) == 7 and sorted(g["condition"].unique()) == ["gt_attributes", "no_context"]
+    assert set(g["model_tag"]) == {"llama-3.3-70b", "gpt-5.4"}
+    assert set(g.loc[g["model_tag"] == "llama-3.3-70b", "model_name"]) == {
+        "meta-llama/Llama-3.3-70B-Instruct"
+    }
+    joined = g.set_index(["prompt_id", "condition", "model_tag"])["item_index"]
+    assert joined.loc[("u1_1", "no_context", "llama-3.3-70b")] == 1
+    assert joined.loc[("u2_2", "gt_attributes", "gpt-5.4")] == 2
+    assert pd.isna(joined.loc[("u9_5", "gt_attributes", "llama-3.3-70b")])  # no item has this prompt
+    assert g["matches_item"].dropna().all() and g["matches_item"].notna().sum() == 5
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("mode", "no_context", r"gt_attributes_llama-3.3-70b.jsonl:2: record mode 'no_context' but the file"),
+        ("model", "gpt-5.4", r"gt_attributes_llama-3.3-70b.jsonl:2: record model 'gpt-5.4' but the file"),
+    ],
+)
+def test_stage3_generation_disagreeing_with_its_file_name(tmp_path, field, value, message):
+    root = _copy(tmp_path)
+    path = root / "stage3" / "generations" / "gt_attributes_llama-3.3-70b.jsonl"
+    recs = [json.loads(line) for line in path.read_text().splitlines()]
+    recs[1][field] = value
+    path.write_text("".join(json.dumps(r) + "\n" for r in recs))
+    with pytest.raises(ValueError, match=message):
+        rc.load_stage3(root)
+
+
+def test_stage3_generation_file_names(tmp_path):
+    root = _copy(tmp_path)
+    gens = root / "stage3" / "generations"
+    (gens / "gt_attributes_gpt-5.4.jsonl").rename(gens / "eval_results_task5_gt_attributes_gpt-5.4.jsonl")
+    assert "gpt-5.4" in set(rc.load_stage3(root).generations["model_tag"])  # the tool's file names
+    (gens / "no_context_llama-3.3-70b.jsonl").rename(gens / "generic-llama.jsonl")
+    with pytest.raises(ValueError, match=r"generic-llama.jsonl: file name is not <condition>_<model>.jsonl"):
+        rc.load_stage3(root)
+
+
+def test_same_model_tags_and_record_names():
+    # file-name tags beside the generator names the authors' records carry
+    assert rc.same_model("llama-3.3-70b", "meta-llama/Llama-3.3-70B-Instruct")
+    assert rc.same_model("gemma-4-31b-it", "google/gemma-4-31B-it")
+    assert rc.same_model("gpt-5.4", "gpt-5.4")
+    assert rc.same_model(
+        "claude-sonnet-4-6",
+        "arn:aws:bedrock:us-east-2:000000000000:inference-profile/us.anthropic.claude-sonnet-4-6",
+    )
+    assert not rc.same_model("llama-3.3-70b", "meta-llama/Llama-3.1-8B-Instruct")
+    assert not rc.same_model("gpt-5.4", "gpt-5.4-mini")
+
+
+def test_stage3_pairs_keep_unrated_and_coverage():
+    d = rc.load_stage3(FIXTURE)
+    pairs = rc.stage3_pairs(d)
+    assert len(pairs) == len(d.items) == 6
+    spicy = pairs[pairs["attribute"] == "Likes spicy food"].iloc[0]
+    assert spicy["n_human"] == 0 and pd.isna(spicy["human_mean"]) and spicy["n_llm"] == 0
+    dog = pairs[(pairs["item_index"] == 2) & (pairs["attribute"] == "Has a dog")].iloc[0]
+    assert dog["n_human"] == 2 and dog["human_mean"] == pytest.approx(1.5)  # ann06 left it null
+    cov = d.coverage.set_index("rater")
+    cols = ["n_pairs", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
+    assert cov.loc["ann06", cols].tolist() == [6, 4, 2, 1, 0]
+    assert cov.loc["human (any)", cols].tolist() == [6, 5, 1, 1, 0]
+
+
+def test_stage3_display_assignment_and_orientation(tmp_path):
+    d = rc.load_stage3(FIXTURE)
+    side = d.annotations.groupby("annotator")["personalised_side"].agg(lambda s: "".join(s))
+    assert side.to_dict() == {"ann04": "BBBBB", "ann05": "AAAAA", "ann06": "AABB"}
+    assert rc.personalised_side({"personalized": "B", "no_context": "A"}) == "B"
+    assert rc.personalised_side(["gt_attributes", "no_context"]) == "A"
+    assert rc.personalised_side(None) is None
+    ratings = rc.stage3_ratings(d)
+    o = rc.stage3_orientation(ratings).set_index(["kind", "personalised_side"])
+    # humans: side B ratings 5,2,4,3,1,3,4 ; side A ratings 4,3,5,2,2,4,1
+    assert o.loc[("human", "B"), ["n", "mean_rating"]].tolist() == [7, pytest.approx(22 / 7)]
+    assert o.loc[("human", "A"), ["n", "mean_rating"]].tolist() == [7, pytest.approx(21 / 7)]
+    root = _copy(tmp_path)
+    with open(root / "stage3" / "annotations" / "ann04.jsonl", "a") as fh:
+        fh.write(
+            json.dumps(
+                {"index": 1, "ratings": {"Is vegetarian": 4}, "display_assignment": {"A": "x", "B": "y"}}
+            )
+        )
+    with pytest.raises(
+        ValueError, match=r"ann04.jsonl:4: display_assignment \{'A': 'x', 'B': 'y'\} not understood"
+    ):
+        rc.load_stage3(root)
+
+
+def test_stage3_bad_rating(tmp_path):
+    root = _copy(tmp_path)
     with open(root / "stage3" / "annotations" / "ann04.jsonl", "a") as fh:
         fh.write(json.dumps({"index": 1, "ratings": {"Is vegetarian": 7}}) + "\n")
     with pytest.raises(ValueError, match=r"ann04.jsonl:4: rating 7"):
         rc.load_stage3(root)
+
+
+@pytest.mark.parametrize(
+    ("loader", "relpath", "record", "fields"),
+    [
+        (
+            rc.load_stage1,
+            "stage1/items.jsonl",
+            {"item_index": 9, "attributes": []},
+            "['attributes', 'item_index']",
+        ),
+        (rc.load_stage1, "stage1/annotations/ann01.jsonl", {"judgments": ["ok"]}, "['judgments']"),
+        (rc.load_stage2, "stage2/items.jsonl", {"item_index": 9, "prompt": "p"}, "['item_index', 'prompt']"),
+        (rc.load_stage2, "stage2/annotations/ann04.jsonl", {"index": 0, "labels": {}}, "['index', 'labels']"),
+        (
+            rc.load_stage2,
+            "stage2/llm_judgments/llm-a.jsonl",
+            {"sample_index": 0, "answer": "YES"},
+            "['answer', 'sample_index']",
+        ),
+        (rc.load_stage3, "stage3/items.jsonl", {"item_index": 9, "attrs": []}, "['attrs', 'item_index']"),
+        (
+            rc.load_stage3,
+            "stage3/llm_judgments/judge-x.jsonl",
+            {"sample_index": 0, "score": 4},
+            "['sample_index', 'score']",
+        ),
+        (
+            rc.load_stage3,
+            "stage3/generations/no_context_llama-3.3-70b.jsonl",
+            {"id": "u1_0", "text": "t"},
+            "['id', 'text']",
+        ),
+    ],
+)
+def test_unknown_shape_names_file_line_and_fields(tmp_path, loader, relpath, record, fields):
+    root = _copy(tmp_path)
+    path = root / relpath
+    line = len(path.read_text().splitlines()) + 1
+    with open(path, "a") as fh:
+        fh.write(json.dumps(record) + "\n")
+    name = relpath.rsplit("/", 1)[-1]
+    with pytest.raises(
+        ValueError,
+        match=rf"{re.escape(name)}:{line}: not a .* record: expected .*; found fields {re.escape(fields)}",
+    ):
+        loader(root)
 
 
 def test_missing_stage_and_offline_hub(tmp_path, monkeypatch):

@@ -71,7 +71,7 @@ def _pairs(args: argparse.Namespace) -> Any:
     else:
         from pv4kit.related.personafeedback import load_personafeedback
 
-        pairs = load_personafeedback(args.data, id_rule=args.id_rule).pairs
+        pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
     if args.limit:
         pairs = pairs.groupby(["set", "tier"], sort=False).head(args.limit)
     return pairs
@@ -81,24 +81,35 @@ def _pairs(args: argparse.Namespace) -> Any:
 
 
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import load_personafeedback
+    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
 
-    data = load_personafeedback(args.data, id_rule=args.id_rule)
-    counts = (
-        data.pairs.assign(joined=data.pairs["persona"].notna())
-        .groupby(["set", "tier"])
-        .agg(n=("pair_id", "size"), joined=("joined", "sum"))
-        .reset_index()
-    )
+    data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
-        f"{len(data.pairs)} pairs, {len(data.personas)} personas, join rule {data.id_rule}, "
-        f"{len(data.unjoined)} rows unjoined"
+        f"{len(data.pairs)} pairs (the paper reports {PAPER_TOTAL:,}), {len(data.personas)} personas "
+        f"({data.layout} layout of {'+'.join(data.layouts_found)}), join rule {data.id_rule}, "
+        f"{len(data.unjoined)} rows unjoined, {len(data.unused_personas)} personas unused, "
+        f"{len(data.layout_disagreements)} layout disagreements"
     )
-    _show(counts, ["set", "tier", "n", "joined"])
+    _show(data.counts, ["set", "tier", "n_rows", "n_joined", "n_unjoined"])
+    if len(data.unjoined):
+        print("rows that join no persona (user_id: rows):")
+        print(data.unjoined.groupby("user_id").size().to_string())
+    if len(data.unused_personas):
+        print(f"personas no row uses: {', '.join(data.unused_personas['persona_key'].tolist()[:50])}")
+    if len(data.layout_disagreements):
+        _show(data.layout_disagreements, ["persona_key", "problem", "file", "line"])
     if args.out:
+        personas = data.personas.drop(columns=["record"])
         _write(
             args.out,
-            {"pairs": data.pairs, "unjoined": data.unjoined, "counts": counts},
+            {
+                "pairs": data.pairs,
+                "unjoined": data.unjoined,
+                "counts": data.counts,
+                "unused_personas": data.unused_personas.drop(columns=["record"]),
+                "layout_disagreements": data.layout_disagreements,
+                "personas": personas,
+            },
             command="personafeedback load",
             args=args,
         )
@@ -195,9 +206,19 @@ def _rc_stage1(args: argparse.Namespace) -> int:
 def _rc_stage2(args: argparse.Namespace) -> int:
     import pandas as pd
 
-    from pv4kit.related.recenter import load_stage2, stage2_agreement, stage2_metrics, stage2_predictions
+    from pv4kit.related.recenter import (
+        load_stage2,
+        stage2_agreement,
+        stage2_metrics,
+        stage2_predictions,
+        stage2_yes_rates,
+    )
 
     data = load_stage2(args.data)
+    yes = stage2_yes_rates(data)
+    print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
+    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(yes, ["kind", "rater", "n", "yes_rate"])
     preds = stage2_predictions(
         data,
         embedder=_embedder(args),
@@ -219,7 +240,13 @@ def _rc_stage2(args: argparse.Namespace) -> int:
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     _write(
         args.out,
-        {"predictions": preds, "metrics": metrics, "agreement": agree},
+        {
+            "predictions": preds,
+            "metrics": metrics,
+            "agreement": agree,
+            "yes_rates": yes,
+            "coverage": data.coverage,
+        },
         command="recenter stage2",
         args=args,
     )
@@ -231,12 +258,23 @@ def _rc_stage3(args: argparse.Namespace) -> int:
         load_stage3,
         stage3_correlation,
         stage3_distribution,
+        stage3_orientation,
+        stage3_pairs,
         stage3_ratings,
         stage3_summary,
     )
 
-    ratings = stage3_ratings(load_stage3(args.data))
+    data = load_stage3(args.data)
+    ratings = stage3_ratings(data)
     summary, corr = stage3_summary(ratings), stage3_correlation(ratings)
+    orientation = stage3_orientation(ratings)
+    gens = data.generations
+    print(
+        f"{len(data.items)} (item, attribute) pairs; {len(gens)} generations in "
+        f"{gens['file'].nunique()} files, {int(gens['item_index'].notna().sum())} joined to an item"
+    )
+    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(orientation, ["kind", "personalised_side", "n", "mean_rating", "share_prefer_personalised"])
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
     _write(
@@ -246,6 +284,10 @@ def _rc_stage3(args: argparse.Namespace) -> int:
             "distribution": stage3_distribution(ratings),
             "summary": summary,
             "correlation": corr,
+            "pairs": stage3_pairs(data),
+            "orientation": orientation,
+            "coverage": data.coverage,
+            "generations": gens.drop(columns=["response"]),
         },
         command="recenter stage3",
         args=args,
@@ -288,6 +330,12 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
         help="how user_id joins a persona (see docs/related.md)",
     )
     p.add_argument(
+        "--layout",
+        choices=["auto", "files", "lines"],
+        default="auto",
+        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+    )
+    p.add_argument(
         "--pv4",
         action="store_true",
         help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
@@ -308,7 +356,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = pf_sub.add_parser("load", help="load and check the persona join")
     p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
     p.add_argument("--id-rule", choices=["auto", "field", "line"], default="auto")
-    p.add_argument("--out", default=None, help="write pairs.csv, unjoined.csv, counts.csv here")
+    p.add_argument(
+        "--layout",
+        choices=["auto", "files", "lines"],
+        default="auto",
+        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+    )
+    p.add_argument(
+        "--out",
+        default=None,
+        help="write pairs, unjoined, counts, unused_personas, layout_disagreements, personas .csv here",
+    )
     p.set_defaults(func=_pf_load)
 
     p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")

@@ -2,19 +2,25 @@
 
 The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (the ``spedific`` folder name is
 misspelled in the release; ``specific`` is accepted too) with rows ``{user_id, question, chosen,
-reject}``, and ``persona/all_personas.jsonl`` with one persona per line (sections ``Name``,
-``Demographics``, ``Personality``, ``Preference``, ``Bias``).
+reject}``, and the personas (sections ``Name``, ``Demographics``, ``Personality``, ``Preference``,
+``Bias``; the sections hold nested dicts and lists) in one of two layouts:
 
-**The persona join is an assumption.** Rows carry a ``user_id`` but persona records may not; a
-third-party loader maps ``user_id`` to the 1-based line number of ``all_personas.jsonl``. With
-``id_rule="auto"`` an explicit id field in every persona record (``user_id``, ``id`` or
-``persona_id``) wins, else the line-number rule is used; rows that do not join keep ``persona = NA``
-and are listed in :attr:`PersonaFeedbackData.unjoined`.
+* ``persona/<N>.json`` -- one JSON object per file, on one line or pretty-printed; ``N`` is the id the
+  rows' ``user_id`` refers to. This is the layout of the commit that uploaded the data.
+* ``persona/all_personas.jsonl`` -- one persona per line; a third-party loader uses the 1-based line
+  number as the id (an explicit id field in every record, ``user_id``/``id``/``persona_id``, wins).
+
+``layout="auto"`` reads whichever is present; when both are, the per-persona files are used and the
+two are compared persona by persona (:attr:`PersonaFeedbackData.layout_disagreements`). Rows that join
+no persona keep ``persona = NA`` (:attr:`PersonaFeedbackData.unjoined`); personas that no row uses are
+in :attr:`PersonaFeedbackData.unused_personas`; :attr:`PersonaFeedbackData.counts` counts rows per set
+and tier (the paper reports 8,298 cases in all, :data:`PAPER_TOTAL`).
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import re
@@ -52,6 +58,8 @@ HUB_ID = "PersonalAILab/PersonaFeedback"
 SETS = {"general": "general", "specific": "specific", "spedific": "specific"}
 TIERS = ("easy", "medium", "hard")
 PERSONA_SECTIONS = ("Name", "Demographics", "Personality", "Preference", "Bias")
+PAPER_TOTAL = 8298  # cases reported in the PersonaFeedback paper
+LINES_FILE = "persona/all_personas.jsonl"
 _ID_FIELDS = ("user_id", "id", "persona_id")
 PAIR_COLUMNS = ["set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"]
 
@@ -81,8 +89,17 @@ class PersonaFeedbackData:
         personas: One row per persona record: ``persona_key`` (the join key), ``line``, ``name``,
             ``persona`` (rendered text).
         unjoined: The rows of ``pairs`` whose ``user_id`` matched no persona.
-        id_rule: The join rule used: ``"field:<name>"`` or ``"line"``.
+        id_rule: The join rule used: ``"file"`` (ids from ``persona/<N>.json`` names),
+            ``"field:<name>"`` or ``"line"``.
         source: The folder read.
+        files: The tier files read (relative paths).
+        layout: The persona layout used: ``"files"`` or ``"lines"``.
+        layouts_found: The layouts present in the folder.
+        counts: Rows per ``set, tier`` (``n_rows, n_joined, n_unjoined``) plus an ``all, all`` row.
+        unused_personas: The rows of ``personas`` that no case refers to.
+        layout_disagreements: When both layouts are present, one row per persona on which they
+            disagree: ``persona_key``, ``problem`` (``only_in_files``, ``only_in_lines``,
+            ``different``), ``file``, ``line``; empty when they agree or only one is present.
     """
 
     pairs: pd.DataFrame
@@ -91,36 +108,61 @@ class PersonaFeedbackData:
     id_rule: str
     source: str
     files: list[str] = field(default_factory=list)
+    layout: str = "lines"
+    layouts_found: list[str] = field(default_factory=list)
+    counts: pd.DataFrame = field(default_factory=pd.DataFrame)
+    unused_personas: pd.DataFrame = field(default_factory=pd.DataFrame)
+    layout_disagreements: pd.DataFrame = field(default_factory=pd.DataFrame)
 
 
 def render_persona(record: dict[str, Any]) -> str:
-    """Render a persona record as text: one section per heading, nested values as ``key: value`` lines.
+    """Render a persona record as readable text: one section per heading, nested values indented.
 
     The known sections come first in the order ``Name, Demographics, Personality, Preference, Bias``;
-    any other non-id field follows.
+    any other non-id field follows. A dict becomes ``- key: value`` lines (a nested dict or a list of
+    dicts is indented one level further), a list of scalars ``- item`` lines inside a section and a
+    comma-separated value below that; empty values are left out. The text depends only on the record,
+    so a persona renders the same from ``persona/<N>.json`` and from ``all_personas.jsonl``.
     """
     keys = [k for k in PERSONA_SECTIONS if k in record]
     keys += [k for k in record if k not in PERSONA_SECTIONS and k not in _ID_FIELDS]
-    return "\n".join(_render_section(k, record[k]) for k in keys).strip()
+    return "\n".join(_render_section(k, record[k]) for k in keys if not _empty(record[k])).strip()
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
 
 
 def _render_section(key: str, value: Any) -> str:
-    if isinstance(value, dict):
-        lines = [f"{key}:"]
-        for sub, val in value.items():
-            lines.append(f"- {sub}: {_flat(val)}")
-        return "\n".join(lines)
-    if isinstance(value, list):
-        return "\n".join([f"{key}:"] + [f"- {_flat(v)}" for v in value])
+    if isinstance(value, dict | list):
+        return "\n".join([f"{key}:", *_render_lines(value, depth=0)])
     return f"{key}: {_flat(value)}"
+
+
+def _render_lines(value: dict[str, Any] | list[Any], *, depth: int) -> list[str]:
+    """``- key: value`` lines; a dict nested in a dict is indented one level, anything else flattened."""
+    pad = "  " * depth
+    lines: list[str] = []
+    items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+    for sub, val in items:
+        if _empty(val):
+            continue
+        if sub is not None and isinstance(val, dict):
+            lines.append(f"{pad}- {sub}:")
+            lines.extend(_render_lines(val, depth=depth + 1))
+        elif sub is not None:
+            lines.append(f"{pad}- {sub}: {_flat(val)}")
+        else:
+            lines.append(f"{pad}- {_flat(val)}")
+    return lines
 
 
 def _flat(value: Any) -> str:
     if isinstance(value, dict):
-        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items())
+        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items() if not _empty(v))
     if isinstance(value, list):
-        return ", ".join(_flat(v) for v in value)
-    return str(value)
+        return ", ".join(_flat(v) for v in value if not _empty(v))
+    return str(value).strip()
 
 
 def _persona_key(value: Any) -> str:
@@ -134,6 +176,7 @@ def load_personafeedback(
     source: str | os.PathLike[str] = HUB_ID,
     *,
     id_rule: str = "auto",
+    layout: str = "auto",
     sets: Sequence[str] | None = None,
     tiers: Sequence[str] | None = None,
 ) -> PersonaFeedbackData:
@@ -142,26 +185,55 @@ def load_personafeedback(
     Args:
         source: A folder with ``data/`` and ``persona/`` or the hub id ``PersonalAILab/PersonaFeedback``
             (downloaded lazily with ``huggingface_hub.snapshot_download``).
-        id_rule: How ``user_id`` joins a persona: ``"auto"``, ``"field"`` (an id field in every
-            persona record) or ``"line"`` (1-based line number of ``all_personas.jsonl``).
+        id_rule: How ``user_id`` joins a persona of ``all_personas.jsonl``: ``"auto"``, ``"field"``
+            (an id field in every persona record) or ``"line"`` (1-based line number). The
+            per-persona layout always takes the id from the file name.
+        layout: ``"auto"`` (per-persona files when present, else ``all_personas.jsonl``; both are
+            compared when both are present), ``"files"`` or ``"lines"``.
         sets: Keep only these sets (``"general"``, ``"specific"``).
         tiers: Keep only these tiers (``"easy"``, ``"medium"``, ``"hard"``).
 
     Returns:
-        A :class:`PersonaFeedbackData`; unjoined rows are logged as a warning.
+        A :class:`PersonaFeedbackData`; unjoined rows, unused personas and layout disagreements are
+        logged as warnings.
 
     Raises:
-        FileNotFoundError: If no tier file or no persona file is found.
-        ValueError: On a bad ``id_rule``/``sets``/``tiers`` or a row missing a required field.
+        FileNotFoundError: If no tier file or no persona file of the requested layout is found.
+        ValueError: On a bad option, a row missing a required field, a persona file that is not one
+            JSON object, or duplicate persona ids.
     """
     if id_rule not in ("auto", "field", "line"):
         raise ValueError(f"id_rule must be 'auto', 'field' or 'line', got {id_rule!r}")
+    if layout not in ("auto", "files", "lines"):
+        raise ValueError(f"layout must be 'auto', 'files' or 'lines', got {layout!r}")
     for name, given, allowed in (("sets", sets, ("general", "specific")), ("tiers", tiers, TIERS)):
         bad = sorted(set(given or ()) - set(allowed))
         if bad:
             raise ValueError(f"{name}: unknown values {bad}; allowed: {list(allowed)}")
     root = resolve_source(source, repo_id=HUB_ID)
-    personas, rule = _read_personas(root, id_rule=id_rule)
+    found = _persona_layouts(root)
+    if not found:
+        raise FileNotFoundError(f"{root}: no personas: neither persona/<N>.json files nor {LINES_FILE} found")
+    use = ("files" if "files" in found else "lines") if layout == "auto" else layout
+    if use not in found:
+        want = "persona/<N>.json files" if use == "files" else LINES_FILE
+        raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
+    by_file = _read_persona_files(root) if "files" in found else None
+    by_line, line_rule = _read_persona_lines(root, id_rule=id_rule) if "lines" in found else (None, "")
+    personas, rule = (by_file, "file") if use == "files" else (by_line, line_rule)
+    disagreements = (
+        _compare_layouts(by_file, by_line)
+        if by_file is not None and by_line is not None
+        else _no_disagreement()
+    )
+    if len(disagreements):
+        logger.warning(
+            "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout",
+            LINES_FILE,
+            len(disagreements),
+            disagreements["problem"].value_counts().to_dict(),
+            use,
+        )
     rows, files = [], []
     for folder in sorted(SETS):
         set_name = SETS[folder]
@@ -185,6 +257,7 @@ def load_personafeedback(
     pairs.insert(3, "persona", pairs["user_id"].map(lambda u: lookup.get(_persona_key(u), pd.NA)))
     pairs["persona"] = pairs["persona"].astype(object)
     unjoined = pairs[pairs["persona"].isna()].reset_index(drop=True)
+    unused = personas[~personas["persona_key"].isin(set(pairs["user_id"]))].reset_index(drop=True)
     if len(unjoined):
         logger.warning(
             "%d of %d PersonaFeedback rows match no persona under rule %s (user_ids %s)",
@@ -193,12 +266,43 @@ def load_personafeedback(
             rule,
             sorted(unjoined["user_id"].astype(str).unique())[:10],
         )
+    if len(unused):
+        logger.warning("%d of %d personas are used by no row", len(unused), len(personas))
+    counts = _counts(pairs)
+    if not sets and not tiers and len(pairs) != PAPER_TOTAL:
+        logger.info("%d PersonaFeedback rows; the paper reports %d cases", len(pairs), PAPER_TOTAL)
     logger.info(
-        "loaded %d PersonaFeedback pairs from %d files, %d personas", len(pairs), len(files), len(personas)
+        "loaded %d PersonaFeedback pairs from %d files, %d personas (%s layout)",
+        len(pairs),
+        len(files),
+        len(personas),
+        use,
     )
     return PersonaFeedbackData(
-        pairs=pairs, personas=personas, unjoined=unjoined, id_rule=rule, source=str(root), files=files
+        pairs=pairs,
+        personas=personas,
+        unjoined=unjoined,
+        id_rule=rule,
+        source=str(root),
+        files=files,
+        layout=use,
+        layouts_found=found,
+        counts=counts,
+        unused_personas=unused,
+        layout_disagreements=disagreements,
     )
+
+
+def _counts(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Rows per set and tier (in the order general, specific x easy, medium, hard) and in all."""
+    joined = pairs["persona"].notna()
+    rows = []
+    for (set_name, tier), part in pairs.groupby(["set", "tier"], sort=False):
+        rows.append((set_name, tier, len(part), int(joined[part.index].sum())))
+    rows.append(("all", "all", len(pairs), int(joined.sum())))
+    out = pd.DataFrame(rows, columns=["set", "tier", "n_rows", "n_joined"])
+    out["n_unjoined"] = out["n_rows"] - out["n_joined"]
+    return out
 
 
 def _pair_row(rec: dict[str, Any], *, path: Path, line: int, set_name: str, tier: str) -> dict[str, Any]:
@@ -210,7 +314,10 @@ def _pair_row(rec: dict[str, Any], *, path: Path, line: int, set_name: str, tier
         ("reject", rejected),
     ):
         if value is None:
-            raise ValueError(f"{path}:{line}: missing field {name!r} (fields: {sorted(rec)})")
+            raise ValueError(
+                f"{path}:{line}: missing field {name!r}; expected a case {{user_id, question, chosen, "
+                f"reject}}, found fields {sorted(rec)}"
+            )
     return {
         "set": set_name,
         "tier": tier,
@@ -223,10 +330,74 @@ def _pair_row(rec: dict[str, Any], *, path: Path, line: int, set_name: str, tier
     }
 
 
-def _read_personas(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]:
-    path = root / "persona" / "all_personas.jsonl"
-    if not path.is_file():
-        raise FileNotFoundError(f"{root}: persona/all_personas.jsonl not found")
+_PERSONA_COLUMNS = ["persona_key", "file", "line", "name", "persona", "record"]
+
+
+def _persona_files(root: Path) -> list[Path]:
+    folder = root / "persona"
+    return (
+        sorted((p for p in folder.glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem))
+        if folder.is_dir()
+        else []
+    )
+
+
+def _persona_layouts(root: Path) -> list[str]:
+    found = []
+    if _persona_files(root):
+        found.append("files")
+    if (root / LINES_FILE).is_file():
+        found.append("lines")
+    return found
+
+
+def _persona_row(key: str, rec: Any, *, path: Path, line: int, root: Path) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise ValueError(f"{path}:{line}: expected a persona object, found {type(rec).__name__}")
+    known = [k for k in rec if k in PERSONA_SECTIONS]
+    if not known:
+        raise ValueError(
+            f"{path}:{line}: not a persona record: expected sections {list(PERSONA_SECTIONS)}, "
+            f"found fields {sorted(rec)}"
+        )
+    return {
+        "persona_key": key,
+        "file": str(path.relative_to(root)),
+        "line": line,
+        "name": _flat(rec.get("Name", "")),
+        "persona": render_persona(rec),
+        "record": rec,
+    }
+
+
+def _read_persona_files(root: Path) -> pd.DataFrame:
+    """``persona/<N>.json``: one JSON object per file (one line or pretty-printed); the id is ``N``."""
+    others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
+    if others:
+        logger.warning(
+            "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
+        )
+    rows = []
+    for path in _persona_files(root):
+        text = path.read_text(encoding="utf-8")
+        try:
+            rec = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: not one JSON object ({exc.msg})") from exc
+        key = str(int(path.stem))
+        for name in _ID_FIELDS:
+            if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
+                raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
+        rows.append(_persona_row(key, rec, path=path, line=1, root=root))
+    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
+    dupes = frame["file"][frame["persona_key"].duplicated(keep=False)].tolist()
+    if dupes:
+        raise ValueError(f"{root / 'persona'}: files name the same id: {dupes[:10]}")
+    return frame
+
+
+def _read_persona_lines(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]:
+    path = root / LINES_FILE
     records = list(iter_jsonl(path))
     id_field = next((f for f in _ID_FIELDS if records and all(f in r for _, r in records)), None)
     if id_rule == "field" and id_field is None:
@@ -236,19 +407,39 @@ def _read_personas(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]:
     rows = []
     for number, (line, rec) in enumerate(records, start=1):
         key = _persona_key(rec[id_field]) if use_field else str(number)
-        rows.append(
-            {
-                "persona_key": key,
-                "line": line,
-                "name": _flat(rec.get("Name", "")),
-                "persona": render_persona(rec),
-            }
-        )
-    frame = pd.DataFrame(rows, columns=["persona_key", "line", "name", "persona"])
+        rows.append(_persona_row(key, rec, path=path, line=line, root=root))
+    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
     dupes = frame["persona_key"][frame["persona_key"].duplicated()].unique()
     if len(dupes):
         raise ValueError(f"{path}: duplicate persona ids under rule {rule}: {list(dupes)[:10]}")
     return frame, rule
+
+
+def _canonical(rec: dict[str, Any]) -> str:
+    return json.dumps(
+        {k: v for k, v in rec.items() if k not in _ID_FIELDS}, sort_keys=True, ensure_ascii=False
+    )
+
+
+def _no_disagreement() -> pd.DataFrame:
+    return pd.DataFrame(columns=["persona_key", "problem", "file", "line"])
+
+
+def _compare_layouts(by_file: pd.DataFrame, by_line: pd.DataFrame) -> pd.DataFrame:
+    """Personas on which ``persona/<N>.json`` and ``all_personas.jsonl`` disagree (id, then content)."""
+    files = by_file.set_index("persona_key")
+    lines = by_line.set_index("persona_key")
+    rows = []
+    for key in sorted(set(files.index) | set(lines.index), key=lambda k: (len(k), k)):
+        if key not in lines.index:
+            rows.append((key, "only_in_files", files.at[key, "file"], pd.NA))
+        elif key not in files.index:
+            rows.append((key, "only_in_lines", lines.at[key, "file"], lines.at[key, "line"]))
+        elif _canonical(files.at[key, "record"]) != _canonical(lines.at[key, "record"]):
+            rows.append((key, "different", files.at[key, "file"], lines.at[key, "line"]))
+    return (
+        pd.DataFrame(rows, columns=["persona_key", "problem", "file", "line"]) if rows else _no_disagreement()
+    )
 
 
 # ---------------------------------------------------------------------------------------------- judge

@@ -8,13 +8,17 @@ The loaders and data classes live in :mod:`pv4kit.related.recenter_io` and are r
   two annotators is not accepted). Agreement: Fleiss' kappa, Krippendorff's alpha, pairwise Cohen's
   kappa (plain, linear-weighted on ``bad < unsure < ok``, and binary ok-vs-not).
 * **Stage 2** (relevance of an attribute to a prompt): on the binary labels of
-  :func:`~pv4kit.related.recenter_io.relevance_label`, the human label is the majority with
-  **ties -> relevant** (as in the data card). Each LLM's judgments, the coarse filter, an
+  :func:`~pv4kit.related.recenter_io.relevance_label` (``optional`` is relevant, as the authors
+  binarise), the human label is the majority with **ties -> relevant** (as in the data card); a pair
+  no annotator rated keeps a missing label and is left out of the metrics, counted. Each rater's
+  yes-rate is :func:`stage2_yes_rates`. Each LLM's judgments, the coarse filter, an
   all-MiniLM-L6-v2 similarity baseline and BM25 (thresholds chosen on a seeded split of prompts) get
   precision, recall and F1 against it.
 * **Stage 3** (generic vs personalised response, rated 1 = prefer generic .. 5 = prefer personalised):
   rating distributions, the share not preferred (rating <= 3), and each LLM judge's Spearman
-  correlation with the human mean per (item, attribute).
+  correlation with the human mean per (item, attribute); :func:`stage3_pairs` keeps every pair (unrated
+  ones with a missing mean) and :func:`stage3_orientation` compares ratings by the side that showed the
+  personalised response.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import pandas as pd
 from pv4kit.related._common import encode
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
 from pv4kit.related.recenter_io import (
+    CONDITIONS,
     HUB_ID,
     RELEVANCE_LABELS,
     STAGE1_LABELS,
@@ -37,10 +42,13 @@ from pv4kit.related.recenter_io import (
     load_stage1,
     load_stage2,
     load_stage3,
+    personalised_side,
     relevance_label,
+    same_model,
 )
 
 __all__ = [
+    "CONDITIONS",
     "HUB_ID",
     "RELEVANCE_LABELS",
     "STAGE1_LABELS",
@@ -51,15 +59,20 @@ __all__ = [
     "load_stage1",
     "load_stage2",
     "load_stage3",
+    "personalised_side",
     "relevance_label",
+    "same_model",
     "stage1_acceptance",
     "stage1_agreement",
     "stage2_agreement",
     "stage2_labels",
     "stage2_metrics",
     "stage2_predictions",
+    "stage2_yes_rates",
     "stage3_correlation",
     "stage3_distribution",
+    "stage3_orientation",
+    "stage3_pairs",
     "stage3_ratings",
     "stage3_summary",
 ]
@@ -170,21 +183,52 @@ def stage1_agreement(data: Stage1Data) -> pd.DataFrame:
 
 
 def stage2_labels(data: Stage2Data) -> pd.DataFrame:
-    """Human majority per (item, attribute): ties -> relevant.
+    """Human majority per (item, attribute): ties -> relevant; every pair of the items is kept.
 
     Returns:
-        ``item_index, prompt_index, prompt_text, user_id, attribute, n_ratings, n_relevant, human``,
-        ``ground_truth`` (the release's label) and ``coarse_filter``; attributes no annotator judged
-        are dropped.
+        ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth`` (the release's
+        label), ``coarse_filter``, ``n_ratings, n_relevant, human`` (a nullable boolean: NA for a pair no
+        annotator rated, e.g. an attribute text the tool showed under another user's item of the same
+        prompt).
     """
     votes = (
         data.annotations.groupby(["item_index", "attribute"])["relevant"]
         .agg(n_ratings="size", n_relevant="sum")
         .reset_index()
     )
-    out = data.items.merge(votes, on=["item_index", "attribute"], how="inner")
-    out["n_relevant"] = out["n_relevant"].astype(int)
-    out["human"] = 2 * out["n_relevant"] >= out["n_ratings"]
+    out = data.items.merge(votes, on=["item_index", "attribute"], how="left")
+    out["n_ratings"] = out["n_ratings"].fillna(0).astype(int)
+    out["n_relevant"] = out["n_relevant"].fillna(0).astype(int)
+    human = pd.array(2 * out["n_relevant"] >= out["n_ratings"], dtype="boolean")
+    human[(out["n_ratings"] == 0).to_numpy()] = pd.NA
+    out["human"] = human
+    return out
+
+
+def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
+    """Share of pairs each rater marked relevant (the "YES rate" of the authors' agreement script).
+
+    Returns:
+        ``kind`` (human | llm), ``rater``, ``n`` (pairs with a label), ``n_yes``, ``yes_rate``, plus one
+        ``llm (mean)`` row averaging the LLMs' rates.
+    """
+    rows = []
+    for kind, frame, who in (("human", data.annotations, "annotator"), ("llm", data.judgments, "model")):
+        rated = frame.dropna(subset=["relevant"])
+        for rater, part in rated.groupby(who, sort=True):
+            n, yes = len(part), int(part["relevant"].astype(bool).sum())
+            rows.append({"kind": kind, "rater": rater, "n": n, "n_yes": yes, "yes_rate": yes / n})
+    out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
+    llm = out[out["kind"] == "llm"]
+    if len(llm):
+        mean = {
+            "kind": "llm",
+            "rater": "llm (mean)",
+            "n": int(llm["n"].sum()),
+            "n_yes": int(llm["n_yes"].sum()),
+        }
+        mean["yes_rate"] = float(llm["yes_rate"].mean())
+        out = pd.concat([out, pd.DataFrame([mean])], ignore_index=True)
     return out
 
 
@@ -220,9 +264,9 @@ def stage2_predictions(
 ) -> pd.DataFrame:
     """Relevance predictions of every method, aligned with the human majority.
 
-    Prompts are split (seeded) into ``tune`` and ``test``; the embedding and BM25 thresholds are the
-    F1-best on ``tune``. An LLM that gave no judgment for a pair predicts "not relevant" and the row is
-    flagged ``missing``.
+    Only pairs with a human label take part (see :func:`stage2_labels`). Prompts are split (seeded)
+    into ``tune`` and ``test``; the embedding and BM25 thresholds are the F1-best on ``tune``. An LLM
+    that gave no judgment for a pair predicts "not relevant" and the row is flagged ``missing``.
 
     Args:
         data: Stage-2 data.
@@ -243,6 +287,8 @@ def stage2_predictions(
     if unknown:
         raise ValueError(f"methods: unknown {sorted(unknown)}")
     labels = stage2_labels(data)
+    labels = labels[labels["human"].notna()].reset_index(drop=True)
+    labels["human"] = labels["human"].astype(bool)
     base = labels[["item_index", "prompt_index", "attribute", "human"]].copy()
     base["split"] = _prompt_split(labels["prompt_index"], tune_fraction=tune_fraction, seed=seed).to_numpy()
     frames = []
@@ -375,7 +421,7 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     llms = data.judgments.dropna(subset=["relevant"]).pivot_table(
         index=key, columns="model", values="relevant", aggfunc="first"
     )
-    labels = stage2_labels(data).set_index(key)["human"].rename("majority")
+    labels = stage2_labels(data).set_index(key)["human"].astype(object).rename("majority")
     wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
     wide = wide.where(wide.notna(), None)
     h, m = list(humans.columns), list(llms.columns)
@@ -426,7 +472,7 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
 
     Returns:
         ``kind`` (human | llm), ``rater``, ``item_index``, ``attribute``, ``model_tag``, ``is_relevant``
-        (from the items) and ``rating``.
+        (from the items), ``rating`` and ``personalised_side`` (from the rater's display_assignment).
     """
     human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
     llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
@@ -435,7 +481,51 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
         ["item_index", "attribute"]
     )
     out = ratings.merge(info, on=["item_index", "attribute"], how="left")
-    return out[["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]]
+    cols = ["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]
+    if "personalised_side" in out.columns:
+        cols.append("personalised_side")
+    return out[cols]
+
+
+def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
+    """Every (item, attribute) pair of the stage-3 items with its human and LLM ratings summarised.
+
+    Returns:
+        ``item_index, prompt_id, model_tag, attribute, is_relevant, n_human, human_mean, n_llm, llm_mean``;
+        a pair nobody rated has ``n_human == 0`` and a missing ``human_mean`` (never dropped).
+    """
+    key = ["item_index", "attribute"]
+    pairs = data.items[["item_index", "prompt_id", "model_tag", "attribute", "is_relevant"]]
+    human = data.annotations.groupby(key)["rating"].agg(n_human="size", human_mean="mean")
+    llm = data.judgments.groupby(key)["rating"].agg(n_llm="size", llm_mean="mean")
+    out = pairs.merge(human.reset_index(), on=key, how="left").merge(llm.reset_index(), on=key, how="left")
+    for col in ("n_human", "n_llm"):
+        out[col] = out[col].fillna(0).astype(int)
+    return out
+
+
+def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Ratings split by the side that showed the personalised response (from ``display_assignment``).
+
+    The card says ratings are stored in canonical orientation (1 = prefer generic, 5 = prefer
+    personalised) whatever side the rater saw. If they were stored as seen instead, the ratings given
+    with the personalised response on side A would mirror those given with it on side B (mean near
+    ``6 - mean``); with canonical ratings and a random assignment the two sides agree up to noise.
+
+    Returns:
+        ``kind, personalised_side, n, mean_rating, share_prefer_personalised`` (rating >= 4),
+        ``share_prefer_generic`` (rating <= 2); rows without a display_assignment have side ``"?"``.
+    """
+    if "personalised_side" not in ratings.columns:
+        raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
+    frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
+    out = frame.groupby(["kind", "personalised_side"], sort=True)["rating"].agg(
+        n="size",
+        mean_rating="mean",
+        share_prefer_personalised=lambda r: float((r >= 4).mean()),
+        share_prefer_generic=lambda r: float((r <= 2).mean()),
+    )
+    return out.reset_index()
 
 
 def stage3_distribution(ratings: pd.DataFrame) -> pd.DataFrame:
