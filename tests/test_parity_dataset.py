@@ -402,3 +402,190 @@ def test_sample_qa_csv_and_build_equal_reference(tmp_path):
     build_dataset(users, tmp_path / "ours", hard_subset=raw / "hard_subset.csv", progress=False)
     for name in ("train.parquet", "validation.parquet", "test.parquet", "user_splits.csv"):
         assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+# ------------------------------------------------------------------ generation (steps 1-4) as the reference
+
+STAND_IN = Path(__file__).resolve().parent / "fixtures" / "reference_checkout"
+GEN_PERSONA = "Ines repairs clocks in Porto.\nShe hides a second workshop.\n"  # ends with a newline
+
+
+def _ref_numbered_list(text: str) -> str:
+    """The reference's list rule and write: stripped, split on \\n, blanks out, one leading 'digits.'."""
+    kept = [ln.strip() for ln in text.strip().split("\n") if ln.strip() != ""]
+    return "\n".join(re.sub(r"^[0-9]+\.\s*", "", ln, count=1) for ln in kept)
+
+
+GEN_CATEGORIES = (
+    "Here you go:\n1. 2.5-hour commutes\n2) Paren item\n- Bullet item\n\n3.   Spaced  \n4.\n2.5-hour bare\n"
+)
+GEN_TOPICS = "1. First topic\r\n2. Second topic  \n\n3) Third topic\n"
+
+
+def _stand_in_answer(prompt: str, nth: int) -> str:
+    if prompt.startswith("STAND-IN categories"):
+        return GEN_CATEGORIES
+    if prompt.startswith("STAND-IN topics"):
+        return GEN_TOPICS
+    if prompt.startswith("STAND-IN chat"):
+        topic = prompt.split("<<", 1)[1].split(">>", 1)[0]
+        if topic == "First topic":
+            return "  Leo: about the first\\nAssistant: a literal backslash-n  \n\n"
+        if topic == "Second topic" and nth == 0:
+            return "   \n"  # an empty reply: the one case the reference asks again
+        return f"\nLeo: {topic}?\n\nAssistant: ok.\n"
+    category = prompt.split("<<", 1)[1].split(">>", 1)[0]
+    if category == "Paren item":
+        return "<QUESTION> malformed, no letter\n<CHOICE_A> a\n"  # not asked again by default
+    return (
+        "Preamble.\n" + block(f"{category} one?", five("o"), "B") + block(f"{category} two?", five("t"), "c")
+    )
+
+
+def _gen_config(server, **kw):
+    from pv4kit.generate import GenerationConfig
+    from pv4kit.llm import LLMConfig
+
+    llm = LLMConfig(model="m", base_url=server.base_url, protocol="chat", max_retries=1, backoff_base=0.01)
+    base = dict(llm=llm, chat_llm=llm, num_categories=4, num_topics=3, num_questions=2, max_retries=2)
+    return GenerationConfig(**{**base, **kw})
+
+
+def _stand_in_module():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "stand_in_prompts", STAND_IN / "personalizationv4" / "prompts.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_generation_writes_as_the_reference_with_reference_prompts(tmp_path):
+    import hashlib
+    import json
+
+    from pv4kit.generate import generate_user
+    from tests.llm_server import FakeLLMServer, prompt_of
+
+    persona = tmp_path / "user_3.txt"
+    persona.write_text(GEN_PERSONA, encoding="utf-8")
+    user = tmp_path / "users" / "user_3"
+    with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
+        res = generate_user(
+            persona, user, config=_gen_config(srv, reference_prompts=STAND_IN), cache=None, progress=False
+        )
+        prompts_sent = [p for _, p, _ in srv.requests]
+    assert res.status == "complete" and res.repairs == [] and res.notes == []
+    categories = _ref_numbered_list(GEN_CATEGORIES)
+    assert (user / "categories.txt").read_text(encoding="utf-8") == categories
+    assert categories.split("\n")[1:3] == ["2.5-hour commutes", "2) Paren item"]
+    assert categories.split("\n")[-1] == "5-hour bare"  # the reference's rule strips "2." off a bare item
+    topics = _ref_numbered_list(GEN_TOPICS)
+    assert (user / "chat_topics.txt").read_text(encoding="utf-8") == topics
+    # the requests are the stand-in's prompts, persona and items passed exactly as read
+    module = _stand_in_module()
+    assert module.categories_prompt(GEN_PERSONA, 4) in prompts_sent
+    for i, topic in enumerate(topics.split("\n")):
+        assert module.chat_prompt(GEN_PERSONA, topic) in prompts_sent
+        want = _stand_in_answer(module.chat_prompt(GEN_PERSONA, topic), 1).strip()
+        assert (user / "chats" / f"{i}.txt").read_text(encoding="utf-8") == want
+    for c, category in enumerate(categories.split("\n")):
+        prompt = module.questions_prompt(GEN_PERSONA, category, 2)
+        assert prompt in prompts_sent
+        assert (user / "qa" / f"{c}.txt").read_text(encoding="utf-8") == _stand_in_answer(prompt, 0)
+    n_lists, n_chats, n_qa = 2, len(topics.split("\n")), len(categories.split("\n"))
+    assert len(prompts_sent) == n_lists + n_chats + n_qa + 1  # one re-ask: the empty chat reply
+    assert (user / "qa.csv").read_text(encoding="utf-8") == _ref_qa_csv(user)
+    assert set(res.malformed) >= {"categories.txt", "qa/2.txt", "chats/0.txt"}  # reported, kept as returned
+    manifest = json.loads((user / "manifest.json").read_text(encoding="utf-8"))
+    sha = hashlib.sha256((STAND_IN / "personalizationv4" / "prompts.py").read_bytes()).hexdigest()
+    assert manifest["prompt_set"] == "reference" and manifest["prompts_sha256"] == sha
+    for rel in ("categories.txt", "chats/0.txt", "qa/0.txt"):
+        entry = manifest["files"][rel]
+        assert (entry["prompt_set"], entry["prompts_sha256"], entry["repairs"]) == ("reference", sha, [])
+
+
+def test_pv4kit_repairs_are_options_reported_and_recorded(tmp_path):
+    import json
+
+    from pv4kit.generate import generate_user
+    from tests.llm_server import FakeLLMServer, prompt_of
+
+    persona = tmp_path / "user_3.txt"
+    persona.write_text(GEN_PERSONA, encoding="utf-8")
+    user = tmp_path / "users" / "user_3"
+    opts = dict(reference_prompts=STAND_IN, repair_lists=True, repair_chats=True, reask_malformed=True)
+    with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
+        res = generate_user(persona, user, config=_gen_config(srv, **opts), cache=None, progress=False)
+    cats = (user / "categories.txt").read_text(encoding="utf-8").split("\n")
+    assert cats[:4] == ["Here you go:", "2.5-hour commutes", "Paren item", "Bullet item"]
+    assert (user / "chats" / "0.txt").read_text(encoding="utf-8").split("\n") == [
+        "Leo: about the first",
+        "Assistant: a literal backslash-n",
+    ]
+    joined = " | ".join(res.repairs)
+    assert "categories.txt: list repaired" in joined and "chats/0.txt: chat repaired" in joined
+    assert "qa/2.txt: asked again after" in joined  # still malformed at the last attempt: kept, reported
+    assert "qa/2.txt" in res.malformed
+    files = json.loads((user / "manifest.json").read_text(encoding="utf-8"))["files"]
+    assert files["categories.txt"]["repairs"] and files["chats/0.txt"]["repairs"]
+    assert files["qa/2.txt"]["sample_index"] == 2  # asked again max_retries times
+
+
+def test_existing_qa_csv_is_kept_unless_rewrite_stale_qa(tmp_path):
+    from pv4kit.generate import generate_user
+    from tests.llm_server import FakeLLMServer, prompt_of
+
+    persona = tmp_path / "user_3.txt"
+    persona.write_text(GEN_PERSONA, encoding="utf-8")
+    user = tmp_path / "users" / "user_3"
+    cache = tmp_path / "c.sqlite"
+    with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
+        cfg = _gen_config(srv, reference_prompts=STAND_IN)
+        generate_user(persona, user, config=cfg, cache=cache, progress=False)
+        (user / "qa.csv").write_text("edited\n", encoding="utf-8")
+        res = generate_user(persona, user, config=cfg, cache=cache, progress=False)
+        assert (user / "qa.csv").read_text(encoding="utf-8") == "edited\n"
+        assert res.notes and "differs" in res.notes[0] and res.repairs == []
+        res = generate_user(
+            persona,
+            user,
+            config=_gen_config(srv, reference_prompts=STAND_IN, rewrite_stale_qa=True),
+            cache=cache,
+            progress=False,
+        )
+        assert (user / "qa.csv").read_text(encoding="utf-8") == _ref_qa_csv(user)
+        assert res.repairs == ["qa.csv: rewritten: it differed from what the question files give"]
+        # pv4kit's own prompts make other requests: every file is stale, nothing is silently reused
+        res = generate_user(persona, user, config=_gen_config(srv), cache=cache, progress=False)
+        assert res.status == "stale" and "qa/0.txt" in res.stale
+
+
+def test_reference_prompts_errors_and_cli(tmp_path, capsys):
+    from pv4kit.cli import main
+    from pv4kit.prompt_sets import load_reference_prompts
+    from tests.llm_server import FakeLLMServer, prompt_of
+
+    with pytest.raises(FileNotFoundError, match="personalizationv4/prompts.py"):
+        load_reference_prompts(tmp_path)
+    bad = tmp_path / "prompts.py"
+    bad.write_text("def categories_prompt(persona, n):\n    return ''\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"no function topics_prompt\(\)"):
+        load_reference_prompts(bad)
+    ps = load_reference_prompts(STAND_IN / "personalizationv4")
+    assert ps.messages("chats", "P", topic="T") == [{"role": "user", "content": "STAND-IN chat\n<<T>>\n[P]"}]
+
+    personas = tmp_path / "personas"
+    personas.mkdir()
+    (personas / "user_3.txt").write_text(GEN_PERSONA, encoding="utf-8")
+    with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
+        args = ["-q", "generate", "--persona-dir", str(personas), "--output-dir", str(tmp_path / "users")]
+        args += ["--base-url", srv.base_url, "--model", "m", "--cache", "none", "--num-categories", "4"]
+        args += ["--num-topics", "3", "--num-questions", "2"]
+        assert main([*args, "--reference-prompts", str(tmp_path / "nowhere")]) == 1
+        assert "no reference prompts found" in capsys.readouterr().err
+        main([*args, "--reference-prompts", str(STAND_IN)])
+        assert srv.requests and all(p.startswith("STAND-IN") for _, p, _ in srv.requests)
+    assert (tmp_path / "users" / "user_3" / "qa.csv").is_file()
