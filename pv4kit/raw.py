@@ -360,15 +360,18 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     table = None
     if categories and all(c in qa_files for c in range(len(categories))):
         table, drops = build_question_table(user_dir)
-        for d in drops[~drops["kept"]].itertuples():
-            _problem(
-                rows,
-                Path(d.file),
-                int(d.line),
-                "warning",
-                f"dropped_{d.reason}",
-                f"question {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}",
-            )
+        for d in drops.itertuples():
+            if d.kept:
+                code = d.reason
+                message = "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does"
+            elif d.reason == "preamble":
+                code = f"dropped_{d.reason}"
+                message = "text before the first <QUESTION> is parsed as a block and dropped without a draw"
+            else:
+                code = f"dropped_{d.reason}"
+                why = d.reason.replace("_", " ")
+                message = f"block {d.block + 1} of this file is dropped by step 5: {why}"
+            _problem(rows, Path(d.file), int(d.line), "warning", code, message)
 
     # qa.csv
     qa_csv = user_dir / "qa.csv"
