@@ -299,7 +299,7 @@ def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: Generat
 
 
 def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, user_id) -> None:
-    """Generate ``items`` with re-asks of malformed outputs; files are written as responses arrive."""
+    """Generate ``items``, asking again for empty replies (and malformed ones with ``reask_malformed``)."""
     pending = list(items)
     prior_problems: dict[str, list[str]] = {}
     for attempt in range(cfg.max_retries + 1):
