@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "usage_frame": "pv4kit.llm",
     "GenerationConfig": "pv4kit.generate",
     "generate_users": "pv4kit.generate",
+    "load_reference_prompts": "pv4kit.prompt_sets",
     "local_server": "pv4kit.localllm",
     # embeddings, runs, scoring, statistics
     "get_embedder": "pv4kit.embed",

@@ -7,11 +7,19 @@ Per user, under ``<output_dir>/user_N/`` (the release layout of :mod:`pv4kit.raw
    bounded pool as soon as the lists exist (questions need only the categories);
 5. ``qa.csv``: built by :mod:`pv4kit.questions` once every question file exists.
 
-Every output is checked as it arrives (list counts, the two-line ``Leo:``/``Assistant:`` chat format,
-parseable question blocks); a malformed one is asked again with the next ``sample_index`` (a new cache key)
-up to ``max_retries`` times, then kept and reported. Files are written atomically as responses arrive;
-``manifest.json`` records for every file the model, protocol, reasoning effort, prompt version, template
-hash and a hash of the exact request, so a changed persona, prompt or model marks the file *stale*:
+Files are written as the reference writes them: a list is parsed with the reference's rule only (a
+leading ``digits.`` and spaces removed, blank lines dropped) and joined with ``\\n`` (no trailing newline),
+a chat is stripped and written as returned, a question file as returned, and ``qa.csv`` is written only
+when it is absent and every chat and question file exists. A reply is asked again (next ``sample_index``,
+up to ``max_retries`` times) only when it came back empty; failed requests are retried by
+:mod:`pv4kit.llm`. Every output is still checked (list counts, the two-line ``Leo:``/``Assistant:`` chat,
+parseable question blocks) and its problems are recorded. pv4kit's repairs are options, off by default
+(:class:`GenerationConfig`: ``repair_lists``, ``repair_chats``, ``reask_malformed``,
+``rewrite_stale_qa``); every repair that acts is reported and recorded in the manifest. The prompts are
+pv4kit's own, or the reference's imported from a local checkout (``reference_prompts``, see
+:mod:`pv4kit.prompt_sets`). Files are written atomically as responses arrive;
+``manifest.json`` records for every file the model, protocol, reasoning effort, prompt set, version and
+hash, and a hash of the exact request, so a changed persona, prompt or model marks the file *stale*:
 reported, and regenerated with ``regenerate_stale=True``. A file with no manifest entry (a crash between
 writing it and the next manifest flush, or a tree made elsewhere) is adopted when the response cache holds
 the same output for the current request, and otherwise reported as *untracked* and kept.
@@ -29,14 +37,24 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit import prompts
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit.gen_outputs import check_output, normalise_output, parse_list
 from pv4kit.llm import LLMConfig, LLMResponse, build_request, cache_key, complete
+from pv4kit.prompt_sets import PromptSet, prompt_set
+
+__all__ = [
+    "GenerationConfig",
+    "UserResult",
+    "check_output",
+    "generate_user",
+    "generate_users",
+    "normalise_output",
+    "parse_list",
+]
 
 logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
-_NUMBER_RE = re.compile(r"^\s*(?:\d+\s*[.)]|[-*\u2022])\s*")
 _FLUSH_EVERY_S = 1.0
 
 
@@ -50,9 +68,18 @@ class GenerationConfig:
         num_categories: Categories per user (step 1) = question files (step 4).
         num_topics: Topics per user (step 2) = chats (step 3).
         num_questions: Questions requested per category (step 4).
-        max_retries: Re-asks of a malformed output before it is kept and reported.
+        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
         seed: Seed of step 5's answer shuffle.
         regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
+        reference_prompts: A local checkout of the reference repository (or its ``prompts.py``) whose
+            prompt functions build the requests; ``None`` uses pv4kit's own prompts.
+        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
+        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
+            between the two turns (pv4kit repair).
+        reask_malformed: Ask again for a malformed output (wrong list count, chat format, incomplete
+            question blocks) up to ``max_retries`` times before keeping it (pv4kit repair).
+        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
+            (pv4kit repair; the reference keeps an existing ``qa.csv``).
     """
 
     llm: LLMConfig
@@ -63,6 +90,11 @@ class GenerationConfig:
     max_retries: int = 3
     seed: int = 42
     regenerate_stale: bool = False
+    reference_prompts: str | Path | None = None
+    repair_lists: bool = False
+    repair_chats: bool = False
+    reask_malformed: bool = False
+    rewrite_stale_qa: bool = False
 
     def __post_init__(self) -> None:
         for name in ("num_categories", "num_topics", "num_questions"):
@@ -73,61 +105,6 @@ class GenerationConfig:
 
 
 # --------------------------------------------------------------------------- output checks (pure)
-
-
-def parse_list(text: str) -> list[str]:
-    """Items of a numbered (or bulleted) list: blank lines dropped, numbering removed, stripped."""
-    items = [_NUMBER_RE.sub("", line).strip() for line in text.splitlines() if line.strip()]
-    return [item for item in items if item]
-
-
-def check_output(step: str, text: str, *, n: int) -> tuple[str | None, list[str]]:
-    """Check and normalise one model output.
-
-    Args:
-        step: ``categories``, ``topics``, ``chats`` or ``questions``.
-        text: The model's output.
-        n: Expected count (list items or questions; ignored for chats).
-
-    Returns:
-        ``(content, problems)``: the file content to write (``None`` when there is nothing usable)
-        and a list of problems (empty when the output is valid).
-    """
-    if step in ("categories", "topics"):
-        items = parse_list(text)
-        if not items:
-            return None, ["no list items"]
-        problems = [] if len(items) == n else [f"expected {n} items, got {len(items)}"]
-        return "\n".join(items[:n]) + "\n", problems
-    if step == "chats":
-        from pv4kit.raw import check_chat
-
-        body = text.strip().replace("\\nAssistant:", "\nAssistant:")
-        if not body:
-            return None, ["empty chat"]
-        lines = [line.strip() for line in body.splitlines() if line.strip()]
-        if len(lines) == 2:
-            body = "\n".join(lines)
-        problems = [msg for _, _, msg in check_chat(body)]
-        if len(lines) != 2 and not problems:
-            problems.append(f"expected 2 lines (Leo:, Assistant:), got {len(lines)}")
-        return body, problems
-    if step == "questions":
-        from pv4kit.questions import parse_qa_text
-
-        if not text.strip():
-            return None, ["empty output"]
-        blocks = parse_qa_text(text)
-        good = [
-            b
-            for b in blocks
-            if b.question and b.letter and all(b.choices) and b.choices["ABCDE".index(b.letter)]
-        ]
-        problems = []
-        if len(good) != n:
-            problems.append(f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks")
-        return text, problems
-    raise ValueError(f"step must be categories, topics, chats or questions, got {step!r}")
 
 
 def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
@@ -149,6 +126,7 @@ class _Item:
     n: int
     done: bool = False
     last: tuple[str | None, list[str], LLMResponse] | None = None
+    repairs: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -162,6 +140,8 @@ class UserResult:
     malformed: list[str] = field(default_factory=list)
     untracked: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
     calls: int = 0
     cached: int = 0
     questions: int | None = None
@@ -171,7 +151,7 @@ class UserResult:
 class _Manifest:
     """``manifest.json`` of one user, flushed atomically at most once a second and at the end."""
 
-    def __init__(self, user_dir: Path, persona_sha: str) -> None:
+    def __init__(self, user_dir: Path, persona_sha: str, prompt_set: PromptSet) -> None:
         import json
 
         self.path = user_dir / MANIFEST
@@ -185,8 +165,9 @@ class _Manifest:
                 logger.warning("%s: unreadable manifest, starting a new one", self.path)
         self.files: dict[str, dict[str, Any]] = data.get("files", {})
         self.persona_sha = persona_sha
-        self.dirty = (
-            data.get("persona_sha256") != persona_sha or data.get("prompt_version") != prompts.PROMPT_VERSION
+        self.prompts = prompt_set
+        self.dirty = data.get("persona_sha256") != persona_sha or any(
+            data.get(k) != v for k, v in prompt_set.record().items()
         )
         self._record: dict[str, Any] | None = None
 
@@ -209,7 +190,7 @@ class _Manifest:
         if not self.dirty:
             return
         if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-            self._record = provenance(prompt_version=prompts.PROMPT_VERSION, persona_sha256=self.persona_sha)
+            self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
         record = dict(self._record)
         record["files"] = dict(sorted(self.files.items(), key=lambda kv: _sort_key(kv[0])))
         atomic_write_json(self.path, record)
@@ -222,7 +203,15 @@ def _sort_key(rel: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in parts)
 
 
-def _entry(item: _Item, content: str, problems: list[str], resp: LLMResponse, attempt: int) -> dict[str, Any]:
+def _entry(
+    item: _Item,
+    content: str,
+    problems: list[str],
+    resp: LLMResponse,
+    attempt: int,
+    prompt_set: PromptSet,
+    repairs: list[str],
+) -> dict[str, Any]:
     return {
         "step": item.step,
         "model": item.llm.model,
@@ -230,8 +219,10 @@ def _entry(item: _Item, content: str, problems: list[str], resp: LLMResponse, at
         "reasoning_effort": item.llm.reasoning_effort,
         "temperature": item.llm.temperature,
         "max_output_tokens": item.llm.max_output_tokens,
-        "prompt_version": prompts.PROMPT_VERSION,
-        "template_sha256": prompts.template_hash(item.step),
+        "prompt_set": prompt_set.name,
+        "prompt_version": prompt_set.version,
+        "template_sha256": prompt_set.template_hash(item.step),
+        "prompts_sha256": prompt_set.sha256,
         "request_sha256": request_hash(item.messages, item.llm),
         "output_sha256": sha256_text(content),
         "sample_index": attempt,
@@ -240,7 +231,14 @@ def _entry(item: _Item, content: str, problems: list[str], resp: LLMResponse, at
         "response_id": resp.response_id,
         "response_model": resp.model,
         "finish_reason": resp.finish_reason,
+        "repairs": repairs,
     }
+
+
+def _normalise(item: _Item, text: str, cfg: GenerationConfig) -> tuple[str | None, list[str], list[str]]:
+    return normalise_output(
+        item.step, text, n=item.n, repair_lists=cfg.repair_lists, repair_chats=cfg.repair_chats
+    )
 
 
 def _plan(
@@ -292,17 +290,18 @@ def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: Generat
             resp = hits.get(keys[(item.rel, a)])
             if resp is None:
                 continue
-            content, problems = check_output(item.step, resp.text, n=item.n)
+            content, problems, repairs = _normalise(item, resp.text, cfg)
             if content == on_disk:
-                manifest.set(item.rel, _entry(item, content, problems, resp, a))
+                manifest.set(item.rel, _entry(item, content, problems, resp, a, manifest.prompts, repairs))
                 adopted.add(item.rel)
                 break
     return adopted
 
 
 def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, user_id) -> None:
-    """Generate ``items`` with re-asks of malformed outputs; files are written as responses arrive."""
+    """Generate ``items``, asking again for empty replies (and malformed ones with ``reask_malformed``)."""
     pending = list(items)
+    prior_problems: dict[str, list[str]] = {}
     for attempt in range(cfg.max_retries + 1):
         if not pending:
             break
@@ -313,12 +312,21 @@ def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, use
             if resp.error is not None:
                 item.last = (None, [resp.error], resp)
                 return
-            content, problems = check_output(item.step, resp.text, n=item.n)
+            content, problems, repairs = _normalise(item, resp.text, cfg)
             item.last = (content, problems, resp)
-            if content is not None and (not problems or final):
-                manifest.set(item.rel, _entry(item, content, problems, resp, attempt))
+            # as the reference: an empty reply is asked again, anything else is written as it came
+            # (re-asking a malformed one is the reask_malformed repair)
+            if content is not None and (not problems or not cfg.reask_malformed or final):
+                if attempt and cfg.reask_malformed and prior_problems.get(item.rel):
+                    repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
+                manifest.set(
+                    item.rel, _entry(item, content, problems, resp, attempt, manifest.prompts, repairs)
+                )
                 atomic_write_text(user_dir / item.rel, content)
                 item.done = True
+                item.repairs = repairs
+            elif content is not None:
+                prior_problems[item.rel] = problems
 
         responses = complete(
             [it.messages for it in pending],
@@ -340,22 +348,17 @@ def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, use
                 result.errors.append(f"{it.rel}: {r.error}")
         if retry and not final:
             logger.info(
-                "user %s: asking again for %d malformed outputs (%s)",
+                "user %s: asking again for %d empty or malformed outputs (%s)",
                 user_id,
                 len(retry),
                 "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
             )
         pending = retry
     for item in items:
+        result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
         if item.done and item.last and item.last[1]:
             result.malformed.append(item.rel)
-            logger.warning(
-                "user %s: %s kept after %d attempts: %s",
-                user_id,
-                item.rel,
-                cfg.max_retries + 1,
-                "; ".join(item.last[1]),
-            )
+            logger.warning("user %s: %s kept with problems: %s", user_id, item.rel, "; ".join(item.last[1]))
 
 
 def generate_user(
@@ -392,42 +395,43 @@ def generate_user(
         raise ValueError(f"{persona_path}: persona file is empty")
     result = UserResult(user_id=user_id if user_id is not None else -1)
     _remove_partial_writes(user_dir)
-    manifest = _Manifest(user_dir, sha256_text(persona))
+    ps = prompt_set(config.reference_prompts)
+    manifest = _Manifest(user_dir, sha256_text(persona), ps)
     kw = dict(cache=cache, client=client, progress=progress, user_id=user_id)
 
     lists = [
         _Item(
             "categories",
             "categories.txt",
-            prompts.categories_messages(persona, n=config.num_categories),
+            ps.messages("categories", persona, n=config.num_categories),
             config.llm,
             config.num_categories,
         ),
         _Item(
             "topics",
             "chat_topics.txt",
-            prompts.topics_messages(persona, n=config.num_topics),
+            ps.messages("topics", persona, n=config.num_topics),
             config.llm,
             config.num_topics,
         ),
     ]
     _run(_plan(lists, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
 
-    from pv4kit.raw import read_list
+    from pv4kit.raw import read_list  # the reference's reading: split("\\n"), every item as stored
 
     second: list[_Item] = []
     categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
     topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
     for i, topic in enumerate(topics or []):
         second.append(
-            _Item("chats", f"chats/{i}.txt", prompts.chat_messages(persona, topic), config.chat_llm, 1)
+            _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
         )
     for c, category in enumerate(categories or []):
         second.append(
             _Item(
                 "questions",
                 f"qa/{c}.txt",
-                prompts.questions_messages(persona, category, n=config.num_questions),
+                ps.messages("questions", persona, category=category, n=config.num_questions),
                 config.llm,
                 config.num_questions,
             )
@@ -442,8 +446,8 @@ def generate_user(
         result.missing.append("qa/* (categories.txt missing)")
     if topics is None:
         result.missing.append("chats/* (chat_topics.txt missing)")
-    if categories is not None and not any(rel.startswith("qa/") for rel in result.missing):
-        result.questions = _write_qa_csv(user_dir, manifest, config.seed)
+    if not result.missing:  # as the reference: only once every chat and question file exists
+        result.questions = _write_qa_csv(user_dir, manifest, config, result)
     manifest.flush()
     result.malformed = sorted(set(result.malformed), key=_sort_key)
     result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
@@ -470,25 +474,42 @@ def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int)
             logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
 
 
-def _write_qa_csv(user_dir: Path, manifest: _Manifest, seed: int) -> int:
-    """Step 5: (re)write ``qa.csv`` when it differs from what the question files give; returns rows."""
+def _write_qa_csv(user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, result: UserResult) -> int:
+    """Step 5: write ``qa.csv`` when it is absent (an existing one is kept, as the reference keeps it).
+
+    With ``rewrite_stale_qa`` an existing ``qa.csv`` that differs from what the question files give is
+    rewritten (reported as a repair); without it the difference is reported as a note. Returns the
+    number of rows the question files give.
+    """
     from pv4kit.questions import build_question_table, format_qa_csv
 
-    table, drops = build_question_table(user_dir, seed=seed)
+    table, drops = build_question_table(user_dir, seed=cfg.seed)
     text = format_qa_csv(table)
     target = user_dir / "qa.csv"
-    if not target.is_file() or target.read_text(encoding="utf-8") != text:
-        if target.is_file():
-            logger.info("%s: question files changed, rewriting qa.csv", user_dir)
+    repairs: list[str] = []
+    if not target.is_file():
         atomic_write_text(target, text)
+    elif target.read_text(encoding="utf-8") != text:
+        if cfg.rewrite_stale_qa:
+            logger.info("%s: question files changed, rewriting qa.csv", user_dir)
+            atomic_write_text(target, text)
+            repairs.append("rewritten: it differed from what the question files give")
+            result.repairs.append(f"qa.csv: {repairs[-1]}")
+        else:
+            note = "qa.csv differs from what the question files give; kept (rewrite_stale_qa rewrites it)"
+            logger.warning("%s: %s", user_dir, note)
+            result.notes.append(note)
+    on_disk = target.read_text(encoding="utf-8")
     manifest.set(
         "qa.csv",
         {
             "step": "qa_table",
-            "seed": seed,
-            "output_sha256": sha256_text(text),
+            "seed": cfg.seed,
+            "output_sha256": sha256_text(on_disk),
+            "matches_question_files": on_disk == text,
             "questions": len(table),
-            "dropped": len(drops),
+            "dropped": int((~drops["kept"]).sum()),
+            "repairs": repairs,
         },
     )
     return len(table)
@@ -512,7 +533,8 @@ def generate_users(
 
     Returns:
         One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
-        malformed, untracked, errors`` (the last five are lists).
+        malformed, untracked, errors, repairs, notes`` (the last seven are lists; ``repairs`` names each
+        pv4kit repair that acted, ``notes`` what the reference would keep silently).
 
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
@@ -520,6 +542,7 @@ def generate_users(
     from pv4kit.raw import list_personas
 
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
+    prompt_set(config.reference_prompts)  # a bad --reference-prompts fails before any request
     ids = [
         u
         for u in list_personas(persona_dir)
@@ -556,6 +579,8 @@ def generate_users(
         "malformed",
         "untracked",
         "errors",
+        "repairs",
+        "notes",
     ]
     frame = pd.DataFrame(rows)[columns]
     frame["questions"] = frame["questions"].astype("Int64")

@@ -3,8 +3,12 @@
 The rule reproduces the reference implementation exactly, so the released ``qa.csv`` files come out
 byte for byte from the released ``qa/{i}.txt``:
 
-* categories ``0..C-1`` are read in order; each file is split on ``<QUESTION>`` (text before the first
-  tag is preamble and ignored);
+* ``categories.txt`` is split on ``\\n`` and nothing else, so ``C`` counts every line, a blank one (a
+  trailing newline) included; categories ``0..C-1`` are read in order;
+* each file is stripped and split on ``<QUESTION>``; *every* non-blank chunk is parsed with the tag put
+  back in front, the text before the first tag included. So a first question whose tag the model forgot
+  is kept and takes its draw, and prose before the first tag is a record without a letter, dropped
+  without a draw (the report says which: ``untagged_first_kept`` or ``preamble``);
 * in a block, each field of the fixed sequence ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``,
   ``<CORRECT_CHOICE>`` runs from its tag to the *next tag of that sequence*, or to the end of the block
   when that next tag is absent (so a missing ``<CHOICE_E>`` lets ``<CHOICE_D>`` run on), stripped;
@@ -58,7 +62,18 @@ _LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
 _RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
 
 #: drop reasons reported by :func:`build_question_table`
-DROP_REASONS = ("empty_question", "no_letter", "lowercase_letter", "empty_correct_choice")
+DROP_REASONS = (
+    "empty_question",
+    "no_letter",
+    "lowercase_letter",
+    "empty_correct_choice",
+    "preamble",
+    "untagged_first_lowercase_letter",
+    "untagged_first_empty_correct_choice",
+    "untagged_first_empty_question",
+)
+#: report reason of an untagged first chunk that the reference keeps as a question (a note, not a drop)
+KEPT_UNTAGGED = "untagged_first_kept"
 
 
 @dataclass(frozen=True)
@@ -73,6 +88,8 @@ class QABlock:
         block: 0-based position of the block in its file.
         line: 1-based line of the block's ``<QUESTION>`` tag in its file.
         raw_letter: What follows ``<CORRECT_CHOICE>`` when it looks like a letter in any case ("" if not).
+        leading: True for the text before the file's first ``<QUESTION>`` tag, which the reference
+            parses as a block of its own when it is not blank.
     """
 
     question: str
@@ -82,6 +99,7 @@ class QABlock:
     block: int
     line: int
     raw_letter: str = ""
+    leading: bool = False
 
 
 def _field(tag: str, block: str) -> str:
@@ -94,18 +112,27 @@ def _field(tag: str, block: str) -> str:
 
 
 def parse_qa_text(text: str) -> list[QABlock]:
-    """Parse one ``qa/{i}.txt`` file into its ``<QUESTION>`` blocks (empty questions included).
+    """Parse one ``qa/{i}.txt`` file into its blocks (empty questions included), as the reference does.
+
+    The reference strips the text, splits it on ``<QUESTION>`` and parses every non-blank chunk with the
+    tag put back in front. The text before the first tag is therefore a block too (``leading=True``)
+    when it is not blank: an untagged first question, or a prose preamble.
 
     Args:
         text: The file's text as the model returned it.
 
     Returns:
-        One :class:`QABlock` per ``<QUESTION>`` tag, in file order.
+        The leading block (when the text before the first tag is not blank), then one :class:`QABlock`
+        per ``<QUESTION>`` tag, in file order; ``block`` counts them from 0.
     """
     parts = text.split("<QUESTION>")
     blocks: list[QABlock] = []
-    line = 1 + parts[0].count("\n")
-    for i, block in enumerate(parts[1:]):
+    chunks = [(parts[0], True)] if parts[0].strip() else []
+    chunks += [(part, False) for part in parts[1:]]
+    lead = parts[0]
+    # the line of the leading chunk's first visible character; a tag's line otherwise
+    line = 1 + lead[: len(lead) - len(lead.lstrip())].count("\n")
+    for i, (block, leading) in enumerate(chunks):
         letter_match = _LETTER_RE.search(block)
         loose = _LOOSE_LETTER_RE.search(block)
         rationale = _RATIONALE_RE.search(block)
@@ -118,14 +145,18 @@ def parse_qa_text(text: str) -> list[QABlock]:
                 block=i,
                 line=line,
                 raw_letter=loose.group(1) if loose else "",
+                leading=leading,
             )
         )
-        line += block.count("\n")
+        if leading:
+            line = 1 + lead.count("\n")
+        else:
+            line += block.count("\n")
     return blocks
 
 
 def read_categories(user_dir: str | Path) -> list[str]:
-    """Read ``categories.txt``: one category per non-blank line, a leading ``N.`` removed."""
+    """Read ``categories.txt`` as the reference does: ``split("\\n")``, every line kept as stored."""
     from pv4kit.raw import read_list
 
     return read_list(Path(user_dir) / "categories.txt")
@@ -143,22 +174,26 @@ def shuffle_records(
 
     Returns:
         ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
-        dropped record with its ``category``, ``block``, ``line`` and ``reason``.
+        dropped record with its ``category``, ``block``, ``line`` and ``reason``, plus one with reason
+        :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
     """
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
     drops: list[dict[str, object]] = []
+
+    def drop(category: int, blk: QABlock, reason: str) -> None:
+        if blk.leading:
+            reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
+        drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
+
     for category, blk in records:
         choices = list(blk.choices)
         if not blk.letter:
-            reason = "lowercase_letter" if blk.raw_letter else "no_letter"
-            drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
+            drop(category, blk, "lowercase_letter" if blk.raw_letter else "no_letter")
             continue
         correct = choices[LETTERS.index(blk.letter)]
         if not correct:
-            drops.append(
-                {"category": category, "block": blk.block, "line": blk.line, "reason": "empty_correct_choice"}
-            )
+            drop(category, blk, "empty_correct_choice")
             continue
         new_letter = rng.choice(LETTERS)
         others = list(choices)
@@ -169,6 +204,10 @@ def shuffle_records(
         row.update({f"choice_{x.lower()}": c for x, c in zip(LETTERS, others, strict=True)})
         row.update({"correct_choice": new_letter, "rationale": blk.rationale})
         rows.append(row)
+        if blk.leading:
+            drops.append(
+                {"category": category, "block": blk.block, "line": blk.line, "reason": KEPT_UNTAGGED}
+            )
     return rows, drops
 
 
@@ -181,10 +220,12 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
 
     Returns:
         ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
-        per dropped block: ``file, line, category, block, reason``.
+        per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an
+        untagged first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
 
     Raises:
-        FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing.
+        FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing (a blank line of
+            ``categories.txt``, such as a trailing newline, counts as a category, as in the reference).
     """
     user_dir = Path(user_dir)
     categories = read_categories(user_dir)
@@ -193,22 +234,29 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     for c in range(len(categories)):
         path = user_dir / "qa" / f"{c}.txt"
         if not path.is_file():
+            why = (
+                " (line {} of categories.txt is blank{}; the reference counts it as a category)".format(
+                    c + 1, ": the file ends with a newline" if c == len(categories) - 1 else ""
+                )
+                if not categories[c]
+                else ""
+            )
             raise FileNotFoundError(
                 f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
-                f"categories.txt lists {len(categories)} categories"
+                f"categories.txt lists {len(categories)} categories{why}"
             )
         for blk in parse_qa_text(path.read_text(encoding="utf-8")):
             if blk.question:
                 records.append((c, blk))
             else:
-                drops.append(
-                    {"category": c, "block": blk.block, "line": blk.line, "reason": "empty_question"}
-                )
+                reason = "untagged_first_empty_question" if blk.leading else "empty_question"
+                drops.append({"category": c, "block": blk.block, "line": blk.line, "reason": reason})
     rows, shuffle_drops = shuffle_records(records, seed=seed)
     drops.extend(shuffle_drops)
     table = pd.DataFrame(rows, columns=QA_COLUMNS)
     report = pd.DataFrame(drops, columns=["category", "block", "line", "reason"])
     report.insert(0, "file", [str(user_dir / "qa" / f"{c}.txt") for c in report["category"]])
+    report["kept"] = report["reason"] == KEPT_UNTAGGED
     report = report.sort_values(["category", "block"], kind="stable").reset_index(drop=True)
     return table, report
 
@@ -256,7 +304,7 @@ def write_qa_tables(
         user_ids: Only these users (default: all).
 
     Returns:
-        The drop report of all users: ``user_id, file, line, category, block, reason``, plus an
+        The drop report of all users: ``user_id, file, line, category, block, reason, kept``, plus an
         ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped, written``).
     """
     from pv4kit.raw import list_users
@@ -274,18 +322,19 @@ def write_qa_tables(
             written = True
         drops.insert(0, "user_id", uid)
         reports.append(drops)
-        summary.append({"user_id": uid, "kept": len(table), "dropped": len(drops), "written": written})
+        dropped = int((~drops["kept"]).sum())
+        summary.append({"user_id": uid, "kept": len(table), "dropped": dropped, "written": written})
         logger.info(
             "user %d: %d questions kept, %d dropped%s",
             uid,
             len(table),
-            len(drops),
+            dropped,
             "" if written else " (qa.csv exists, kept)",
         )
     report = (
         pd.concat(reports, ignore_index=True)
         if reports
-        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason"])
+        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason", "kept"])
     )
     report.attrs["summary"] = pd.DataFrame(summary, columns=["user_id", "kept", "dropped", "written"])
     return report

@@ -29,7 +29,6 @@ logger = logging.getLogger(__name__)
 
 _USER_DIR_RE = re.compile(r"^user_(\d+)$")
 _PERSONA_RE = re.compile(r"^user_(\d+)\.txt$")
-_NUMBERED_RE = re.compile(r"^\s*\d+\s*[.)]\s*")
 USER_TAG = "Leo:"
 ASSISTANT_TAG = "Assistant:"
 
@@ -87,9 +86,13 @@ def list_users(users_dir: str | Path) -> list[int]:
 
 
 def read_list(path: str | Path) -> list[str]:
-    """Read a numbered-list file: blank lines dropped, a leading ``N.`` removed, lines stripped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
-    return [_NUMBERED_RE.sub("", line).strip() for line in lines if line.strip()]
+    """Read ``categories.txt`` or ``chat_topics.txt`` exactly as the reference does.
+
+    The file is read as text (``\\r\\n`` reads as ``\\n``) and split on ``\\n``, nothing else: items
+    are kept as stored (a ``2.5-hour commutes`` item stays whole, no numbering is removed again) and a
+    blank line, a trailing newline included, is an item of its own, as the reference counts it.
+    """
+    return Path(path).read_text(encoding="utf-8").split("\n")
 
 
 def chat_files(user_dir: str | Path) -> list[Path]:
@@ -111,9 +114,15 @@ def chat_files(user_dir: str | Path) -> list[Path]:
     return sorted(files, key=lambda p: int(p.stem))
 
 
-def read_chats(user_dir: str | Path) -> list[str]:
-    """Read a user's chats in topic order (integer file stem), each stripped."""
-    return [p.read_text(encoding="utf-8").strip() for p in chat_files(user_dir)]
+def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
+    """Read a user's chats in topic order (integer file stem), each as stored (as the reference reads them).
+
+    Args:
+        user_dir: The ``users/user_N`` folder.
+        strip: Strip each chat (pv4kit's former reading; the reference keeps the text whole).
+    """
+    chats = [p.read_text(encoding="utf-8") for p in chat_files(user_dir)]
+    return [c.strip() for c in chats] if strip else chats
 
 
 def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
@@ -191,12 +200,16 @@ def write_user_files(
     chats: dict[int, str] | None = None,
     qa_texts: dict[int, str] | None = None,
 ) -> None:
-    """Write parts of a user folder in the release layout (each file atomically)."""
+    """Write parts of a user folder in the release layout (each file atomically).
+
+    Lists are joined with ``\\n`` and no trailing newline, as the reference writes them (a trailing
+    newline would read back as one more, blank, item).
+    """
     user_dir = Path(user_dir)
     if categories is not None:
-        atomic_write_text(user_dir / "categories.txt", "\n".join(categories) + "\n")
+        atomic_write_text(user_dir / "categories.txt", "\n".join(categories))
     if topics is not None:
-        atomic_write_text(user_dir / "chat_topics.txt", "\n".join(topics) + "\n")
+        atomic_write_text(user_dir / "chat_topics.txt", "\n".join(topics))
     for i, text in (chats or {}).items():
         atomic_write_text(user_dir / "chats" / f"{i}.txt", text.strip())
     for i, text in (qa_texts or {}).items():
@@ -204,6 +217,24 @@ def write_user_files(
 
 
 # --------------------------------------------------------------------------- validation
+
+
+def _check_blank_items(rows: list[dict], path: Path, items: list[str], what: str) -> None:
+    """Warn about blank lines of a list file: the reference reads each as a (blank) item."""
+    for i, item in enumerate(items):
+        if item.strip():
+            continue
+        last = i == len(items) - 1 and len(items) > 1
+        _problem(
+            rows,
+            path,
+            i + 1,
+            "warning",
+            "trailing_newline" if last else "blank_item",
+            (f"the file ends with a newline: the reference reads a blank {what} {i} after it")
+            if last
+            else f"line {i + 1} is blank: the reference reads it as {what} {i}",
+        )
 
 
 def _problem(rows: list[dict], path: Path, line: int | None, severity: str, code: str, message: str) -> None:
@@ -246,12 +277,15 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
         _problem(rows, cat_path, None, "error", "missing_file", "categories.txt is missing")
     else:
         categories = read_list(cat_path)
-        if not categories:
+        if categories == [""]:
             _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
+            categories = []
     topics_path = user_dir / "chat_topics.txt"
     topics = read_list(topics_path) if topics_path.is_file() else None
     if topics is None:
         _problem(rows, topics_path, None, "warning", "missing_file", "chat_topics.txt is missing")
+    for path, items, what in ((cat_path, categories, "category"), (topics_path, topics or [], "topic")):
+        _check_blank_items(rows, path, items, what)
 
     # chats
     try:
@@ -298,13 +332,19 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
                 _problem(rows, p, None, "warning", "qa_name", f"unexpected file in qa/: {p.name!r}")
     for c, name in enumerate(categories):
         if c not in qa_files:
+            trailing = not name and c == len(categories) - 1
             _problem(
                 rows,
                 qa_dir / f"{c}.txt",
                 None,
                 "error",
-                "missing_file",
-                f"question file for category {c} ({name!r}) is missing",
+                "trailing_newline" if trailing else "missing_file",
+                (
+                    f"categories.txt ends with a newline, so the reference counts a blank category {c} "
+                    f"and reads qa/{c}.txt, which does not exist (remove the trailing newline)"
+                )
+                if trailing
+                else f"question file for category {c} ({name!r}) is missing",
             )
     extra = sorted(set(qa_files) - set(range(len(categories))))
     if categories and extra:
@@ -321,14 +361,17 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     if categories and all(c in qa_files for c in range(len(categories))):
         table, drops = build_question_table(user_dir)
         for d in drops.itertuples():
-            _problem(
-                rows,
-                Path(d.file),
-                int(d.line),
-                "warning",
-                f"dropped_{d.reason}",
-                f"question {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}",
-            )
+            if d.kept:
+                code = d.reason
+                message = "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does"
+            elif d.reason == "preamble":
+                code = f"dropped_{d.reason}"
+                message = "text before the first <QUESTION> is parsed as a block and dropped without a draw"
+            else:
+                code = f"dropped_{d.reason}"
+                why = d.reason.replace("_", " ")
+                message = f"block {d.block + 1} of this file is dropped by step 5: {why}"
+            _problem(rows, Path(d.file), int(d.line), "warning", code, message)
 
     # qa.csv
     qa_csv = user_dir / "qa.csv"

@@ -3,8 +3,11 @@
 Training users (ids in ``train_users``) draw a permutation of their questions with
 ``numpy.random.default_rng(seed)``; the first ``ceil(fraction * n)`` go to validation and the rest to
 train, both in permutation order (the rule of ``datasets.Dataset.train_test_split(test_size=fraction,
-seed=seed)``). Evaluation users (ids in ``test_users``) keep all their questions, in ``qa.csv`` order,
-in ``test``. Every row carries the user's chats as ``documents``.
+seed=seed)``). Evaluation users (ids in ``test_users``) keep all their questions, in the order of
+``qa.csv``'s ``index`` column, in ``test``. Every row carries the user's chats, read as stored, as
+``documents``. Each user writes one row group to each split of its role, an empty one included, and
+``user_splits.csv`` names the roles ``training`` and ``evaluation``: the files are those the reference's
+``build_dataset.py`` writes, byte for byte.
 """
 
 from __future__ import annotations
@@ -16,11 +19,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_directory, atomic_write_json, fingerprint_files, provenance
+from pv4kit._io import atomic_directory, atomic_write_json, atomic_write_text, fingerprint_files, provenance
 
 logger = logging.getLogger(__name__)
 
 SPLITS = ("train", "validation", "test")
+#: ``user_splits.csv``: its columns and the role names, as the reference writes them
+USER_SPLITS_COLUMNS = ("user_id", "role", "questions", *SPLITS, "hard")
+REFERENCE_ROLES = {"train": "training", "test": "evaluation"}
+#: the splits that get one row group per user of a role (empty ones too, as the reference writes them)
+ROLE_SPLITS = {"train": ("train", "validation"), "test": ("test",)}
 DEFAULT_TRAIN_USERS = (6, 125)
 DEFAULT_TEST_USERS = (126, 155)
 
@@ -32,7 +40,8 @@ def split_indices(n: int, *, fraction: float = 0.1, seed: int = 23) -> tuple[np.
     ``numpy.random.default_rng(seed)``, its first ``ceil(fraction * n)`` entries held out.
 
     Args:
-        n: Number of questions of the user.
+        n: Number of questions of the user (0 and 1 are split as the reference splits them: nothing,
+            or the one question held out).
         fraction: Share held out for validation, in ``(0, 1)``.
         seed: Seed of the permutation (the same for every user).
 
@@ -41,8 +50,8 @@ def split_indices(n: int, *, fraction: float = 0.1, seed: int = 23) -> tuple[np.
     """
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-    if n < 2:
-        raise ValueError(f"a training user needs at least 2 questions to split, got n={n}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got n={n}")
     perm = np.random.default_rng(seed).permutation(n)
     n_val = math.ceil(fraction * n)
     return perm[n_val:], perm[:n_val]
@@ -144,10 +153,26 @@ def _user_table(
             "answer": pa.array(answers, type=pa.string()),
             "choices": pa.array([list(c) for c in choices], type=pa.list_(pa.string())),
             "documents": documents,
-            "hard": pa.array([int(i) in hard for i in positions], type=pa.bool_()),
+            "hard": pa.array([int(i) in hard for i in rows["index"]], type=pa.bool_()),
         },
         schema=parquet_schema(id_column),
     )
+
+
+def format_user_splits(rows: list[dict[str, object]]) -> str:
+    """Render ``user_splits.csv`` as the reference writes it (``csv`` module, ``\\n`` line ends).
+
+    Args:
+        rows: One dict per user with the keys of :data:`USER_SPLITS_COLUMNS`.
+    """
+    import csv
+    import io
+
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=USER_SPLITS_COLUMNS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
 
 
 def build_dataset(
@@ -180,7 +205,7 @@ def build_dataset(
         progress: Show a progress bar.
 
     Returns:
-        The ``user_splits.csv`` frame.
+        The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
@@ -218,12 +243,13 @@ def build_dataset(
             letter = letter.strip().upper()
             if len(letter) != 1 or letter not in LETTERS:
                 raise ValueError(f"{path}:{i + 2}: correct_choice must be one of A-E, found {letter!r}")
-            if not choices[LETTERS.index(letter)].strip():
+            if not choices[LETTERS.index(letter)]:
                 raise ValueError(f"{path}:{i + 2}: the correct choice {letter} is empty")
         qa["correct_choice"] = qa["correct_choice"].str.strip().str.upper()
         if roles[uid] == "train" and len(qa) < 2:
-            raise ValueError(f"{path}: training user {uid} has {len(qa)} question(s); at least 2 are needed")
-        tables[uid] = qa
+            logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))
+        # as the reference: rows ordered by their index column (stable), hard entries name index values
+        tables[uid] = qa.sort_values("index", kind="stable").reset_index(drop=True)
     hard = read_hard_subset(hard_subset)
     hard_by_user: dict[int, set[int]] = {}
     for i, e in enumerate(hard.itertuples(index=False)):
@@ -235,7 +261,7 @@ def build_dataset(
                 f"{where}: hard entry for user {e.user_id}, a training user; hard questions "
                 "must be test questions"
             )
-        if not 0 <= e.question_index < len(tables[e.user_id]):
+        if e.question_index not in set(tables[e.user_id]["index"]):
             raise ValueError(
                 f"{where}: user {e.user_id} has no question {e.question_index} "
                 f"(it has {len(tables[e.user_id])})"
@@ -259,30 +285,31 @@ def build_dataset(
             groups = plan.groupby(["user_id", "split"], sort=False)
             for uid in tqdm(ids, desc="build", unit="user", disable=not progress):
                 chats = read_chats(users_dir / f"user_{uid}")
-                counts = {"user_id": uid, "role": roles[uid], "questions": len(tables[uid])}
+                counts = {"user_id": uid, "role": REFERENCE_ROLES[roles[uid]], "questions": len(tables[uid])}
                 for split in SPLITS:
                     key = (uid, split)
                     positions = (
                         groups.get_group(key)["question_index"].to_numpy() if key in groups.groups else []
                     )
                     counts[split] = len(positions)
-                    if len(positions):
+                    if split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
                         table = _user_table(
                             tables[uid],
-                            np.asarray(positions),
+                            np.asarray(positions, dtype=np.int64),
                             chats,
                             hard_by_user.get(uid, set()),
                             uid=uid,
                             id_column=id_column,
                         )
                         writers[split].write_table(table)
-                counts["hard"] = len(hard_by_user.get(uid, ()))
+                user_hard = hard_by_user.get(uid, set())
+                counts["hard"] = sum(int(i) in user_hard for i in tables[uid]["index"])
                 summary.append(counts)
         finally:
             for w in writers.values():
                 w.close()
-        frame = pd.DataFrame(summary, columns=["user_id", "role", "questions", *SPLITS, "hard"])
-        frame.to_csv(tmp / "user_splits.csv", index=False, lineterminator="\n")
+        frame = pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
+        atomic_write_text(tmp / "user_splits.csv", format_user_splits(summary))
         inputs = sorted(
             p
             for p in users_dir.rglob("*")

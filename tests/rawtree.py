@@ -32,9 +32,9 @@ def write_user(
     (d / "chats").mkdir(parents=True, exist_ok=True)
     (d / "qa").mkdir(exist_ok=True)
     (d / "categories.txt").write_text(
-        "\n".join(f"{i + 1}. Category {i} of user {uid}" for i in range(n_categories))
+        "\n".join(f"Category {i} of user {uid}" for i in range(n_categories))  # as the reference writes
     )
-    (d / "chat_topics.txt").write_text("\n".join(f"Topic {i}" for i in range(n_chats)) + "\n")
+    (d / "chat_topics.txt").write_text("\n".join(f"Topic {i}" for i in range(n_chats)))  # no trailing newline
     for i in range(n_chats):
         (d / "chats" / f"{i}.txt").write_text(f"Leo: message {i} of user {uid}\nAssistant: reply {i}")
     for c in range(n_categories):

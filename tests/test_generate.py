@@ -79,13 +79,20 @@ def persona_dir(tmp_path):
 
 
 def test_check_output_rules():
-    assert parse_list("1. a\n\n2) b\n- c\n") == ["a", "b", "c"]
-    assert check_output("categories", "1. a\n2. b", n=2) == ("a\nb\n", [])
+    # the reference's list rule by default; pv4kit's repair on request
+    assert parse_list("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]
+    assert parse_list("1. a\n\n2) b\n- c\n", repair=True) == ["a", "b", "c"]
+    assert check_output("categories", "1. a\n2. b", n=2) == ("a\nb", [])
     content, problems = check_output("topics", "1. a\n2. b\n3. c", n=2)
-    assert content == "a\nb\n" and problems == ["expected 2 items, got 3"]
-    assert check_output("topics", "   ", n=2) == (None, ["no list items"])
-    assert check_output("chats", "Leo: hi\n\nAssistant: hello\n", n=1) == ("Leo: hi\nAssistant: hello", [])
-    assert check_output("chats", "Leo: hi\\nAssistant: hello", n=1)[1] == []
+    assert content == "a\nb\nc" and problems == ["expected 2 items, got 3"]  # no truncation
+    assert check_output("topics", "   ", n=2) == (None, ["empty reply"])
+    assert check_output("chats", "Leo: hi\n\nAssistant: hello\n", n=1)[0] == "Leo: hi\n\nAssistant: hello"
+    assert check_output("chats", "Leo: hi\n\nAssistant: hello\n", n=1, repair_chats=True) == (
+        "Leo: hi\nAssistant: hello",
+        [],
+    )
+    assert check_output("chats", "Leo: hi\\nAssistant: hello", n=1)[1]
+    assert check_output("chats", "Leo: hi\\nAssistant: hello", n=1, repair_chats=True)[1] == []
     assert check_output("chats", "User: hi\nAssistant: yo", n=1)[1]
     assert check_output("chats", "Leo: hi", n=1)[1]
     assert check_output("chats", "Leo: a\nAssistant: b\nLeo: c\nAssistant: d", n=1)[1]
@@ -155,7 +162,7 @@ def test_generate_end_to_end_and_rerun(tmp_path, persona_dir, protocol):
     assert set(frame["user_id"]) == {7}
 
 
-def test_malformed_outputs_are_asked_again_then_kept(tmp_path, persona_dir):
+def test_malformed_outputs_are_asked_again_then_kept_with_reask_malformed(tmp_path, persona_dir):
     def bad(prompt, nth):
         if "Topic number 1\n" in prompt and nth == 0:
             return "Leo: only one turn"  # malformed once
@@ -167,7 +174,7 @@ def test_malformed_outputs_are_asked_again_then_kept(tmp_path, persona_dir):
 
     out = tmp_path / "users"
     with FakeLLMServer(responder(bad)) as srv:
-        cfg = gen_config(srv, max_retries=2)
+        cfg = gen_config(srv, max_retries=2, reask_malformed=True)
         res = generate_user(
             persona_dir / "user_7.txt",
             out / "user_7",
@@ -183,6 +190,8 @@ def test_malformed_outputs_are_asked_again_then_kept(tmp_path, persona_dir):
         files = json.loads((out / "user_7" / "manifest.json").read_text())["files"]
         assert files["chats/2.txt"]["valid"] is False and files["chats/2.txt"]["problems"]
         assert files["qa/0.txt"]["sample_index"] == 2 and files["qa/0.txt"]["valid"]
+        assert files["qa/0.txt"]["repairs"][0].startswith("asked again after: expected 2 complete")
+        assert "chats/1.txt: asked again after" in " ".join(res.repairs)
         rerun = generate_user(
             persona_dir / "user_7.txt",
             out / "user_7",
@@ -207,11 +216,12 @@ def test_failures_leave_user_incomplete_and_rerun_completes(tmp_path, persona_di
         report = generate_users(persona_dir, out, config=cfg, cache=tmp_path / "c.sqlite", progress=False)
         assert report.loc[0, "status"] == "incomplete" and report.loc[0, "missing"] == ["chats/4.txt"]
         assert report.loc[0, "errors"] and "gave up" in report.loc[0, "errors"][0]
-        assert (out / "user_7" / "qa.csv").is_file()  # step 5 needs only the question files
+        assert not (out / "user_7" / "qa.csv").exists()  # as the reference: all chats and questions first
         assert not list(out.rglob("*.tmp"))
         broken["on"] = False
         report = generate_users(persona_dir, out, config=cfg, cache=tmp_path / "c.sqlite", progress=False)
         assert report.loc[0, "status"] == "complete" and report.loc[0, "calls"] == 1
+        assert (out / "user_7" / "qa.csv").is_file()
 
 
 def test_stale_files_are_detected_and_regenerated(tmp_path, persona_dir):

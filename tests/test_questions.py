@@ -20,7 +20,10 @@ CHOICES = ["alpha one", "beta two", "gamma three", "delta four", "epsilon five"]
 def test_parse_fields_preamble_and_rationale():
     text = "Here are your questions:\n" + qa_block("Q1?", CHOICES, "C", "R1") + qa_block("Q2?", CHOICES, "A")
     blocks = parse_qa_text(text)
-    assert [b.question for b in blocks] == ["Q1?", "Q2?"]
+    # the preamble is a block of its own (as in the reference), flagged as leading
+    assert [b.question for b in blocks] == ["Here are your questions:", "Q1?", "Q2?"]
+    assert [b.leading for b in blocks] == [True, False, False] and not blocks[0].letter
+    blocks = blocks[1:]
     assert blocks[0].choices == tuple(CHOICES)
     assert blocks[0].letter == "C"
     assert blocks[0].rationale.startswith("R1\n<WORD_COUNTS>")  # WORD_COUNTS included, as the reference

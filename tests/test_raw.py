@@ -26,7 +26,7 @@ def test_read_user_orders_chats_by_integer_stem(tree):
     assert [p.name for p in chat_files(d)][8:11] == ["8.txt", "9.txt", "10.txt"]
     assert read_chats(d)[10].startswith("Leo: m10")
     u = read_user(d, raw_dir=tree)
-    assert u.user_id == 6 and u.categories[0] == "Category 0 of user 6"  # numbering removed
+    assert u.user_id == 6 and u.categories[0] == "Category 0 of user 6"  # as stored
     assert u.persona == "Persona of user 6." and u.seed.startswith("I am user 6")
 
 

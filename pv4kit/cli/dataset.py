@@ -26,12 +26,12 @@ def _qa_table(args: argparse.Namespace) -> int:
     summary = report.attrs["summary"]
     print(summary.to_string(index=False))
     if len(report):
-        print("\ndropped blocks:")
+        print("\ndropped blocks (and untagged first questions kept, as the reference keeps them):")
         for r in report.itertuples(index=False):
             print(f"  {r.file}:{r.line}: {r.reason.replace('_', ' ')}")
         print("\nper reason:", report["reason"].value_counts().to_dict())
     print(
-        f"\n{int(summary['kept'].sum())} questions kept, {len(report)} dropped, "
+        f"\n{int(summary['kept'].sum())} questions kept, {int(summary['dropped'].sum())} dropped, "
         f"{int(summary['written'].sum())} qa.csv written"
     )
     return 0

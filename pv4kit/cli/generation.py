@@ -47,7 +47,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--num-topics", type=int, default=200)
     p.add_argument("--num-questions", type=int, default=15)
     p.add_argument("--max-workers", type=int, default=50, help="requests in flight at once [50]")
-    p.add_argument("--max-retries", type=int, default=3, help="re-asks of a malformed output [3]")
+    p.add_argument(
+        "--max-retries",
+        type=int,
+        default=3,
+        help="re-asks of an empty reply (and, with --reask-malformed, of a malformed one) [3]",
+    )
     p.add_argument("--http-retries", type=int, default=6, help="retries of a failed HTTP request [6]")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per HTTP request [300]")
     p.add_argument("--seed", type=int, default=42, help="seed of the step-5 answer shuffle [42]")
@@ -75,6 +80,36 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="regenerate files made from a different persona, prompt, model or options",
     )
+    p.add_argument(
+        "--reference-prompts",
+        default=None,
+        metavar="PATH",
+        help="build the requests with the prompt functions of a local checkout of the reference repository "
+        "(snap-stanford/memorilla; PATH is the checkout, its personalizationv4 folder or prompts.py) "
+        "[pv4kit's own prompts]",
+    )
+    repairs = p.add_argument_group(
+        "pv4kit repairs (off by default: files are written as the reference writes them)"
+    )
+    repairs.add_argument(
+        "--repair-lists", action="store_true", help="also accept 1) numbering and bullet items in lists"
+    )
+    repairs.add_argument(
+        "--repair-chats",
+        action="store_true",
+        help="turn a literal \\n before 'Assistant:' into a line break, drop blank lines between the turns",
+    )
+    repairs.add_argument(
+        "--reask-malformed",
+        action="store_true",
+        help="ask again (up to --max-retries times) for a list, chat or question file that fails its check",
+    )
+    repairs.add_argument(
+        "--rewrite-stale-qa",
+        action="store_true",
+        help="rewrite an existing qa.csv that differs from what the question files give",
+    )
+    repairs.add_argument("--pv4kit-repairs", action="store_true", help="all four repairs above")
     p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
     p.add_argument(
         "--threads",
@@ -148,6 +183,11 @@ def run_generate(args: argparse.Namespace) -> int:
             max_retries=args.max_retries,
             seed=args.seed,
             regenerate_stale=args.regenerate_stale,
+            reference_prompts=args.reference_prompts,
+            repair_lists=args.repair_lists or args.pv4kit_repairs,
+            repair_chats=args.repair_chats or args.pv4kit_repairs,
+            reask_malformed=args.reask_malformed or args.pv4kit_repairs,
+            rewrite_stale_qa=args.rewrite_stale_qa or args.pv4kit_repairs,
         )
         report = generate_users(
             args.persona_dir,
@@ -183,6 +223,9 @@ def _print_report(report) -> int:
             notes.append(f"untracked (no manifest entry, kept) {len(row.untracked)}")
         if row.errors:
             notes.append(f"request errors {len(row.errors)}: {row.errors[0]}")
+        if row.repairs:
+            notes.append(f"pv4kit repairs {len(row.repairs)}: {'; '.join(row.repairs[:4])}")
+        notes.extend(row.notes)
         for note in notes:
             print(f"  user {row.user_id}: {note}", file=out)
         bad += row.status != "complete"
