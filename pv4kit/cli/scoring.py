@@ -32,6 +32,7 @@ def _score(args: argparse.Namespace) -> int:
             data=args.data,
             embedder=embedder,
             cache=cache,
+            numerics=args.numerics,
             n_boot=args.n_boot,
             seed=args.seed,
             batch_size=args.batch_size,
@@ -115,6 +116,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument(
+        "--numerics",
+        choices=["float16", "float32"],
+        default="float16",
+        help="cosine arithmetic: float16 arrays as the reference scorer (default) or float32",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_score)
