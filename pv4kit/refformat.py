@@ -165,6 +165,23 @@ def join_reference(
     return gens, pd.DataFrame(unmatched, columns=["line", "question", "reason"])
 
 
+def _refuse_existing_run(run_dir: Path, *, force: bool) -> None:
+    found = [
+        name
+        for name in (runs.GENERATIONS_FILE, runs.CONFIG_FILE, runs.PREDICTIONS_FILE, runs.METRICS_FILE)
+        if (run_dir / name).exists()
+    ]
+    if not found:
+        return
+    if force:
+        logger.warning("%s: replacing the run there (%s) with the import (force)", run_dir, ", ".join(found))
+        return
+    raise FileExistsError(
+        f"run_dir: {run_dir} already holds a run ({', '.join(found)}); importing would replace it. "
+        "Choose another directory, or pass --force (force=True) to replace it."
+    )
+
+
 def import_reference(
     path: str | os.PathLike[str],
     *,
@@ -173,6 +190,7 @@ def import_reference(
     split: str | None = "test",
     method: str = "imported",
     model: str | None = None,
+    force: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Turn a reference ``predictions.jsonl`` into a pv4kit run directory.
 
@@ -184,10 +202,12 @@ def import_reference(
         split: Only match questions of this split (``None``: all splits).
         method: Recorded as the run's method.
         model: Recorded as the run's model.
+        force: Replace a run already in ``run_dir`` (refused by default: ``FileExistsError``).
 
     Returns:
         ``(generations, unmatched)`` as in :func:`join_reference`.
     """
+    _refuse_existing_run(Path(run_dir), force=force)  # before anything is read or written
     path = Path(path)
     if isinstance(data, pd.DataFrame):
         questions, source = data, "<DataFrame>"

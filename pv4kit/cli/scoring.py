@@ -58,7 +58,7 @@ def _score(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pv4kit.stats import compare
 
-    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed)
+    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
     if args.output:
         from pv4kit._io import atomic_write_text
 
@@ -70,6 +70,8 @@ def _compare(args: argparse.Namespace) -> int:
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
     if only_a or only_b:
         print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")
+    if table.attrs.get("data_differs"):
+        print("\nthe two runs were scored on different data (compared anyway: --force)")
     return 0
 
 
@@ -91,6 +93,7 @@ def _import(args: argparse.Namespace) -> int:
         split=args.split or None,
         method=args.method,
         model=args.model,
+        force=args.force,
     )
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
     for row in unmatched.head(10).itertuples(index=False):
@@ -132,6 +135,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--n-boot", type=int, default=2000)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+    c.add_argument(
+        "--force", action="store_true", help="compare runs scored on different data (refused by default)"
+    )
     c.set_defaults(func=_compare)
 
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
@@ -146,4 +152,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--split", default="test", help="split to match against ('' for all)")
     i.add_argument("--method", default="imported")
     i.add_argument("--model", default=None)
+    i.add_argument(
+        "--force", action="store_true", help="replace a run already in RUN_DIR (refused by default)"
+    )
     i.set_defaults(func=_import)
