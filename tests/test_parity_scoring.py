@@ -8,6 +8,8 @@ them exactly (indices, float16 values, bytes), on inputs crafted to stress each 
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -222,3 +224,140 @@ def test_unknown_numerics_is_refused():
 )
 def test_clean_generation_is_the_reference_rule(text):
     assert clean_generation(text) == _ref_clean(text)
+
+
+# --------------------------------------------------------------------------- export formats
+
+
+def _ref_predictions_jsonl(dataset: pd.DataFrame, predictions: list[str]) -> bytes:
+    """The reference's ``predictions.jsonl`` for a split (rows in stored order) and its cleaned predictions:
+    ``question``, ``answer``, ``prediction``, then ``choices`` and ``hard`` if the split has those columns;
+    one ``json.dumps(..., ensure_ascii=False)`` line each."""
+    extra = [c for c in ("choices", "hard") if c in dataset.columns]
+    lines = []
+    for (_, row), prediction in zip(dataset.iterrows(), predictions, strict=True):
+        record = {"question": row["question"], "answer": row["answer"], "prediction": prediction}
+        for column in extra:
+            value = row[column]
+            record[column] = list(value) if column == "choices" else bool(value)
+        lines.append(json.dumps(record, ensure_ascii=False) + "\n")
+    return "".join(lines).encode("utf-8")
+
+
+def _ref_metrics_json(correct: list[bool], hard: list[bool] | None, script: str) -> bytes:
+    """The reference's ``metrics.json``: ``evaluate.py`` asks for ``accuracy_hard`` only when some row is
+    hard, ``evaluate_baselines.py`` always (0.0 on an empty mask); percentages rounded to 2 decimals, then
+    ``num_examples``; ``json.dump(indent=2)`` and a newline."""
+    ok = np.array(correct)
+    scores = {"accuracy": float(ok.mean())}
+    if script == "evaluate_baselines.py" or (hard is not None and any(hard)):
+        mask = np.asarray(hard if hard is not None else [False] * len(ok), dtype=bool)
+        scores["accuracy_hard"] = float(ok[mask].mean()) if mask.any() else 0.0
+    summary = {name: round(100 * value, 2) for name, value in scores.items()}
+    summary["num_examples"] = len(ok)
+    return (json.dumps(summary, indent=2) + "\n").encode()
+
+
+def _export_case(tmp_path, questions: pd.DataFrame, generations: list[str], **kwargs):  # noqa: ANN202
+    from pv4kit.refformat import export_reference
+    from pv4kit.runs import write_generations
+    from pv4kit.score import score_run
+
+    run = tmp_path / "run"
+    gens = questions[["user_id", "question_index", "split"]].assign(generation=generations)
+    # generations in another order than the data's rows
+    write_generations(run, gens.iloc[::-1], config={"data": "<DataFrame>", "method": "m", "model": "x"})
+    emb = _TableEmbedder(
+        {
+            t: np.random.default_rng(len(t)).standard_normal(8).astype(np.float32)
+            for t in _texts(questions, gens)
+        }
+    )
+    pred, _ = score_run(run, data=questions, embedder=emb, cache=False, n_boot=10)
+    out = export_reference(run, data=questions, out_dir=tmp_path / "ref", **kwargs)
+    by_key = pred.set_index(["user_id", "question_index"])
+    keys = list(zip(questions["user_id"], questions["question_index"], strict=True))
+    correct = [bool(by_key.loc[k, "correct"]) for k in keys]
+    cleaned = [by_key.loc[k, "generation"] for k in keys]
+    return out, correct, cleaned
+
+
+def _texts(questions: pd.DataFrame, gens: pd.DataFrame) -> set[str]:
+    texts = {clean_generation(g) for g in gens["generation"]}
+    return texts | {c for cs in questions["choices"] for c in cs if c.strip()}
+
+
+def _unsorted_questions(with_hard: bool | None) -> pd.DataFrame:
+    """Rows in a stored order that is not (user_id, question_index) order, with text that stresses JSON."""
+    q = pd.DataFrame(
+        {
+            "user_id": [147, 147, 131, 131, 131],
+            "split": "test",
+            "question_index": [2, 0, 1, 0, 2],
+            "question": ["Café or tea?", "  Spaces kept \n", 'Quote " and \\ back', "emoji 🍰?", "tab\there"],
+            "choices": [
+                ["café", "thé", "", "eau", "lait"],
+                ["a b", "c d", "e f", "g h", "i j"],
+                ['say "x"', "path \\ y", "z", "w", "v"],
+                ["🍰 cake", "pie", "tart", "", " "],
+                ["one", "two", "three", "four", "five"],
+            ],
+            "answer": ["thé", "  e f ", "z", "pie", "five"],
+        }
+    )
+    if with_hard is not None:
+        q["hard"] = [False, with_hard, False, with_hard, False]
+    return q
+
+
+GENERATIONS = ["thé<|im_end|>", " e f", "z\n", "<|im_start|>pie", "one"]
+
+
+@pytest.mark.parametrize("script", ["evaluate_baselines.py", "evaluate.py"])
+@pytest.mark.parametrize("with_hard", [True, False, None])  # None: the data has no hard column
+def test_export_is_byte_identical_to_the_reference(tmp_path, script, with_hard):
+    q = _unsorted_questions(with_hard)
+    form = "baselines" if script == "evaluate_baselines.py" else "evaluate"
+    out, correct, cleaned = _export_case(tmp_path, q, GENERATIONS, metrics_form=form)
+    assert cleaned == [clean_generation(g) for g in GENERATIONS]
+    assert (out / "predictions.jsonl").read_bytes() == _ref_predictions_jsonl(q, cleaned)
+    hard = None if with_hard is None else list(q["hard"])
+    assert (out / "metrics.json").read_bytes() == _ref_metrics_json(correct, hard, script)
+    first = json.loads((out / "predictions.jsonl").read_text(encoding="utf-8").splitlines()[0])
+    expected_keys = ["question", "answer", "prediction", "choices"] + (
+        ["hard"] if with_hard is not None else []
+    )
+    assert list(first) == expected_keys  # no "hard": null where the reference writes no hard
+    metrics = json.loads((out / "metrics.json").read_text())
+    if script == "evaluate_baselines.py":
+        assert list(metrics) == ["accuracy", "accuracy_hard", "num_examples"]
+        if not with_hard:
+            assert metrics["accuracy_hard"] == 0.0
+    else:
+        assert ("accuracy_hard" in metrics) == bool(with_hard)
+
+
+def test_export_follows_the_loaded_datasets_row_order(tmp_path):
+    from pv4kit.data import load
+    from pv4kit.refformat import export_reference
+    from pv4kit.runs import write_generations
+    from pv4kit.score import score_run
+    from tests.conftest import FakeEmbedder
+    from tests.rawtree import make_tree
+
+    tree = make_tree(tmp_path / "raw", train=[6, 7], test=[126], n_categories=2, per_category=5)
+    data = load(tree)
+    train = data.split("train")
+    assert list(train["question_index"]) != sorted(train["question_index"])  # the split's permuted order
+    run = tmp_path / "run"
+    gens = data.questions[["user_id", "question_index", "split"]].assign(generation="some answer")
+    write_generations(run, gens.sample(frac=1, random_state=1), config={"data": str(tree), "method": "m"})
+    score_run(run, data=data, embedder=FakeEmbedder(), cache=False, n_boot=10)
+    with pytest.raises(ValueError, match="one split per folder"):
+        export_reference(run)
+    out = export_reference(run, split="train")  # the data named in config.json
+    lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
+    assert [x["question"] for x in lines] == list(train["question"])
+    assert (out / "predictions.jsonl").read_bytes() == _ref_predictions_jsonl(
+        train, ["some answer"] * len(train)
+    )

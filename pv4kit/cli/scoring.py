@@ -78,7 +78,13 @@ def _compare(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pv4kit.refformat import export_reference
 
-    out = export_reference(args.run_dir, out_dir=args.output_dir)
+    out = export_reference(
+        args.run_dir,
+        out_dir=args.output_dir,
+        data=args.data,
+        split=args.split,
+        metrics_form=args.metrics_form,
+    )
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
 
@@ -143,6 +149,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
     e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
+    e.add_argument(
+        "--data", default=None, help="data the run was scored on (default: 'data' in its config.json)"
+    )
+    e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
+    e.add_argument(
+        "--metrics-form",
+        choices=["baselines", "evaluate"],
+        default="baselines",
+        help="metrics.json as evaluate_baselines.py writes it (accuracy_hard always, 0.0 without hard "
+        "questions; default) or as evaluate.py does (accuracy_hard only when some question is hard)",
+    )
     e.set_defaults(func=_export)
 
     i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
