@@ -207,6 +207,30 @@ def test_unknown_numerics_is_refused():
         score_frame(q, g, embedder=_TableEmbedder(table), cache=False, numerics="bfloat16")
 
 
+def test_empty_answer_is_refused_where_the_reference_would_score_it():
+    # the reference's choice_index matches "" to the first empty choice (never predicted, so always wrong,
+    # or right by accident when every choice is empty); pv4kit refuses such a question before embedding
+    rows = [{"choices": ["a", "", "c", "d", "e"], "answer": "  ", "generation": "a"}]
+    q, g = _frame(rows)
+    table = {t: np.ones(3, dtype=np.float32) for t in "acde"}
+    with pytest.raises(ValueError, match="user 200 question 0"):
+        score_frame(q, g, embedder=_TableEmbedder(table), cache=False)
+
+
+def test_score_run_records_its_numerics(tmp_path):
+    from pv4kit.runs import write_generations
+    from pv4kit.score import score_run
+
+    rows = [{"choices": list("abcde"), "answer": "b", "generation": "b"}]
+    q, g = _frame(rows)
+    emb = _TableEmbedder({t: np.eye(5, dtype=np.float32)["abcde".index(t)] for t in "abcde"})
+    write_generations(tmp_path / "run", g, config={"data": "<DataFrame>"})
+    _, m = score_run(tmp_path / "run", data=q, embedder=emb, cache=False, n_boot=10)
+    assert m["numerics"] == "float16" and m["accuracy"] == 1.0
+    _, m = score_run(tmp_path / "run", data=q, embedder=emb, cache=False, n_boot=10, numerics="float32")
+    assert m["numerics"] == "float32"
+
+
 @pytest.mark.parametrize(
     "text",
     [
