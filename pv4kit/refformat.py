@@ -32,9 +32,7 @@ from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_
 
 logger = logging.getLogger(__name__)
 
-
 METRICS_FORMS = ("baselines", "evaluate")
-PREDICTION_KEYS = ("question", "answer", "prediction", "choices", "hard")
 
 
 def reference_metrics(predictions: pd.DataFrame, *, form: str = "baselines") -> dict[str, Any]:
