@@ -6,15 +6,18 @@ candidate with the highest cosine similarity; an empty candidate never wins; tie
 (they are counted and flagged); the reference is the first choice equal to the answer after stripping, and a
 question whose answer is not among its choices is an error raised **before** anything is embedded.
 
-Differences from the reference, on purpose: cosine is computed in float32 (the reference uses float16);
-candidate and generation vectors are cached on disk; ``accuracy_hard`` is ``null`` on an empty hard subset
-(the reference writes 0.0); metrics are fractions with user-clustered bootstrap intervals.
+Cosine is taken on float16 arrays exactly as the reference does (``numerics="float32"`` is the option;
+see :mod:`pv4kit.numerics`). Differences from the reference, on purpose: candidate and generation vectors
+are cached on disk (the encoder's float32 output; the float16 cast happens at scoring); ``accuracy_hard``
+is ``null`` on an empty hard subset in ``metrics.json`` (the reference's files come from
+:func:`pv4kit.refformat.export_reference`); metrics are fractions with user-clustered bootstrap intervals.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +29,7 @@ from pv4kit._io import atomic_path, atomic_write_json, provenance
 from pv4kit.data import answer_indices as answer_indices
 from pv4kit.embcache import EmbeddingCache
 from pv4kit.embed import Embedder, embed_texts
+from pv4kit.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
 from pv4kit.stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
@@ -34,16 +38,19 @@ LETTERS = "ABCDE"
 KEY = ["user_id", "question_index"]
 SIM_COLUMNS = [f"sim_{letter}" for letter in LETTERS]
 _SPECIAL_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_sep|>")
+# one left-to-right pass over the four tokens, as the reference's regex does: pieces left around a
+# removed token are not joined and removed again (``<|im_<|im_end|>start|>`` keeps ``<|im_start|>``)
+_SPECIAL_TOKEN_PATTERN = re.compile("|".join(re.escape(t) for t in _SPECIAL_TOKENS))
 
 
 def clean_generation(text: str | None) -> str:
-    """Remove chat special tokens (``<|im_end|>`` etc.) and surrounding whitespace, as the reference does."""
+    """Remove the chat special tokens in one pass, then surrounding whitespace, as the reference does.
+
+    A missing generation (``None``/NaN) reads as ``""``.
+    """
     if text is None or (isinstance(text, float) and np.isnan(text)):
         return ""
-    text = str(text)
-    for token in _SPECIAL_TOKENS:
-        text = text.replace(token, "")
-    return text.strip()
+    return _SPECIAL_TOKEN_PATTERN.sub("", str(text)).strip()
 
 
 def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
@@ -87,6 +94,7 @@ def score_frame(
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
     batch_size: int | None = None,
     progress: bool | None = None,
+    numerics: str = DEFAULT_NUMERICS,
 ) -> pd.DataFrame:
     """Score generations against the questions frame; one prediction row per generation.
 
@@ -98,12 +106,15 @@ def score_frame(
         cache: Embedding cache (see :func:`~pv4kit.embed.embed_texts`).
         batch_size: Encode batch size.
         progress: Progress bar while encoding.
+        numerics: ``"float16"`` (default: the reference's float16 cosine, see :mod:`pv4kit.numerics`)
+            or ``"float32"``.
 
     Returns:
         ``user_id, question_index, split, category, category_name, hard, question, choices, answer,
         answer_letter, generation`` (cleaned), ``predicted_letter, correct, sim_A..sim_E`` (NaN for empty
         candidates), ``margin`` (best minus second best; NaN with one candidate), ``n_candidates, tie``.
     """
+    check_numerics(numerics)
     rows = _join(questions, generations)
     answer_idx = answer_indices(rows)  # raises before anything is embedded
     n = len(rows)
@@ -118,14 +129,8 @@ def score_frame(
     vectors = embed_texts(
         queries + cand_texts, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress
     )
-    vectors = vectors.astype(np.float32, copy=False)
-    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), np.float32(1e-12))
-    qvec, cvec = vectors[:n], vectors[n:]
-
-    sims = np.full((n, 5), np.nan, dtype=np.float32)
-    rr, cc = np.nonzero(cand_mask)  # row-major order == the order of cand_texts
-    if len(rr):
-        sims[rr, cc] = np.einsum("ij,ij->i", qvec[rr], cvec)
+    # the encoder's vectors, cast (float16) and normalised as the numerics say; NaN for empty candidates
+    sims = candidate_similarities(vectors[:n], vectors[n:], cand_mask, numerics=numerics)
     scores = np.where(cand_mask, sims, -np.inf)
     pred = np.argmax(scores, axis=1)  # earliest letter wins a tie
     best = scores[np.arange(n), pred]
@@ -250,6 +255,7 @@ def score_run(
     data: Any = None,
     embedder: Embedder | str | None = None,
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+    numerics: str = DEFAULT_NUMERICS,
     n_boot: int = 2000,
     seed: int = 0,
     batch_size: int | None = None,
@@ -264,6 +270,8 @@ def score_run(
         embedder: An :class:`~pv4kit.embed.Embedder` or a name for :func:`~pv4kit.embed.get_embedder`
             (default: Qwen3-Embedding-4B on CUDA, MiniLM on CPU).
         cache: Embedding cache (see :func:`~pv4kit.embed.embed_texts`).
+        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
+            ``metrics.json``.
         n_boot: Bootstrap replicates for the intervals.
         seed: Bootstrap seed.
         batch_size: Encode batch size.
@@ -272,6 +280,7 @@ def score_run(
     Returns:
         ``(predictions, metrics)`` as written.
     """
+    check_numerics(numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
     config = runs.read_run_config(run_dir)
@@ -282,7 +291,13 @@ def score_run(
 
         embedder = get_embedder(embedder)
     predictions = score_frame(
-        questions, generations, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress
+        questions,
+        generations,
+        embedder=embedder,
+        cache=cache,
+        batch_size=batch_size,
+        progress=progress,
+        numerics=numerics,
     )
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
     in_splits = (
@@ -299,6 +314,7 @@ def score_run(
         "embedder": describe()
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
+        "numerics": numerics,
         "provenance": provenance(**data_info),
     }
     with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:

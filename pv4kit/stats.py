@@ -164,6 +164,7 @@ def compare(
     n_boot: int = 2000,
     seed: int = 0,
     level: float = 0.95,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Paired comparison of two scored runs, overall, on the hard subset and per category.
 
@@ -173,13 +174,20 @@ def compare(
         n_boot: Bootstrap replicates (users resampled, pairs kept together).
         seed: Random seed.
         level: Confidence level of the difference interval.
+        force: Compare runs made on different data (their ``data_fingerprint``s differ, or a question
+            in both has another text, choices or answer) with a warning instead of the ``ValueError``
+            that names the differing questions (:func:`pv4kit.samedata.check_same_data`).
 
     Returns:
         One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
         accuracy_a, accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``. Only questions
-        scored in both runs are compared; ``frame.attrs`` holds ``only_in_a`` and ``only_in_b`` counts.
+        scored in both runs are compared; ``frame.attrs`` holds ``only_in_a`` and ``only_in_b`` counts
+        and ``data_differs``.
     """
+    from pv4kit.samedata import check_same_data
+
     pa, pb = _as_predictions(run_a), _as_predictions(run_b)
+    data_differs = check_same_data(run_a, run_b, pa, pb, force=force)
     cols = [c for c in ("category", "category_name", "hard") if c in pa.columns]
     merged = pa[[*KEY, *cols, "correct"]].merge(
         pb[[*KEY, "correct"]], on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True
@@ -230,4 +238,5 @@ def compare(
         )
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
+    out.attrs["data_differs"] = data_differs
     return out

@@ -25,7 +25,8 @@ def _questions():
 
 def test_reference_metrics_percentages():
     p = pd.DataFrame({"correct": [True, True, False], "hard": [False, False, False]})
-    assert reference_metrics(p) == {"accuracy": 66.67, "num_examples": 3}
+    assert reference_metrics(p, form="evaluate") == {"accuracy": 66.67, "num_examples": 3}
+    assert reference_metrics(p) == {"accuracy": 66.67, "accuracy_hard": 0.0, "num_examples": 3}
     assert reference_metrics(p.assign(hard=[True, False, False]))["accuracy_hard"] == 100.0
 
 
@@ -43,7 +44,7 @@ def test_export_then_import_roundtrip(tmp_path, make_fake_embedder):
     write_generations(run, gens, config={"data": "x"})
     emb = make_fake_embedder()
     score_run(run, data=q, embedder=emb, cache=False, n_boot=50)
-    out = export_reference(run)
+    out = export_reference(run, data=q)
     lines = [json.loads(x) for x in (out / "predictions.jsonl").read_text().splitlines()]
     assert [x["prediction"] for x in lines] == ["a", "zzz", "c"]
     assert set(lines[0]) == {"question", "answer", "prediction", "choices", "hard"}

@@ -92,8 +92,13 @@ def test_score_frame_rules(make_fake_embedder, tmp_path):
     assert pred.loc[0, "generation"] == "gen one"
     encoded = {t for call in emb.calls for t in call}
     assert "" not in encoded and "  " not in encoded and "gen one" in encoded
-    assert pred.loc[0, "sim_B"] == pytest.approx(1 / np.sqrt(1.01), rel=1e-6)
+    # default: the reference's float16 cosine (a float16 value); float32 is the option
+    assert pred.loc[0, "sim_B"] == pytest.approx(1 / np.sqrt(1.01), rel=1e-3)
+    assert float(np.float16(pred.loc[0, "sim_B"])) == pred.loc[0, "sim_B"]
     assert pred["sim_A"].dtype == np.float32
+    p32 = score_frame(_questions(), _generations(), embedder=emb, cache=tmp_path, numerics="float32")
+    assert p32.loc[0, "sim_B"] == pytest.approx(1 / np.sqrt(1.01), rel=1e-6)
+    assert list(p32["predicted_letter"]) == ["B", "C", "E"]
 
 
 def test_tie_goes_to_earliest_letter_even_when_wrong(make_fake_embedder):

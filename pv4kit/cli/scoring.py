@@ -32,6 +32,7 @@ def _score(args: argparse.Namespace) -> int:
             data=args.data,
             embedder=embedder,
             cache=cache,
+            numerics=args.numerics,
             n_boot=args.n_boot,
             seed=args.seed,
             batch_size=args.batch_size,
@@ -57,7 +58,7 @@ def _score(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pv4kit.stats import compare
 
-    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed)
+    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
     if args.output:
         from pv4kit._io import atomic_write_text
 
@@ -69,13 +70,21 @@ def _compare(args: argparse.Namespace) -> int:
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
     if only_a or only_b:
         print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")
+    if table.attrs.get("data_differs"):
+        print("\nthe two runs were scored on different data (compared anyway: --force)")
     return 0
 
 
 def _export(args: argparse.Namespace) -> int:
     from pv4kit.refformat import export_reference
 
-    out = export_reference(args.run_dir, out_dir=args.output_dir)
+    out = export_reference(
+        args.run_dir,
+        out_dir=args.output_dir,
+        data=args.data,
+        split=args.split,
+        metrics_form=args.metrics_form,
+    )
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
 
@@ -90,6 +99,7 @@ def _import(args: argparse.Namespace) -> int:
         split=args.split or None,
         method=args.method,
         model=args.model,
+        force=args.force,
     )
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
     for row in unmatched.head(10).itertuples(index=False):
@@ -115,6 +125,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
     )
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
+    p.add_argument(
+        "--numerics",
+        choices=["float16", "float32"],
+        default="float16",
+        help="cosine arithmetic: float16 arrays as the reference scorer (default) or float32",
+    )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_score)
@@ -125,11 +141,25 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("--n-boot", type=int, default=2000)
     c.add_argument("--seed", type=int, default=0)
     c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+    c.add_argument(
+        "--force", action="store_true", help="compare runs scored on different data (refused by default)"
+    )
     c.set_defaults(func=_compare)
 
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
     e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
+    e.add_argument(
+        "--data", default=None, help="data the run was scored on (default: 'data' in its config.json)"
+    )
+    e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
+    e.add_argument(
+        "--metrics-form",
+        choices=["baselines", "evaluate"],
+        default="baselines",
+        help="metrics.json as evaluate_baselines.py writes it (accuracy_hard always, 0.0 without hard "
+        "questions; default) or as evaluate.py does (accuracy_hard only when some question is hard)",
+    )
     e.set_defaults(func=_export)
 
     i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
@@ -139,4 +169,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--split", default="test", help="split to match against ('' for all)")
     i.add_argument("--method", default="imported")
     i.add_argument("--model", default=None)
+    i.add_argument(
+        "--force", action="store_true", help="replace a run already in RUN_DIR (refused by default)"
+    )
     i.set_defaults(func=_import)
