@@ -97,8 +97,10 @@ class AnswerRun:
 
 
 def default_max_model_len(model: str, *, method: str | None = None) -> int:
-    """The context length of a run: 8192 for the local model (its ``n_ctx``), else the reference's
-    windows, 65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other methods.
+    """The context length of a run: the local model's ``n_ctx``, else the reference's window.
+
+    8192 for the local model; 65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other
+    methods.
     """
     from pv4kit.localllm import LOCAL_ALIAS, LOCAL_MODEL_ID
 
@@ -116,7 +118,8 @@ def _check_server(llms: list[LLMConfig], max_model_len: int, *, method: str) -> 
         raise ValueError(
             f"max_model_len: the server at {llms[0].endpoint} serves {llms[0].model!r} with max_model_len "
             f"{info.max_model_len}, but this run uses {max_model_len}; serve it with `vllm serve "
-            f"{llms[0].model} {flags}` or pass --max-model-len {info.max_model_len} (not the reference protocol)"
+            f"{llms[0].model} {flags}` or pass --max-model-len {info.max_model_len} (not the reference "
+            "protocol)"
         )
     if info.kind == "vllm" and method == "full":
         logger.info(
@@ -236,6 +239,7 @@ def _plans(
     embedder: Any,
     embed_cache: Any,
     attribute_docs: dict[tuple[int, int], str] | None,
+    rank_full: bool = True,
 ) -> list[_Plan]:
     from pv4kit.retrieve import rank_questions
 
@@ -259,6 +263,12 @@ def _plans(
             _Plan([attribute_docs[(int(u), int(i))]] if attribute_docs[(int(u), int(i))] else [], [], [])
             for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
         ]
+    if method == "full" and not rank_full:  # every chat in topic order, nothing to rank
+        plans = []
+        for uid in questions["user_id"]:
+            docs = data.documents(int(uid))
+            plans.append(_Plan(list(docs), list(range(len(docs))), [float("nan")] * len(docs)))
+        return plans
     ranked = rank_questions(
         data,
         questions,
@@ -430,7 +440,9 @@ def answer(
             else get_chat_tokenizer(tokenizer, base_url=llm.base_url, model=llm.model, server=server)
         )
     questions = select_questions(data, split=split, users=users, limit=limit)
-    needs_dense = method in ("rag", "full") and retriever == "dense"
+    # full context ranks the chats only to choose what --truncation relevance drops
+    ranks_full = method == "full" and truncation == "relevance"
+    needs_dense = (method == "rag" or ranks_full) and retriever == "dense"
     if needs_dense and embedder is None:
         from pv4kit.embed import get_embedder
 
@@ -469,6 +481,7 @@ def answer(
         embedder=embedder,
         embed_cache=embed_cache,
         attribute_docs=attribute_docs,
+        rank_full=ranks_full,
     )
 
     if truncation == "front":
@@ -599,7 +612,7 @@ def answer(
         "limit": limit,
         "n_questions": len(questions),
         "top_k": top_k if method == "rag" else None,
-        "retriever": retriever if method in ("rag", "full") else None,
+        "retriever": retriever if method == "rag" or ranks_full else None,
         "embedder": getattr(embedder, "name", None) if needs_dense else None,
         "system_prompt": system,
         "prompt_version": PROMPT_VERSION,

@@ -358,7 +358,7 @@ class EstimateChatTokenizer:
         return body + ESTIMATE_OVERHEAD_PER_MESSAGE * len(messages) + ESTIMATE_GENERATION_PROMPT
 
     def truncate_messages(self, messages: Sequence[Message], budget: int) -> list[Message]:
-        """Front truncation on the messages themselves: the system turn first, then the front of the user turn.
+        """Front truncation of the messages: the system turn first, then the front of the user turn.
 
         The kept user text is the longest suffix whose estimated prompt fits ``budget`` (binary search on
         the character offset); the question at the end survives unless it alone is over the budget.
@@ -417,17 +417,20 @@ def get_chat_tokenizer(
         from pv4kit.prompting import LlamaServerCounter
 
         logger.warning(
-            "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its /extras/tokenize "
+            "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
+            "/extras/tokenize "
             "counts of the contents plus an estimated template overhead (pass --tokenizer for exact counts)"
         )
         return EstimateChatTokenizer(LlamaServerCounter(base_url))
     if tokenizer == "server":
         raise ValueError(
-            f"tokenizer='server': {base_url or 'the endpoint'} ({kind}) has no tokenizer endpoint pv4kit knows "
+            f"tokenizer='server': {base_url or 'the endpoint'} ({kind}) has no tokenizer endpoint pv4kit "
+            "knows "
             "(vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass --tokenizer NAME_OR_PATH"
         )
     logger.warning(
-        "no tokenizer: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass --tokenizer "
+        "no tokenizer: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass "
+        "--tokenizer "
         "(the decoder's Hugging Face tokenizer) for the reference's exact counts"
     )
     return EstimateChatTokenizer()

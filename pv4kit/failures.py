@@ -122,8 +122,9 @@ def failure_metrics(n_failed: int, policy: str | None) -> dict[str, Any]:
 def rows_to_score(
     generations: pd.DataFrame, mask: pd.Series, *, failed: str | None, where: str
 ) -> pd.DataFrame:
-    """The rows handed to the scorer: all of them for ``wrong`` (failed ones are marked afterwards), the
-    others for ``exclude``.
+    """The rows handed to the scorer.
+
+    All of them for ``wrong`` (the failed ones are marked afterwards), the others for ``exclude``.
     """
     if failed != "exclude" or not mask.any():
         return generations

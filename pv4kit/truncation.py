@@ -114,10 +114,11 @@ def front_requests(
             out.append(Request(list(chat), False, len(ids), len(ids), "unsendable"))
     if unsendable:
         raise ValueError(
-            f"{len(unsendable)} of {len(chats)} prompts are over the budget of {budget} tokens (max_model_len - "
-            f"max_new_tokens - margin; the longest has {max(unsendable)}) and the reference cuts them from the front, "
-            f"but this endpoint ({server_kind}, protocol {protocol!r}) cannot take a prompt of token ids (vLLM "
-            "and llama.cpp can); pass --truncation relevance (drop the least relevant chats) or a larger "
+            f"{len(unsendable)} of {len(chats)} prompts are over the budget of {budget} tokens "
+            f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
+            f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
+            "a prompt of token ids (vLLM and llama.cpp can); pass --truncation relevance (drop the least "
+            "relevant chats) or a larger "
             "--max-model-len; nothing was sent"
         )
     n_cut = sum(r.truncated for r in out)
