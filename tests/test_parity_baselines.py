@@ -14,7 +14,8 @@ The reference rules are transcribed here independently, from reading ``evaluate_
 The tokenizer is real: a byte-level BPE trained here with the ``tokenizers`` library, given special tokens
 and a ChatML template that (like Qwen3's) adds an empty think block when ``enable_thinking`` is false, so a
 prompt built without ``enable_thinking=False`` has other ids. The server is the loopback fake of
-``tests/llm_server.py`` speaking vLLM's ``/v1/models`` (``owned_by``, ``max_model_len``), ``/tokenize`` and ``/v1/completions``.
+``tests/llm_server.py`` speaking vLLM's ``/v1/models`` (``owned_by``, ``max_model_len``), ``/tokenize`` and
+``/v1/completions``.
 """
 
 from __future__ import annotations
