@@ -6,8 +6,10 @@ Methods (what goes in the user turn before the question):
 * ``no_docs``: nothing (the reference's ``closed_book``);
 * ``rag``: the ``top_k`` chats most similar to the question, most similar first (dense with the
   embedder and its cache, or ``retriever="bm25"``);
-* ``full``: every chat in topic order (the reference's ``full_context``); when the budget is short the
-  chats *least similar to the question* are dropped, the rest stay in topic order;
+* ``full``: every chat in topic order (the reference's ``full_context``); an over-long prompt is cut
+  from the front of its tokens as the reference does (:mod:`pv4kit.truncation`), or with
+  ``truncation="relevance"`` the chats *least similar to the question* are dropped, the rest staying in
+  topic order;
 * ``persona``: the explicit persona profile instead of chats (the PersonaFeedback setting, an upper
   bound on what memory could give);
 * ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.attributes`): attributes
@@ -83,7 +85,7 @@ class AnswerRun:
         run_dir: Where the run was written (``None`` when not written).
         calls: LLM requests sent to the endpoint.
         cached: LLM requests answered from the cache.
-        errors: Requests that failed after their retries (their generation is ``""``).
+        errors: Requests that failed after their retries (``status`` ``failed``, no generation).
     """
 
     generations: pd.DataFrame
