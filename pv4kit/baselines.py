@@ -113,7 +113,7 @@ def default_max_model_len(model: str, *, method: str | None = None) -> int:
 
 def _check_server(llms: list[LLMConfig], max_model_len: int, *, method: str) -> ServerInfo:
     """Probe the endpoint before anything is sent; refuse a served context length other than the run's."""
-    info = probe_server(llms[0].base_url, llms[0].model)
+    info = probe_server(llms[0].base_url, llms[0].model, api_key_env=llms[0].api_key_env)
     if info.max_model_len is not None and info.max_model_len != max_model_len:
         yarn = FULL_CONTEXT_YARN_FACTOR if method == "full" and max_model_len == FULL_CONTEXT_LENGTH else None
         flags = " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=yarn))
@@ -439,7 +439,9 @@ def answer(
         chat_tok = (
             tokenizer
             if isinstance(tokenizer, ChatTokenizer)
-            else get_chat_tokenizer(tokenizer, base_url=llm.base_url, model=llm.model, server=server)
+            else get_chat_tokenizer(
+                tokenizer, base_url=llm.base_url, model=llm.model, server=server, api_key_env=llm.api_key_env
+            )
         )
     questions = select_questions(data, split=split, users=users, limit=limit)
     # full context ranks the chats only to choose what --truncation relevance drops

@@ -22,6 +22,7 @@ its ``max_model_len``; llama.cpp ``owned_by: "llamacpp"``, its context from ``GE
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
@@ -145,15 +146,35 @@ def server_root(base_url: str) -> str:
     return root[: -len("/v1")] if root.endswith("/v1") else root
 
 
-def probe_server(base_url: str | None, model: str | None = None, *, timeout: float = 10.0) -> ServerInfo:
-    """Ask an endpoint what it is and how long a context it serves (never raises on a network error)."""
+def _auth(api_key_env: str | None) -> dict[str, str]:
+    """The ``Authorization`` header for a server started with a key (from the environment, never stored)."""
+    key = os.environ.get(api_key_env) if api_key_env else None
+    return {"Authorization": f"Bearer {key}"} if key else {}
+
+
+def probe_server(
+    base_url: str | None,
+    model: str | None = None,
+    *,
+    timeout: float = 10.0,
+    api_key_env: str | None = "OPENAI_API_KEY",
+) -> ServerInfo:
+    """Ask an endpoint what it is and how long a context it serves (never raises on a network error).
+
+    Args:
+        base_url: The OpenAI base URL (``None``: the OpenAI API, not asked).
+        model: The model id whose entry of ``/v1/models`` is read (default: the first).
+        timeout: Seconds per request.
+        api_key_env: Environment variable with the server's key, sent as a bearer token when set.
+    """
     if not base_url:
         return ServerInfo("other")
     import httpx
 
     root = server_root(base_url)
+    headers = _auth(api_key_env)
     try:
-        r = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout)
+        r = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout, headers=headers)
         listing = r.json().get("data", []) if r.status_code == 200 else []
     except (httpx.HTTPError, ValueError, AttributeError):
         return ServerInfo("unknown")
@@ -167,13 +188,13 @@ def probe_server(base_url: str | None, model: str | None = None, *, timeout: flo
     if owner == "llamacpp":
         n_ctx = None
         try:
-            props = httpx.get(f"{root}/props", timeout=timeout).json()
+            props = httpx.get(f"{root}/props", timeout=timeout, headers=headers).json()
             n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
         except (httpx.HTTPError, ValueError, AttributeError):
             pass
         return ServerInfo("llama.cpp", int(n_ctx) if n_ctx else None, models)
     try:
-        r = httpx.post(f"{root}/extras/tokenize", json={"input": "hi"}, timeout=timeout)
+        r = httpx.post(f"{root}/extras/tokenize", json={"input": "hi"}, timeout=timeout, headers=headers)
         if r.status_code == 200 and "tokens" in r.json():
             return ServerInfo("llama-cpp-python", None, models)
     except (httpx.HTTPError, ValueError, AttributeError):
@@ -270,6 +291,7 @@ class VLLMChatTokenizer:
     timeout: float = 60.0
     name: str = "vllm /tokenize"
     exact: bool = True
+    api_key_env: str | None = "OPENAI_API_KEY"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
@@ -282,7 +304,12 @@ class VLLMChatTokenizer:
             "add_special_tokens": False,
             "chat_template_kwargs": dict(NO_THINKING),
         }
-        r = httpx.post(f"{server_root(self.base_url)}/tokenize", json=body, timeout=self.timeout)
+        r = httpx.post(
+            f"{server_root(self.base_url)}/tokenize",
+            json=body,
+            timeout=self.timeout,
+            headers=_auth(self.api_key_env),
+        )
         r.raise_for_status()
         return [int(t) for t in r.json()["tokens"]]
 
@@ -299,13 +326,14 @@ class LlamaCppChatTokenizer:
     timeout: float = 60.0
     name: str = "llama.cpp /apply-template + /tokenize"
     exact: bool = True
+    api_key_env: str | None = "OPENAI_API_KEY"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
         import httpx
 
         root = server_root(self.base_url)
-        with httpx.Client(timeout=self.timeout) as client:
+        with httpx.Client(timeout=self.timeout, headers=_auth(self.api_key_env)) as client:
             r = client.post(
                 f"{root}/apply-template",
                 json={"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)},
@@ -387,6 +415,7 @@ def get_chat_tokenizer(
     base_url: str | None = None,
     model: str | None = None,
     server: ServerInfo | None = None,
+    api_key_env: str | None = "OPENAI_API_KEY",
 ) -> ChatTokenizer:
     """Pick the prompt tokenizer: ``--tokenizer``, else the server's, else the logged estimate.
 
@@ -396,6 +425,7 @@ def get_chat_tokenizer(
         base_url: The endpoint's OpenAI base URL.
         model: The model id (vLLM's ``/tokenize`` wants it).
         server: The endpoint's :class:`ServerInfo` (probed when ``None`` and ``base_url`` is set).
+        api_key_env: Environment variable with the server's key.
     """
     if tokenizer is not None and not isinstance(tokenizer, str):
         return HFChatTokenizer(tokenizer)
@@ -407,12 +437,12 @@ def get_chat_tokenizer(
     if tokenizer and tokenizer != "server":
         return HFChatTokenizer(tokenizer)
     if server is None and base_url:
-        server = probe_server(base_url, model)
+        server = probe_server(base_url, model, api_key_env=api_key_env)
     kind = server.kind if server else "other"
     if kind == "vllm" and base_url and model:
-        return VLLMChatTokenizer(base_url, model)
+        return VLLMChatTokenizer(base_url, model, api_key_env=api_key_env)
     if kind == "llama.cpp" and base_url:
-        return LlamaCppChatTokenizer(base_url)
+        return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
     if kind == "llama-cpp-python" and base_url:
         from pv4kit.prompting import LlamaServerCounter
 
