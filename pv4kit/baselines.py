@@ -630,7 +630,7 @@ def answer(
         "server_kind": server.kind if server else None,
         "server_max_model_len": server.max_model_len if server else None,
         "chat_template_kwargs": dict(llm.chat_template_kwargs) if llm.chat_template_kwargs else None,
-        "n_failed": errors,
+        "n_failed": int(sum(r.error is not None for r in responses)),
         "n_empty_answers": n_empty,
         "llm_cache": str(cache) if cache is not None else None,
         "llm_calls": calls,
