@@ -6,7 +6,11 @@ Every model call in pv4kit goes through :func:`complete`. It speaks two protocol
   gpt-5-mini). System messages become the request's ``instructions`` (joined by blank lines); the other
   messages become ``input`` items with their role.
 * ``"chat"``: Chat Completions (vLLM, llama.cpp server, Ollama, most providers). Messages are sent as
-  given; ``max_output_tokens`` is sent as ``max_tokens`` and ``reasoning_effort`` only when set.
+  given; ``max_output_tokens`` is sent as ``max_tokens`` and ``reasoning_effort`` only when set;
+  ``chat_template_kwargs`` (vLLM's ``{"enable_thinking": false}``) only when set.
+* ``"completions"``: the legacy Completions endpoint with a raw prompt: one message whose
+  ``prompt_token_ids`` (a list of ints, how vLLM and llama.cpp take an exact token prompt) or else
+  ``content`` is sent as ``prompt``. The baselines use it for front-truncated prompts.
 
 **Cache.** Responses are stored in SQLite as they arrive, keyed by a SHA-256 over what changes the
 output: protocol, model, messages, reasoning effort, temperature, token cap and, for a sampled call, the
@@ -58,7 +62,7 @@ from pv4kit.llm_store import usage_summary as usage_summary
 logger = logging.getLogger(__name__)
 
 Message = dict[str, str]
-PROTOCOLS = ("responses", "chat")
+PROTOCOLS = ("responses", "chat", "completions")
 _KEY_VERSION = 1
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 _CONFIG_STATUS = {401: "authentication failed", 403: "permission denied", 404: "not found"}
@@ -86,11 +90,13 @@ class LLMConfig:
         assume_greedy: Treat ``temperature=None`` as deterministic for the cache key.
         backoff_base: First backoff delay in seconds (doubles per retry, full jitter).
         backoff_max: Largest backoff delay in seconds.
+        chat_template_kwargs: Sent with ``"chat"`` requests (vLLM: ``{"enable_thinking": False}``); part
+            of the cache key when set.
     """
 
     model: str
     base_url: str | None = None
-    protocol: Literal["responses", "chat"] = "responses"
+    protocol: Literal["responses", "chat", "completions"] = "responses"
     api_key_env: str = "OPENAI_API_KEY"
     reasoning_effort: str | None = None
     temperature: float | None = None
@@ -101,6 +107,7 @@ class LLMConfig:
     assume_greedy: bool = False
     backoff_base: float = 1.0
     backoff_max: float = 60.0
+    chat_template_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -165,12 +172,43 @@ def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: i
         "max_output_tokens": config.max_output_tokens,
         "sample": None if config.greedy else int(sample_index),
     }
+    _extend_key(payload, messages, config)
     blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _extend_key(payload: dict[str, Any], messages: Sequence[Message], config: LLMConfig) -> None:
+    """Key fields that exist only for some requests (absent otherwise, so older keys stay valid)."""
+    ids = [m.get("prompt_token_ids") for m in messages]
+    if any(i is not None for i in ids):
+        payload["prompt_token_ids"] = [None if i is None else [int(t) for t in i] for i in ids]
+    if config.chat_template_kwargs:
+        payload["chat_template_kwargs"] = dict(config.chat_template_kwargs)
+
+
+def _completions_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, Any]:
+    """The body of a ``/completions`` request: one raw prompt (token ids when given, else text)."""
+    if len(messages) != 1:
+        raise ValueError(f"protocol 'completions' takes one prompt message, got {len(messages)}")
+    m = messages[0]
+    ids = m.get("prompt_token_ids")
+    if ids is None and not isinstance(m.get("content"), str):
+        raise ValueError(f"messages[0] must have 'prompt_token_ids' or a str 'content', got {m!r}")
+    kwargs: dict[str, Any] = {
+        "model": config.model,
+        "prompt": [int(t) for t in ids] if ids is not None else m["content"],
+    }
+    if config.max_output_tokens is not None:
+        kwargs["max_tokens"] = config.max_output_tokens
+    if config.temperature is not None:
+        kwargs["temperature"] = config.temperature
+    return kwargs
+
+
 def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, Any]:
     """The keyword arguments of ``client.responses.create`` or ``client.chat.completions.create``."""
+    if config.protocol == "completions":
+        return _completions_request(messages, config)
     for i, m in enumerate(messages):
         if m.get("role") not in ("system", "developer", "user", "assistant") or not isinstance(
             m.get("content"), str
@@ -196,6 +234,8 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
             kwargs["reasoning_effort"] = config.reasoning_effort
         if config.max_output_tokens is not None:
             kwargs["max_tokens"] = config.max_output_tokens
+        if config.chat_template_kwargs:
+            kwargs["chat_template_kwargs"] = dict(config.chat_template_kwargs)
     if config.temperature is not None:
         kwargs["temperature"] = config.temperature
     return kwargs
@@ -232,7 +272,9 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
     else:
         choices = _get(raw, "choices", []) or []
         first = choices[0] if choices else None
-        text = _get(_get(first, "message"), "content") or ""
+        text = (
+            _get(first, "text") if protocol == "completions" else _get(_get(first, "message"), "content")
+        ) or ""
         finish = _get(first, "finish_reason")
         tokens = {
             "prompt_tokens": _get(usage, "prompt_tokens", 0) or 0,
@@ -289,10 +331,12 @@ def _sender(client: Any, protocol: str, *, made: bool) -> Callable[[dict[str, An
     called through ``.responses.create`` / ``.chat.completions.create``.
     """
     if made:
-        path = "/responses" if protocol == "responses" else "/chat/completions"
+        path = {"responses": "/responses", "completions": "/completions"}.get(protocol, "/chat/completions")
         return lambda request: client.post(path, body=request, cast_to=object)
     if protocol == "responses":
         return lambda request: client.responses.create(**request)
+    if protocol == "completions":
+        return lambda request: client.completions.create(**request)
     return lambda request: client.chat.completions.create(**request)
 
 

@@ -4,10 +4,10 @@ The layout is the reference's (``evaluate_baselines.py``): a system turn ``"You 
 assistant."``, then one user turn made of the documents joined by blank lines, a blank line and the
 question (not stripped). With no documents the user turn is the question alone.
 
-**Context budget.** ``budget = max_model_len - max_new_tokens - margin``. When a prompt does not fit,
-the *least relevant* documents are dropped one at a time (never the system prompt or the question);
-the reference instead cuts tokens from the front of the whole sequence, which can remove the system
-prompt and the chat header first. Prompt sizes are counted as the sum of their parts (system, each
+**Context budget** (``truncation="relevance"``, an option; the default is the reference's front cut of the
+whole prompt's tokens, :mod:`pv4kit.truncation`). ``budget = max_model_len - max_new_tokens - margin``.
+When a prompt does not fit, the *least relevant* documents are dropped one at a time (never the system
+prompt or the question). Prompt sizes are counted as the sum of their parts (system, each
 document, the separators, the question) plus :data:`TEMPLATE_OVERHEAD` tokens per message for the chat
 template. BPE merges across the blank-line separators make that exact to within a few tokens, which the
 margin absorbs; each document is counted once per user, so long contexts are not re-tokenised for every

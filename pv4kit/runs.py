@@ -43,7 +43,10 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     out["question_index"] = out["question_index"].astype("int64")
     out["split"] = out["split"].astype(str)
     gen = out["generation"]
-    out["generation"] = gen.where(gen.notna(), "").astype(str)
+    text = gen.where(gen.notna(), "").astype(str).astype(object)
+    if "status" in out.columns:  # a failed request has no generation (pv4kit.failures)
+        text[out["status"].astype("string").fillna("").eq("failed").to_numpy()] = None
+    out["generation"] = text
     dup = out.duplicated(["user_id", "question_index"], keep=False)
     if dup.any():
         first = out.loc[dup, ["user_id", "question_index"]].head(5).to_dict("records")
@@ -88,7 +91,11 @@ def write_generations(
 
 
 def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read and check ``run_dir/generations.parquet`` (a missing generation reads as ``""``)."""
+    """Read and check ``run_dir/generations.parquet``.
+
+    A missing generation reads as ``""``, except on rows with ``status == "failed"`` (a request that failed,
+    see :mod:`pv4kit.failures`), which keep ``None``.
+    """
     path = Path(run_dir) / GENERATIONS_FILE
     if not path.exists():
         raise FileNotFoundError(f"run_dir: no {GENERATIONS_FILE} in {Path(run_dir)}")

@@ -260,6 +260,7 @@ def score_run(
     seed: int = 0,
     batch_size: int | None = None,
     progress: bool | None = None,
+    failed: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
 
@@ -276,13 +277,21 @@ def score_run(
         seed: Bootstrap seed.
         batch_size: Encode batch size.
         progress: Progress bar while encoding.
+        failed: How to count requests that failed (see :mod:`pv4kit.failures`): ``None`` refuses a run
+            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
 
     Returns:
         ``(predictions, metrics)`` as written.
     """
+    from pv4kit import failures
+
     check_numerics(numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
+    failed_rows = failures.check_failed(generations, failed=failed, where=str(run_dir))
+    failed_keys = generations.loc[failed_rows, KEY] if failed == "wrong" else generations.iloc[0:0][KEY]
+    n_failed = int(failed_rows.sum())
+    generations = failures.rows_to_score(generations, failed_rows, failed=failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
     splits = sorted(set(generations["split"]))
     questions, data_info = _load_questions(data, run_dir, config, splits=splits)
@@ -299,7 +308,9 @@ def score_run(
         progress=progress,
         numerics=numerics,
     )
+    predictions = failures.mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
+    metrics.update(failures.failure_metrics(n_failed, failed))
     in_splits = (
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )

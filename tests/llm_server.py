@@ -1,7 +1,9 @@
 """A fake OpenAI-compatible server on 127.0.0.1 for tests and benchmarks (stdlib only).
 
-It serves ``GET /v1/models``, ``POST /v1/chat/completions`` and ``POST /v1/responses``. What it answers
-is scriptable:
+It serves ``GET /v1/models``, ``POST /v1/chat/completions``, ``POST /v1/completions`` and
+``POST /v1/responses``; with ``owned_by="vllm"`` and a ``tokenizer`` (a real Hugging Face tokenizer) it also
+answers vLLM's ``POST /tokenize`` and ``POST /detokenize`` and lists ``max_model_len`` under the model, as
+vLLM does. What it answers is scriptable:
 
 * ``responder(protocol, body, nth) -> Reply | str`` builds the answer; ``nth`` counts how often this
   prompt (the last message's content) was seen before, so "malformed first, valid on retry" is easy;
@@ -36,6 +38,9 @@ class Reply:
 
 def prompt_of(protocol: str, body: dict[str, Any]) -> str:
     """The last message's content of a request body."""
+    if protocol == "completions":
+        prompt = body.get("prompt")
+        return prompt if isinstance(prompt, str) else "ids:" + ",".join(str(t) for t in prompt or [])
     items = body.get("messages") if protocol == "chat" else body.get("input")
     if isinstance(items, str):
         return items
@@ -50,6 +55,18 @@ def _chat_body(model: str, text: str, n: int) -> dict[str, Any]:
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 11, "completion_tokens": words, "total_tokens": 11 + words},
+    }
+
+
+def _completions_body(model: str, text: str, n: int) -> dict[str, Any]:
+    words = len(text.split())
+    return {
+        "id": f"cmpl-{n}",
+        "object": "text_completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [{"index": 0, "text": text, "finish_reason": "stop", "logprobs": None}],
         "usage": {"prompt_tokens": 11, "completion_tokens": words, "total_tokens": 11 + words},
     }
 
@@ -91,11 +108,18 @@ class FakeLLMServer:
         delay: float = 0.0,
         known_models: set[str] | None = None,
         api_key: str | None = None,
+        owned_by: str | None = None,
+        max_model_len: int | None = None,
+        tokenizer: Any = None,
     ) -> None:
         self.responder = responder or (lambda protocol, body, nth: f"echo: {prompt_of(protocol, body)}")
         self.delay = delay
         self.known_models = known_models
         self.api_key = api_key
+        self.owned_by = owned_by
+        self.max_model_len = max_model_len
+        self.tokenizer = tokenizer
+        self.tokenize_requests: list[dict[str, Any]] = []
         self.faults: list[Reply] = []
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self._seen: dict[str, int] = {}
@@ -138,15 +162,20 @@ class FakeLLMServer:
             def do_GET(self) -> None:
                 if self.path.rstrip("/").endswith("/models"):
                     names = sorted(owner.known_models or {"fake-model"})
-                    self._send(200, {"object": "list", "data": [{"id": m, "object": "model"} for m in names]})
+                    self._send(200, {"object": "list", "data": [owner._model_card(m) for m in names]})
                 else:
                     self._send(404, {"error": {"message": "not found"}})
 
             def do_POST(self) -> None:
                 length = int(self.headers.get("Content-Length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
+                if self.path in ("/tokenize", "/detokenize") and owner.tokenizer is not None:
+                    self._send(200, owner._tokenize(self.path, body))
+                    return
                 if self.path.endswith("/chat/completions"):
                     protocol = "chat"
+                elif self.path.endswith("/completions"):
+                    protocol = "completions"
                 elif self.path.endswith("/responses"):
                     protocol = "responses"
                 else:
@@ -198,12 +227,41 @@ class FakeLLMServer:
             )
             return
         model = str(body.get("model"))
-        payload = (
-            _chat_body(model, reply.text, count)
-            if protocol == "chat"
-            else _responses_body(model, reply.text, count)
-        )
+        build = {"chat": _chat_body, "completions": _completions_body}.get(protocol, _responses_body)
+        payload = build(model, reply.text, count)
         handler._send(200, payload, reply.headers)
+
+    def _model_card(self, model: str) -> dict[str, Any]:
+        card: dict[str, Any] = {"id": model, "object": "model"}
+        if self.owned_by is not None:
+            card["owned_by"] = self.owned_by
+        if self.max_model_len is not None:
+            card["max_model_len"] = self.max_model_len
+        return card
+
+    def _tokenize(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """vLLM's ``/tokenize`` (chat or text form) and ``/detokenize`` with the real tokenizer."""
+        with self._lock:
+            self.tokenize_requests.append(body)
+        tok = self.tokenizer
+        if path == "/detokenize":
+            return {"prompt": tok.decode(body["tokens"], skip_special_tokens=False)}
+        if "messages" in body:
+            text = tok.apply_chat_template(
+                body["messages"],
+                tokenize=False,
+                add_generation_prompt=body.get("add_generation_prompt", True),
+                **(body.get("chat_template_kwargs") or {}),
+            )
+            ids = tok.encode(text, add_special_tokens=body.get("add_special_tokens", False))
+        else:
+            ids = tok.encode(body["prompt"], add_special_tokens=body.get("add_special_tokens", True))
+        return {
+            "count": len(ids),
+            "max_model_len": self.max_model_len or 0,
+            "tokens": ids,
+            "token_strs": None,
+        }
 
     def close(self) -> None:
         if self._server is not None:

@@ -182,7 +182,7 @@ def test_no_docs_run_and_rerun_makes_no_requests(data, server, tmp_path):
         "p99_prompt_tokens",
     ):
         assert key in ctx
-    assert ctx["num_prompts"] == 6 and ctx["fit_rate"] == 1.0 and ctx["max_model_len"] == 32768
+    assert ctx["num_prompts"] == 6 and ctx["fit_rate"] == 100.0 and ctx["max_model_len"] == 32768
 
     again = answer(
         data, method="no_docs", llm=_llm(server), run_dir=tmp_path / "r", cache=cache, progress=False
@@ -255,6 +255,7 @@ def test_bm25_rag_and_full_truncation(data, server, tmp_path, make_fake_embedder
         users=[131],
         cache=None,
         token_counter=counter,
+        truncation="relevance",
         max_model_len=36 + 24,
         max_new_tokens=24,
         margin=0,
@@ -268,7 +269,7 @@ def test_bm25_rag_and_full_truncation(data, server, tmp_path, make_fake_embedder
     ]
     assert content == "I play chess online.\n\nI teach piano.\n\n  question 1 of user 131?"
     assert run.context["num_truncated"] == 3 and run.context["fit_rate"] == 0.0
-    assert run.context["tokens_dropped"] > 0 and run.context["documents_dropped"] >= 6
+    assert run.context["tokens_dropped"] > 0 and run.context["pv4kit"]["documents_dropped"] >= 6
 
 
 def test_persona_run(data, server):

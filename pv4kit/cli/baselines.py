@@ -50,10 +50,13 @@ def _answer(args: argparse.Namespace) -> int:
             reasoning_effort=args.reasoning_effort,
             max_concurrency=1 if local else args.concurrency,
             timeout=600.0 if local else args.timeout,
+            max_retries=args.max_retries,
         )
-        counter = get_token_counter(
-            "server" if local and not args.tokenizer else args.tokenizer, base_url=endpoint.base_url
-        )
+        counter = None
+        if args.truncation == "relevance":
+            counter = get_token_counter(
+                "server" if local and not args.tokenizer else args.tokenizer, base_url=endpoint.base_url
+            )
         name = args.name or _default_name(args.model, args.method, args.top_k)
         run = answer(
             data,
@@ -69,6 +72,8 @@ def _answer(args: argparse.Namespace) -> int:
             max_new_tokens=args.max_new_tokens,
             margin=args.margin,
             token_counter=counter,
+            tokenizer=args.tokenizer if args.truncation == "front" else None,
+            truncation=args.truncation,
             users=users,
             limit=args.limit,
             progress=not args.quiet,
@@ -77,11 +82,14 @@ def _answer(args: argparse.Namespace) -> int:
     print(
         f"{run.run_dir}: {len(run.generations)} answers ({run.calls} called, {run.cached} cached, "
         f"{run.errors} failed); prompts p50 {c['p50_prompt_tokens']:.0f} / max {c['max_prompt_tokens']} "
-        f"tokens ({c['token_counter']}), fit rate {100 * c['fit_rate']:.1f}%, {c['num_truncated']} truncated"
+        f"tokens ({c['pv4kit']['token_counter']}), fit rate {c['fit_rate']:.2f}%, {c['num_truncated']} "
+        f"truncated ({args.truncation})"
     )
+    if run.errors:
+        print(f"{run.errors} requests failed (status 'failed'); run the same command again to resume them")
     if args.method == "attributes":
         print(f"attributes: {run.config['attributes']['n_fallback']} unparseable selections fell back to all")
-    if args.score:
+    if args.score and not run.errors:
         from pv4kit.score import score_run
 
         _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
@@ -152,6 +160,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight (local: 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
+    p.add_argument("--max-retries", type=int, default=6, help="retries of a failed request [6]")
     p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument(
@@ -165,8 +174,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tokenizer",
         default=None,
-        help="'chars' (ceil(chars/4)), 'server' (llama.cpp /extras/tokenize) or a Hugging Face tokenizer "
-        "name/path (default: the local server's, else chars/4)",
+        help="the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' "
+        "(vLLM /tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged); "
+        "default: the server's, else chars/4",
+    )
+    p.add_argument(
+        "--truncation",
+        default="front",
+        choices=["front", "relevance"],
+        help="over-long prompts: 'front' cuts the whole prompt's tokens from the front (the reference), "
+        "'relevance' drops the least relevant chats [front]",
     )
     p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
     p.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke tests)")

@@ -37,6 +37,7 @@ def _score(args: argparse.Namespace) -> int:
             seed=args.seed,
             batch_size=args.batch_size,
             progress=not args.quiet,
+            failed=args.failed,
         )
         lo, hi = m["accuracy_ci"]
         hard = m["accuracy_hard"]
@@ -51,6 +52,8 @@ def _score(args: argparse.Namespace) -> int:
         print(
             f"{run_dir}: accuracy {_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}] on {m['n']} questions, "
             f"{m['n_users']} users; hard {hard_txt}; ties {m['n_ties']}"
+            + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
+            + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
         )
     return 0
 
@@ -133,6 +136,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--failed",
+        default=None,
+        choices=["wrong", "exclude"],
+        help="how to count requests that failed: as wrong answers, or left out (default: refuse the run)",
+    )
     p.set_defaults(func=_score)
 
     c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
