@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from pv4kit._io import connect_sqlite
+from pv4kit._sqlite import recover_corrupt, sqlite_problem
 
 if TYPE_CHECKING:
     from pv4kit.llm import LLMConfig, LLMResponse
@@ -41,6 +42,11 @@ LEDGER_COLUMNS = [
     "key",
 ]
 
+#: the columns each table must hold for the file to be read (a file without them is moved aside)
+_TABLES = {
+    "responses": ("key", "text", "response_id", "response_model", "finish_reason", "usage"),
+    "usage": tuple(LEDGER_COLUMNS),
+}
 
 # --------------------------------------------------------------------------- cache and ledger
 
@@ -52,6 +58,7 @@ class _Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
+        recover_corrupt(self.path, tables=_TABLES, what="LLM response cache")
         self.conn = connect_sqlite(self.path, timeout=60, check_same_thread=False)
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, protocol TEXT, model TEXT, "
@@ -186,6 +193,12 @@ def usage_frame(
     path = Path(cache_path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no LLM cache/ledger file here")
+    problem = sqlite_problem(path, tables=_TABLES)
+    if problem is not None:
+        raise ValueError(
+            f"{path}: LLM cache/ledger file {problem}; its usage rows cannot be read (the next LLM call "
+            "with this cache moves it aside and starts a new one)"
+        )
     conn = sqlite3.connect(path)
     try:
         frame = pd.read_sql_query(f"SELECT {', '.join(LEDGER_COLUMNS)} FROM usage ORDER BY rowid", conn)
