@@ -18,8 +18,10 @@ with a new ``sample_index`` gets a fresh response (that is how :mod:`pv4kit.gene
 a malformed output).
 
 **Retries.** Connection errors, timeouts, 408/409/429 and 5xx are retried with exponential backoff and
-full jitter, honouring ``Retry-After`` (which also pauses the other workers of the batch). 401, 403 and
-404 raise :class:`LLMConfigError` naming the model and base URL. Other errors, and failures left after
+full jitter, honouring ``Retry-After`` (which also pauses the other workers of the batch), capped at
+``retry_after_max`` seconds (600) on both; a pause of 10 s or more, or a capped one, is logged with its
+length. 401, 403 and 404 raise :class:`LLMConfigError` naming the model and the base URL (credentials
+redacted, :mod:`pv4kit.redact`). Other errors, and failures left after
 ``max_retries``, give an :class:`LLMResponse` with ``.error`` set and the batch goes on.
 
 **Ledger.** Each call (cached or not) adds a row to a ``usage`` table in the cache file; read it with
