@@ -16,7 +16,9 @@ store opens its file and checks, cheaply:
 A damaged file is renamed ``<name>.corrupt-<UTC time>-<pid>`` (with its ``-wal``/``-shm`` files) beside
 the original, never deleted, under a lock so that two processes do not both move it; the warning names
 both paths. Corruption deep inside a large file that these checks do not touch is reported by SQLite when
-the page is read (a full ``PRAGMA quick_check`` reads the whole file and is too slow to run on every open).
+the page is read (a full ``PRAGMA quick_check`` reads the whole file and is too slow to run on every open);
+a store can then call :func:`is_corruption` on the error and :func:`move_aside` (the LLM cache does, on
+every read and write).
 """
 
 from __future__ import annotations
@@ -123,6 +125,49 @@ def _lock(path: Path) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying the file is damaged (not merely locked or busy)."""
+    return isinstance(exc, sqlite3.DatabaseError) and _is_corruption(exc)
+
+
+def move_aside(
+    path: str | os.PathLike[str], *, problem: str, what: str, inode: int | None = None
+) -> Path | None:
+    """Rename the damaged store ``path`` (and its ``-wal``/``-shm``) aside and log a warning naming both.
+
+    Args:
+        path: The database file.
+        problem: What is wrong, for the warning.
+        what: What the store is, for the warning.
+        inode: Move only if ``path`` is still this file (another process may have replaced it already).
+
+    Returns:
+        Where the file went, or ``None`` when there was nothing (left) to move.
+    """
+    path = Path(path)
+    with _lock(path):
+        try:
+            if inode is not None and path.stat().st_ino != inode:
+                return None
+        except FileNotFoundError:
+            return None
+        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+        os.replace(path, aside)
+        for suffix in ("-wal", "-shm"):
+            side = path.with_name(path.name + suffix)
+            if side.exists():
+                os.replace(side, aside.with_name(aside.name + suffix))
+    logger.warning(
+        "%s %s: %s; moved it aside to %s and starting a new one (its contents are recomputed as needed)",
+        what,
+        path,
+        problem,
+        aside,
+    )
+    return aside
+
+
 def recover_corrupt(
     path: str | os.PathLike[str],
     *,
@@ -142,24 +187,12 @@ def recover_corrupt(
         Where the damaged file went, or ``None`` when the file was fine (or absent).
     """
     path = Path(path)
-    if sqlite_problem(path, tables=tables, timeout=timeout) is None:
+    problem = sqlite_problem(path, tables=tables, timeout=timeout)
+    if problem is None:
         return None
-    with _lock(path):
-        problem = sqlite_problem(path, tables=tables, timeout=timeout)  # another process may have done it
+    with _lock(path):  # another process may be moving it right now: look again once it is done
+        problem = sqlite_problem(path, tables=tables, timeout=timeout)
         if problem is None:
             return None
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
-        os.replace(path, aside)
-        for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
-    logger.warning(
-        "%s %s: %s; moved it aside to %s and starting a new one (its contents are recomputed as needed)",
-        what,
-        path,
-        problem,
-        aside,
-    )
-    return aside
+        inode = path.stat().st_ino
+    return move_aside(path, problem=problem, what=what, inode=inode)

@@ -112,3 +112,24 @@ def test_usage_frame_of_a_corrupt_ledger_names_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"llm\.sqlite.*(corrupt|not a SQLite)"):
         usage_frame(path)
     assert path.read_bytes() == b"definitely not sqlite" * 100  # reading never moves or changes it
+
+
+def test_llm_cache_damaged_mid_file_is_recovered_when_read(tmp_path, caplog):
+    """Damage deep inside the file passes the open checks; SQLite's "malformed" on a read is handled too."""
+    path = tmp_path / "llm.sqlite"
+    reqs = [[{"role": "user", "content": f"question {i} " + "z" * 400}] for i in range(120)]
+    with FakeLLMServer() as srv:
+        config = LLMConfig(model="fake-model", base_url=srv.base_url, protocol="chat", temperature=0.0)
+        first = complete(reqs, config=config, cache=path, progress=False)
+        data = bytearray(path.read_bytes())
+        mid = len(data) // 2 // 4096 * 4096
+        data[mid + 100 : mid + 4000] = b"\xff" * 3900  # one page in the middle: header and size stay valid
+        path.write_bytes(bytes(data))
+        with caplog.at_level(logging.WARNING):
+            again = complete(reqs, config=config, cache=path, progress=False)
+        assert [r.text for r in again] == [r.text for r in first]
+        third = complete(reqs, config=config, cache=path, progress=False)
+        assert all(r.cached for r in third)
+    aside = _aside(path)
+    assert aside.read_bytes() == bytes(data)
+    assert any("malformed" in r.getMessage() and str(aside) in r.getMessage() for r in caplog.records)
