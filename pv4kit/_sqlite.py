@@ -81,6 +81,8 @@ def _schema_problem(path: Path, tables: Mapping[str, Sequence[str]], timeout: fl
     except sqlite3.DatabaseError as exc:
         if _is_corruption(exc):
             return f"corrupt ({exc})"
+        if isinstance(exc, sqlite3.OperationalError):  # locked or busy: another writer, not damage
+            return None
         raise
     finally:
         con.close()
