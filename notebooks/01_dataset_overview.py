@@ -29,7 +29,7 @@ from pv4kit.embed import get_embedder
 from pv4kit.notebooks import project_paths
 
 PATHS = project_paths()
-DATA = PATHS["DATA"]  # <- the one line to change for the released data, e.g. "memorilla/PersonalizationV4"
+DATA = PATHS["DATA"]  # <- the one line to change for the released data: "MemoryAsModality/PersonalizationV4"
 CACHE = PATHS["CACHE"]
 EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
 

@@ -60,6 +60,7 @@ from pv4kit.prompting import (
     fit_documents,
     fixed_prompt_tokens,
 )
+from pv4kit.redact import redact_url
 from pv4kit.truncation import Request, front_requests
 
 logger = logging.getLogger(__name__)
@@ -609,7 +610,7 @@ def answer(
         "method": method,
         "reference_method": REFERENCE_NAMES.get(method, f"rag_top{top_k}" if method == "rag" else method),
         "model": llm.model,
-        "base_url": llm.base_url if len(llms) == 1 else [c.base_url for c in llms],
+        "base_url": redact_url(llm.base_url) if len(llms) == 1 else [redact_url(c.base_url) for c in llms],
         "protocol": llm.protocol,
         "split": split,
         "users": users,

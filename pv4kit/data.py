@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit.hub import download_dataset, looks_like_hub_id
+from pv4kit.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
 
 logger = logging.getLogger(__name__)
 
@@ -470,7 +470,7 @@ def _enrich_from_raw(
 
 
 def load(
-    source: str | Path = "raw",
+    source: str | Path = PV4_HUB_ID,
     *,
     splits: list[str] | None = None,
     train_users: tuple[int, int] = (6, 125),
@@ -484,7 +484,11 @@ def load(
     Args:
         source: A ``data/`` folder of ``{train,validation,test}.parquet``, a folder in the Memorilla-Data
             layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
-            ``users/``), or a hub dataset id such as ``"memorilla/PersonalizationV4"``.
+            ``users/``), or a hub dataset id (:func:`pv4kit.hub.looks_like_hub_id`). The default is the
+            id the dataset card loads, ``"MemoryAsModality/PersonalizationV4"``; the reference code's
+            ``"memorilla/PersonalizationV4"`` works too, and when one is not found the error names the
+            other if it exists. A gated dataset needs access granted on its hub page and
+            ``hf auth login``.
         splits: Keep only these splits (default: all present).
         train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
         test_users: Inclusive id range of evaluation users.
@@ -497,7 +501,8 @@ def load(
 
     Raises:
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
-        RuntimeError: When a hub id cannot be downloaded (offline, gated or unknown).
+        pv4kit.hub.HubError: When a hub id cannot be downloaded; a ``RuntimeError`` whose subclass and
+            message say why (gated, not found, offline, hub unreachable) and what to do.
     """
     if splits is not None:
         bad = [s for s in splits if s not in _SPLITS]
@@ -507,7 +512,9 @@ def load(
     kind = None
     if looks_like_hub_id(source):
         logger.info("downloading %s from the Hugging Face hub", source)
-        root, kind = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision), "hub"
+        also = PV4_HUB_IDS if str(source).lower() in {i.lower() for i in PV4_HUB_IDS} else ()
+        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision, also_at=also)
+        kind = "hub"
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)

@@ -26,11 +26,13 @@ from pathlib import Path
 import numpy as np
 
 from pv4kit._io import atomic_write_json, cache_root, connect_sqlite, sha256_text
+from pv4kit._sqlite import recover_corrupt
 
 logger = logging.getLogger(__name__)
 
 _DTYPES = ("float32", "float16")
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
+_TABLES = {"emb": ("sha", "dim", "dtype", "vec")}  # what a store must hold to be read (else rebuilt)
 
 
 def default_cache_dir() -> Path:
@@ -77,6 +79,7 @@ class EmbeddingCache:
     def _connect(self, model_key: str, *, create: bool) -> sqlite3.Connection | None:
         folder = self.model_dir(model_key)
         path = folder / "embeddings.sqlite"
+        recover_corrupt(path, tables=_TABLES, what="embedding cache", timeout=self.timeout)
         if not path.exists():
             if not create:
                 return None

@@ -1,4 +1,18 @@
-"""Getting datasets from the Hugging Face hub, with one clear error when that is impossible."""
+"""Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
+
+:func:`looks_like_hub_id` is pv4kit's one rule for "is this a hub dataset id or a local path"; every
+loader that accepts both uses it. :func:`download_dataset` wraps ``huggingface_hub.snapshot_download``
+and turns its failures into one message each: a gated dataset (:class:`HubAccessError`: the
+``hf auth login`` step and the page where access is requested), an unknown id (:class:`HubNotFoundError`,
+naming another known id of the same dataset when that one exists), offline mode
+(:class:`HubOfflineError`) and an unreachable hub (:class:`HubUnreachableError`). All are
+``RuntimeError``. ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HOME`` and ``HF_HUB_OFFLINE`` work as in
+``huggingface_hub``.
+
+PV4 has two ids: the dataset card (the dataset's own page) loads :data:`PV4_HUB_ID`
+(``MemoryAsModality/PersonalizationV4``), the reference's code names ``memorilla/PersonalizationV4``.
+pv4kit defaults to the card's and accepts both (:data:`PV4_HUB_IDS`).
+"""
 
 from __future__ import annotations
 
@@ -7,17 +21,158 @@ import re
 from collections.abc import Sequence
 from pathlib import Path
 
-_HUB_ID_RE = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+#: the id the PV4 dataset card loads (the default of :func:`pv4kit.load`)
+PV4_HUB_ID = "MemoryAsModality/PersonalizationV4"
+#: every known id of PV4: the card's, then the reference code's
+PV4_HUB_IDS = (PV4_HUB_ID, "memorilla/PersonalizationV4")
+
+# ``owner/name`` as huggingface_hub's validate_repo_id accepts it: word characters, '-' and '.', each
+# part starting and ending with a word character, no '--' or '..', at most 96 characters, no '.git' end
+_HUB_ID_RE = re.compile(r"^\w(?:[\w.-]*\w)?/\w(?:[\w.-]*\w)?$", re.ASCII)
+# a name ending like a data file is a path the user meant, never a dataset id
+_FILE_SUFFIXES = (".parquet", ".csv", ".tsv", ".json", ".jsonl", ".txt", ".arrow", ".gz", ".zip", ".sqlite")
+
+
+class HubError(RuntimeError):
+    """A hub dataset could not be downloaded (the subclasses say why)."""
+
+
+class HubAccessError(HubError):
+    """The dataset is gated (or private) and this machine's token has no access to it."""
+
+
+class HubNotFoundError(HubError):
+    """No dataset with this id (or revision) on the hub."""
+
+
+class HubOfflineError(HubError):
+    """``HF_HUB_OFFLINE`` is set and the dataset is not in the local hub cache."""
+
+
+class HubUnreachableError(HubError):
+    """The hub endpoint could not be reached (no network, refused connection, timeout)."""
 
 
 def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
-    """``True`` for ``owner/name`` strings that are not an existing local path."""
-    text = str(source)
-    return bool(_HUB_ID_RE.match(text)) and not Path(text).expanduser().exists()
+    """Whether ``source`` names a hub dataset (``owner/name``) rather than a local path.
+
+    The rule: a ``str`` (a ``Path`` object is always a path) of the form ``owner/name`` as the hub
+    validates ids (letters, digits, ``_``, ``-``, ``.``; each part starts and ends with a letter, digit
+    or ``_``; no ``--`` or ``..``; at most 96 characters; not ending in ``.git``), not ending like a data
+    file (``.parquet``, ``.csv``, ``.jsonl``, ...), and not an existing local path.
+    """
+    if not isinstance(source, str):
+        return False
+    text = source
+    if len(text) > 96 or not _HUB_ID_RE.match(text) or "--" in text or ".." in text:
+        return False
+    if text.lower().endswith((".git", *_FILE_SUFFIXES)):
+        return False
+    return not Path(text).expanduser().exists()
+
+
+def _endpoint() -> str:
+    from huggingface_hub import constants
+
+    return constants.ENDPOINT.rstrip("/")
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    while exc is not None and exc not in seen:
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return seen
+
+
+def _exists(repo_id: str) -> bool:
+    """Whether the hub knows ``repo_id`` (gated counts); ``False`` on any error."""
+    try:
+        from huggingface_hub import HfApi
+
+        return bool(HfApi().repo_exists(repo_id, repo_type="dataset"))
+    except Exception:  # noqa: BLE001 - only a hint for a message
+        return False
+
+
+def _manual(repo_id: str) -> str:
+    return (
+        f"or download it where the hub is reachable with `hf download {repo_id} --repo-type dataset "
+        "--local-dir DIR` and pass DIR (a local folder) instead"
+    )
+
+
+def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:
+    """The one error that says what went wrong and what to do."""
+    from huggingface_hub import errors
+    from huggingface_hub.utils import OfflineModeIsEnabled
+
+    chain = _chain(exc)
+    endpoint = _endpoint()
+    head = f"could not get dataset {repo_id!r} from the Hugging Face hub"
+    page = f"{endpoint}/datasets/{repo_id}"
+    gated = next((e for e in chain if isinstance(e, errors.GatedRepoError)), None)
+    if gated is not None:
+        status = getattr(getattr(gated, "response", None), "status_code", None)
+        if status == 403:
+            why = (
+                "HTTP 403: a token was sent but it has no access to it yet (access not requested, still "
+                "pending, or the token is another account's)"
+            )
+        else:
+            why = f"HTTP {status or 401}: no token was sent (not logged in)"
+        return HubAccessError(
+            f"{head}: it is gated ({why}). Request access on its page {page} (log in there and "
+            "accept the terms), then authenticate here with `hf auth login` (or set HF_TOKEN to a token "
+            "of that account) and run again."
+        )
+    if any(isinstance(e, errors.RevisionNotFoundError) for e in chain):
+        return HubNotFoundError(f"{head}: it has no revision {revision!r} on {endpoint}")
+    if any(isinstance(e, errors.RepositoryNotFoundError) for e in chain):
+        others = [a for a in also_at if a.lower() != repo_id.lower()]
+        found = next((a for a in others if _exists(a)), None)
+        if found is not None:
+            hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").'
+        elif others:
+            hint = f" Its other known id{'s' if len(others) > 1 else ''} {others} were not found either."
+        else:
+            hint = ""
+        return HubNotFoundError(
+            f"{head}: {repo_id!r} was not found on {endpoint} (or it is private and this machine's token "
+            f"has no access; log in with `hf auth login`).{hint}"
+        )
+    offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+    if offline or any(isinstance(e, OfflineModeIsEnabled) for e in chain):
+        return HubOfflineError(
+            f"{head}: HF_HUB_OFFLINE is set and it is not in the local hub cache; unset "
+            f"HF_HUB_OFFLINE where the hub is reachable, {_manual(repo_id)}."
+        )
+    unreachable = next(
+        (
+            e
+            for e in chain
+            if isinstance(e, (ConnectionError, TimeoutError))
+            or type(e).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException")
+        ),
+        None,
+    )
+    if unreachable is not None or any(isinstance(e, errors.LocalEntryNotFoundError) for e in chain):
+        cause = unreachable or exc
+        first = str(cause).splitlines()[0][:160] if str(cause) else ""
+        return HubUnreachableError(
+            f"{head}: cannot reach {endpoint} ({type(cause).__name__}: {first}); check the network "
+            f"(and HF_ENDPOINT), {_manual(repo_id)}."
+        )
+    first = str(exc).splitlines()[0][:200] if str(exc) else ""
+    return HubError(f"{head} at {endpoint}: {type(exc).__name__}: {first}. Try again, {_manual(repo_id)}.")
 
 
 def download_dataset(
-    repo_id: str, *, allow_patterns: Sequence[str] | None = None, revision: str | None = None
+    repo_id: str,
+    *,
+    allow_patterns: Sequence[str] | None = None,
+    revision: str | None = None,
+    also_at: Sequence[str] = (),
 ) -> Path:
     """Download (or reuse the local snapshot of) a hub dataset and return its folder.
 
@@ -25,13 +180,19 @@ def download_dataset(
         repo_id: The dataset id, ``owner/name``.
         allow_patterns: Only files matching these glob patterns (default: the whole repository).
         revision: Branch, tag or commit.
+        also_at: Other ids of the same dataset; when ``repo_id`` is not found, the message names the
+            first of them that exists.
 
     Returns:
         The local snapshot folder.
 
     Raises:
-        RuntimeError: When the download fails (offline, ``HF_HUB_OFFLINE=1``, gated, unknown id); the
-            message says how to download by hand and pass the folder instead.
+        HubAccessError: Gated or private, and no token with access (the message has the
+            ``hf auth login`` step and the page where access is requested).
+        HubNotFoundError: Unknown id or revision.
+        HubOfflineError: ``HF_HUB_OFFLINE`` is set and the dataset is not cached.
+        HubUnreachableError: The endpoint cannot be reached.
+        HubError: Any other failure; every message says how to download by hand and pass the folder.
     """
     try:
         from huggingface_hub import snapshot_download
@@ -42,13 +203,5 @@ def download_dataset(
             repo_id, repo_type="dataset", revision=revision, allow_patterns=list(allow_patterns or []) or None
         )
     except Exception as exc:  # noqa: BLE001 - network, offline mode, auth, unknown repo: one clear error
-        offline = (
-            " (HF_HUB_OFFLINE is set)" if os.environ.get("HF_HUB_OFFLINE") not in (None, "", "0") else ""
-        )
-        first = str(exc).splitlines()[0][:200] if str(exc) else ""
-        raise RuntimeError(
-            f"could not get dataset {repo_id!r} from the Hugging Face hub{offline}: {type(exc).__name__}: "
-            f"{first}. Offline or gated? Download it where the hub is reachable with `hf download {repo_id} "
-            "--repo-type dataset --local-dir DIR` and pass DIR (a local folder) instead."
-        ) from exc
+        raise _explain(repo_id, exc, revision=revision, also_at=also_at) from exc
     return Path(local)

@@ -22,8 +22,10 @@ with a new ``sample_index`` gets a fresh response (that is how :mod:`pv4kit.gene
 a malformed output).
 
 **Retries.** Connection errors, timeouts, 408/409/429 and 5xx are retried with exponential backoff and
-full jitter, honouring ``Retry-After`` (which also pauses the other workers of the batch). 401, 403 and
-404 raise :class:`LLMConfigError` naming the model and base URL. Other errors, and failures left after
+full jitter, honouring ``Retry-After`` (which also pauses the other workers of the batch), capped at
+``retry_after_max`` seconds (600) on both; a pause of 10 s or more, or a capped one, is logged with its
+length. 401, 403 and 404 raise :class:`LLMConfigError` naming the model and the base URL (credentials
+redacted, :mod:`pv4kit.redact`). Other errors, and failures left after
 ``max_retries``, give an :class:`LLMResponse` with ``.error`` set and the batch goes on.
 
 **Ledger.** Each call (cached or not) adds a row to a ``usage`` table in the cache file; read it with
@@ -58,6 +60,7 @@ from pv4kit.llm_store import _ledger_row, _Store
 from pv4kit.llm_store import load_prices as load_prices
 from pv4kit.llm_store import usage_frame as usage_frame
 from pv4kit.llm_store import usage_summary as usage_summary
+from pv4kit.redact import redact_text, redact_url
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +90,8 @@ class LLMConfig:
         max_concurrency: Requests in flight at once.
         max_retries: Retries of a request after a retryable failure.
         timeout: Seconds per HTTP request.
+        retry_after_max: Longest wait in seconds that a server's ``Retry-After`` may impose, on the request
+            and on the pause it gives the other workers; a longer ask is capped and logged.
         assume_greedy: Treat ``temperature=None`` as deterministic for the cache key.
         backoff_base: First backoff delay in seconds (doubles per retry, full jitter).
         backoff_max: Largest backoff delay in seconds.
@@ -104,6 +109,7 @@ class LLMConfig:
     max_concurrency: int = 8
     max_retries: int = 6
     timeout: float = 120.0
+    retry_after_max: float = 600.0
     assume_greedy: bool = False
     backoff_base: float = 1.0
     backoff_max: float = 60.0
@@ -126,8 +132,8 @@ class LLMConfig:
 
     @property
     def endpoint(self) -> str:
-        """The base URL for messages (``"the OpenAI API"`` when unset)."""
-        return self.base_url or "the OpenAI API"
+        """The base URL for messages, credentials redacted (``"the OpenAI API"`` when unset)."""
+        return redact_url(self.base_url) or "the OpenAI API"
 
 
 @dataclass
@@ -296,6 +302,7 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
 def _redact(text: str, secret: str | None) -> str:
     if secret:
         text = text.replace(secret, "***")
+    text = redact_text(text)
     return re.sub(r"\b(sk|key|api)[-_][A-Za-z0-9_\-*]{6,}", r"\1-***", text)
 
 
@@ -384,6 +391,28 @@ class _Pause:
             time.sleep(delay)
 
 
+_LONG_PAUSE_S = 10.0  # a Retry-After pause at least this long is logged as a warning
+
+
+def _retry_after_wait(retry_after: float, config: LLMConfig) -> float:
+    """The wait a ``Retry-After`` of ``retry_after`` seconds gets: capped at ``config.retry_after_max``.
+
+    The same capped value pauses the other workers of the batch; a long one is logged with its length.
+    """
+    wait = max(0.0, min(retry_after, config.retry_after_max))
+    if wait >= _LONG_PAUSE_S or wait < retry_after:
+        capped = f", capped at retry_after_max={config.retry_after_max:g} s" if wait < retry_after else ""
+        logger.warning(
+            "%s at %s asked to wait %g s (Retry-After)%s: pausing every worker of the batch for %g s",
+            config.model,
+            config.endpoint,
+            retry_after,
+            capped,
+            wait,
+        )
+    return wait
+
+
 def _call(
     send: Callable[[dict[str, Any]], Any],
     config: LLMConfig,
@@ -416,8 +445,9 @@ def _call(
                 break
             delay = rng.uniform(0, min(config.backoff_max, config.backoff_base * 2**attempt))
             if retry_after is not None:
-                delay = max(delay, min(retry_after, 600.0))
-                pause.push(retry_after)
+                wait = _retry_after_wait(retry_after, config)
+                delay = max(delay, wait)
+                pause.push(wait)
             logger.debug("retrying %s after %s (%.2fs, attempt %d)", config.model, name, delay, attempt + 1)
             time.sleep(delay)
     return LLMResponse(

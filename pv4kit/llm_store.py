@@ -9,6 +9,7 @@ These names are also importable from :mod:`pv4kit.llm`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sqlite3
@@ -21,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 
 from pv4kit._io import connect_sqlite
+from pv4kit._sqlite import is_corruption, move_aside, recover_corrupt, sqlite_problem
 
 if TYPE_CHECKING:
     from pv4kit.llm import LLMConfig, LLMResponse
@@ -41,6 +43,11 @@ LEDGER_COLUMNS = [
     "key",
 ]
 
+#: the columns each table must hold for the file to be read (a file without them is moved aside)
+_TABLES = {
+    "responses": ("key", "text", "response_id", "response_model", "finish_reason", "usage"),
+    "usage": tuple(LEDGER_COLUMNS),
+}
 
 # --------------------------------------------------------------------------- cache and ledger
 
@@ -52,7 +59,12 @@ class _Store:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
+        self._open()
+
+    def _open(self) -> None:
+        recover_corrupt(self.path, tables=_TABLES, what="LLM response cache")
         self.conn = connect_sqlite(self.path, timeout=60, check_same_thread=False)
+        self.inode = self.path.stat().st_ino
         self.conn.execute(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, protocol TEXT, model TEXT, "
             "request TEXT, text TEXT, response_id TEXT, response_model TEXT, finish_reason TEXT, usage TEXT, "
@@ -64,7 +76,23 @@ class _Store:
             "cached INTEGER, latency_s REAL, error TEXT, key TEXT)"
         )
 
+    def _recover(self, exc: sqlite3.DatabaseError) -> None:
+        """Damage found while reading or writing (the open checks do not read every page): start anew."""
+        self.conn.close()
+        move_aside(self.path, problem=f"corrupt ({exc})", what="LLM response cache", inode=self.inode)
+        self._open()
+
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
+        try:
+            return self._get_many(keys)
+        except sqlite3.DatabaseError as exc:
+            if not is_corruption(exc):
+                raise
+            with self.lock:
+                self._recover(exc)
+            return {}
+
+    def _get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
         from pv4kit.llm import LLMResponse  # pv4kit.llm imports this module: import at call time
 
         found: dict[str, LLMResponse] = {}
@@ -103,18 +131,36 @@ class _Store:
             time.time(),
         )
         with self.lock:
-            self.conn.execute("BEGIN")
-            self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row)
-            self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row)
-            self.conn.execute("COMMIT")
+            self._write(
+                lambda: (
+                    self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row),
+                    self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row),
+                )
+            )
 
     def log(self, rows: Sequence[tuple]) -> None:
         if not rows:
             return
         with self.lock:
-            self.conn.execute("BEGIN")
-            self.conn.executemany("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-            self.conn.execute("COMMIT")
+            self._write(
+                lambda: self.conn.executemany("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+            )
+
+    def _write(self, statements: Any) -> None:
+        """Run ``statements`` in one transaction (lock held); on damage, start a new file and rerun them."""
+        for attempt in (0, 1):
+            try:
+                self.conn.execute("BEGIN")
+                statements()
+                self.conn.execute("COMMIT")
+                return
+            except sqlite3.DatabaseError as exc:
+                if self.conn.in_transaction:
+                    with contextlib.suppress(sqlite3.Error):
+                        self.conn.execute("ROLLBACK")
+                if attempt or not is_corruption(exc):
+                    raise
+                self._recover(exc)
 
     def close(self) -> None:
         with self.lock:
@@ -186,6 +232,12 @@ def usage_frame(
     path = Path(cache_path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no LLM cache/ledger file here")
+    problem = sqlite_problem(path, tables=_TABLES)
+    if problem is not None:
+        raise ValueError(
+            f"{path}: LLM cache/ledger file {problem}; its usage rows cannot be read (the next LLM call "
+            "with this cache moves it aside and starts a new one)"
+        )
     conn = sqlite3.connect(path)
     try:
         frame = pd.read_sql_query(f"SELECT {', '.join(LEDGER_COLUMNS)} FROM usage ORDER BY rowid", conn)

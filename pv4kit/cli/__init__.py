@@ -46,12 +46,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _redact_logs() -> None:
+    """Redact credentials in URLs of every log line (pv4kit's, httpx's at -vv, ...)."""
+    from pv4kit.redact import RedactingFilter
+
+    for handler in logging.getLogger().handlers:
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
+    _redact_logs()
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     if not getattr(args, "func", None):
@@ -66,5 +76,7 @@ def main(argv: list[str] | None = None) -> int:
         # clear one-line errors for bad input; tracebacks with -vv
         if args.verbose > 1:
             raise
-        print(f"pv4kit {args.command}: error: {exc}", file=sys.stderr)
+        from pv4kit.redact import redact_text
+
+        print(f"pv4kit {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
         return 1

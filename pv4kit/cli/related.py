@@ -20,8 +20,13 @@ _RC_HUB = "leczhang/recenter-personalization"
 
 def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
     from pv4kit._io import atomic_directory, atomic_write_json, provenance
+    from pv4kit.redact import redact_text
 
-    options = {k: v for k, v in vars(args).items() if k != "func" and not callable(v)}
+    options = {
+        k: redact_text(v) if isinstance(v, str) else v
+        for k, v in vars(args).items()
+        if k != "func" and not callable(v)
+    }
     with atomic_directory(out_dir) as tmp:
         for name, frame in tables.items():
             if frame is None:

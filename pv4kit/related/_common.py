@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
-from pv4kit.hub import download_dataset
+from pv4kit.hub import download_dataset, looks_like_hub_id
 
 logger = logging.getLogger(__name__)
 
@@ -37,8 +37,7 @@ def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     if path.is_dir():
         return path
     text = str(source)
-    looks_like_id = text.count("/") == 1 and not text.startswith((".", "/", "~")) and not path.suffix
-    if not looks_like_id:
+    if not looks_like_hub_id(source):
         raise FileNotFoundError(f"source: no such folder {text!r} (nor a hub id like {repo_id!r})")
     return download_dataset(text)
 
