@@ -29,6 +29,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from pv4kit.redact import redact_url
+
 logger = logging.getLogger(__name__)
 
 #: tokens the reference keeps free besides the output (``GENERATION_RESERVE``)
@@ -454,7 +456,8 @@ def get_chat_tokenizer(
         return EstimateChatTokenizer(LlamaServerCounter(base_url))
     if tokenizer == "server":
         raise ValueError(
-            f"tokenizer='server': {base_url or 'the endpoint'} ({kind}) has no tokenizer endpoint pv4kit "
+            f"tokenizer='server': {redact_url(base_url) if base_url else 'the endpoint'} ({kind}) has no "
+            "tokenizer endpoint pv4kit "
             "knows "
             "(vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass --tokenizer NAME_OR_PATH"
         )
