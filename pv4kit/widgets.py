@@ -189,17 +189,16 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
     detail = w.HTML()
     updating = [False]  # True while the question list is replaced: one detail render per change
 
-    def options_for(uid: int) -> list[tuple[str, int]]:
+    def options_for(uid: int) -> tuple[list[tuple[str, int]], int]:
         sub = questions[questions["user_id"] == uid].sort_values("question_index")
         n_all = len(sub)
         if only_wrong.value:
             sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
-        shown = f"{len(sub)} of {n_all}, only those some run got wrong" if only_wrong.value else f"{n_all}"
-        q_label.value = f"<b>Questions</b> of user {uid} ({shown})"
-        return [
+        opts = [
             (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
             for r in sub.itertuples(index=False)
         ]
+        return opts, n_all
 
     def show_question(change: Any = None) -> None:
         if updating[0]:
@@ -212,13 +211,17 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         detail.value = question_html(data, row, runs)
 
     def show_questions(change: Any = None) -> None:
-        opts = options_for(user_dd.value)
+        uid = user_dd.value
+        opts, n_all = options_for(uid)
         updating[0] = True
         try:
             q_select.options = opts
             q_select.value = opts[0][1] if opts else None
         finally:
             updating[0] = False
+        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong.value else f"{n_all}"
+        # set after the options: a front end showing this label already has the new list
+        q_label.value = f"<b>Questions</b> of user {uid} ({shown})"
         show_question()
 
     def show_user(change: Any = None) -> None:

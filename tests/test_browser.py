@@ -68,17 +68,17 @@ class NoisyEmbedder(FakeEmbedder):
 
 
 def _runs(root: Path, data) -> None:
-    """Two scored runs: ``echo`` repeats the reference (a distractor for every 7th question);
-    ``rag_noisy`` a noisy copy of it (a distractor for every 5th) and records retrieved chats."""
+    """Two scored runs: ``echo`` repeats the reference (a distractor for every 7th question, shifted per
+    user); ``rag_noisy`` a noisy copy of it (a distractor for every 5th) and records retrieved chats."""
     q = data.questions.reset_index(drop=True)
     letter = q["answer_letter"].map(LETTERS.index)
     echo = [
-        c[(a + 1) % 5] if qi % 7 == 3 else c[a]
-        for c, a, qi in zip(q["choices"], letter, q["question_index"], strict=True)
+        c[(a + 1) % 5] if (qi + u) % 7 == 3 else c[a]
+        for c, a, qi, u in zip(q["choices"], letter, q["question_index"], q["user_id"], strict=True)
     ]
     noisy = [
-        (c[(a + 2) % 5] if qi % 5 == 1 else c[a]) + " #noise"
-        for c, a, qi in zip(q["choices"], letter, q["question_index"], strict=True)
+        (c[(a + 2) % 5] if (qi + 2 * u) % 5 == 1 else c[a]) + " #noise"
+        for c, a, qi, u in zip(q["choices"], letter, q["question_index"], q["user_id"], strict=True)
     ]
     keys = q[["user_id", "question_index", "split"]]
     frames = {
@@ -331,6 +331,15 @@ def test_browser_notebook_in_jupyterlab(project, lab, chromium):
             )
             return state()
 
+        def wait_label(start: str, part: str) -> dict:
+            # the widget sets the list's label after the list itself: this label means a new list
+            page.wait_for_function(
+                "([out, s, p]) => [...out.querySelectorAll('.widget-html-content')].some("
+                "e => e.innerText.startsWith(s) && e.innerText.includes(p))",
+                arg=[handle, start, part],
+            )
+            return state()
+
         def shot(name: str) -> None:
             out.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
@@ -364,12 +373,9 @@ def test_browser_notebook_in_jupyterlab(project, lab, chromium):
         out.locator(".widget-checkbox input[type=checkbox]").check()
         expected = _wrong_list(project, uid)
         assert 0 < len(expected) < len(qs)
-        page.wait_for_function(
-            "([out, n]) => out.querySelector('.widget-select select').options.length === n",
-            arg=[handle, len(expected)],
-        )
-        s = wait_header(f"User {uid}, question {expected[0]} (")
+        s = wait_label(f"Questions of user {uid} (", "only those")
         assert _listed(s) == expected
+        s = wait_header(f"User {uid}, question {expected[0]} (")
         assert (
             s["label"]
             == f"Questions of user {uid} ({len(expected)} of {len(qs)}, only those some run got wrong)"
@@ -381,8 +387,9 @@ def test_browser_notebook_in_jupyterlab(project, lab, chromium):
         uid2 = users[2]
         out.locator(".widget-dropdown select").select_option(label=f"user {uid2}")
         expected2 = _wrong_list(project, uid2)
-        s = wait_header(f"User {uid2}, question {expected2[0]} (")
+        s = wait_label(f"Questions of user {uid2} (", "only those")
         assert _listed(s) == expected2
+        s = wait_header(f"User {uid2}, question {expected2[0]} (")
         _check_detail(s, project, uid2, expected2[0])
         shot("05_only_wrong_other_user")
 
@@ -423,7 +430,6 @@ def test_saved_figure_renders_offline(project, chromium, tmp_path):
         formats=("html",),
     )
     html = paths[0]
-    assert (tmp_path / "plotly.min.js").is_file()  # the bundle is local, beside the page
 
     context, page, blocked, errors = _page(chromium, allow=tmp_path.as_uri(), viewport=(1100, 800))
     context.set_offline(True)
@@ -450,5 +456,6 @@ def test_saved_figure_renders_offline(project, chromium, tmp_path):
         page.screenshot(path=str(ARTIFACTS / "10_figure_hover.png"))
         assert not errors, errors
         assert not blocked, blocked
+        assert (tmp_path / "plotly.min.js").is_file()  # the bundle is local, beside the page
     finally:
         context.close()
