@@ -344,6 +344,7 @@ def test_browser_notebook_in_jupyterlab(project, lab, chromium):
             out.screenshot(path=str(ARTIFACTS / f"{name}.png"))
 
         s = wait_header(f"User {last}, question {first_q} (")
+        page.screenshot(path=str(ARTIFACTS / "00_jupyterlab.png"))
         _check_detail(s, project, last, first_q)
         n_last = int((data.questions["user_id"] == last).sum())
         assert s["label"] == f"Questions of user {last} ({n_last})" and len(s["options"]) == n_last
