@@ -54,8 +54,11 @@ test: install
 test-slow: install local-llm
 	$(PY) -m pytest -q -m slow
 
+# jupyter/overrides.json: the jupytext .py notebooks open as notebooks (kernel "Python 3 (pv4kit)" from
+# their header) and JupyterLab asks no news/update servers; tests/test_browser.py starts it the same way.
 lab: install
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks
+	$(VENV)/bin/jupyter lab --notebook-dir=notebooks --LabApp.app_settings_dir=$(CURDIR)/jupyter \
+	  $$([ "$$(id -u)" = 0 ] && echo --allow-root)
 
 notebooks: install
 	$(PY) -m pv4kit notebooks --execute

@@ -21,6 +21,10 @@ logger = logging.getLogger(__name__)
 
 LETTERS = "ABCDE"
 _BOX = "max-height:{h}px;overflow-y:auto;border:1px solid #ddd;padding:6px;font-size:13px"
+# ipywidgets' HTML widget sets line-height to the widget row height (28px), which spreads running text
+# thin in JupyterLab; every panel resets it and lets long words wrap inside its column.
+_TEXT = "line-height:1.45;font-size:13px;overflow-wrap:anywhere"
+_GREEN, _ORANGE, _GREY = "#1b7a5a", "#c2540a", "#9aa5c4"
 
 
 def _esc(text: Any) -> str:
@@ -28,12 +32,20 @@ def _esc(text: Any) -> str:
 
 
 def _bar(value: float, *, best: bool, correct: bool) -> str:
-    width = max(0.0, min(1.0, float(value))) * 160 if np.isfinite(value) else 0
-    color = "#1b9e77" if best and correct else ("#d95f02" if best else "#9aa5c4")
+    """A similarity bar, its value and, on the run's prediction, a text mark (not colour alone)."""
+    width = max(0.0, min(1.0, float(value))) * 80 if np.isfinite(value) else 0
+    color = _GREEN if best and correct else (_ORANGE if best else _GREY)
+    text = f"{value:.3f}" if np.isfinite(value) else "n/a"
+    mark = f" <b class='pv4-pick' style='color:{color}'>&#9664; pick</b>" if best else ""
     return (
         f"<span style='display:inline-block;width:{width:.0f}px;height:10px;background:{color};"
-        f"vertical-align:middle'></span> <span style='font-size:11px'>{value:.3f}</span>"
+        f"vertical-align:middle'></span> <span class='pv4-sim'>{text}</span>{mark}"
     )
+
+
+def _short(text: Any, limit: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
 def user_html(data: Any, user_id: int, *, max_chats: int | None = None) -> str:
@@ -46,11 +58,11 @@ def user_html(data: Any, user_id: int, *, max_chats: int | None = None) -> str:
     )
     more = f"<p>... {len(chats) - len(shown)} more</p>" if len(shown) < len(chats) else ""
     return (
-        f"<h4>User {user_id}</h4>"
+        f"<div style='{_TEXT}'><h4>User {user_id}</h4>"
         f"<details><summary>Persona</summary><div style='{_BOX.format(h=220)}'>"
         f"{_esc(persona or '(no persona in this source)').replace(chr(10), '<br>')}</div></details>"
         f"<details open><summary>{len(chats)} chats</summary><div style='{_BOX.format(h=260)}'>"
-        f"<ol start='0'>{items}</ol>{more}</div></details>"
+        f"<ol start='0'>{items}</ol>{more}</div></details></div>"
     )
 
 
@@ -68,26 +80,43 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         hit = preds[(preds["user_id"] == uid) & (preds["question_index"] == qi)]
         if len(hit):
             rows_by_run[name] = hit.iloc[0]
-    head = "".join(f"<th style='text-align:left'>{_esc(n)}</th>" for n in rows_by_run)
+    head = "".join(
+        f"<th style='text-align:left;white-space:nowrap' data-run='{_esc(n)}'>{_esc(n)}</th>"
+        for n in rows_by_run
+    )
     body = []
     for j, choice in enumerate(question["choices"]):
         letter = LETTERS[j]
         mark = " &#10003;" if letter == answer else ""
         cells = []
-        for row in rows_by_run.values():
+        for name, row in rows_by_run.items():
             sim = row.get(f"sim_{letter}", np.nan)
             sim = float(sim) if sim is not None and not pd.isna(sim) else float("nan")
             best = row.get("predicted_letter") == letter
-            cells.append(f"<td>{_bar(sim, best=best, correct=letter == answer)}</td>")
+            cells.append(
+                f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
+                f"{_bar(sim, best=best, correct=letter == answer)}</td>"
+            )
         style = "font-weight:bold" if letter == answer else ""
         body.append(
-            f"<tr><td style='{style}'>{letter}{mark}</td>"
-            f"<td style='{style};max-width:420px'>{_esc(choice)}</td>{''.join(cells)}</tr>"
+            f"<tr data-letter='{letter}'><td style='{style};white-space:nowrap;vertical-align:top'>"
+            f"{letter}{mark}</td>"
+            f"<td class='pv4-candidate' style='{style};min-width:14em;padding-right:10px'>{_esc(choice)}</td>"
+            f"{''.join(cells)}</tr>"
         )
     table = (
-        f"<table><tr><th></th><th style='text-align:left'>candidate</th>{head}</tr>{''.join(body)}</table>"
+        "<table class='pv4-candidates' style='border-collapse:collapse'>"
+        f"<tr><th></th><th style='text-align:left'>candidate</th>{head}</tr>{''.join(body)}</table>"
     )
-    parts = [header, table]
+    legend = (
+        "<p style='font-size:12px;color:#444'>&#10003; the reference answer. Each run column: cosine "
+        "similarity of the run's answer to the candidate; &#9664; pick marks the run's prediction "
+        f"(<span style='color:{_GREEN}'>green</span> right, <span style='color:{_ORANGE}'>orange</span> "
+        "wrong).</p>"
+        if rows_by_run
+        else ""
+    )
+    parts = [header, table, legend]
     if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
         parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
     docs = None
@@ -96,7 +125,8 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         margin = row.get("margin")
         margin_txt = f", margin {float(margin):.3f}" if margin is not None and not pd.isna(margin) else ""
         parts.append(
-            f"<p><b>{_esc(name)}</b>: predicted {_esc(row.get('predicted_letter'))} ({verdict}{margin_txt})"
+            f"<p class='pv4-verdict' data-run='{_esc(name)}'><b>{_esc(name)}</b>: predicted "
+            f"{_esc(row.get('predicted_letter'))} ({verdict}{margin_txt})"
             f"<br><span style='color:#444'>{_esc(row.get('generation'))}</span></p>"
         )
         ids = row.get("retrieved_ids")
@@ -116,7 +146,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
             )
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
-    return "".join(parts)
+    return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
 
 
 def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: int | None = None) -> Any:
@@ -128,8 +158,8 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         user_id: User selected at start (default: the first).
 
     Returns:
-        An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``only_wrong``, ``user_info``
-        and ``detail`` to the widgets.
+        An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
+        ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
     """
     try:
         import ipywidgets as w
@@ -148,23 +178,31 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         wrong_keys |= set(zip(bad["user_id"], bad["question_index"], strict=True))
 
     user_dd = w.Dropdown(
-        options=[(f"user {u}", u) for u in users], value=user_id or users[0], description="User"
+        options=[(f"user {u}", u) for u in users],
+        value=users[0] if user_id is None else int(user_id),
+        description="User",
     )
     only_wrong = w.Checkbox(value=False, description="only questions some run got wrong", indent=False)
-    q_select = w.Select(options=[], rows=10, layout=w.Layout(width="100%"))
+    q_label = w.HTML()
+    q_select = w.Select(options=[], rows=10, layout=w.Layout(width="auto"))
     user_info = w.HTML()
     detail = w.HTML()
+    updating = [False]  # True while the question list is replaced: one detail render per change
 
-    def options_for(uid: int) -> list[tuple[str, int]]:
+    def options_for(uid: int) -> tuple[list[tuple[str, int]], int]:
         sub = questions[questions["user_id"] == uid].sort_values("question_index")
+        n_all = len(sub)
         if only_wrong.value:
             sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
-        return [
-            (f"{int(r.question_index):>3} [{r.split}] {str(r.question)[:110]}", int(r.question_index))
+        opts = [
+            (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
             for r in sub.itertuples(index=False)
         ]
+        return opts, n_all
 
     def show_question(change: Any = None) -> None:
+        if updating[0]:
+            return
         uid, qi = user_dd.value, q_select.value
         if qi is None:
             detail.value = "<p><i>No question selected.</i></p>"
@@ -172,36 +210,52 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         row = questions[(questions["user_id"] == uid) & (questions["question_index"] == qi)].iloc[0]
         detail.value = question_html(data, row, runs)
 
-    def show_user(change: Any = None) -> None:
+    def show_questions(change: Any = None) -> None:
         uid = user_dd.value
-        user_info.value = user_html(data, uid)
-        opts = options_for(uid)
-        q_select.options = opts
-        q_select.value = opts[0][1] if opts else None
+        opts, n_all = options_for(uid)
+        updating[0] = True
+        try:
+            q_select.options = opts
+            q_select.value = opts[0][1] if opts else None
+        finally:
+            updating[0] = False
+        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong.value else f"{n_all}"
+        # set after the options: a front end showing this label already has the new list
+        q_label.value = f"<b>Questions</b> of user {uid} ({shown})"
         show_question()
 
+    def show_user(change: Any = None) -> None:
+        user_info.value = user_html(data, user_dd.value)
+        show_questions()
+
     user_dd.observe(show_user, names="value")
-    only_wrong.observe(show_user, names="value")
+    only_wrong.observe(show_questions, names="value")
     q_select.observe(show_question, names="value")
     show_user()
     runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
+    # min_width 0 lets the columns shrink below their content (long question labels), so nothing
+    # overflows the notebook's output area
+    column = {"min_width": "0"}
     box = w.VBox(
         [
             w.HTML(
                 f"<b>PV4 browser</b>: {len(users)} users, {len(questions)} questions; runs: {_esc(runs_txt)}"
             ),
-            w.HBox([user_dd, only_wrong]),
+            w.HBox([user_dd, only_wrong], layout=w.Layout(flex_flow="row wrap", align_items="center")),
             w.HBox(
                 [
-                    w.VBox([user_info], layout=w.Layout(width="40%")),
-                    w.VBox([q_select, detail], layout=w.Layout(width="60%")),
-                ]
+                    w.VBox([user_info], layout=w.Layout(flex="2 1 0%", **column)),
+                    w.VBox([q_label, q_select, detail], layout=w.Layout(flex="3 1 0%", **column)),
+                ],
+                layout=w.Layout(width="100%"),
             ),
-        ]
+        ],
+        layout=w.Layout(width="100%"),
     )
     box.controls = {
         "user": user_dd,
         "question": q_select,
+        "question_label": q_label,
         "only_wrong": only_wrong,
         "user_info": user_info,
         "detail": detail,

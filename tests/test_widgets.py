@@ -35,8 +35,12 @@ def test_browser_selections(scored_run):
     detail = c["detail"].value
     assert "What gift would they buy?" in detail and "echo" in detail and "predicted E (correct" in detail
     assert "chats retrieved by echo" in detail and "Reading quietly helps." in detail
+    # the prediction is marked in text, not by colour alone; the list has a label with its count
+    assert detail.count("class='pv4-pick'") == 1 and "<tr data-letter='E'>" in detail
+    assert c["question_label"].value == "<b>Questions</b> of user 2 (2)"
     c["only_wrong"].value = True  # echoing the answer is never wrong
     assert c["question"].options == () and "No question selected" in c["detail"].value
+    assert c["question_label"].value == "<b>Questions</b> of user 2 (0 of 2, only those some run got wrong)"
 
 
 def test_browser_without_runs_and_bad_user():
