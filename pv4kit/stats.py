@@ -86,6 +86,70 @@ def bootstrap_ci(
     return out
 
 
+def grouped_bootstrap_ci(
+    frame: pd.DataFrame,
+    *,
+    by: str | list[str],
+    value: str = "correct",
+    cluster: str = "user_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> pd.DataFrame:
+    """:func:`bootstrap_ci` for every group of ``by`` at once, with the same numbers.
+
+    Each group gets exactly what :func:`bootstrap_ci` returns for that group's rows (the same seed
+    restarts for every group), but the per-cluster totals come from one grouped pass, so thousands of
+    groups (a category per user at release size) cost milliseconds rather than minutes.
+
+    Args:
+        frame: One row per question.
+        by: Grouping column(s); groups with missing keys are kept (``dropna=False``).
+        value: Numeric or boolean column to average.
+        cluster: Column whose groups are resampled within each group.
+        n_boot: Bootstrap replicates.
+        seed: Random seed.
+        level: Confidence level.
+
+    Returns:
+        One row per group (sorted as ``groupby(by, sort=True)``): the ``by`` columns, then ``estimate,
+        low, high, n, n_clusters``; ``estimate``/``low``/``high`` are NaN for a group with no value.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    by = [by] if isinstance(by, str) else list(by)
+    for col in (value, cluster, *by):
+        if col not in frame.columns:
+            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
+    sizes = frame.groupby(by, sort=True, dropna=False).size().rename("n")
+    valid = frame[frame[value].notna()]
+    totals = (
+        valid.assign(_v=valid[value].astype(float))
+        .groupby([*by, cluster], sort=True, dropna=False)["_v"]
+        .agg(["sum", "count"])
+        .reset_index()
+    )
+    alpha = (1 - level) / 2
+    rows = []
+    for key, sub in totals.groupby(by, sort=True, dropna=False):
+        sums, counts = sub["sum"].to_numpy(np.float64), sub["count"].to_numpy(np.float64)
+        boots = _boot_ratios(sums, counts, n_boot=n_boot, seed=seed)
+        rows.append(
+            (
+                *(key if isinstance(key, tuple) else (key,)),
+                float(sums.sum() / counts.sum()),
+                float(np.quantile(boots, alpha)),
+                float(np.quantile(boots, 1 - alpha)),
+                int(len(sums)),
+            )
+        )
+    found = pd.DataFrame(rows, columns=[*by, "estimate", "low", "high", "n_clusters"])
+    out = sizes.reset_index().merge(found, on=by, how="left")  # NaN keys match NaN keys
+    out["n"] = out["n"].astype("int64")
+    out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
+    return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
+
+
 def paired_bootstrap(
     frame: pd.DataFrame,
     *,
