@@ -130,21 +130,31 @@ def grouped_bootstrap_ci(
         .reset_index()
     )
     alpha = (1 - level) / 2
-    rows = []
-    for key, sub in totals.groupby(by, sort=True, dropna=False):
-        sums, counts = sub["sum"].to_numpy(np.float64), sub["count"].to_numpy(np.float64)
-        boots = _boot_ratios(sums, counts, n_boot=n_boot, seed=seed)
-        rows.append(
-            (
-                *(key if isinstance(key, tuple) else (key,)),
-                float(sums.sum() / counts.sum()),
-                float(np.quantile(boots, alpha)),
-                float(np.quantile(boots, 1 - alpha)),
-                int(len(sums)),
-            )
-        )
-    found = pd.DataFrame(rows, columns=[*by, "estimate", "low", "high", "n_clusters"])
-    out = sizes.reset_index().merge(found, on=by, how="left")  # NaN keys match NaN keys
+    gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+    sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
+    order = np.argsort(gid, kind="stable")
+    starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
+    keys = list(totals[by].iloc[order[starts[:-1]]].itertuples(index=False, name=None))
+    all_sums = totals["sum"].to_numpy(np.float64)[order]
+    all_counts = totals["count"].to_numpy(np.float64)[order]
+    est, low, high = (np.full(len(keys), np.nan) for _ in range(3))
+    # every group restarts the same seed, so groups with the same number of clusters share one index draw
+    for k in np.unique(sizes_k):
+        members = np.flatnonzero(sizes_k == k)
+        pos = starts[members][:, None] + np.arange(k)[None, :]
+        sums, counts = all_sums[pos], all_counts[pos]  # (groups, k), clusters in sorted order
+        idx = np.random.default_rng(seed).integers(0, k, size=(n_boot, k))
+        boots = sums[:, idx].sum(axis=2) / counts[:, idx].sum(axis=2)
+        est[members] = sums.sum(axis=1) / counts.sum(axis=1)
+        low[members] = np.quantile(boots, alpha, axis=1)
+        high[members] = np.quantile(boots, 1 - alpha, axis=1)
+    rows = [(*key, est[i], low[i], high[i], int(sizes_k[i])) for i, key in enumerate(keys)]
+    out = sizes.reset_index()
+    if rows:
+        found = pd.DataFrame(rows, columns=[*by, "estimate", "low", "high", "n_clusters"])
+        out = out.merge(found, on=by, how="left")  # NaN keys match NaN keys
+    else:
+        out = out.assign(estimate=np.nan, low=np.nan, high=np.nan, n_clusters=0)
     out["n"] = out["n"].astype("int64")
     out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]

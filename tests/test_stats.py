@@ -106,3 +106,10 @@ def test_grouped_bootstrap_ci_names_a_missing_column():
 
     with pytest.raises(ValueError, match="'nope' not in frame"):
         grouped_bootstrap_ci(_frame(0), by="nope")
+
+
+def test_grouped_bootstrap_ci_on_an_empty_frame():
+    from pv4kit.stats import grouped_bootstrap_ci
+
+    out = grouped_bootstrap_ci(pd.DataFrame({"user_id": [], "g": [], "correct": []}), by="g")
+    assert out.empty and list(out.columns) == ["g", "estimate", "low", "high", "n", "n_clusters"]
