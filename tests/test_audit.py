@@ -322,3 +322,33 @@ def test_reference_unique_top_matches_its_definition():
     for (u, q), g in leak.groupby(["user_id", "question_index"]):
         want = bool(g.loc[g["is_reference"], "top_overlap"].all() and g["top_overlap"].sum() == 1)
         assert bool(got.loc[(u, q)]) == want
+
+
+def test_run_audit_store_reads_back_and_keys_honestly(tmp_path, make_fake_embedder, caplog):
+    store = tmp_path / "audits"
+    data = _data()
+    first_emb = make_fake_embedder()
+    first = run_audit(data, embedder=first_emb, cache=False, n_boot=50, store=store)
+    assert first_emb.n_encoded > 0 and len([p for p in store.iterdir()]) == 1
+    again_emb = make_fake_embedder()
+    again = run_audit(data, embedder=again_emb, cache=False, n_boot=50, store=store)
+    assert again_emb.n_encoded == 0  # nothing recomputed
+    assert again.summary == first.summary
+    for name, table in first.tables.items():
+        pd.testing.assert_frame_equal(again[name], table)
+    # other options, other questions or another embedder are other results
+    other = make_fake_embedder(name="other")
+    run_audit(data, embedder=other, cache=False, n_boot=50, store=store)
+    assert other.n_encoded > 0
+    fewer = make_fake_embedder()
+    data.questions = data.questions.iloc[:-1]
+    run_audit(data, embedder=fewer, cache=False, n_boot=50, store=store)
+    assert fewer.n_encoded > 0
+    # a damaged entry is recomputed with a warning, never trusted
+    for pkl in store.glob("*/result.pkl"):
+        pkl.write_bytes(b"not a pickle")
+    damaged = make_fake_embedder()
+    with caplog.at_level("WARNING"):
+        run_audit(data, embedder=damaged, cache=False, n_boot=50, store=store)
+    assert damaged.n_encoded > 0 and "unreadable stored audit" in caplog.text
+    assert not [p for p in store.iterdir() if p.name.startswith(".")]  # no temp folders left
