@@ -61,6 +61,7 @@ result = run_audit(
     cache=CACHE,
     llm_config=llm_config,
     llm_cache=PATHS["LLM_CACHE"],
+    store=PATHS["CACHE"].parent / "audits",  # notebook 07 reads the same result back
 )
 print(result.summary)
 

@@ -38,7 +38,7 @@ DERIVED = RUNS / "demo_hard_subset.csv"  # used for the hard-subset figure when 
 
 data = pv4kit.load(DATA)
 embedder = get_embedder(EMBEDDER)
-result = run_audit(data, embedder=embedder, cache=CACHE)
+result = run_audit(data, embedder=embedder, cache=CACHE, store=CACHE.parent / "audits")  # 02's result
 runs = load_scored_runs(RUNS)
 print(f"{data!r}\nscored runs: {list(runs) or 'none'}; static export: {browser_path() or 'off (HTML only)'}")
 

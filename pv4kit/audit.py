@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.score import KEY, LETTERS, answer_indices, score_frame
-from pv4kit.stats import bootstrap_ci
+from pv4kit.stats import bootstrap_ci, grouped_bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
@@ -329,31 +329,30 @@ def solver_accuracy(
         of accuracy > chance, questions treated as independent), ``above_chance`` (the user-bootstrap
         interval lies above chance).
     """
-    from scipy.stats import binomtest
+    from scipy.stats import binom
 
-    rows = []
     keys = ["solver", by] if by else ["solver"]
-    for key, sub in predictions.groupby(keys, sort=True, dropna=False):
-        key = key if isinstance(key, tuple) else (key,)
-        ci = bootstrap_ci(sub.assign(v=sub["correct"].astype(float)), value="v", n_boot=n_boot, seed=seed)
-        k = int(sub["correct"].sum())
-        rows.append(
-            {
-                "solver": key[0],
-                "group": str(key[1]) if by else "all",
-                "n": int(len(sub)),
-                "n_correct": k,
-                "accuracy": ci["estimate"],
-                "ci_low": ci["low"],
-                "ci_high": ci["high"],
-                "chance": chance,
-                "binom_p": float(binomtest(k, len(sub), chance, alternative="greater").pvalue)
-                if len(sub)
-                else np.nan,
-                "above_chance": bool(ci["low"] is not None and ci["low"] > chance),
-            }
-        )
-    return pd.DataFrame(rows)
+    frame = predictions.assign(v=predictions["correct"].astype(float))
+    ci = grouped_bootstrap_ci(frame, by=keys, value="v", n_boot=n_boot, seed=seed)
+    n_correct = frame.groupby(keys, sort=True, dropna=False)["correct"].sum().astype("int64")
+    k = n_correct.to_numpy()
+    n = ci["n"].to_numpy()
+    # binomtest(k, n, chance, alternative="greater").pvalue is binom.sf(k - 1, n, chance), capped at 1
+    binom_p = np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan)
+    return pd.DataFrame(
+        {
+            "solver": ci["solver"].to_numpy(),
+            "group": ci[by].astype(str).to_numpy() if by else "all",
+            "n": n,
+            "n_correct": k,
+            "accuracy": ci["estimate"].to_numpy(),
+            "ci_low": ci["low"].to_numpy(),
+            "ci_high": ci["high"].to_numpy(),
+            "chance": chance,
+            "binom_p": binom_p,
+            "above_chance": (ci["low"] > chance).to_numpy(),
+        }
+    )
 
 
 # --------------------------------------------------------------------------- similarity and rationale
@@ -452,6 +451,22 @@ def leakage_audit(questions: pd.DataFrame, users: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, frame.drop(columns="pos")], axis=1)
 
 
+def reference_unique_top(leakage: pd.DataFrame) -> pd.Series:
+    """Per question (indexed by the key): only the reference has the top chat overlap.
+
+    True when the question's reference rows all have ``top_overlap`` and exactly one candidate has it;
+    computed with grouped sums (no per-question Python call).
+    """
+    flags = pd.DataFrame(
+        {
+            "n_top": leakage["top_overlap"].astype(bool),
+            "ref_not_top": leakage["is_reference"].astype(bool) & ~leakage["top_overlap"].astype(bool),
+        }
+    )
+    sums = flags.groupby([leakage[k] for k in KEY], sort=True).sum()
+    return ((sums["ref_not_top"] == 0) & (sums["n_top"] == 1)).rename(None)
+
+
 def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
     """Mean overlap of references vs distractors and how often the reference alone overlaps most.
 
@@ -467,10 +482,7 @@ def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
             ("distractor", leakage[~leakage["is_reference"]]),
         )
     ]
-    top = leakage.groupby(KEY).apply(
-        lambda g: bool(g.loc[g["is_reference"], "top_overlap"].all() and g["top_overlap"].sum() == 1),
-        include_groups=False,
-    )
+    top = reference_unique_top(leakage)
     rows.append({"role": "reference_unique_top", "mean_overlap": float(top.mean()), "n": int(len(top))})
     return pd.DataFrame(rows)
 
@@ -595,10 +607,7 @@ def question_flags(
             sim["rationale_misses"] = ~similarity["rationale_correct"].fillna(True).astype(bool)
         out = out.merge(sim, on=KEY, how="left")
     if leakage is not None:
-        top = leakage.groupby(KEY).apply(
-            lambda g: bool(g.loc[g["is_reference"], "top_overlap"].all() and g["top_overlap"].sum() == 1),
-            include_groups=False,
-        )
+        top = reference_unique_top(leakage)
         out = out.merge(top.rename("ref_top_chat_overlap").reset_index(), on=KEY, how="left")
     if duplicates is not None:
         dup = set(zip(duplicates["user_id"], duplicates["question_index_a"], strict=True)) | set(

@@ -7,9 +7,11 @@ The audits themselves live in :mod:`pv4kit.audit` (one function per shortcut) an
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -59,6 +61,7 @@ def run_audit(
     llm_client: Any = None,
     n_boot: int = 2000,
     seed: int = 0,
+    store: str | os.PathLike[str] | None = None,
 ) -> AuditResult:
     """Run every audit on a :class:`~pv4kit.data.PV4Data` and summarise the findings.
 
@@ -72,6 +75,9 @@ def run_audit(
         llm_client: Injected OpenAI-like client (tests).
         n_boot: Bootstrap replicates.
         seed: Bootstrap seed.
+        store: A folder that keeps finished audits (e.g. ``.cache/pv4kit/audits``): a result computed
+            before for the same questions, data files, embedder, options and audit code is read back
+            instead of recomputed (notebooks 02 and 07 share one). Not used with ``llm_config``.
 
     Returns:
         An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
@@ -83,6 +89,38 @@ def run_audit(
         from pv4kit.embed import get_embedder
 
         embedder = get_embedder(embedder)
+    key = None
+    if store is not None and llm_config is None:
+        key = _audit_key(data, embedder, n_boot=n_boot, seed=seed)
+        found = _read_stored(Path(store), key)
+        if found is not None:
+            return found
+    result = _run(
+        data,
+        embedder=embedder,
+        cache=cache,
+        llm_config=llm_config,
+        llm_cache=llm_cache,
+        llm_client=llm_client,
+        n_boot=n_boot,
+        seed=seed,
+    )
+    if key is not None:
+        _write_stored(Path(store), key, result)
+    return result
+
+
+def _run(
+    data: Any,
+    *,
+    embedder: Any,
+    cache: Any,
+    llm_config: Any,
+    llm_cache: Any,
+    llm_client: Any,
+    n_boot: int,
+    seed: int,
+) -> AuditResult:
     q = data.questions.reset_index(drop=True)
     t: dict[str, pd.DataFrame] = {}
     t["lengths"] = length_audit(q)
@@ -132,6 +170,74 @@ def run_audit(
         t["duplicates"],
     )
     return AuditResult(tables=t, summary=summarize(t, embedder=getattr(embedder, "name", str(embedder))))
+
+
+_AUDIT_MODULES = ("audit.py", "audit_sequence.py", "audit_report.py", "stats.py")
+_KEEP_STORED = 3
+
+
+def _audit_key(data: Any, embedder: Any, *, n_boot: int, seed: int) -> str:
+    """Hash of everything an audit result depends on: questions, data files, embedder, options, code."""
+    import json
+
+    from pv4kit import __version__
+
+    here = Path(__file__).resolve().parent
+    q = data.questions
+    rows = pd.util.hash_pandas_object(q[["user_id", "question_index", "question"]], index=False)
+    parts = {
+        "questions": hashlib.sha256(rows.to_numpy().tobytes()).hexdigest(),
+        "n": int(len(q)),
+        "data": getattr(data, "fingerprint", None),
+        "embedder": getattr(embedder, "cache_key", getattr(embedder, "name", repr(embedder))),
+        "n_boot": n_boot,
+        "seed": seed,
+        "pv4kit": __version__,
+        "code": [hashlib.sha256((here / m).read_bytes()).hexdigest() for m in _AUDIT_MODULES],
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+
+
+def _read_stored(store: Path, key: str) -> AuditResult | None:
+    import pickle
+
+    path = store / key / "result.pkl"
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            tables, summary = pickle.load(fh)
+    except Exception as exc:  # a damaged entry is recomputed, never trusted
+        logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
+        return None
+    logger.info("audit: read back the stored result %s", path.parent)
+    return AuditResult(tables=tables, summary=summary)
+
+
+def _write_stored(store: Path, key: str, result: AuditResult) -> None:
+    """Write the result into ``store/key`` as a whole (a temp folder renamed into place); keep the newest."""
+    import pickle
+    import shutil
+    import tempfile
+
+    store.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store))
+    try:
+        with open(tmp / "result.pkl", "wb") as fh:
+            pickle.dump((result.tables, result.summary), fh, protocol=5)
+        try:
+            os.replace(tmp, store / key)
+        except OSError:  # another process stored the same key first
+            pass
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    entries = sorted(
+        (p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")),
+        key=lambda p: p.stat().st_mtime,
+        reverse=True,
+    )
+    for old in entries[_KEEP_STORED:]:
+        shutil.rmtree(old, ignore_errors=True)
 
 
 def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
@@ -186,8 +292,6 @@ def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
 
 def write_audit(result: AuditResult, output_dir: Any) -> list[Any]:
     """Write every table as ``<name>.csv`` (vectors dropped) and ``summary.txt`` into ``output_dir``."""
-    from pathlib import Path
-
     from pv4kit._io import atomic_write_text
 
     out = Path(output_dir)

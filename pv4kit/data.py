@@ -428,33 +428,42 @@ def _enrich_from_raw(
     from pv4kit.raw import read_user
 
     users = users.copy()
-    cat_name, cat, rat = [], [], []
-    tables = {}
+    parts = []
     for i, uid in enumerate(users["user_id"]):
         udir = raw_root / "users" / f"user_{uid}"
         if not udir.is_dir():
             continue
-        u = read_user(udir, raw_dir=raw_root)
-        tables[uid] = u
+        u = read_user(udir, raw_dir=raw_root, chats=False)  # the parquet already holds the chats
         users.at[i, "persona"] = u.persona
         users.at[i, "seed"] = u.seed
         users.at[i, "categories"] = u.categories or None
         users.at[i, "topics"] = u.topics or None
-    mismatched = 0
-    for r in frame[["user_id", "question_index", "question"]].itertuples(index=False):
-        u = tables.get(r.user_id)
-        if u is None or u.qa is None or r.question_index >= len(u.qa):
-            cat.append(pd.NA)
-            cat_name.append(None)
-            rat.append(None)
+        if u.qa is None:
             continue
-        row = u.qa.iloc[r.question_index]
-        if row["question"] != r.question:
-            mismatched += 1
-        c = int(row["category"])
-        cat.append(c)
-        cat_name.append(u.categories[c] if c < len(u.categories) else None)
-        rat.append(row["rationale"])
+        names = u.categories or []
+        cats = u.qa["category"].to_numpy()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "user_id": uid,
+                    "question_index": np.arange(len(u.qa), dtype="int64"),
+                    "_raw_question": u.qa["question"].to_numpy(),
+                    "_category": cats,
+                    "_category_name": [names[c] if c < len(names) else None for c in cats],
+                    "_rationale": u.qa["rationale"].to_numpy(),
+                }
+            )
+        )
+    raw_cols = ["_raw_question", "_category", "_category_name", "_rationale"]
+    if parts:
+        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
+        merged = frame[["user_id", "question_index", "question"]].merge(
+            found, on=["user_id", "question_index"], how="left"
+        )
+    else:
+        merged = frame[["user_id", "question_index", "question"]].assign(**dict.fromkeys(raw_cols))
+    present = merged["_raw_question"].notna().to_numpy()
+    mismatched = int((present & (merged["_raw_question"] != merged["question"]).to_numpy()).sum())
     if mismatched:
         logger.warning(
             "%d question(s) differ between the parquet and %s; raw columns may not match",
@@ -462,7 +471,9 @@ def _enrich_from_raw(
             raw_root,
         )
     frame = frame.copy()
-    frame["category"], frame["category_name"], frame["rationale"] = cat, cat_name, rat
+    frame["category"] = pd.array(merged["_category"], dtype="Int64")
+    frame["category_name"] = merged["_category_name"].astype(object).where(present, None).to_numpy()
+    frame["rationale"] = merged["_rationale"].astype(object).where(present, None).to_numpy()
     return frame, users
 
 

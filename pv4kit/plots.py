@@ -55,6 +55,20 @@ def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "c
         fig.add_vline(x=value, annotation_position="top right", **kw)
 
 
+MAX_ROWS = 30  # rows of a per-group figure before it keeps the top and bottom groups and an "others" row
+MAX_LABELS = 60  # points of a map before their text labels give way to hover only
+
+
+def _extremes(order: Sequence[Any], *, keep: int) -> tuple[list[Any], list[Any]]:
+    """``(shown, others)``: the first and last ``keep // 2`` of ``order`` (best to worst), and the rest."""
+    order = list(order)
+    if len(order) <= keep:
+        return order, []
+    head = keep - keep // 2
+    tail = keep // 2
+    return order[:head] + order[len(order) - tail :], order[head : len(order) - tail]
+
+
 # --------------------------------------------------------------------------- projection
 
 
@@ -167,13 +181,20 @@ def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
     )
 
 
-def category_map(categories: pd.DataFrame, *, label_points: bool = True) -> Any:
-    """UMAP of category-name embeddings (columns ``x, y``) with each point labelled by its name.
+def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) -> Any:
+    """UMAP of category-name embeddings (columns ``x, y``), each point's name shown on hover.
 
     Groups with two or more names (similar categories of different users) get a colour and a legend
     entry; names in a group of their own are grey.
+
+    Args:
+        categories: One row per category (:func:`pv4kit.audit.category_groups` with ``x, y``).
+        label_points: Print each name beside its point; default only up to ``MAX_LABELS`` points
+            (at release size, 1,490 names, labels would print over each other: hover carries them).
     """
     go = _go()
+    if label_points is None:
+        label_points = len(categories) <= MAX_LABELS
     fig = go.Figure()
     sizes = categories["group_label"].map(categories["group_label"].value_counts())
     for multi in (False, True):
@@ -200,9 +221,12 @@ def category_map(categories: pd.DataFrame, *, label_points: bool = True) -> Any:
     fig.update_xaxes(title="UMAP 1", showticklabels=False, zeroline=False, range=pad(categories["x"]))
     fig.update_yaxes(title="UMAP 2", showticklabels=False, zeroline=False, range=pad(categories["y"]))
     fig.update_layout(colorway=qualitative.Dark24)
+    n_groups = int((categories["group_label"].value_counts() >= 2).sum())
+    fig.update_layout(showlegend=n_groups <= MAX_ROWS)
     return _layout(
         fig,
-        "Category names on a UMAP of their embeddings (colour: names grouped across users)",
+        "Category names on a UMAP of their embeddings (colour: names grouped across users)"
+        + ("" if label_points else "; hover for names"),
         width=1100,
         height=750,
     )
@@ -274,16 +298,41 @@ def word_spread(lengths: pd.DataFrame) -> Any:
 
 
 def accuracy_dots(
-    accuracy: pd.DataFrame, *, title: str, chance: float = CHANCE, label: str = "solver"
+    accuracy: pd.DataFrame,
+    *,
+    title: str,
+    chance: float = CHANCE,
+    label: str = "solver",
+    max_groups: int = MAX_ROWS,
 ) -> Any:
     """Accuracy with intervals per ``solver`` (a solver or a run) and ``group``, with the chance line.
 
     Takes the frame of :func:`pv4kit.audit.solver_accuracy` (``solver, group, accuracy, ci_low,
-    ci_high, n``); groups go on the y axis when there is more than one.
+    ci_high, n``, and ``n_correct`` for the pooled row); groups go on the y axis when there is more than
+    one. With more than ``max_groups`` groups only the best and worst (by mean accuracy over solvers) are
+    drawn, with one pooled "others" row between them (no interval).
     """
     go = _go()
     acc = accuracy.copy()
     many = acc["group"].nunique() > 1
+    n_others = 0
+    if many and acc["group"].nunique() > max_groups:
+        mean = acc.groupby("group", sort=False)["accuracy"].mean().sort_values(ascending=False)
+        shown, others = _extremes(mean.index, keep=max_groups)
+        n_others = len(others)
+        rest = acc[acc["group"].isin(others)]
+        pooled = rest.groupby("solver", sort=False)[["n", "n_correct"]].sum().reset_index()
+        label = f"others ({n_others} groups, pooled)"
+        pooled = pooled.assign(group=label, accuracy=pooled["n_correct"] / pooled["n"])
+        pooled = pooled.assign(ci_low=pooled["accuracy"], ci_high=pooled["accuracy"])
+        order = {
+            g: i
+            for i, g in enumerate(
+                [*shown[: len(shown) - max_groups // 2], label, *shown[len(shown) - max_groups // 2 :]]
+            )
+        }
+        acc = pd.concat([acc[acc["group"].isin(shown)], pooled], ignore_index=True)
+        acc = acc.assign(_o=acc["group"].map(order)).sort_values(["_o"], kind="stable").drop(columns="_o")
     fig = go.Figure()
     for solver, sub in acc.groupby("solver", sort=False):
         fig.add_scatter(
@@ -304,6 +353,8 @@ def accuracy_dots(
     _chance(fig, chance, axis="x", label=f"chance {chance:.0%}")
     fig.update_xaxes(title="accuracy (95% CI, users resampled)", tickformat=".0%", range=[0, 1.02])
     fig.update_yaxes(title="" if many else label, autorange="reversed")
+    if n_others:
+        title = f"{title} (best and worst {max_groups} of {max_groups + n_others} groups)"
     height = max(HEIGHT, 22 * acc["group"].nunique() + 160) if many else HEIGHT
     return _layout(fig, title, height=height, margin_l=260 if many else 170)
 
@@ -389,7 +440,13 @@ def hard_composition(
         values = frame[col]
         if col in ("category_name", "group_label"):
             values = values.astype(str).str.slice(0, 28)
+            counts = values.value_counts()
+            if len(counts) > MAX_ROWS:  # the most frequent groups, the rest pooled
+                rest = f"others ({len(counts) - MAX_ROWS + 1})"
+                values = values.where(values.isin(counts.index[: MAX_ROWS - 1]), rest)
         order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
+        if col in ("category_name", "group_label"):
+            order = sorted(order, key=lambda v: (str(v).startswith("others ("), -int((values == v).sum())))
         for label, mask, color in (("hard", hard, "#d95f02"), ("not hard", ~hard, "#7570b3")):
             share = values[mask].value_counts(normalize=True).reindex(order, fill_value=0)
             fig.add_bar(
@@ -419,9 +476,47 @@ def hard_composition(
 # --------------------------------------------------------------------------- error analysis
 
 
-def paired_comparison(table: pd.DataFrame, *, name_a: str = "A", name_b: str = "B") -> Any:
-    """Accuracy difference A - B with intervals per scope (from :func:`pv4kit.stats.compare`)."""
+def paired_comparison(
+    table: pd.DataFrame, *, name_a: str = "A", name_b: str = "B", max_categories: int = MAX_ROWS - 2
+) -> Any:
+    """Accuracy difference A - B with intervals per scope (from :func:`pv4kit.stats.compare`).
+
+    With more than ``max_categories`` category rows (one per user's category at release size) only the
+    largest differences either way are drawn, with one pooled "others" row (question-weighted mean
+    difference, no interval) between them; hover gives each row's counts.
+    """
     go = _go()
+    n_others = 0
+    cats = table[table["scope"] == "category"]
+    if len(cats) > max_categories:
+        shown, others = _extremes(
+            cats.sort_values("diff", ascending=False, kind="stable").index, keep=max_categories
+        )
+        rest = cats.loc[others]
+        n_others = len(others)
+        weights = rest["n"].to_numpy(dtype=float)
+        pooled = float(np.average(rest["diff"], weights=weights)) if weights.sum() else np.nan
+        other_row = pd.DataFrame(
+            [
+                {
+                    "scope": "others",
+                    "group": f"others ({n_others} categories, pooled)",
+                    "n": int(rest["n"].sum()),
+                    "diff": pooled,
+                    "diff_low": pooled,
+                    "diff_high": pooled,
+                    "a_only": int(rest["a_only"].sum()),
+                    "b_only": int(rest["b_only"].sum()),
+                    "mcnemar_p": None,
+                }
+            ]
+        )
+        head = shown[: len(shown) - max_categories // 2]
+        tail = shown[len(shown) - max_categories // 2 :]
+        table = pd.concat(
+            [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]],
+            ignore_index=True,
+        )
     t = table.assign(
         label=[
             f"{s}: {g}" if s == "category" else str(g)
@@ -451,9 +546,14 @@ def paired_comparison(table: pd.DataFrame, *, name_a: str = "A", name_b: str = "
     fig.add_vline(x=0, line_color="grey")
     fig.update_xaxes(title=f"accuracy {name_a} minus {name_b} (95% CI, users resampled)", tickformat=".0%")
     fig.update_yaxes(autorange="reversed")
+    more = (
+        f"; the {max_categories} largest category differences of {max_categories + n_others}"
+        if n_others
+        else ""
+    )
     return _layout(
         fig,
-        f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05)",
+        f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})",
         height=max(HEIGHT, 22 * len(t) + 160),
         margin_l=260,
     )

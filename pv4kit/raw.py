@@ -157,8 +157,11 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     return frame.astype("int64").drop_duplicates().reset_index(drop=True)
 
 
-def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None) -> RawUser:
-    """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given)."""
+def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None, chats: bool = True) -> RawUser:
+    """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
+
+    ``chats=False`` skips reading the chats (``chats`` stays empty), for callers that have them already.
+    """
     from pv4kit.questions import read_qa_csv
 
     user_dir = Path(user_dir)
@@ -173,7 +176,8 @@ def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None) -> Raw
         user.categories = read_list(user_dir / "categories.txt")
     if (user_dir / "chat_topics.txt").is_file():
         user.topics = read_list(user_dir / "chat_topics.txt")
-    user.chats = read_chats(user_dir)
+    if chats:
+        user.chats = read_chats(user_dir)
     if (user_dir / "qa.csv").is_file():
         user.qa = read_qa_csv(user_dir / "qa.csv")
     if raw_dir is not None:

@@ -269,3 +269,86 @@ def test_similarity_ignores_empty_candidates(make_fake_embedder):
     assert sim["ref_nearest_distractor"] == pytest.approx(-1.0)
     assert sim["ref_mean_distractor"] == pytest.approx(-1.0)
     assert "E" not in sim["max_pair_letters"] and sim["nearest_distractor_letter"] != "E"
+
+
+def _solver_accuracy_per_group(predictions, by, n_boot, seed, chance=0.2):
+    """The per-group loop solver_accuracy used to run (bootstrap_ci and binomtest per group)."""
+    from scipy.stats import binomtest
+
+    from pv4kit.stats import bootstrap_ci
+
+    rows = []
+    keys = ["solver", by] if by else ["solver"]
+    for key, sub in predictions.groupby(keys, sort=True, dropna=False):
+        key = key if isinstance(key, tuple) else (key,)
+        ci = bootstrap_ci(sub.assign(v=sub["correct"].astype(float)), value="v", n_boot=n_boot, seed=seed)
+        k = int(sub["correct"].sum())
+        p = binomtest(k, len(sub), chance, alternative="greater").pvalue
+        rows.append(
+            (key[0], str(key[1]) if by else "all", len(sub), k, ci["estimate"], ci["low"], ci["high"], p)
+        )
+    return rows
+
+
+@pytest.mark.parametrize("by", [None, "category_name"])
+def test_solver_accuracy_equals_the_per_group_loop(by):
+    rng = np.random.default_rng(3)
+    n = 600
+    preds = pd.DataFrame(
+        {
+            "user_id": rng.integers(0, 12, n),
+            "question_index": np.arange(n),
+            "solver": rng.choice(["longest", "shortest", "nearest_to_question"], n),
+            "category_name": rng.choice(["work", "food", "travel", "money", "pets"], n),
+            "correct": rng.random(n) < 0.3,
+        }
+    )
+    got = audit.solver_accuracy(preds, by=by, n_boot=200, seed=4)
+    want = _solver_accuracy_per_group(preds, by, 200, 4)
+    assert len(got) == len(want)
+    for r, w in zip(got.itertuples(index=False), want, strict=True):
+        assert (r.solver, r.group, r.n, r.n_correct, r.accuracy, r.ci_low, r.ci_high, r.binom_p) == w
+
+
+def test_reference_unique_top_matches_its_definition():
+    rng = np.random.default_rng(0)
+    rows = []
+    for q in range(200):
+        ref = rng.integers(0, 5)
+        top = rng.random(5) < 0.3
+        rows += [(1, q, k == ref, bool(top[k])) for k in range(5)]
+    leak = pd.DataFrame(rows, columns=["user_id", "question_index", "is_reference", "top_overlap"])
+    got = audit.reference_unique_top(leak)
+    for (u, q), g in leak.groupby(["user_id", "question_index"]):
+        want = bool(g.loc[g["is_reference"], "top_overlap"].all() and g["top_overlap"].sum() == 1)
+        assert bool(got.loc[(u, q)]) == want
+
+
+def test_run_audit_store_reads_back_and_keys_honestly(tmp_path, make_fake_embedder, caplog):
+    store = tmp_path / "audits"
+    data = _data()
+    first_emb = make_fake_embedder()
+    first = run_audit(data, embedder=first_emb, cache=False, n_boot=50, store=store)
+    assert first_emb.n_encoded > 0 and len([p for p in store.iterdir()]) == 1
+    again_emb = make_fake_embedder()
+    again = run_audit(data, embedder=again_emb, cache=False, n_boot=50, store=store)
+    assert again_emb.n_encoded == 0  # nothing recomputed
+    assert again.summary == first.summary
+    for name, table in first.tables.items():
+        pd.testing.assert_frame_equal(again[name], table)
+    # other options, other questions or another embedder are other results
+    other = make_fake_embedder(name="other")
+    run_audit(data, embedder=other, cache=False, n_boot=50, store=store)
+    assert other.n_encoded > 0
+    fewer = make_fake_embedder()
+    data.questions = data.questions.iloc[:-1]
+    run_audit(data, embedder=fewer, cache=False, n_boot=50, store=store)
+    assert fewer.n_encoded > 0
+    # a damaged entry is recomputed with a warning, never trusted
+    for pkl in store.glob("*/result.pkl"):
+        pkl.write_bytes(b"not a pickle")
+    damaged = make_fake_embedder()
+    with caplog.at_level("WARNING"):
+        run_audit(data, embedder=damaged, cache=False, n_boot=50, store=store)
+    assert damaged.n_encoded > 0 and "unreadable stored audit" in caplog.text
+    assert not [p for p in store.iterdir() if p.name.startswith(".")]  # no temp folders left

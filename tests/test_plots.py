@@ -126,3 +126,100 @@ def test_paired_comparison_marks_p_zero_as_significant():
     )
     colors = list(plots.paired_comparison(table).data[0].marker.color)
     assert colors == ["#d95f02", "#7570b3"]
+
+
+def _many_groups(n_groups=300, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for solver in ("run_a", "run_b"):
+        for g in range(n_groups):
+            n = int(rng.integers(5, 20))
+            k = int(rng.integers(0, n + 1))
+            acc = k / n
+            rows.append((solver, f"group {g}", n, k, acc, max(acc - 0.1, 0), min(acc + 0.1, 1)))
+    return pd.DataFrame(rows, columns=["solver", "group", "n", "n_correct", "accuracy", "ci_low", "ci_high"])
+
+
+def test_accuracy_dots_at_release_size_keeps_best_worst_and_pools_the_rest():
+    acc = _many_groups()
+    fig = plots.accuracy_dots(acc, title="per group", max_groups=30)
+    groups = list(dict.fromkeys(y for tr in fig.data for y in tr.y))
+    assert len(groups) == 31 and groups[15].startswith("others (270 groups")
+    assert fig.layout.height * 2 <= 3000  # the PNG (scale 2) stays under 3,000 px
+    pooled = acc[~acc["group"].isin(groups)]
+    a = pooled[pooled["solver"] == "run_a"]
+    x = dict(zip(fig.data[0].y, fig.data[0].x, strict=True))[groups[15]]
+    assert x == pytest.approx(a["n_correct"].sum() / a["n"].sum())
+    mean = acc.groupby("group")["accuracy"].mean()
+    assert mean[groups[0]] == mean.max() and mean[groups[-1]] == mean.min()
+    small = plots.accuracy_dots(acc[acc["group"].isin(["group 1", "group 2"])], title="two")
+    assert {y for tr in small.data for y in tr.y} == {"group 1", "group 2"}
+
+
+def test_paired_comparison_at_release_size():
+    rng = np.random.default_rng(1)
+    n = 300
+    cats = pd.DataFrame(
+        {
+            "scope": "category",
+            "group": [f"category {i}" for i in range(n)],
+            "n": rng.integers(10, 16, n),
+            "diff": rng.normal(0, 0.2, n),
+            "a_only": rng.integers(0, 5, n),
+            "b_only": rng.integers(0, 5, n),
+            "mcnemar_p": rng.random(n),
+        }
+    )
+    cats["diff_low"], cats["diff_high"] = cats["diff"] - 0.1, cats["diff"] + 0.1
+    head = pd.DataFrame(
+        [
+            {
+                "scope": "overall",
+                "group": "all",
+                "n": 4000,
+                "diff": 0.01,
+                "diff_low": 0,
+                "diff_high": 0.02,
+                "a_only": 1,
+                "b_only": 2,
+                "mcnemar_p": 0.5,
+            },
+            {
+                "scope": "hard",
+                "group": "hard",
+                "n": 600,
+                "diff": 0.02,
+                "diff_low": 0,
+                "diff_high": 0.04,
+                "a_only": 1,
+                "b_only": 2,
+                "mcnemar_p": 0.5,
+            },
+        ]
+    )
+    fig = plots.paired_comparison(pd.concat([head, cats], ignore_index=True), max_categories=28)
+    labels = list(fig.data[0].y)
+    assert len(labels) == 2 + 28 + 1 and labels[:2] == ["all", "hard"]
+    assert labels[16].startswith("others (272 categories")
+    assert fig.layout.height * 2 <= 3000
+    shown = cats.set_index("group").loc[[lab.removeprefix("category: ") for lab in labels[2:16]], "diff"]
+    assert shown.min() >= cats["diff"].nlargest(14).min()
+
+
+def test_category_map_labels_only_when_readable():
+    rng = np.random.default_rng(2)
+
+    def cats(n):
+        return pd.DataFrame(
+            {
+                "x": rng.random(n),
+                "y": rng.random(n),
+                "category_name": [f"c{i}" for i in range(n)],
+                "user_id": rng.integers(0, 149, n),
+                "group_label": [f"g{i % (n // 2)}" for i in range(n)],
+            }
+        )
+
+    assert all("text" in tr.mode for tr in plots.category_map(cats(20)).data)
+    big = plots.category_map(cats(1490))
+    assert all(tr.mode == "markers" for tr in big.data) and big.layout.showlegend is False

@@ -71,3 +71,45 @@ def test_bootstrap_ci_unknown_column_names_it():
         bootstrap_ci(frame, value="corect")
     with pytest.raises(ValueError, match="column 'user' not in frame"):
         bootstrap_ci(frame.iloc[0:0], cluster="user")
+
+
+@pytest.mark.parametrize("seed", [0, 5])
+def test_grouped_bootstrap_ci_equals_bootstrap_ci_per_group(seed):
+    from pv4kit.stats import grouped_bootstrap_ci
+
+    rng = np.random.default_rng(seed)
+    n = 1500
+    f = pd.DataFrame(
+        {
+            "user_id": rng.integers(0, 30, n),
+            "g": rng.choice(np.array(["a", "b", "c", None], dtype=object), n),
+            "h": rng.integers(0, 3, n),
+            "v": (rng.random(n) < 0.4).astype(float),
+        }
+    )
+    f.loc[rng.random(n) < 0.05, "v"] = np.nan
+    f.loc[f["g"] == "c", "v"] = np.nan  # groups with no value at all
+    out = grouped_bootstrap_ci(f, by=["g", "h"], value="v", n_boot=300, seed=seed)
+    assert len(out) == 12 and list(out.columns) == ["g", "h", "estimate", "low", "high", "n", "n_clusters"]
+    for r in out.itertuples(index=False):
+        in_g = f["g"].isna() if pd.isna(r.g) else f["g"] == r.g
+        ci = bootstrap_ci(f[in_g & (f["h"] == r.h)], value="v", n_boot=300, seed=seed)
+        assert (ci["n"], ci["n_clusters"]) == (r.n, r.n_clusters)
+        if ci["estimate"] is None:
+            assert np.isnan(r.estimate) and np.isnan(r.low) and np.isnan(r.high)
+        else:  # the very same numbers, not just close
+            assert (ci["estimate"], ci["low"], ci["high"]) == (r.estimate, r.low, r.high)
+
+
+def test_grouped_bootstrap_ci_names_a_missing_column():
+    from pv4kit.stats import grouped_bootstrap_ci
+
+    with pytest.raises(ValueError, match="'nope' not in frame"):
+        grouped_bootstrap_ci(_frame(0), by="nope")
+
+
+def test_grouped_bootstrap_ci_on_an_empty_frame():
+    from pv4kit.stats import grouped_bootstrap_ci
+
+    out = grouped_bootstrap_ci(pd.DataFrame({"user_id": [], "g": [], "correct": []}), by="g")
+    assert out.empty and list(out.columns) == ["g", "estimate", "low", "high", "n", "n_clusters"]
