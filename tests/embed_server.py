@@ -17,6 +17,7 @@ once per request on that request's inputs, in order. Scriptable faults:
   a delay longer than the client's timeout ...);
 * ``max_batch``: more inputs than this in one request answer 413, as text-embeddings-inference does;
 * ``max_chars``: an input longer than this answers 400 with vLLM's context-length message;
+* ``list_models=False``: ``/v1/models`` answers 404, as some servers do;
 * ``api_key``: requests without ``Authorization: Bearer <api_key>`` answer 401.
 
 Every embeddings request is recorded in ``requests`` (its body) and ``statuses`` (the status sent).
@@ -60,8 +61,10 @@ class FakeEmbeddingServer:
         max_chars: int | None = None,
         api_key: str | None = None,
         delay: float = 0.0,
+        list_models: bool = True,
     ) -> None:
         self.encode = encode
+        self.list_models = list_models
         self.model = model
         self.root = root or model
         self.revision = revision
@@ -117,7 +120,7 @@ class FakeEmbeddingServer:
             def do_GET(self) -> None:
                 if not self.authorised():
                     return
-                if self.path.rstrip("/") != "/v1/models":
+                if self.path.rstrip("/") != "/v1/models" or not owner.list_models:
                     self.send(404, {"error": {"message": f"unknown path {self.path}"}})
                     return
                 entry = {

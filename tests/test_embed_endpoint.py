@@ -124,6 +124,14 @@ def test_cache_key_names_the_served_model_and_revision_not_the_url(minilm, tmp_p
         assert _fast(a.base_url, instruction="Instruct: x\nQuery:").cache_key != ea.cache_key
 
 
+def test_a_server_without_v1_models_keys_the_cache_by_the_requested_name(minilm, caplog):
+    with FakeEmbeddingServer(minilm.encode, model=MODEL, list_models=False) as srv:
+        emb = _fast(srv.base_url)
+        assert emb.cache_key.startswith(f"openai:{MODEL}|rev=unreported|dim=384")
+        assert "no /v1/models" in caplog.text
+        assert _fast(srv.base_url, revision="abc123").cache_key.startswith(f"openai:{MODEL}|rev=abc123|")
+
+
 def test_texts_are_sharded_across_servers(minilm):
     with (
         FakeEmbeddingServer(minilm.encode, model=MODEL) as a,
