@@ -316,8 +316,11 @@ class EndpointEmbedder:
                     f"({message}); text starts {texts[0][:80]!r}. Raise the server's context length or "
                     "enable its truncation."
                 ) from None
+            empty = sum(not t for t in texts)
+            hint = f" (the batch holds {empty} empty texts, which some servers refuse)" if empty else ""
             raise EmbeddingEndpointError(
-                f"embedding {len(texts)} texts with {self.model!r} at {self._where(server)} failed: {message}"
+                f"embedding {len(texts)} texts with {self.model!r} at {self._where(server)} failed: "
+                f"{message}{hint}"
             ) from None
         vectors = parse_embeddings(raw, len(texts), where=f"{self._where(server)} /embeddings")
         with self._lock:
