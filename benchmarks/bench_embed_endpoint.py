@@ -91,7 +91,7 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
 
     n_gen = round(args.n_texts * 4237 / (4237 + 21050))
-    texts = synthetic_texts(args.n_texts)
+    texts = synthetic_texts(args.n_texts, n_generations=n_gen)
     print(
         f"{args.n_texts} texts ({n_gen} ~200-char generations, {args.n_texts - n_gen} ~80-char candidates); "
         f"server: {'MiniLM (384-d)' if args.minilm else f'hash vectors, {args.dim}-d'}, separate process"
