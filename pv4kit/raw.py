@@ -108,7 +108,27 @@ def chat_files(user_dir: str | Path) -> list[Path]:
         if p.suffix != ".txt" or not p.stem.isdigit():
             raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
         files.append(p)
-    return sorted(files, key=lambda p: int(p.stem))
+    files.sort(key=lambda p: int(p.stem))
+    for number, same in duplicate_chats(files).items():
+        raise ValueError(f"{chats_dir}: {_duplicate_message(number, same)}")
+    return files
+
+
+def duplicate_chats(files: list[Path]) -> dict[int, list[Path]]:
+    """Chat numbers given by more than one file (``08.txt`` beside ``8.txt``), with those files."""
+    by_number: dict[int, list[Path]] = {}
+    for p in files:
+        by_number.setdefault(int(p.stem), []).append(p)
+    return {n: sorted(ps, key=lambda p: p.name) for n, ps in sorted(by_number.items()) if len(ps) > 1}
+
+
+def _duplicate_message(number: int, files: list[Path]) -> str:
+    names = " and ".join(p.name for p in files)
+    both = "both" if len(files) == 2 else "all"
+    return (
+        f"{names} are {both} chat {number}; each chat number must have one file "
+        "(rename or remove the extra one)"
+    )
 
 
 def read_chats(user_dir: str | Path) -> list[str]:
@@ -256,10 +276,30 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     # chats
     try:
         files = chat_files(user_dir)
-    except ValueError as exc:
-        _problem(rows, user_dir / "chats", None, "error", "chat_name", str(exc))
-        files = [p for p in (user_dir / "chats").iterdir() if p.suffix == ".txt" and p.stem.isdigit()]
+    except ValueError:
+        files = []
+        for p in sorted((user_dir / "chats").iterdir()):
+            if p.suffix == ".txt" and p.stem.isdigit():
+                files.append(p)
+            elif not p.name.startswith("."):
+                _problem(
+                    rows,
+                    p,
+                    None,
+                    "error",
+                    "chat_name",
+                    f"chat file names must be '<integer>.txt', found {p.name!r}",
+                )
         files.sort(key=lambda p: int(p.stem))
+        for number, same in duplicate_chats(files).items():
+            _problem(
+                rows,
+                user_dir / "chats",
+                None,
+                "error",
+                "chat_duplicate",
+                _duplicate_message(number, same),
+            )
     if not files:
         _problem(rows, user_dir / "chats", None, "error", "no_chats", "no chats/{i}.txt files")
     stems = [int(p.stem) for p in files]
@@ -383,11 +423,19 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
         )
 
 
-def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
+def validate_raw(
+    raw_dir: str | Path,
+    *,
+    train_users: tuple[int, int] | None = None,
+    test_users: tuple[int, int] | None = None,
+) -> pd.DataFrame:
     """Validate a raw tree and report every problem found.
 
     Args:
         raw_dir: The raw tree (holding ``users/``) or a ``users`` folder.
+        train_users: Inclusive id range of training users, as ``build`` takes it (default 6-125); a
+            hard-subset entry must name an evaluation user.
+        test_users: Inclusive id range of evaluation users (default 126-155).
 
     Returns:
         One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
@@ -445,6 +493,10 @@ def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
                     _problem(
                         rows, hard, i + 2, "error", "hard_unknown", f"user {e.user_id} is not in the tree"
                     )
+                    continue
+                problem = _hard_role_problem(int(e.user_id), train_users=train_users, test_users=test_users)
+                if problem:
+                    _problem(rows, hard, i + 2, "error", *problem)
                 elif e.user_id in sizes and not 0 <= e.question_index < sizes[e.user_id]:
                     _problem(
                         rows,
@@ -455,6 +507,30 @@ def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
                         f"user {e.user_id} has no question {e.question_index}",
                     )
     return pd.DataFrame(rows, columns=["file", "line", "severity", "code", "message"])
+
+
+def _hard_role_problem(
+    user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
+) -> tuple[str, str] | None:
+    """``(code, message)`` when ``build`` would refuse a hard entry of ``user_id`` for its role."""
+    from pv4kit.splits import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, user_role
+
+    train = train_users or DEFAULT_TRAIN_USERS
+    test = test_users or DEFAULT_TEST_USERS
+    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
+    role = user_role(user_id, train_users=train, test_users=test)
+    if role == "train":
+        return (
+            "hard_training",
+            f"hard entry for user {user_id}, a training user ({ranges}); hard questions must be test "
+            "questions, so `pv4kit build` would refuse it",
+        )
+    if role is None:
+        return (
+            "hard_unbuilt",
+            f"hard entry for user {user_id}, who is outside both ranges ({ranges}) and is not built",
+        )
+    return None
 
 
 def format_report(report: pd.DataFrame) -> str:

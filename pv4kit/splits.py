@@ -186,7 +186,7 @@ def build_dataset(
     from tqdm.auto import tqdm
 
     from pv4kit.questions import LETTERS, read_qa_csv
-    from pv4kit.raw import list_users, read_chats, read_hard_subset, users_dir_of
+    from pv4kit.raw import chat_files, list_users, read_chats, read_hard_subset, users_dir_of
 
     check_ranges(train_users, test_users)
     users_dir = users_dir_of(users_dir)
@@ -224,6 +224,7 @@ def build_dataset(
         if roles[uid] == "train" and len(qa) < 2:
             raise ValueError(f"{path}: training user {uid} has {len(qa)} question(s); at least 2 are needed")
         tables[uid] = qa
+        chat_files(users_dir / f"user_{uid}")  # names and duplicate numbers, before anything is written
     hard = read_hard_subset(hard_subset)
     hard_by_user: dict[int, set[int]] = {}
     for i, e in enumerate(hard.itertuples(index=False)):

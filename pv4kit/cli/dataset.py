@@ -9,9 +9,14 @@ logger = logging.getLogger(__name__)
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from pv4kit._io import parse_id_range
     from pv4kit.raw import format_report, validate_raw
 
-    report = validate_raw(args.raw_dir)
+    report = validate_raw(
+        args.raw_dir,
+        train_users=parse_id_range(args.train_users, name="--train-users"),
+        test_users=parse_id_range(args.test_users, name="--test-users"),
+    )
     if args.errors_only:
         report = report[report["severity"] == "error"]
     print(format_report(report))
@@ -77,6 +82,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a raw tree and list every problem with file and line")
     p.add_argument("raw_dir", help="raw tree (holding users/) or a users folder")
     p.add_argument("--errors-only", action="store_true", help="hide warnings")
+    p.add_argument("--train-users", default="6-125", help="training users, as `build` takes them")
+    p.add_argument("--test-users", default="126-155", help="evaluation users, as `build` takes them")
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
