@@ -85,6 +85,94 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+class FileFormatError(ValueError):
+    """A file that cannot be read as what it should be; the message starts with ``file:line:``.
+
+    Attributes:
+        path: The file.
+        line: 1-based line of the problem, or ``None`` when there is none.
+        code: A short code for reports: ``not_utf8``, ``binary``, ``not_a_file``, ``unreadable``.
+        reason: What was expected and what was found (the message without the location).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, code: str, reason: str) -> None:
+        self.path, self.line, self.code, self.reason = Path(path), line, code, reason
+        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
+
+
+def not_utf8_error(path: str | os.PathLike[str]) -> FileFormatError:
+    """The :class:`FileFormatError` of a file that is not UTF-8, with the line of its first bad byte."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        return FileFormatError(
+            path,
+            line,
+            "not_utf8",
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); pv4kit reads text files "
+            "as UTF-8: re-save the file as UTF-8",
+        )
+    return FileFormatError(path, None, "not_utf8", "not UTF-8 text")
+
+
+def not_a_file_error(path: str | os.PathLike[str], *, expected: str = "a file") -> FileFormatError:
+    """The :class:`FileFormatError` of a directory found where a file should be."""
+    return FileFormatError(path, None, "not_a_file", f"is a directory, expected {expected}")
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """Read a UTF-8 text file as :meth:`pathlib.Path.read_text` does (universal newlines).
+
+    Raises:
+        FileFormatError: Naming the file and line when it is not UTF-8, holds a NUL byte (a binary
+            file) or is a directory.
+        FileNotFoundError: When it does not exist.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise not_a_file_error(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise FileFormatError(path, line, "binary", "holds a NUL byte: a binary file, not UTF-8 text")
+    return text
+
+
+def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kwargs: Any):  # noqa: ANN201
+    """``pandas.read_csv(path, **kwargs)`` whose errors name the file (and line where pandas gives one).
+
+    Raises:
+        FileFormatError: When the file is not UTF-8, is a directory, is empty or does not parse as CSV.
+    """
+    import re
+
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        raise not_a_file_error(path, expected=expected)
+    try:
+        return pd.read_csv(path, **kwargs)
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
+    except pd.errors.EmptyDataError:
+        raise FileFormatError(
+            path, None, "unreadable", f"is empty, expected {expected} with a header"
+        ) from None
+    except pd.errors.ParserError as exc:
+        detail = re.sub(r"^Error tokenizing data\. C error: ", "", str(exc)).strip()
+        m = re.search(r"\bline (\d+)\b", detail)
+        row = re.search(r"\bstarting at row (\d+)\b", detail)  # 0-based over the file's lines
+        line = int(m.group(1)) if m else (int(row.group(1)) + 1 if row else None)
+        raise FileFormatError(path, line, "unreadable", f"not a readable CSV ({detail})") from None
+
+
 def sha256_text(text: str) -> str:
     """Hex SHA-256 of a UTF-8 string."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
@@ -176,8 +264,17 @@ def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
+    if Path(path).is_dir():
+        raise not_a_file_error(path, expected="a JSONL file")
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+        lines = enumerate(fh, start=1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                return
+            except UnicodeDecodeError:
+                raise not_utf8_error(path) from None
             if not line.strip():
                 continue
             try:

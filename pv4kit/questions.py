@@ -31,7 +31,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text
+from pv4kit._io import atomic_write_text, not_a_file_error, read_csv, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -192,12 +192,12 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     drops: list[dict[str, object]] = []
     for c in range(len(categories)):
         path = user_dir / "qa" / f"{c}.txt"
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(
                 f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
                 f"categories.txt lists {len(categories)} categories"
             )
-        for blk in parse_qa_text(path.read_text(encoding="utf-8")):
+        for blk in parse_qa_text(read_text(path)):
             if blk.question:
                 records.append((c, blk))
             else:
@@ -225,7 +225,7 @@ def format_qa_csv(table: pd.DataFrame) -> str:
 
 def read_qa_csv(path: str | Path) -> pd.DataFrame:
     """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
     missing = [c for c in QA_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
@@ -269,6 +269,8 @@ def write_qa_tables(
         target = user_dir / "qa.csv"
         table, drops = build_question_table(user_dir, seed=seed)
         written = False
+        if target.is_dir():
+            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
         if overwrite or not target.exists():
             atomic_write_text(target, format_qa_csv(table))
             written = True

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text
+from pv4kit._io import FileFormatError, atomic_write_text, read_csv, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def list_users(users_dir: str | Path) -> list[int]:
 
 def read_list(path: str | Path) -> list[str]:
     """Read a numbered-list file: blank lines dropped, a leading ``N.`` removed, lines stripped."""
-    lines = Path(path).read_text(encoding="utf-8").splitlines()
+    lines = read_text(path).splitlines()
     return [_NUMBERED_RE.sub("", line).strip() for line in lines if line.strip()]
 
 
@@ -133,7 +133,7 @@ def _duplicate_message(number: int, files: list[Path]) -> str:
 
 def read_chats(user_dir: str | Path) -> list[str]:
     """Read a user's chats in topic order (integer file stem), each stripped."""
-    return [p.read_text(encoding="utf-8").strip() for p in chat_files(user_dir)]
+    return [read_text(p).strip() for p in chat_files(user_dir)]
 
 
 def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
@@ -141,7 +141,7 @@ def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
     path = Path(raw_dir) / "persona_seeds.csv"
     if not path.is_file():
         return {}
-    frame = pd.read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
+    frame = read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
     if list(frame.columns[:2]) != ["user_id", "seed"]:
         raise ValueError(f"{path}: expected columns user_id, seed; found {list(frame.columns)}")
     return dict(zip(frame["user_id"].astype(int), frame["seed"], strict=True))
@@ -155,7 +155,7 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: hard subset file does not exist")
-    frame = pd.read_csv(path)
+    frame = read_csv(path)
     if list(frame.columns) != ["user_id", "question_index"]:
         raise ValueError(f"{path}: expected header 'user_id,question_index', found {list(frame.columns)}")
     if frame.empty:
@@ -185,12 +185,12 @@ def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None) -> Raw
     if (user_dir / "chat_topics.txt").is_file():
         user.topics = read_list(user_dir / "chat_topics.txt")
     user.chats = read_chats(user_dir)
-    if (user_dir / "qa.csv").is_file():
+    if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
         user.qa = read_qa_csv(user_dir / "qa.csv")
     if raw_dir is not None:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
         if persona.is_file():
-            user.persona = persona.read_text(encoding="utf-8").strip()
+            user.persona = read_text(persona).strip()
         user.seed = read_persona_seeds(raw_dir).get(uid)
     return user
 
@@ -230,6 +230,11 @@ def _problem(rows: list[dict], path: Path, line: int | None, severity: str, code
     rows.append({"file": str(path), "line": line, "severity": severity, "code": code, "message": message})
 
 
+def _unreadable(rows: list[dict], exc: FileFormatError) -> None:
+    code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
+    _problem(rows, exc.path, exc.line, "error", code, exc.reason)
+
+
 def check_chat(text: str) -> list[tuple[int, str, str]]:
     """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
     lines = text.strip().splitlines()
@@ -265,13 +270,22 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     if not cat_path.is_file():
         _problem(rows, cat_path, None, "error", "missing_file", "categories.txt is missing")
     else:
-        categories = read_list(cat_path)
-        if not categories:
-            _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
+        try:
+            categories = read_list(cat_path)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+        else:
+            if not categories:
+                _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
     topics_path = user_dir / "chat_topics.txt"
-    topics = read_list(topics_path) if topics_path.is_file() else None
-    if topics is None:
+    topics = None
+    if not topics_path.exists():
         _problem(rows, topics_path, None, "warning", "missing_file", "chat_topics.txt is missing")
+    else:
+        try:
+            topics = read_list(topics_path)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
 
     # chats
     try:
@@ -324,7 +338,12 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
             f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats",
         )
     for p in files:
-        for line, code, message in check_chat(p.read_text(encoding="utf-8")):
+        try:
+            text = read_text(p)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+            continue
+        for line, code, message in check_chat(text):
             _problem(rows, p, line, "error", code, message)
 
     # question files
@@ -358,8 +377,16 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
             f"{', '.join(f'{i}.txt' for i in extra)}",
         )
     table = None
-    if categories and all(c in qa_files for c in range(len(categories))):
+    drops = pd.DataFrame(columns=["file", "line", "block", "reason"])
+    qa_texts: dict[int, str] = {}
+    for c in sorted(qa_files):
+        try:
+            qa_texts[c] = read_text(qa_files[c])
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+    if categories and all(c in qa_texts for c in range(len(categories))):
         table, drops = build_question_table(user_dir)
+    if not drops.empty:
         for d in drops.itertuples():
             _problem(
                 rows,
@@ -372,10 +399,15 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
 
     # qa.csv
     qa_csv = user_dir / "qa.csv"
-    if not qa_csv.is_file():
+    if not qa_csv.exists():
         _problem(rows, qa_csv, None, "warning", "missing_file", "qa.csv is missing (run `pv4kit qa-table`)")
         return
-    frame = pd.read_csv(qa_csv, dtype=str, keep_default_na=False)
+    try:
+        frame = read_csv(qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
+        qa_text = read_text(qa_csv)
+    except FileFormatError as exc:
+        _unreadable(rows, exc)
+        return
     if list(frame.columns) != QA_COLUMNS:
         _problem(
             rows,
@@ -412,7 +444,7 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
                 "qa_category",
                 f"category must be 0..{len(categories) - 1}, found {row.category!r}",
             )
-    if table is not None and qa_csv.read_text(encoding="utf-8") != format_qa_csv(table):
+    if table is not None and qa_text != format_qa_csv(table):
         _problem(
             rows,
             qa_csv,
@@ -488,7 +520,10 @@ def validate_raw(
             for i, e in enumerate(entries.itertuples(index=False)):
                 qa_csv = users_dir / f"user_{e.user_id}" / "qa.csv"
                 if e.user_id not in sizes and qa_csv.is_file():
-                    sizes[e.user_id] = len(read_qa_csv(qa_csv))
+                    try:
+                        sizes[e.user_id] = len(read_qa_csv(qa_csv))
+                    except ValueError:
+                        pass  # reported with the user's files
                 if e.user_id not in ids:
                     _problem(
                         rows, hard, i + 2, "error", "hard_unknown", f"user {e.user_id} is not in the tree"

@@ -205,7 +205,7 @@ def build_dataset(
     tables: dict[int, pd.DataFrame] = {}
     for uid in ids:
         path = users_dir / f"user_{uid}" / "qa.csv"
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(
                 f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`"
             )

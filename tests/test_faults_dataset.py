@@ -9,6 +9,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from pv4kit.cli import main
@@ -91,3 +92,132 @@ def test_hard_entry_for_a_training_user_is_reported_by_validate(sample, capsys):
     # a user outside both ranges is not built, so its hard entry cannot be built either
     report = validate_raw(sample, train_users=(30, 125), test_users=(126, 155))
     assert "user 12" in errors(report, "hard_unbuilt").iloc[0]["message"]
+
+
+# ------------------------------------------------------------------ 9. errors that name the file
+
+
+BAD_BYTES = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\xff\xfe"
+
+
+def _spoil(path: Path, *, line: int = 3) -> None:
+    """Put bytes that are not UTF-8 on ``line`` of a text file (a binary file when it has no lines)."""
+    lines = path.read_bytes().split(b"\n")
+    lines[line - 1] = b"caf\xe9 " + lines[line - 1]  # latin-1
+    path.write_bytes(b"\n".join(lines))
+
+
+@pytest.mark.parametrize(
+    ("rel", "command"),
+    [
+        ("users/user_64/qa/2.txt", "qa-table"),
+        ("users/user_64/chats/5.txt", "build"),
+        ("users/user_64/categories.txt", "qa-table"),
+        ("users/user_64/chat_topics.txt", "info"),
+        ("users/user_64/qa.csv", "build"),
+    ],
+)
+def test_non_utf8_text_names_file_and_line(sample, tmp_path, capsys, rel, command):
+    path = sample / rel
+    line = 2
+    _spoil(path, line=line)
+    report = validate_raw(sample)
+    bad = errors(report, "not_utf8")
+    assert list(bad["file"]) == [str(path)] and list(bad["line"]) == [line], report.to_string()
+    argv = {
+        "qa-table": ["qa-table", "--overwrite", "--users-dir", str(sample / "users")],
+        "build": build_args(sample, tmp_path / "data"),
+        "info": ["info", str(sample)],
+    }[command]
+    rc, _, err = run_cli(capsys, *argv)
+    assert rc == 1
+    assert f"{path}:{line}:" in err and "UTF-8" in err and "codec" not in err, err
+
+
+def test_binary_files_name_the_file(sample, tmp_path, capsys):
+    qa_txt = sample / "users" / "user_131" / "qa" / "0.txt"
+    qa_txt.write_bytes(BAD_BYTES)
+    chat = sample / "users" / "user_12" / "chats" / "0.txt"
+    chat.write_bytes(b"Leo: hi\x00\x00\x00\nAssistant: hello")  # decodes, but a NUL is no text
+    report = validate_raw(sample)
+    assert set(errors(report, "not_utf8")["file"]) == {str(qa_txt)}
+    assert set(errors(report, "binary")["file"]) == {str(chat)}
+    rc, _, err = run_cli(capsys, "qa-table", "--users-dir", str(sample / "users"), "--overwrite")
+    assert rc == 1 and f"{qa_txt}:1:" in err and "codec" not in err
+    qa_txt.write_bytes(b"")
+    rc, _, err = run_cli(capsys, *build_args(sample, tmp_path / "data"))
+    assert rc == 1 and f"{chat}:1:" in err and "NUL" in err
+
+
+def test_imported_jsonl_not_utf8_names_file_and_line(tmp_path):
+    from pv4kit._io import iter_jsonl
+
+    path = tmp_path / "predictions.jsonl"
+    path.write_bytes(b'{"a": 1}\n{"a": 2}\n{"a": "caf\xe9"}\n')
+    with pytest.raises(ValueError, match=r"predictions\.jsonl:3: .*UTF-8") as info:
+        list(iter_jsonl(path))
+    assert "codec" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        (
+            "index,category,question,choice_a,choice_b,choice_c,choice_d,choice_e,correct_choice,rationale\n"
+            "0,0,q,a,b,c,d,e,A,r\n"
+            '1,0,"a quote that never closes,a,b,c,d,e,A,r\n',
+            3,
+        ),
+        (
+            "index,category,question,choice_a,choice_b,choice_c,choice_d,choice_e,correct_choice,rationale\n"
+            "0,0,q,a,b,c,d,e,A,r\n1,0,q,a,b,c,d,e,A,r,extra,fields\n",
+            3,
+        ),
+        ("", None),
+    ],
+)
+def test_unparseable_qa_csv_names_the_file(sample, tmp_path, capsys, text, line):
+    path = sample / "users" / "user_37" / "qa.csv"
+    path.write_text(text)
+    report = validate_raw(sample)
+    bad = errors(report, "qa_unreadable")
+    assert list(bad["file"]) == [str(path)], report.to_string()
+    assert bad.iloc[0]["line"] == line or (line is None and pd.isna(bad.iloc[0]["line"]))
+    rc, _, err = run_cli(capsys, *build_args(sample, tmp_path / "data"))
+    where = f"{path}:{line}:" if line else f"{path}:"
+    assert rc == 1 and where in err and ("not a readable CSV" in err or "is empty" in err), err
+    rc, _, err = run_cli(capsys, "info", str(sample))
+    assert rc == 1 and str(path) in err, err
+
+
+def test_directory_where_qa_csv_should_be(sample, tmp_path, capsys):
+    path = sample / "users" / "user_37" / "qa.csv"
+    path.unlink()
+    path.mkdir()
+    report = validate_raw(sample)
+    assert list(errors(report, "not_a_file")["file"]) == [str(path)], report.to_string()
+    for argv in (
+        build_args(sample, tmp_path / "data"),
+        ["qa-table", "--overwrite", "--users-dir", str(sample / "users")],
+        ["info", str(sample)],
+    ):
+        rc, _, err = run_cli(capsys, *argv)
+        assert rc == 1 and f"{path}: is a directory" in err, (argv, err)
+    assert path.is_dir() and not list(path.iterdir())
+
+
+def test_truncated_parquet_names_the_file(sample, tmp_path, capsys):
+    out = tmp_path / "data"
+    assert run_cli(capsys, *build_args(sample, out))[0] == 0
+    test = out / "test.parquet"
+    test.write_bytes(test.read_bytes()[:5000])
+    rc, _, err = run_cli(capsys, "info", str(out))
+    assert rc == 1 and str(test) in err and "pv4kit build" in err, err
+
+
+def test_output_dir_naming_an_existing_file(sample, tmp_path, capsys):
+    target = tmp_path / "data"
+    target.write_text("my notes")
+    rc, _, err = run_cli(capsys, *build_args(sample, target))
+    assert rc == 1 and f"--output-dir {target}" in err and "is a file" in err, err
+    assert target.read_text() == "my notes"

@@ -43,9 +43,16 @@ def _qa_table(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from pv4kit._io import parse_id_range
     from pv4kit.splits import build_dataset
 
+    if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
+        raise NotADirectoryError(
+            f"--output-dir {args.output_dir}: is a file, not a directory; name a folder for the parquet "
+            "files (it is created when absent)"
+        )
     frame = build_dataset(
         args.users_dir,
         args.output_dir,
