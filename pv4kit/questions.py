@@ -240,12 +240,54 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     return frame[QA_COLUMNS]
 
 
+def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
+
+    Empty unless ``table`` has fewer questions than ``target``; then the old rows whose question text
+    the new table lacks (matched one for one), or the last old rows when the texts all survive. A
+    ``target`` that is not a readable question table holds no question to lose (a warning says so).
+    """
+    from collections import Counter
+
+    target = Path(target)
+    if not target.is_file():
+        return pd.DataFrame(columns=QA_COLUMNS)
+    try:
+        old = read_qa_csv(target)
+    except ValueError as exc:
+        logger.warning("replacing %s, which is not a readable question table: %s", target, exc)
+        return pd.DataFrame(columns=QA_COLUMNS)
+    if len(table) >= len(old):
+        return old.iloc[:0]
+    left = Counter(table["question"])
+    gone = []
+    for i, q in enumerate(old["question"]):
+        if left[q] > 0:
+            left[q] -= 1
+        else:
+            gone.append(i)
+    return old.iloc[gone] if gone else old.iloc[len(table) :]
+
+
+def _shrink_message(target: Path, new: int, old: int, gone: pd.DataFrame) -> str:
+    shown = ", ".join(
+        f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
+        for r in gone.head(3).itertuples(index=False)
+    )
+    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    return (
+        f"{target}: the new table has {new} questions, the one it replaces {old}; "
+        f"{len(gone)} would go: {shown}{more}"
+    )
+
+
 def write_qa_tables(
     users_dir: str | Path,
     *,
     seed: int = 42,
     overwrite: bool = False,
     user_ids: list[int] | None = None,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Write ``qa.csv`` for every user under ``users_dir`` (step 5).
 
@@ -254,16 +296,22 @@ def write_qa_tables(
         seed: Seed of the answer shuffle.
         overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
         user_ids: Only these users (default: all).
+        force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
+            is written and the error names each such file and the questions that would go).
 
     Returns:
         The drop report of all users: ``user_id, file, line, category, block, reason``, plus an
         ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped, written``).
+
+    Raises:
+        ValueError: When a table would shrink and ``force`` is not set; no file is written then.
     """
     from pv4kit.raw import list_users
 
     users_dir = Path(users_dir)
     ids = list_users(users_dir) if user_ids is None else list(user_ids)
     reports, summary = [], []
+    pending: list[tuple[Path, pd.DataFrame]] = []
     for uid in ids:
         user_dir = users_dir / f"user_{uid}"
         target = user_dir / "qa.csv"
@@ -272,7 +320,7 @@ def write_qa_tables(
         if target.is_dir():
             raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
         if overwrite or not target.exists():
-            atomic_write_text(target, format_qa_csv(table))
+            pending.append((target, table))
             written = True
         drops.insert(0, "user_id", uid)
         reports.append(drops)
@@ -284,6 +332,22 @@ def write_qa_tables(
             len(drops),
             "" if written else " (qa.csv exists, kept)",
         )
+    shrinking = []
+    for target, table in pending:
+        gone = lost_questions(target, table)
+        if len(gone):
+            shrinking.append(_shrink_message(target, len(table), len(table) + len(gone), gone))
+    if shrinking and not force:
+        raise ValueError(
+            "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
+            + "\n  ".join(shrinking)
+            + "\ncheck categories.txt and qa/*.txt (`pv4kit validate`), or pass --force (force=True) to "
+            "write the smaller tables anyway"
+        )
+    for message in shrinking:
+        logger.warning("forced: %s", message)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
     report = (
         pd.concat(reports, ignore_index=True)
         if reports

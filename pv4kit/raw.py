@@ -384,6 +384,18 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
             qa_texts[c] = read_text(qa_files[c])
         except FileFormatError as exc:
             _unreadable(rows, exc)
+            continue
+        if "<QUESTION>" not in qa_texts[c]:
+            empty = not qa_texts[c].strip()
+            _problem(
+                rows,
+                qa_files[c],
+                None,
+                "error",
+                "empty_file" if empty else "no_questions",
+                f"{'is empty' if empty else 'holds no <QUESTION> block'}: step 5 gives category {c} "
+                "no questions",
+            )
     if categories and all(c in qa_texts for c in range(len(categories))):
         table, drops = build_question_table(user_dir)
     if not drops.empty:

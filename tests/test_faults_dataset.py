@@ -221,3 +221,60 @@ def test_output_dir_naming_an_existing_file(sample, tmp_path, capsys):
     rc, _, err = run_cli(capsys, *build_args(sample, target))
     assert rc == 1 and f"--output-dir {target}" in err and "is a file" in err, err
     assert target.read_text() == "my notes"
+
+
+# ------------------------------------------------------------------ 2. qa-table --overwrite must not shrink
+
+
+def _qa_table(capsys, sample, *extra):
+    return run_cli(capsys, "qa-table", "--overwrite", "--users-dir", str(sample / "users"), *extra)
+
+
+@pytest.mark.parametrize("fault", ["empty_categories", "one_category_line_too_few", "empty_qa_file"])
+def test_qa_table_overwrite_refuses_to_shrink(sample, capsys, fault):
+    from pv4kit.questions import read_qa_csv
+
+    user = sample / "users" / "user_12"
+    categories = user / "categories.txt"
+    old = read_qa_csv(user / "qa.csv")
+    if fault == "empty_categories":
+        categories.write_text("")
+        bad_file, code, gone = categories, "empty_file", old
+    elif fault == "one_category_line_too_few":
+        lines = categories.read_text().splitlines(keepends=True)
+        categories.write_text("".join(lines[:-1]))
+        bad_file, code, gone = user / "qa", "count_mismatch", old[old["category"] == len(lines) - 1]
+    else:
+        (user / "qa" / "3.txt").write_text("")
+        bad_file, code, gone = user / "qa" / "3.txt", "empty_file", old[old["category"] == 3]
+    report = validate_raw(sample)
+    assert str(bad_file) in set(errors(report, code)["file"]), report.to_string()
+
+    before = {p: p.read_bytes() for p in sorted(sample.rglob("qa.csv"))}
+    rc, _, err = _qa_table(capsys, sample)
+    assert rc == 1
+    assert f"{user / 'qa.csv'}:" in err and "--force" in err, err
+    assert f"{len(gone)} would go" in err and gone["question"].iloc[0][:40] in err, err
+    assert {p: p.read_bytes() for p in before} == before  # nothing written, for any user
+
+    rc, out, _ = _qa_table(capsys, sample, "--force")
+    assert rc == 0 and "6 qa.csv written" in out
+    assert len(read_qa_csv(user / "qa.csv")) == len(old) - len(gone)
+
+
+def test_qa_table_shrink_check_lists_each_user_and_the_questions(sample):
+    from pv4kit.questions import read_qa_csv, write_qa_tables
+
+    (sample / "users" / "user_12" / "qa" / "0.txt").write_text("")
+    (sample / "users" / "user_131" / "qa" / "9.txt").write_text("no tag here\n")
+    gone_12 = read_qa_csv(sample / "users" / "user_12" / "qa.csv")
+    gone_12 = gone_12[gone_12["category"] == 0]
+    with pytest.raises(ValueError, match="user_131") as info:
+        write_qa_tables(sample / "users", overwrite=True)
+    message = str(info.value)
+    assert f"{len(gone_12)} would go" in message
+    assert gone_12["question"].iloc[0][:40] in message
+    report = validate_raw(sample)
+    assert str(sample / "users" / "user_131" / "qa" / "9.txt") in set(errors(report, "no_questions")["file"])
+    # without --overwrite nothing is replaced, so nothing is refused
+    assert write_qa_tables(sample / "users").attrs["summary"]["written"].sum() == 0

@@ -27,7 +27,9 @@ def _qa_table(args: argparse.Namespace) -> int:
     from pv4kit.questions import write_qa_tables
     from pv4kit.raw import users_dir_of
 
-    report = write_qa_tables(users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite)
+    report = write_qa_tables(
+        users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite, force=args.force
+    )
     summary = report.attrs["summary"]
     print(summary.to_string(index=False))
     if len(report):
@@ -97,6 +99,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
     p.add_argument("--seed", type=int, default=42, help="seed of the answer shuffle (default 42)")
     p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
+    p.add_argument(
+        "--force", action="store_true", help="with --overwrite: write tables with fewer questions too"
+    )
     p.set_defaults(func=_qa_table)
 
     p = sub.add_parser("build", help="step 6: per-user splits -> {train,validation,test}.parquet")
