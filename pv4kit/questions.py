@@ -240,6 +240,18 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     return frame[QA_COLUMNS]
 
 
+def _with_tag_flags(drops: pd.DataFrame, user_dir: Path) -> pd.DataFrame:
+    """``drops`` plus one ``malformed_tags`` row per tag problem (:func:`pv4kit.qatags.tag_report`)."""
+    from pv4kit.qatags import tag_report
+
+    flags = tag_report(user_dir)
+    drops = drops.assign(detail="")
+    if flags.empty:
+        return drops
+    both = pd.concat([drops, flags[drops.columns]], ignore_index=True)
+    return both.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
+
+
 def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
 
@@ -300,8 +312,11 @@ def write_qa_tables(
             is written and the error names each such file and the questions that would go).
 
     Returns:
-        The drop report of all users: ``user_id, file, line, category, block, reason``, plus an
-        ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped, written``).
+        The drop report of all users: ``user_id, file, line, category, block, reason, detail``; besides
+        the dropped blocks it flags every block with a malformed, missing or repeated tag (reason
+        ``malformed_tags``, kept or dropped as the reference parse makes it; ``detail`` says what is
+        wrong), plus an ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped,
+        malformed, written``).
 
     Raises:
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.
@@ -316,6 +331,8 @@ def write_qa_tables(
         user_dir = users_dir / f"user_{uid}"
         target = user_dir / "qa.csv"
         table, drops = build_question_table(user_dir, seed=seed)
+        n_dropped = len(drops)
+        drops = _with_tag_flags(drops, user_dir)
         written = False
         if target.is_dir():
             raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
@@ -324,12 +341,22 @@ def write_qa_tables(
             written = True
         drops.insert(0, "user_id", uid)
         reports.append(drops)
-        summary.append({"user_id": uid, "kept": len(table), "dropped": len(drops), "written": written})
+        n_malformed = len(drops) - n_dropped
+        summary.append(
+            {
+                "user_id": uid,
+                "kept": len(table),
+                "dropped": n_dropped,
+                "malformed": n_malformed,
+                "written": written,
+            }
+        )
         logger.info(
-            "user %d: %d questions kept, %d dropped%s",
+            "user %d: %d questions kept, %d dropped%s%s",
             uid,
             len(table),
-            len(drops),
+            n_dropped,
+            f", {n_malformed} tag problem(s)" if n_malformed else "",
             "" if written else " (qa.csv exists, kept)",
         )
     shrinking = []
@@ -351,7 +378,9 @@ def write_qa_tables(
     report = (
         pd.concat(reports, ignore_index=True)
         if reports
-        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason"])
+        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason", "detail"])
     )
-    report.attrs["summary"] = pd.DataFrame(summary, columns=["user_id", "kept", "dropped", "written"])
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
     return report

@@ -263,6 +263,7 @@ def check_chat(text: str) -> list[tuple[int, str, str]]:
 
 
 def _validate_user(user_dir: Path, rows: list[dict]) -> None:
+    from pv4kit.qatags import check_tags
     from pv4kit.questions import LETTERS, QA_COLUMNS, build_question_table, format_qa_csv
 
     cat_path = user_dir / "categories.txt"
@@ -385,6 +386,8 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
         except FileFormatError as exc:
             _unreadable(rows, exc)
             continue
+        for problem in check_tags(qa_texts[c]):
+            _problem(rows, qa_files[c], problem.line, "error", problem.code, problem.message)
         if "<QUESTION>" not in qa_texts[c]:
             empty = not qa_texts[c].strip()
             _problem(

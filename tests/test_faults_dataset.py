@@ -278,3 +278,93 @@ def test_qa_table_shrink_check_lists_each_user_and_the_questions(sample):
     assert str(sample / "users" / "user_131" / "qa" / "9.txt") in set(errors(report, "no_questions")["file"])
     # without --overwrite nothing is replaced, so nothing is refused
     assert write_qa_tables(sample / "users").attrs["summary"]["written"].sum() == 0
+
+
+# ------------------------------------------------------------------ 3. malformed tags run fields together
+
+
+def _second_block_line(text: str, tag: str) -> tuple[int, int]:
+    """Offset and 1-based line of ``tag`` in the second ``<QUESTION>`` block of ``text``."""
+    pos = text.index(tag, text.index("<QUESTION>", 1))
+    return pos, text.count("\n", 0, pos) + 1
+
+
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [
+        ("no_bracket", "tag_malformed"),  # "<CHOICE_B" without its ">"
+        ("lower_case", "tag_malformed"),  # "<choice_b>"
+        ("no_opening", "tag_malformed"),  # "CHOICE_B>"
+        ("given_twice", "tag_repeated"),
+        ("missing", "tag_missing"),
+        ("out_of_order", "tag_order"),
+    ],
+)
+def test_malformed_tags_are_validate_errors_and_flagged_in_the_drop_report(sample, capsys, fault, code):
+    from pv4kit.questions import build_question_table, format_qa_csv
+
+    path = sample / "users" / "user_131" / "qa" / "0.txt"
+    text = path.read_text()
+    pos, line = _second_block_line(text, "<CHOICE_B>")
+    end = pos + len("<CHOICE_B>")
+    block_line = text.count("\n", 0, text.index("<QUESTION>", 1)) + 1
+    if fault == "no_bracket":
+        text = text[:pos] + "<CHOICE_B" + text[end:]
+    elif fault == "lower_case":
+        text = text[:pos] + "<choice_b>" + text[end:]
+    elif fault == "no_opening":
+        text = text[:pos] + "CHOICE_B>" + text[end:]
+    elif fault == "given_twice":
+        c_pos, line = _second_block_line(text, "<CHOICE_C>")
+        text = text[:c_pos] + "<CHOICE_B>\n" + text[c_pos:]  # a second <CHOICE_B> empties B
+    elif fault == "missing":
+        text = text[:pos] + text[end:]
+        line = block_line
+    else:  # <CHOICE_C> where <CHOICE_B> was, and <CHOICE_B> where <CHOICE_C> was
+        c_pos, _ = _second_block_line(text, "<CHOICE_C>")
+        c_end = c_pos + len("<CHOICE_C>")
+        text = text[:pos] + "<CHOICE_C>" + text[end:c_pos] + "<CHOICE_B>" + text[c_end:]
+    path.write_text(text)
+
+    # the bytes of qa.csv stay the reference's parse: here a field runs on or a choice is empty
+    table, _ = build_question_table(path.parent.parent)
+    assert run_cli(capsys, "qa-table", "--overwrite", "--force", "--users-dir", str(sample))[0] == 0
+    assert (path.parent.parent / "qa.csv").read_text() == format_qa_csv(table)
+
+    report = validate_raw(sample)
+    bad = errors(report, code)
+    assert list(bad["file"]) == [str(path)], report.to_string()
+    assert int(bad.iloc[0]["line"]) == line
+    assert "question 2" in bad.iloc[0]["message"] or "CHOICE_B" in bad.iloc[0]["message"]
+    rc, out, _ = run_cli(capsys, "validate", str(sample), "--errors-only")
+    assert rc == 1 and f"{path}:{line}: error [{code}]" in out
+
+    rc, out, _ = run_cli(capsys, "qa-table", "--overwrite", "--force", "--users-dir", str(sample))
+    assert rc == 0 and "malformed tags" in out and f"{path}:{line}:" in out, out
+
+
+def test_no_bracket_runs_correct_choice_and_rationale_into_choice_a(sample):
+    """The symptom of the issue, kept as the reference parses it, and the flag in the drop report."""
+    from pv4kit.questions import parse_qa_text, write_qa_tables
+
+    path = sample / "users" / "user_131" / "qa" / "0.txt"
+    text = path.read_text()
+    pos, line = _second_block_line(text, "<CHOICE_B>")
+    text = text[:pos] + "<CHOICE_B" + text[pos + len("<CHOICE_B>") :]
+    path.write_text(text)
+    block = parse_qa_text(text)[1]
+    assert "<CORRECT_CHOICE>" in block.choices[0] and "<CHOICE_B" in block.choices[0]
+    report = write_qa_tables(sample / "users", overwrite=True, force=True)
+    flagged = report[report["reason"] == "malformed_tags"]
+    assert list(zip(flagged["file"], flagged["line"], strict=True)) == [(str(path), line)]
+    assert "<CHOICE_B" in flagged.iloc[0]["detail"]
+    summary = report.attrs["summary"].set_index("user_id")
+    assert summary.loc[131, "malformed"] == 1 and summary.loc[131, "dropped"] == 2
+
+
+def test_sample_and_synthetic_trees_have_no_tag_problems(sample):
+    from pv4kit.qatags import check_tags
+
+    for path in sorted(sample.glob("users/*/qa/*.txt")):
+        assert check_tags(path.read_text()) == [], path
+    assert not validate_raw(sample)["code"].str.startswith("tag_").any()

@@ -32,14 +32,20 @@ def _qa_table(args: argparse.Namespace) -> int:
     )
     summary = report.attrs["summary"]
     print(summary.to_string(index=False))
-    if len(report):
+    flagged = report["reason"] == "malformed_tags"
+    if (~flagged).any():
         print("\ndropped blocks:")
-        for r in report.itertuples(index=False):
+        for r in report[~flagged].itertuples(index=False):
             print(f"  {r.file}:{r.line}: {r.reason.replace('_', ' ')}")
+    if flagged.any():
+        print("\nmalformed tags (parsed as the reference parses them; fix each, rerun with --overwrite):")
+        for r in report[flagged].itertuples(index=False):
+            print(f"  {r.file}:{r.line}: {r.detail}")
+    if len(report):
         print("\nper reason:", report["reason"].value_counts().to_dict())
     print(
-        f"\n{int(summary['kept'].sum())} questions kept, {len(report)} dropped, "
-        f"{int(summary['written'].sum())} qa.csv written"
+        f"\n{int(summary['kept'].sum())} questions kept, {int(summary['dropped'].sum())} dropped, "
+        f"{int(flagged.sum())} tag problem(s), {int(summary['written'].sum())} qa.csv written"
     )
     return 0
 
