@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_directory, atomic_write_json, fingerprint_files, provenance
+from pv4kit._io import atomic_write_json, fingerprint_files, provenance, replace_directory
 
 logger = logging.getLogger(__name__)
 
@@ -165,8 +165,10 @@ def build_dataset(
     """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
 
     Everything is validated before anything is written (bad letters, empty answers, hard-subset entries
-    that are not test questions, overlapping ranges); files are written into a temporary folder and
-    moved into ``output_dir`` only when all are complete, so a failure leaves the previous output intact.
+    that are not test questions, overlapping ranges, duplicate chat numbers); files are written into a
+    temporary folder beside ``output_dir`` that replaces it as a whole when all are complete
+    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure
+    or a kill at any step leaves the previous output or the new one, never a mix.
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
@@ -254,7 +256,7 @@ def build_dataset(
     output_dir = Path(output_dir)
     schema = parquet_schema(id_column)
     summary = []
-    with atomic_directory(output_dir) as tmp:
+    with replace_directory(output_dir) as tmp:
         writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
         try:
             groups = plan.groupby(["user_id", "split"], sort=False)

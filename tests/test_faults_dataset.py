@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.cli import main
-from pv4kit.raw import validate_raw
+from pv4kit.raw import format_report, validate_raw
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
 
@@ -326,9 +326,10 @@ def test_malformed_tags_are_validate_errors_and_flagged_in_the_drop_report(sampl
         text = text[:pos] + "<CHOICE_C>" + text[end:c_pos] + "<CHOICE_B>" + text[c_end:]
     path.write_text(text)
 
-    # the bytes of qa.csv stay the reference's parse: here a field runs on or a choice is empty
+    # the bytes of qa.csv stay the reference's parse (a field runs on or a choice is empty); flagged
     table, _ = build_question_table(path.parent.parent)
-    assert run_cli(capsys, "qa-table", "--overwrite", "--force", "--users-dir", str(sample))[0] == 0
+    rc, out, _ = run_cli(capsys, "qa-table", "--overwrite", "--force", "--users-dir", str(sample))
+    assert rc == 0 and "malformed tags" in out and f"{path}:{line}:" in out, out
     assert (path.parent.parent / "qa.csv").read_text() == format_qa_csv(table)
 
     report = validate_raw(sample)
@@ -336,11 +337,7 @@ def test_malformed_tags_are_validate_errors_and_flagged_in_the_drop_report(sampl
     assert list(bad["file"]) == [str(path)], report.to_string()
     assert int(bad.iloc[0]["line"]) == line
     assert "question 2" in bad.iloc[0]["message"] or "CHOICE_B" in bad.iloc[0]["message"]
-    rc, out, _ = run_cli(capsys, "validate", str(sample), "--errors-only")
-    assert rc == 1 and f"{path}:{line}: error [{code}]" in out
-
-    rc, out, _ = run_cli(capsys, "qa-table", "--overwrite", "--force", "--users-dir", str(sample))
-    assert rc == 0 and "malformed tags" in out and f"{path}:{line}:" in out, out
+    assert f"{path}:{line}: error [{code}]" in format_report(report)
 
 
 def test_no_bracket_runs_correct_choice_and_rationale_into_choice_a(sample):
@@ -368,3 +365,189 @@ def test_sample_and_synthetic_trees_have_no_tag_problems(sample):
     for path in sorted(sample.glob("users/*/qa/*.txt")):
         assert check_tags(path.read_text()) == [], path
     assert not validate_raw(sample)["code"].str.startswith("tag_").any()
+
+
+# ------------------------------------------------------------------ 6. build's swap is atomic as a whole
+
+# A child process replaces out/ (old set: a.txt, b.txt, manifest.json saying "old") by a new set, and is
+# killed with SIGKILL at its k-th step: before and after every rename, exchange, link and file write,
+# and half-way through removing the old copy. k runs from 1 until the child finishes unharmed.
+_SWAP_CHILD = r"""
+import os, shutil, signal, sys
+from pathlib import Path
+import pv4kit._io as io
+
+out, kill_at, mode = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+count = 0
+
+def step():
+    global count
+    count += 1
+    if count == kill_at:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+def around(fn):
+    def wrapped(*args, **kwargs):
+        step()
+        result = fn(*args, **kwargs)
+        step()
+        return result
+    return wrapped
+
+real_rmtree = shutil.rmtree
+def rmtree(path, *args, **kwargs):
+    step()
+    files = sorted(p for p in Path(path).rglob("*") if p.is_file())
+    if files:
+        files[0].unlink()  # a removal killed half-way
+        step()
+    return real_rmtree(path, *args, **kwargs)
+
+os.rename = around(os.rename)
+os.replace = around(os.replace)
+os.link = around(os.link)
+shutil.rmtree = rmtree
+io._exchange = around(io._exchange) if mode == "exchange" else (lambda a, b: False)
+
+with io.replace_directory(out) as tmp:
+    for name in ("a.txt", "b.txt"):
+        step()
+        (tmp / name).write_text(f"new {name}")
+    io.atomic_write_json(tmp / "manifest.json", {"set": "new"})
+print("steps", count)
+"""
+
+OLD = {"a.txt": "old a.txt", "b.txt": "old b.txt"}
+NEW = {"a.txt": "new a.txt", "b.txt": "new b.txt"}
+
+
+def _write_old(out: Path) -> None:
+    import json
+
+    out.mkdir()
+    for name, text in OLD.items():
+        (out / name).write_text(text)
+    (out / "manifest.json").write_text(json.dumps({"set": "old"}))
+    (out / "README.md").write_text("not a build product: kept")
+    (out / ".out.abc123.tmp").mkdir()  # the temporary folder of an older pv4kit, killed
+    (out / ".out.abc123.tmp" / "train.parquet").write_text("half")
+
+
+def _state(out: Path) -> str:
+    """ "old" or "new" when ``out`` holds one whole set (and the foreign file), else a description."""
+    import json
+
+    if not out.is_dir():
+        return "missing"
+    files = {p.name: p.read_text() for p in out.iterdir() if p.is_file()}
+    if files.pop("README.md", None) != "not a build product: kept":
+        return "README.md lost"
+    which = json.loads(files.pop("manifest.json", '{"set": "no manifest"}'))["set"]
+    expected = {"old": OLD, "new": NEW}.get(which)
+    return which if files == expected else f"mixed: manifest {which}, files {sorted(files.items())}"
+
+
+def _leftovers(out: Path) -> list[str]:
+    return sorted(p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}."))
+
+
+@pytest.mark.parametrize("mode", ["exchange", "two_renames"])
+def test_swap_killed_at_each_step_leaves_old_or_new_and_recovers(tmp_path, mode):
+    import os
+    import subprocess
+    import sys
+
+    from pv4kit._io import recover_directory
+
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    seen = set()
+    for kill_at in range(1, 60):
+        root = tmp_path / str(kill_at)
+        root.mkdir()
+        out = root / "out"
+        _write_old(out)
+        child = subprocess.run(
+            [sys.executable, "-c", _SWAP_CHILD, str(out), str(kill_at), mode], env=env, capture_output=True
+        )
+        state = _state(out)
+        if child.returncode == 0:
+            assert state == "new" and not _leftovers(out) and (out / "README.md").is_file()
+            assert not (out / ".out.abc123.tmp").exists()
+            break
+        assert child.returncode == -9, child.stderr.decode()
+        if mode == "exchange":  # never a moment without a whole output
+            assert state in ("old", "new"), (kill_at, state)
+        else:  # one moment between the two renames: the next run puts the new one in place
+            assert state in ("old", "new", "missing"), (kill_at, state)
+        seen.add(state)
+        recover_directory(out)
+        after = _state(out)
+        assert after in ("old", "new") and (state == "missing" or after == state), (kill_at, state, after)
+        assert not _leftovers(out), (kill_at, _leftovers(out))
+    else:
+        pytest.fail("the child never finished")
+    assert kill_at > 10 and {"old", "new"} <= seen
+
+
+_BUILD_CHILD = r"""
+import os, signal, sys
+kill_at, argv = int(sys.argv[1]), sys.argv[2:]
+count = 0
+def around(fn):
+    def wrapped(*args, **kwargs):
+        global count
+        count += 1
+        if count == kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        return fn(*args, **kwargs)
+    return wrapped
+os.replace, os.rename = around(os.replace), around(os.rename)
+import pv4kit._io as io
+if hasattr(io, "_exchange"):
+    io._exchange = around(io._exchange)
+from pv4kit.cli import main
+sys.exit(main(argv))
+"""
+
+
+def _snapshot(out: Path) -> dict[str, str]:
+    import hashlib
+
+    names = ("train.parquet", "validation.parquet", "test.parquet", "user_splits.csv")
+    return {n: hashlib.sha256((out / n).read_bytes()).hexdigest() for n in names if (out / n).is_file()}
+
+
+def test_build_killed_at_each_move_keeps_a_whole_output_and_the_next_build_recovers(sample, tmp_path, capsys):
+    """The issue's case end to end: `pv4kit build` killed (SIGKILL) at each file or folder move."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    new_args = ("--validation-fraction", "0.3")  # moves rows between train and validation
+    assert run_cli(capsys, *build_args(sample, tmp_path / "new", *new_args))[0] == 0
+    new = _snapshot(tmp_path / "new")
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])}
+    assert run_cli(capsys, *build_args(sample, tmp_path / "old"))[0] == 0
+    (tmp_path / "old" / "README.md").write_text("kept")
+    old = _snapshot(tmp_path / "old")
+    for kill_at in range(1, 12):
+        out = tmp_path / f"data{kill_at}"
+        shutil.copytree(tmp_path / "old", out)
+        argv = build_args(sample, out, *new_args)
+        proc = subprocess.run(
+            [sys.executable, "-c", _BUILD_CHILD, str(kill_at), *argv], env=env, capture_output=True
+        )
+        if proc.returncode == 0:
+            assert _snapshot(out) == new and not _leftovers(out) and not list(out.glob(".*"))
+            break
+        assert proc.returncode == -9, proc.stderr.decode()
+        fraction = json.loads((out / "manifest.json").read_text())["validation_fraction"]
+        assert (_snapshot(out), fraction) in ((old, 0.1), (new, 0.3)), f"killed at move {kill_at}: mixed"
+        assert (out / "README.md").read_text() == "kept"
+        assert run_cli(capsys, *build_args(sample, out, *new_args))[0] == 0  # the next build recovers
+        assert _snapshot(out) == new and not _leftovers(out) and not list(out.glob(".*"))
+        assert (out / "README.md").read_text() == "kept"
+    else:
+        pytest.fail("the build never finished")
+    assert kill_at > 2
