@@ -192,6 +192,12 @@ def build_dataset(
 
     check_ranges(train_users, test_users)
     users_dir = users_dir_of(users_dir)
+    out = Path(output_dir).resolve()
+    if out == users_dir.resolve() or out in users_dir.resolve().parents:
+        raise ValueError(
+            f"{output_dir}: the output folder holds the users folder {users_dir}; the build replaces its "
+            "output folder as a whole, so name a folder of its own (e.g. data)"
+        )
     ids = list_users(users_dir)
     roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in ids}
     skipped = [u for u, r in roles.items() if r is None]

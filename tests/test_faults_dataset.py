@@ -551,3 +551,13 @@ def test_build_killed_at_each_move_keeps_a_whole_output_and_the_next_build_recov
     else:
         pytest.fail("the build never finished")
     assert kill_at > 2
+
+
+def test_output_dir_holding_the_inputs_or_the_current_directory_is_refused(sample, capsys, monkeypatch):
+    before = sorted(p.relative_to(sample) for p in sample.rglob("*"))
+    rc, _, err = run_cli(capsys, *build_args(sample, sample))
+    assert rc == 1 and "holds the users folder" in err, err
+    monkeypatch.chdir(sample / "personas")
+    rc, _, err = run_cli(capsys, *build_args(sample, sample / "personas"))
+    assert rc == 1 and "current directory" in err, err
+    assert sorted(p.relative_to(sample) for p in sample.rglob("*")) == before
