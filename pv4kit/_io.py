@@ -10,14 +10,18 @@ import contextlib
 import functools
 import hashlib
 import json
+import logging
 import os
 import shutil
+import stat
 import subprocess
 import tempfile
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+logger = logging.getLogger(__name__)
 
 
 @contextlib.contextmanager
@@ -83,6 +87,246 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
                 os.replace(item, dest)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+class FileFormatError(ValueError):
+    """A file that cannot be read as what it should be; the message starts with ``file:line:``.
+
+    Attributes:
+        path: The file.
+        line: 1-based line of the problem, or ``None`` when there is none.
+        code: A short code for reports: ``not_utf8``, ``binary``, ``not_a_file``, ``unreadable``.
+        reason: What was expected and what was found (the message without the location).
+    """
+
+    def __init__(self, path: str | os.PathLike[str], line: int | None, code: str, reason: str) -> None:
+        self.path, self.line, self.code, self.reason = Path(path), line, code, reason
+        super().__init__(f"{path}:{line}: {reason}" if line else f"{path}: {reason}")
+
+
+def not_utf8_error(path: str | os.PathLike[str]) -> FileFormatError:
+    """The :class:`FileFormatError` of a file that is not UTF-8, with the line of its first bad byte."""
+    data = Path(path).read_bytes()
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        column = exc.start - data.rfind(b"\n", 0, exc.start)
+        return FileFormatError(
+            path,
+            line,
+            "not_utf8",
+            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); pv4kit reads text files "
+            "as UTF-8: re-save the file as UTF-8",
+        )
+    return FileFormatError(path, None, "not_utf8", "not UTF-8 text")
+
+
+def not_a_file_error(path: str | os.PathLike[str], *, expected: str = "a file") -> FileFormatError:
+    """The :class:`FileFormatError` of a directory found where a file should be."""
+    return FileFormatError(path, None, "not_a_file", f"is a directory, expected {expected}")
+
+
+def read_text(path: str | os.PathLike[str]) -> str:
+    """Read a UTF-8 text file as :meth:`pathlib.Path.read_text` does (universal newlines).
+
+    Raises:
+        FileFormatError: Naming the file and line when it is not UTF-8, holds a NUL byte (a binary
+            file) or is a directory.
+        FileNotFoundError: When it does not exist.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise not_a_file_error(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
+    if "\x00" in text:
+        line = text.count("\n", 0, text.index("\x00")) + 1
+        raise FileFormatError(path, line, "binary", "holds a NUL byte: a binary file, not UTF-8 text")
+    return text
+
+
+def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kwargs: Any):  # noqa: ANN201
+    """``pandas.read_csv(path, **kwargs)`` whose errors name the file (and line where pandas gives one).
+
+    Raises:
+        FileFormatError: When the file is not UTF-8, is a directory, is empty or does not parse as CSV.
+    """
+    import re
+
+    import pandas as pd
+
+    path = Path(path)
+    if path.is_dir():
+        raise not_a_file_error(path, expected=expected)
+    try:
+        return pd.read_csv(path, **kwargs)
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
+    except pd.errors.EmptyDataError:
+        raise FileFormatError(
+            path, None, "unreadable", f"is empty, expected {expected} with a header"
+        ) from None
+    except pd.errors.ParserError as exc:
+        detail = re.sub(r"^Error tokenizing data\. C error: ", "", str(exc)).strip()
+        m = re.search(r"\bline (\d+)\b", detail)
+        row = re.search(r"\bstarting at row (\d+)\b", detail)  # 0-based over the file's lines
+        line = int(m.group(1)) if m else (int(row.group(1)) + 1 if row else None)
+        raise FileFormatError(path, line, "unreadable", f"not a readable CSV ({detail})") from None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
+
+    Returns:
+        ``True`` when swapped; ``False`` where the system or the file system cannot do it.
+    """
+    import ctypes
+    import errno
+    import sys
+
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    at_fdcwd, rename_exchange = -100, 2
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
+
+
+def _swap_names(path: Path) -> tuple[Path, Path]:
+    """``(ready, aside)``: where a complete new output waits, and where the old one is set aside."""
+    return path.parent / f".{path.name}.ready", path.parent / f".{path.name}.old"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def recover_directory(path: str | os.PathLike[str]) -> None:
+    """Finish or undo a :func:`replace_directory` swap that was killed, and remove its leftovers.
+
+    A complete new output left beside a missing ``path`` is moved in; one left beside a whole ``path``
+    is removed (the swap had not begun, or had exchanged them already); an old copy set aside is put
+    back when ``path`` is missing and removed otherwise. Unfinished temporary folders of processes no
+    longer running are removed, and so are those an older pv4kit left inside ``path``.
+    """
+    path = Path(path)
+    ready, aside = _swap_names(path)
+    if ready.is_dir():
+        if path.exists():
+            shutil.rmtree(ready)
+        else:
+            os.rename(ready, path)
+            logger.warning("%s: finished the swap of a build that was killed (the new output is in)", path)
+    if aside.is_dir():
+        if path.exists():
+            shutil.rmtree(aside)
+        else:
+            os.rename(aside, path)
+            logger.warning("%s: put the previous output back (a build was killed while swapping)", path)
+    if path.parent.is_dir():
+        for tmp in path.parent.glob(f".{path.name}.new-*"):
+            pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
+            if tmp.is_dir() and not (pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid()):
+                shutil.rmtree(tmp, ignore_errors=True)
+    if path.is_dir():
+        for tmp in path.glob(f".{path.name}.*.tmp"):  # atomic_directory's, from a killed run
+            if tmp.is_dir():
+                shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _carry_over(old: Path, new: Path) -> None:
+    """Hard-link (or copy) into ``new`` every entry of ``old`` that ``new`` does not have."""
+
+    def link(src: str, dst: str) -> None:
+        try:
+            os.link(src, dst)
+        except OSError:
+            shutil.copy2(src, dst)
+
+    for entry in old.iterdir():
+        leftover = entry.name.startswith(f".{old.name}.") and entry.name.endswith(".tmp")
+        if leftover or (new / entry.name).exists():
+            continue
+        if entry.is_dir() and not entry.is_symlink():
+            shutil.copytree(entry, new / entry.name, symlinks=True, copy_function=link)
+        elif entry.is_symlink():
+            os.symlink(os.readlink(entry), new / entry.name)
+        else:
+            link(str(entry), str(new / entry.name))
+
+
+@contextlib.contextmanager
+def replace_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """Yield an empty temporary directory; on success it replaces ``path`` as a whole.
+
+    At every instant ``path`` holds the whole old output or the whole new one, never a mix: the new
+    folder is built beside ``path``, entries of the old ``path`` it does not write are carried over
+    (hard links), then the two are exchanged in one atomic step and the old copy is removed. Where the
+    system cannot exchange two folders atomically (not Linux, or a file system without
+    ``RENAME_EXCHANGE``), the old folder is set aside and the new one renamed in; a kill between those
+    two renames leaves ``path`` missing until the next call (or :func:`recover_directory`) moves the
+    new one in. A swap killed at any step is finished or undone by the next call; on an exception in
+    the ``with`` body nothing in ``path`` changes.
+
+    Raises:
+        NotADirectoryError: When ``path`` is an existing file.
+        ValueError: When ``path`` is or holds the current directory.
+    """
+    path = Path(path)
+    if path.is_symlink():
+        path = path.resolve()
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{path}: is a file, not a directory; name a folder for the output")
+    cwd = Path.cwd().resolve()
+    if path.exists() and (cwd == path.resolve() or path.resolve() in cwd.parents):
+        raise ValueError(
+            f"{path}: the output folder is or holds the current directory; name a folder of its own"
+        )
+    recover_directory(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    new = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
+    ready, aside = _swap_names(path)
+    try:
+        yield new
+        if path.is_dir():
+            _carry_over(path, new)
+            os.chmod(new, stat.S_IMODE(path.stat().st_mode))
+        else:
+            os.chmod(new, 0o777 & ~_umask())  # mkdtemp makes it 0700
+        os.rename(new, ready)
+    except BaseException:
+        shutil.rmtree(new, ignore_errors=True)
+        raise
+    try:
+        if not path.exists():
+            os.rename(ready, path)
+            return
+        if _exchange(ready, path):
+            os.rename(ready, aside)  # ready holds the old output now
+        else:
+            os.rename(path, aside)
+            os.rename(ready, path)
+        shutil.rmtree(aside)
+    except BaseException:
+        recover_directory(path)
+        raise
 
 
 def sha256_text(text: str) -> str:
@@ -176,8 +420,17 @@ def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check
 
 def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, Any]]]:
     """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
+    if Path(path).is_dir():
+        raise not_a_file_error(path, expected="a JSONL file")
     with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
+        lines = enumerate(fh, start=1)
+        while True:
+            try:
+                number, line = next(lines)
+            except StopIteration:
+                return
+            except UnicodeDecodeError:
+                raise not_utf8_error(path) from None
             if not line.strip():
                 continue
             try:

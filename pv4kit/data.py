@@ -293,13 +293,23 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
     return None
 
 
+def _parquet_error(path: Path, exc: Exception) -> ValueError:
+    return ValueError(
+        f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
+        "Rebuild it with `pv4kit build` or download it again"
+    )
+
+
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
     """One row's documents per user, reading a single row per row group where possible."""
     import pyarrow.parquet as pq
 
     docs: dict[int, list[str]] = {}
     for path in files:
-        pf = pq.ParquetFile(path)
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+            raise _parquet_error(path, exc) from None
         for g in range(pf.num_row_groups):
             ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
             need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
@@ -370,13 +380,19 @@ def _load_parquet(
     parts, id_column = [], None
     for split, files in found.items():
         for path in files:
-            schema = pq.read_schema(path)
+            try:
+                schema = pq.read_schema(path)
+            except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+                raise _parquet_error(path, exc) from None
             id_column = "collection_id" if "collection_id" in schema.names else "user_id"
             need = [id_column, "question", "answer", "choices", "hard"]
             missing = [c for c in need if c not in schema.names]
             if missing:
                 raise ValueError(f"{path}: parquet lacks columns {missing}; found {schema.names}")
-            t = pq.read_table(path, columns=need).to_pandas()
+            try:
+                t = pq.read_table(path, columns=need).to_pandas()
+            except (OSError, ValueError) as exc:
+                raise _parquet_error(path, exc) from None
             t = t.rename(columns={id_column: "user_id"})
             t.insert(1, "split", split)
             parts.append(t)

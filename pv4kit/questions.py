@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text
+from pv4kit._io import atomic_write_text, not_a_file_error, read_csv, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -233,7 +233,7 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     drops: list[dict[str, object]] = []
     for c in range(len(categories)):
         path = user_dir / "qa" / f"{c}.txt"
-        if not path.is_file():
+        if not path.exists():
             why = (
                 " (line {} of categories.txt is blank{}; the reference counts it as a category)".format(
                     c + 1, ": the file ends with a newline" if c == len(categories) - 1 else ""
@@ -245,7 +245,7 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
                 f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
                 f"categories.txt lists {len(categories)} categories{why}"
             )
-        for blk in parse_qa_text(path.read_text(encoding="utf-8")):
+        for blk in parse_qa_text(read_text(path)):
             if blk.question:
                 records.append((c, blk))
             else:
@@ -273,7 +273,7 @@ def format_qa_csv(table: pd.DataFrame) -> str:
 
 def read_qa_csv(path: str | Path) -> pd.DataFrame:
     """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
-    frame = pd.read_csv(path, dtype=str, keep_default_na=False, na_filter=False)
+    frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
     missing = [c for c in QA_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
@@ -288,12 +288,67 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     return frame[QA_COLUMNS]
 
 
+def _with_tag_flags(drops: pd.DataFrame, user_dir: Path) -> pd.DataFrame:
+    """``drops`` plus one ``malformed_tags`` row per tag problem (:func:`pv4kit.qatags.tag_report`)."""
+    from pv4kit.qatags import tag_report
+
+    flags = tag_report(user_dir)
+    drops = drops.assign(detail="")
+    if flags.empty:
+        return drops
+    flags = flags.assign(kept=False)  # a flag, not a drop: the parse keeps or drops the block itself
+    both = pd.concat([drops, flags[drops.columns]], ignore_index=True)
+    return both.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
+
+
+def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
+
+    Empty unless ``table`` has fewer questions than ``target``; then the old rows whose question text
+    the new table lacks (matched one for one), or the last old rows when the texts all survive. A
+    ``target`` that is not a readable question table holds no question to lose (a warning says so).
+    """
+    from collections import Counter
+
+    target = Path(target)
+    if not target.is_file():
+        return pd.DataFrame(columns=QA_COLUMNS)
+    try:
+        old = read_qa_csv(target)
+    except ValueError as exc:
+        logger.warning("replacing %s, which is not a readable question table: %s", target, exc)
+        return pd.DataFrame(columns=QA_COLUMNS)
+    if len(table) >= len(old):
+        return old.iloc[:0]
+    left = Counter(table["question"])
+    gone = []
+    for i, q in enumerate(old["question"]):
+        if left[q] > 0:
+            left[q] -= 1
+        else:
+            gone.append(i)
+    return old.iloc[gone] if gone else old.iloc[len(table) :]
+
+
+def _shrink_message(target: Path, new: int, old: int, gone: pd.DataFrame) -> str:
+    shown = ", ".join(
+        f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
+        for r in gone.head(3).itertuples(index=False)
+    )
+    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    return (
+        f"{target}: the new table has {new} questions, the one it replaces {old}; "
+        f"{len(gone)} would go: {shown}{more}"
+    )
+
+
 def write_qa_tables(
     users_dir: str | Path,
     *,
     seed: int = 42,
     overwrite: bool = False,
     user_ids: list[int] | None = None,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Write ``qa.csv`` for every user under ``users_dir`` (step 5).
 
@@ -302,39 +357,82 @@ def write_qa_tables(
         seed: Seed of the answer shuffle.
         overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
         user_ids: Only these users (default: all).
+        force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
+            is written and the error names each such file and the questions that would go).
 
     Returns:
-        The drop report of all users: ``user_id, file, line, category, block, reason, kept``, plus an
-        ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped, written``).
+        The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
+        besides the dropped blocks (and the untagged first questions kept, ``kept`` true) it flags every
+        block with a malformed, missing or repeated tag (reason ``malformed_tags``, ``kept`` false: a flag,
+        not a drop; the block is kept or dropped as the reference parse makes it; ``detail`` says what is
+        wrong), plus an ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped,
+        malformed, written``).
+
+    Raises:
+        ValueError: When a table would shrink and ``force`` is not set; no file is written then.
     """
     from pv4kit.raw import list_users
 
     users_dir = Path(users_dir)
     ids = list_users(users_dir) if user_ids is None else list(user_ids)
     reports, summary = [], []
+    pending: list[tuple[Path, pd.DataFrame]] = []
     for uid in ids:
         user_dir = users_dir / f"user_{uid}"
         target = user_dir / "qa.csv"
         table, drops = build_question_table(user_dir, seed=seed)
+        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
+        drops = _with_tag_flags(drops, user_dir)
         written = False
+        if target.is_dir():
+            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
         if overwrite or not target.exists():
-            atomic_write_text(target, format_qa_csv(table))
+            pending.append((target, table))
             written = True
         drops.insert(0, "user_id", uid)
         reports.append(drops)
-        dropped = int((~drops["kept"]).sum())
-        summary.append({"user_id": uid, "kept": len(table), "dropped": dropped, "written": written})
+        n_malformed = len(drops) - n_rows
+        summary.append(
+            {
+                "user_id": uid,
+                "kept": len(table),
+                "dropped": n_dropped,
+                "malformed": n_malformed,
+                "written": written,
+            }
+        )
         logger.info(
-            "user %d: %d questions kept, %d dropped%s",
+            "user %d: %d questions kept, %d dropped%s%s",
             uid,
             len(table),
-            dropped,
+            n_dropped,
+            f", {n_malformed} tag problem(s)" if n_malformed else "",
             "" if written else " (qa.csv exists, kept)",
         )
+    shrinking = []
+    for target, table in pending:
+        gone = lost_questions(target, table)
+        if len(gone):
+            shrinking.append(_shrink_message(target, len(table), len(table) + len(gone), gone))
+    if shrinking and not force:
+        raise ValueError(
+            "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
+            + "\n  ".join(shrinking)
+            + "\ncheck categories.txt and qa/*.txt (`pv4kit validate`), or pass --force (force=True) to "
+            "write the smaller tables anyway"
+        )
+    for message in shrinking:
+        logger.warning("forced: %s", message)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
     report = (
         pd.concat(reports, ignore_index=True)
         if reports
-        else pd.DataFrame(columns=["user_id", "file", "line", "category", "block", "reason", "kept"])
+        else pd.DataFrame(
+            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
+        )
     )
-    report.attrs["summary"] = pd.DataFrame(summary, columns=["user_id", "kept", "dropped", "written"])
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
     return report

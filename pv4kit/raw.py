@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text
+from pv4kit._io import FileFormatError, atomic_write_text, read_csv, read_text
 
 logger = logging.getLogger(__name__)
 
@@ -91,8 +91,11 @@ def read_list(path: str | Path) -> list[str]:
     The file is read as text (``\\r\\n`` reads as ``\\n``) and split on ``\\n``, nothing else: items
     are kept as stored (a ``2.5-hour commutes`` item stays whole, no numbering is removed again) and a
     blank line, a trailing newline included, is an item of its own, as the reference counts it.
+
+    Raises:
+        FileFormatError: Naming the file and line when it is not UTF-8 text.
     """
-    return Path(path).read_text(encoding="utf-8").split("\n")
+    return read_text(path).split("\n")
 
 
 def chat_files(user_dir: str | Path) -> list[Path]:
@@ -111,7 +114,27 @@ def chat_files(user_dir: str | Path) -> list[Path]:
         if p.suffix != ".txt" or not p.stem.isdigit():
             raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
         files.append(p)
-    return sorted(files, key=lambda p: int(p.stem))
+    files.sort(key=lambda p: int(p.stem))
+    for number, same in duplicate_chats(files).items():
+        raise ValueError(f"{chats_dir}: {_duplicate_message(number, same)}")
+    return files
+
+
+def duplicate_chats(files: list[Path]) -> dict[int, list[Path]]:
+    """Chat numbers given by more than one file (``08.txt`` beside ``8.txt``), with those files."""
+    by_number: dict[int, list[Path]] = {}
+    for p in files:
+        by_number.setdefault(int(p.stem), []).append(p)
+    return {n: sorted(ps, key=lambda p: p.name) for n, ps in sorted(by_number.items()) if len(ps) > 1}
+
+
+def _duplicate_message(number: int, files: list[Path]) -> str:
+    names = " and ".join(p.name for p in files)
+    both = "both" if len(files) == 2 else "all"
+    return (
+        f"{names} are {both} chat {number}; each chat number must have one file "
+        "(rename or remove the extra one)"
+    )
 
 
 def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
@@ -120,8 +143,11 @@ def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
     Args:
         user_dir: The ``users/user_N`` folder.
         strip: Strip each chat (pv4kit's former reading; the reference keeps the text whole).
+
+    Raises:
+        FileFormatError: Naming the file and line of a chat that is not UTF-8 text.
     """
-    chats = [p.read_text(encoding="utf-8") for p in chat_files(user_dir)]
+    chats = [read_text(p) for p in chat_files(user_dir)]
     return [c.strip() for c in chats] if strip else chats
 
 
@@ -130,7 +156,7 @@ def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
     path = Path(raw_dir) / "persona_seeds.csv"
     if not path.is_file():
         return {}
-    frame = pd.read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
+    frame = read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
     if list(frame.columns[:2]) != ["user_id", "seed"]:
         raise ValueError(f"{path}: expected columns user_id, seed; found {list(frame.columns)}")
     return dict(zip(frame["user_id"].astype(int), frame["seed"], strict=True))
@@ -144,7 +170,7 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     path = Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: hard subset file does not exist")
-    frame = pd.read_csv(path)
+    frame = read_csv(path)
     if list(frame.columns) != ["user_id", "question_index"]:
         raise ValueError(f"{path}: expected header 'user_id,question_index', found {list(frame.columns)}")
     if frame.empty:
@@ -178,12 +204,12 @@ def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None, chats:
         user.topics = read_list(user_dir / "chat_topics.txt")
     if chats:
         user.chats = read_chats(user_dir)
-    if (user_dir / "qa.csv").is_file():
+    if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
         user.qa = read_qa_csv(user_dir / "qa.csv")
     if raw_dir is not None:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
         if persona.is_file():
-            user.persona = persona.read_text(encoding="utf-8").strip()
+            user.persona = read_text(persona).strip()
         user.seed = read_persona_seeds(raw_dir).get(uid)
     return user
 
@@ -245,6 +271,11 @@ def _problem(rows: list[dict], path: Path, line: int | None, severity: str, code
     rows.append({"file": str(path), "line": line, "severity": severity, "code": code, "message": message})
 
 
+def _unreadable(rows: list[dict], exc: FileFormatError) -> None:
+    code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
+    _problem(rows, exc.path, exc.line, "error", code, exc.reason)
+
+
 def check_chat(text: str) -> list[tuple[int, str, str]]:
     """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
     lines = text.strip().splitlines()
@@ -273,6 +304,7 @@ def check_chat(text: str) -> list[tuple[int, str, str]]:
 
 
 def _validate_user(user_dir: Path, rows: list[dict]) -> None:
+    from pv4kit.qatags import check_tags
     from pv4kit.questions import LETTERS, QA_COLUMNS, build_question_table, format_qa_csv
 
     cat_path = user_dir / "categories.txt"
@@ -280,24 +312,53 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
     if not cat_path.is_file():
         _problem(rows, cat_path, None, "error", "missing_file", "categories.txt is missing")
     else:
-        categories = read_list(cat_path)
-        if categories == [""]:
-            _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
-            categories = []
+        try:
+            categories = read_list(cat_path)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+        else:
+            if categories == [""]:
+                _problem(rows, cat_path, None, "error", "empty_file", "categories.txt lists no category")
+                categories = []
     topics_path = user_dir / "chat_topics.txt"
-    topics = read_list(topics_path) if topics_path.is_file() else None
-    if topics is None:
+    topics = None
+    if not topics_path.exists():
         _problem(rows, topics_path, None, "warning", "missing_file", "chat_topics.txt is missing")
+    else:
+        try:
+            topics = read_list(topics_path)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
     for path, items, what in ((cat_path, categories, "category"), (topics_path, topics or [], "topic")):
         _check_blank_items(rows, path, items, what)
 
     # chats
     try:
         files = chat_files(user_dir)
-    except ValueError as exc:
-        _problem(rows, user_dir / "chats", None, "error", "chat_name", str(exc))
-        files = [p for p in (user_dir / "chats").iterdir() if p.suffix == ".txt" and p.stem.isdigit()]
+    except ValueError:
+        files = []
+        for p in sorted((user_dir / "chats").iterdir()):
+            if p.suffix == ".txt" and p.stem.isdigit():
+                files.append(p)
+            elif not p.name.startswith("."):
+                _problem(
+                    rows,
+                    p,
+                    None,
+                    "error",
+                    "chat_name",
+                    f"chat file names must be '<integer>.txt', found {p.name!r}",
+                )
         files.sort(key=lambda p: int(p.stem))
+        for number, same in duplicate_chats(files).items():
+            _problem(
+                rows,
+                user_dir / "chats",
+                None,
+                "error",
+                "chat_duplicate",
+                _duplicate_message(number, same),
+            )
     if not files:
         _problem(rows, user_dir / "chats", None, "error", "no_chats", "no chats/{i}.txt files")
     stems = [int(p.stem) for p in files]
@@ -322,7 +383,12 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
             f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats",
         )
     for p in files:
-        for line, code, message in check_chat(p.read_text(encoding="utf-8")):
+        try:
+            text = read_text(p)
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+            continue
+        for line, code, message in check_chat(text):
             _problem(rows, p, line, "error", code, message)
 
     # question files
@@ -362,8 +428,30 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
             f"{', '.join(f'{i}.txt' for i in extra)}",
         )
     table = None
-    if categories and all(c in qa_files for c in range(len(categories))):
+    drops = pd.DataFrame(columns=["file", "line", "block", "reason"])
+    qa_texts: dict[int, str] = {}
+    for c in sorted(qa_files):
+        try:
+            qa_texts[c] = read_text(qa_files[c])
+        except FileFormatError as exc:
+            _unreadable(rows, exc)
+            continue
+        for problem in check_tags(qa_texts[c]):
+            _problem(rows, qa_files[c], problem.line, "error", problem.code, problem.message)
+        if "<QUESTION>" not in qa_texts[c]:
+            empty = not qa_texts[c].strip()
+            _problem(
+                rows,
+                qa_files[c],
+                None,
+                "error",
+                "empty_file" if empty else "no_questions",
+                f"{'is empty' if empty else 'holds no <QUESTION> block'}: step 5 gives category {c} "
+                "no questions",
+            )
+    if categories and all(c in qa_texts for c in range(len(categories))):
         table, drops = build_question_table(user_dir)
+    if not drops.empty:
         for d in drops.itertuples():
             if d.kept:
                 code = d.reason
@@ -379,10 +467,15 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
 
     # qa.csv
     qa_csv = user_dir / "qa.csv"
-    if not qa_csv.is_file():
+    if not qa_csv.exists():
         _problem(rows, qa_csv, None, "warning", "missing_file", "qa.csv is missing (run `pv4kit qa-table`)")
         return
-    frame = pd.read_csv(qa_csv, dtype=str, keep_default_na=False)
+    try:
+        frame = read_csv(qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
+        qa_text = read_text(qa_csv)
+    except FileFormatError as exc:
+        _unreadable(rows, exc)
+        return
     if list(frame.columns) != QA_COLUMNS:
         _problem(
             rows,
@@ -419,7 +512,7 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
                 "qa_category",
                 f"category must be 0..{len(categories) - 1}, found {row.category!r}",
             )
-    if table is not None and qa_csv.read_text(encoding="utf-8") != format_qa_csv(table):
+    if table is not None and qa_text != format_qa_csv(table):
         _problem(
             rows,
             qa_csv,
@@ -430,11 +523,19 @@ def _validate_user(user_dir: Path, rows: list[dict]) -> None:
         )
 
 
-def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
+def validate_raw(
+    raw_dir: str | Path,
+    *,
+    train_users: tuple[int, int] | None = None,
+    test_users: tuple[int, int] | None = None,
+) -> pd.DataFrame:
     """Validate a raw tree and report every problem found.
 
     Args:
         raw_dir: The raw tree (holding ``users/``) or a ``users`` folder.
+        train_users: Inclusive id range of training users, as ``build`` takes it (default 6-125); a
+            hard-subset entry must name an evaluation user.
+        test_users: Inclusive id range of evaluation users (default 126-155).
 
     Returns:
         One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
@@ -487,11 +588,18 @@ def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
             for i, e in enumerate(entries.itertuples(index=False)):
                 qa_csv = users_dir / f"user_{e.user_id}" / "qa.csv"
                 if e.user_id not in sizes and qa_csv.is_file():
-                    sizes[e.user_id] = len(read_qa_csv(qa_csv))
+                    try:
+                        sizes[e.user_id] = len(read_qa_csv(qa_csv))
+                    except ValueError:
+                        pass  # reported with the user's files
                 if e.user_id not in ids:
                     _problem(
                         rows, hard, i + 2, "error", "hard_unknown", f"user {e.user_id} is not in the tree"
                     )
+                    continue
+                problem = _hard_role_problem(int(e.user_id), train_users=train_users, test_users=test_users)
+                if problem:
+                    _problem(rows, hard, i + 2, "error", *problem)
                 elif e.user_id in sizes and not 0 <= e.question_index < sizes[e.user_id]:
                     _problem(
                         rows,
@@ -502,6 +610,30 @@ def validate_raw(raw_dir: str | Path) -> pd.DataFrame:
                         f"user {e.user_id} has no question {e.question_index}",
                     )
     return pd.DataFrame(rows, columns=["file", "line", "severity", "code", "message"])
+
+
+def _hard_role_problem(
+    user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
+) -> tuple[str, str] | None:
+    """``(code, message)`` when ``build`` would refuse a hard entry of ``user_id`` for its role."""
+    from pv4kit.splits import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, user_role
+
+    train = train_users or DEFAULT_TRAIN_USERS
+    test = test_users or DEFAULT_TEST_USERS
+    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
+    role = user_role(user_id, train_users=train, test_users=test)
+    if role == "train":
+        return (
+            "hard_training",
+            f"hard entry for user {user_id}, a training user ({ranges}); hard questions must be test "
+            "questions, so `pv4kit build` would refuse it",
+        )
+    if role is None:
+        return (
+            "hard_unbuilt",
+            f"hard entry for user {user_id}, who is outside both ranges ({ranges}) and is not built",
+        )
+    return None
 
 
 def format_report(report: pd.DataFrame) -> str:

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_directory, atomic_write_json, atomic_write_text, fingerprint_files, provenance
+from pv4kit._io import atomic_write_json, atomic_write_text, fingerprint_files, provenance, replace_directory
 
 logger = logging.getLogger(__name__)
 
@@ -190,8 +190,10 @@ def build_dataset(
     """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
 
     Everything is validated before anything is written (bad letters, empty answers, hard-subset entries
-    that are not test questions, overlapping ranges); files are written into a temporary folder and
-    moved into ``output_dir`` only when all are complete, so a failure leaves the previous output intact.
+    that are not test questions, overlapping ranges, duplicate chat numbers); files are written into a
+    temporary folder beside ``output_dir`` that replaces it as a whole when all are complete
+    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure
+    or a kill at any step leaves the previous output or the new one, never a mix.
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
@@ -211,10 +213,16 @@ def build_dataset(
     from tqdm.auto import tqdm
 
     from pv4kit.questions import LETTERS, read_qa_csv
-    from pv4kit.raw import list_users, read_chats, read_hard_subset, users_dir_of
+    from pv4kit.raw import chat_files, list_users, read_chats, read_hard_subset, users_dir_of
 
     check_ranges(train_users, test_users)
     users_dir = users_dir_of(users_dir)
+    out = Path(output_dir).resolve()
+    if out == users_dir.resolve() or out in users_dir.resolve().parents:
+        raise ValueError(
+            f"{output_dir}: the output folder holds the users folder {users_dir}; the build replaces its "
+            "output folder as a whole, so name a folder of its own (e.g. data)"
+        )
     ids = list_users(users_dir)
     roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in ids}
     skipped = [u for u, r in roles.items() if r is None]
@@ -230,7 +238,7 @@ def build_dataset(
     tables: dict[int, pd.DataFrame] = {}
     for uid in ids:
         path = users_dir / f"user_{uid}" / "qa.csv"
-        if not path.is_file():
+        if not path.exists():
             raise FileNotFoundError(
                 f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`"
             )
@@ -250,6 +258,7 @@ def build_dataset(
             logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))
         # as the reference: rows ordered by their index column (stable), hard entries name index values
         tables[uid] = qa.sort_values("index", kind="stable").reset_index(drop=True)
+        chat_files(users_dir / f"user_{uid}")  # names and duplicate numbers, before anything is written
     hard = read_hard_subset(hard_subset)
     hard_by_user: dict[int, set[int]] = {}
     for i, e in enumerate(hard.itertuples(index=False)):
@@ -279,7 +288,7 @@ def build_dataset(
     output_dir = Path(output_dir)
     schema = parquet_schema(id_column)
     summary = []
-    with atomic_directory(output_dir) as tmp:
+    with replace_directory(output_dir) as tmp:
         writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
         try:
             groups = plan.groupby(["user_id", "split"], sort=False)

@@ -9,9 +9,14 @@ logger = logging.getLogger(__name__)
 
 
 def _validate(args: argparse.Namespace) -> int:
+    from pv4kit._io import parse_id_range
     from pv4kit.raw import format_report, validate_raw
 
-    report = validate_raw(args.raw_dir)
+    report = validate_raw(
+        args.raw_dir,
+        train_users=parse_id_range(args.train_users, name="--train-users"),
+        test_users=parse_id_range(args.test_users, name="--test-users"),
+    )
     if args.errors_only:
         report = report[report["severity"] == "error"]
     print(format_report(report))
@@ -22,25 +27,40 @@ def _qa_table(args: argparse.Namespace) -> int:
     from pv4kit.questions import write_qa_tables
     from pv4kit.raw import users_dir_of
 
-    report = write_qa_tables(users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite)
+    report = write_qa_tables(
+        users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite, force=args.force
+    )
     summary = report.attrs["summary"]
     print(summary.to_string(index=False))
-    if len(report):
+    flagged = report["reason"] == "malformed_tags"
+    if (~flagged).any():
         print("\ndropped blocks (and untagged first questions kept, as the reference keeps them):")
-        for r in report.itertuples(index=False):
+        for r in report[~flagged].itertuples(index=False):
             print(f"  {r.file}:{r.line}: {r.reason.replace('_', ' ')}")
+    if flagged.any():
+        print("\nmalformed tags (parsed as the reference parses them; fix each, rerun with --overwrite):")
+        for r in report[flagged].itertuples(index=False):
+            print(f"  {r.file}:{r.line}: {r.detail}")
+    if len(report):
         print("\nper reason:", report["reason"].value_counts().to_dict())
     print(
         f"\n{int(summary['kept'].sum())} questions kept, {int(summary['dropped'].sum())} dropped, "
-        f"{int(summary['written'].sum())} qa.csv written"
+        f"{int(flagged.sum())} tag problem(s), {int(summary['written'].sum())} qa.csv written"
     )
     return 0
 
 
 def _build(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
     from pv4kit._io import parse_id_range
     from pv4kit.splits import build_dataset
 
+    if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
+        raise NotADirectoryError(
+            f"--output-dir {args.output_dir}: is a file, not a directory; name a folder for the parquet "
+            "files (it is created when absent)"
+        )
     frame = build_dataset(
         args.users_dir,
         args.output_dir,
@@ -77,12 +97,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a raw tree and list every problem with file and line")
     p.add_argument("raw_dir", help="raw tree (holding users/) or a users folder")
     p.add_argument("--errors-only", action="store_true", help="hide warnings")
+    p.add_argument("--train-users", default="6-125", help="training users, as `build` takes them")
+    p.add_argument("--test-users", default="126-155", help="evaluation users, as `build` takes them")
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
     p.add_argument("--seed", type=int, default=42, help="seed of the answer shuffle (default 42)")
     p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
+    p.add_argument(
+        "--force", action="store_true", help="with --overwrite: write tables with fewer questions too"
+    )
     p.set_defaults(func=_qa_table)
 
     p = sub.add_parser("build", help="step 6: per-user splits -> {train,validation,test}.parquet")
