@@ -326,8 +326,7 @@ def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
     p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
 
 
-def _add_pairs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default=_PF_HUB, help=f"PersonaFeedback folder or hub id (default {_PF_HUB})")
+def _add_persona_join(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--id-rule",
         choices=["auto", "field", "line"],
@@ -340,6 +339,11 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
         default="auto",
         help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
     )
+
+
+def _add_pairs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=_PF_HUB, help=f"PersonaFeedback folder or hub id (default {_PF_HUB})")
+    _add_persona_join(p)
     p.add_argument(
         "--pv4",
         action="store_true",
@@ -360,13 +364,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = pf_sub.add_parser("load", help="load and check the persona join")
     p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
-    p.add_argument("--id-rule", choices=["auto", "field", "line"], default="auto")
-    p.add_argument(
-        "--layout",
-        choices=["auto", "files", "lines"],
-        default="auto",
-        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
-    )
+    _add_persona_join(p)
     p.add_argument(
         "--out",
         default=None,
