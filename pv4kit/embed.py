@@ -169,6 +169,8 @@ def get_embedder(
     batch_size: int | None = None,
     dtype: str | None = None,
     max_seq_length: int | None = None,
+    backend: str | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> SentenceTransformerEmbedder:
     """Load an embedder by name.
 
@@ -184,10 +186,30 @@ def get_embedder(
         batch_size: Encode batch size (default 64 on CPU, 32 on GPU).
         dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``; default bf16 on CUDA, float32 on CPU.
         max_seq_length: Truncate inputs to this many tokens (default: the model's own limit).
+        backend: ``None`` (sentence-transformers on PyTorch, the default) or a faster CPU backend for a
+            local mean-pooled model such as MiniLM: ``"onnx"``, ``"onnx-int8"`` or ``"openvino"``
+            (see :mod:`pv4kit.embed_backends`; its own cache key, exported once under the cache root).
+        export_dir: Where a ``backend`` keeps its exported model (default ``cache_root() / "onnx"``).
 
     Returns:
-        A :class:`SentenceTransformerEmbedder`.
+        A :class:`SentenceTransformerEmbedder` (an :class:`~pv4kit.embed_backends.OnnxEmbedder` when
+        ``backend`` is given).
     """
+    if backend is not None:
+        from pv4kit.embed_backends import load_backend_embedder
+
+        canonical = _ALIASES.get((name or MINILM).lower(), name or MINILM)
+        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        path = _minilm_path() if canonical == MINILM else canonical
+        return load_backend_embedder(  # type: ignore[return-value]
+            canonical,
+            path,
+            backend=backend,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+            export_dir=export_dir,
+        )
     try:
         import torch
         from sentence_transformers import SentenceTransformer
