@@ -217,7 +217,9 @@ class OnnxEmbedder:
             )
         self.export = export_model(self.model_dir, variant=variant, export_dir=export_dir)
         onnx_path = str(self.export / "model.onnx")
-        threads = threads or len(os.sched_getaffinity(0))
+        if not threads:
+            affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere all CPUs
+            threads = len(affinity(0)) if affinity else os.cpu_count() or 1
         if backend == "openvino":
             import openvino as ov
 
