@@ -181,6 +181,8 @@ def get_embedder(
     api_key_env: str = "OPENAI_API_KEY",
     timeout: float = 120.0,
     max_concurrency: int = 4,
+    backend: str | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
 ) -> Embedder:
     """Load an embedder by name.
 
@@ -203,10 +205,14 @@ def get_embedder(
         api_key_env: For ``"openai:MODEL"``: the environment variable holding the API key.
         timeout: For ``"openai:MODEL"``: seconds per HTTP request.
         max_concurrency: For ``"openai:MODEL"``: requests in flight per server.
+        backend: ``None`` (sentence-transformers on PyTorch, the default) or a faster CPU backend for a
+            local mean-pooled model such as MiniLM: ``"onnx"``, ``"onnx-int8"`` or ``"openvino"``
+            (see :mod:`pv4kit.embed_backends`; its own cache key, exported once under the cache root).
+        export_dir: Where a ``backend`` keeps its exported model (default ``cache_root() / "onnx"``).
 
     Returns:
-        A :class:`SentenceTransformerEmbedder`, or an :class:`~pv4kit.embed_endpoint.EndpointEmbedder`
-        for ``"openai:MODEL"``.
+        A :class:`SentenceTransformerEmbedder`, an :class:`~pv4kit.embed_endpoint.EndpointEmbedder` for
+        ``"openai:MODEL"``, or an :class:`~pv4kit.embed_backends.OnnxEmbedder` when ``backend`` is given.
     """
     if name is not None and name.lower().startswith("openai:"):
         return _endpoint_embedder(
@@ -224,6 +230,21 @@ def get_embedder(
         )
     if base_url is not None:
         raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
+    if backend is not None:
+        from pv4kit.embed_backends import load_backend_embedder
+
+        canonical = _ALIASES.get((name or MINILM).lower(), name or MINILM)
+        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        path = _minilm_path() if canonical == MINILM else canonical
+        return load_backend_embedder(  # type: ignore[return-value]
+            canonical,
+            path,
+            backend=backend,
+            batch_size=batch_size,
+            max_seq_length=max_seq_length,
+            export_dir=export_dir,
+        )
     try:
         import torch
         from sentence_transformers import SentenceTransformer
