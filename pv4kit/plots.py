@@ -546,11 +546,7 @@ def paired_comparison(
     fig.add_vline(x=0, line_color="grey")
     fig.update_xaxes(title=f"accuracy {name_a} minus {name_b} (95% CI, users resampled)", tickformat=".0%")
     fig.update_yaxes(autorange="reversed")
-    more = (
-        f"; the {max_categories} largest category differences of {max_categories + n_others}"
-        if n_others
-        else ""
-    )
+    more = f"; {max_categories} largest of {max_categories + n_others} categories" if n_others else ""
     return _layout(
         fig,
         f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})",
