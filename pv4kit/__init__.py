@@ -46,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "score_run": "pv4kit.score",
     "compute_metrics": "pv4kit.score",
     "bootstrap_ci": "pv4kit.stats",
+    "grouped_bootstrap_ci": "pv4kit.stats",
     "paired_bootstrap": "pv4kit.stats",
     "mcnemar_exact": "pv4kit.stats",
     "compare": "pv4kit.stats",
@@ -59,6 +60,7 @@ _EXPORTS: dict[str, str] = {
     "run_demo": "pv4kit.demo",
     # analysis
     "run_audit": "pv4kit.audit_report",
+    "check_tags": "pv4kit.qatags",
     "write_audit": "pv4kit.audit_report",
     "letter_sequence_audit": "pv4kit.audit_sequence",
     "save_figure": "pv4kit.figures",
