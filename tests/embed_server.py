@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from tests.loopback import LoopbackServer
+
 
 @dataclass
 class Fault:
@@ -47,7 +49,7 @@ class Fault:
     message: str = "scripted error"
 
 
-class FakeEmbeddingServer:
+class FakeEmbeddingServer(LoopbackServer):
     """A threaded loopback embeddings server; use as a context manager."""
 
     def __init__(
@@ -148,12 +150,7 @@ class FakeEmbeddingServer:
                     owner.statuses.append(status)
                 self.send(status, payload, headers)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
-        thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
-        thread.daemon = True
-        thread.start()
+        self._serve(Handler, queue=256)
         return self
 
     def _answer(self, body: dict[str, Any]) -> tuple[int, Any, dict[str, str]]:
@@ -209,15 +206,3 @@ class FakeEmbeddingServer:
             "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
         }
         return 200, payload, {}
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None
-
-    def __enter__(self) -> FakeEmbeddingServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()

@@ -26,6 +26,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
+from tests.loopback import LoopbackServer
+
 
 @dataclass
 class Repo:
@@ -47,7 +49,7 @@ def _oid(data: bytes) -> str:
     return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()  # git's blob id
 
 
-class FakeHub:
+class FakeHub(LoopbackServer):
     """A threaded loopback hub serving dataset repos; use as a context manager."""
 
     def __init__(self) -> None:
@@ -115,11 +117,7 @@ class FakeHub:
             def do_GET(self) -> None:
                 owner._handle(self, "GET")
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.daemon = True
-        self._thread.start()
+        self._serve(Handler)
         return self
 
     def _handle(self, h: Any, method: str) -> None:
@@ -212,17 +210,3 @@ class FakeHub:
             h._json(200, entries)
             return
         h._error(404, "NotFound", f"no api route {'/'.join(rest)}")
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None
-
-    def __enter__(self) -> FakeHub:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.loopback import LoopbackServer
+
 
 @dataclass
 class Reply:
@@ -98,7 +100,7 @@ def _responses_body(model: str, text: str, n: int) -> dict[str, Any]:
     }
 
 
-class FakeLLMServer:
+class FakeLLMServer(LoopbackServer):
     """A threaded loopback server speaking both OpenAI protocols; use as a context manager."""
 
     def __init__(
@@ -183,12 +185,7 @@ class FakeLLMServer:
                     return
                 owner._handle(self, protocol, body)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._server.request_queue_size = 256
-        self._thread = threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05})
-        self._thread.daemon = True
-        self._thread.start()
+        self._serve(Handler, queue=256)
         return self
 
     def _handle(self, handler: Any, protocol: str, body: dict[str, Any]) -> None:
@@ -262,20 +259,6 @@ class FakeLLMServer:
             "tokens": ids,
             "token_strs": None,
         }
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(timeout=5)
-        self._server = self._thread = None
-
-    def __enter__(self) -> FakeLLMServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def serve_forever(port: int = 0, delay: float = 0.0) -> None:  # pragma: no cover - manual use
