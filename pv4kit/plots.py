@@ -440,13 +440,17 @@ def hard_composition(
         values = frame[col]
         if col in ("category_name", "group_label"):
             values = values.astype(str).str.slice(0, 28)
-            counts = values.value_counts()
-            if len(counts) > MAX_ROWS:  # the most frequent groups, the rest pooled
-                rest = f"others ({len(counts) - MAX_ROWS + 1})"
-                values = values.where(values.isin(counts.index[: MAX_ROWS - 1]), rest)
+            # the groups with the largest share among hard or among other questions; the rest pooled
+            shares = [values[m].value_counts(normalize=True) for m in (hard, ~hard)]
+            weight = pd.concat(shares, axis=1).max(axis=1)
+            weight = weight.sort_values(ascending=False, kind="stable")
+            if len(weight) > MAX_ROWS:
+                rest = f"others ({len(weight) - MAX_ROWS + 1})"
+                values = values.where(values.isin(weight.index[: MAX_ROWS - 1]), rest)
+                weight = pd.concat([weight.iloc[: MAX_ROWS - 1], pd.Series({rest: -1.0})])
         order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
         if col in ("category_name", "group_label"):
-            order = sorted(order, key=lambda v: (str(v).startswith("others ("), -int((values == v).sum())))
+            order = [v for v in weight.index if v in set(order)]
         for label, mask, color in (("hard", hard, "#d95f02"), ("not hard", ~hard, "#7570b3")):
             share = values[mask].value_counts(normalize=True).reindex(order, fill_value=0)
             fig.add_bar(
@@ -460,9 +464,9 @@ def hard_composition(
                 col=1,
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
-        fig.update_xaxes(
-            type="category", row=i, col=1, tickangle=-60 if "category" in titles.get(col, "") else 0
-        )
+        many = len(order) > 40  # e.g. 149 users: upright labels would run into each other
+        angle = -60 if "category" in titles.get(col, "") else (-90 if many else 0)
+        fig.update_xaxes(type="category", row=i, col=1, tickangle=angle)
     fig.update_layout(barmode="group")
     title = "Hard subset vs the other questions (share of each group)"
     if not hard.any():
