@@ -83,11 +83,6 @@ class FakeEmbeddingServer(LoopbackServer):
         self._encode_lock = threading.Lock()
         self._server: ThreadingHTTPServer | None = None
 
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
     def start(self) -> FakeEmbeddingServer:
         owner = self
 

@@ -131,11 +131,6 @@ class FakeLLMServer(LoopbackServer):
         self._server: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
-    @property
-    def base_url(self) -> str:
-        assert self._server is not None, "server not started"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
-
     def start(self) -> FakeLLMServer:
         owner = self
 

@@ -35,6 +35,11 @@ class LoopbackServer:
         assert self._server is not None, "server not started"
         return int(self._server.server_address[1])
 
+    @property
+    def base_url(self) -> str:
+        """The OpenAI-style base URL, ``http://127.0.0.1:PORT/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
     def close(self) -> None:
         if self._server is not None:
             self._server.shutdown()
