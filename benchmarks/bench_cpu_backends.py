@@ -53,7 +53,7 @@ def main() -> None:
 
     import torch
 
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     texts = pv4_texts(args.texts, raw=args.raw)
     words = np.mean([len(t.split()) for t in texts])

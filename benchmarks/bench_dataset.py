@@ -23,7 +23,7 @@ from synth import write_synthetic_tree  # noqa: E402
 
 CHILD = r"""
 import json, resource, sys, time
-import pandas, pyarrow.parquet, numpy, pv4kit.data, pv4kit.splits, pv4kit.questions
+import pandas, pyarrow.parquet, numpy, pv4kit.dataset.load, pv4kit.dataset.splits, pv4kit.dataset.questions
 base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 t0 = time.perf_counter()
 {body}
@@ -33,11 +33,12 @@ print(json.dumps({{"seconds": dt, "peak_mb": peak / 1024, "delta_mb": (peak - ba
 """
 
 BODIES = {
-    "qa-table (step 5)": "info = len(pv4kit.questions.write_qa_tables(sys.argv[1] + '/users', "
+    "qa-table (step 5)": "info = len(pv4kit.dataset.questions.write_qa_tables(sys.argv[1] + '/users', "
     "overwrite=True))",
-    "build (step 6)": "f = pv4kit.splits.build_dataset(sys.argv[1] + '/users', sys.argv[2], progress=False)\n"
+    "build (step 6)": "f = pv4kit.dataset.splits.build_dataset(sys.argv[1] + '/users', sys.argv[2], "
+    "progress=False)\n"
     "info = {s: int(f[s].sum()) for s in ('train', 'validation', 'test')}",
-    "pv4kit.load(data)": "d = pv4kit.data.load(sys.argv[2])\ninfo = {'questions': len(d.questions), "
+    "pv4kit.load(data)": "d = pv4kit.dataset.load.load(sys.argv[2])\ninfo = {'questions': len(d.questions), "
     "'users': len(d.users)}",
     "naive pandas.read_parquet x3": "fr = [pandas.read_parquet(f'{sys.argv[2]}/{s}.parquet') for s in "
     "('train', 'validation', 'test')]\ninfo = {'rows': sum(len(f) for f in fr)}",

@@ -40,8 +40,8 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from gpu_embed_qwen3 import synthetic_texts  # noqa: E402
 
-from pv4kit.embed import embed_texts  # noqa: E402
-from pv4kit.embed_endpoint import EndpointEmbedder  # noqa: E402
+from pv4kit.embeddings.endpoint import EndpointEmbedder  # noqa: E402
+from pv4kit.embeddings.models import embed_texts  # noqa: E402
 
 _SERVER = """
 import sys, zlib
@@ -51,7 +51,7 @@ from tests.embed_server import FakeEmbeddingServer
 
 dim = {dim}
 if {minilm}:
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
     encode = get_embedder("minilm", device="cpu").encode
 else:
     base = np.random.default_rng(0).standard_normal((997, dim)).astype(np.float32)
@@ -145,7 +145,7 @@ def main() -> None:
 
         timed("naive: one SDK request per text, one at a time", len(naive), one_by_one)
         if args.minilm:
-            from pv4kit.embed import get_embedder
+            from pv4kit.embeddings.models import get_embedder
 
             local = get_embedder("minilm", device="cpu")
             sample = texts[: args.naive_texts * 2]

@@ -1,4 +1,4 @@
-"""Benchmark of `pv4kit.generate` against a loopback server that answers after a fixed delay.
+"""Benchmark of `pv4kit.generation.steps` against a loopback server that answers after a fixed delay.
 
 Run: ``.venv/bin/python benchmarks/bench_generate.py [--delay 0.1] [--workers 50] [--users 10]``
 
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pv4kit.generate import GenerationConfig, generate_users  # noqa: E402
-from pv4kit.llm import LLMConfig  # noqa: E402
+from pv4kit.generation.steps import GenerationConfig, generate_users  # noqa: E402
+from pv4kit.llm.client import LLMConfig  # noqa: E402
 
 # TCP_NODELAY on the server's sockets: http.server writes the headers and the body of a response in two
 # send() calls, and with Nagle on the body waits for the client's delayed ACK of the headers (40 ms on
@@ -90,7 +90,7 @@ def main() -> None:
 
         # one request at a time: the measured round trip (server delay + loopback + client overhead)
         probe = LLMConfig(model="probe", base_url=base_url, protocol="chat", max_concurrency=1)
-        from pv4kit.llm import complete
+        from pv4kit.llm.client import complete
 
         complete([[{"role": "user", "content": "warm"}]], config=probe, progress=False)
         t = time.perf_counter()

@@ -37,7 +37,7 @@ TARGETS = {"all_cold": 360.0, "all_warm": 90.0, "02_cold": 240.0, "peak_mb": 3 *
 
 CHILD = r"""
 import json, resource, sys, time
-from pv4kit.notebooks import execute_notebooks
+from pv4kit.analysis.notebooks import execute_notebooks
 t0 = time.perf_counter()
 execute_notebooks([sys.argv[1]], notebooks_dir=sys.argv[2], timeout=7200)
 print(json.dumps({"seconds": time.perf_counter() - t0,
@@ -84,8 +84,8 @@ def write_and_score_runs(data: Path, runs_dir: Path, which: list[int], *, cache:
     import numpy as np
 
     import pv4kit
-    from pv4kit.runs import write_generations
-    from pv4kit.score import score_run
+    from pv4kit.scoring.runs import write_generations
+    from pv4kit.scoring.score import score_run
 
     questions = pv4kit.load(data, splits=["test"]).questions
     for r in which:
@@ -169,7 +169,7 @@ def main() -> None:
     ap.add_argument("--profile", default=None, help="profile one notebook (cold) with pyinstrument")
     args = ap.parse_args()
     sys.path.insert(0, str(ROOT))
-    from pv4kit.notebooks import list_notebooks
+    from pv4kit.analysis.notebooks import list_notebooks
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="pv4kit-bench-nb-")).resolve()
     work.mkdir(parents=True, exist_ok=True)

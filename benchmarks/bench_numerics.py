@@ -43,7 +43,7 @@ def _compare(sims16: np.ndarray, sims32: np.ndarray, mask: np.ndarray) -> dict[s
 
 def synthetic(n: int, *, shape: str, seed: int) -> dict[str, int]:
     """Score ``n`` synthetic questions (five candidates each) in both numerics."""
-    from pv4kit.numerics import candidate_similarities
+    from pv4kit.scoring.numerics import candidate_similarities
 
     rng = np.random.default_rng(seed)
     totals = {"n": 0, "differ": 0, "ties_float16": 0, "ties_float32": 0}
@@ -72,10 +72,10 @@ def synthetic(n: int, *, shape: str, seed: int) -> dict[str, int]:
 
 def sample(raw: str, runs: list[str]) -> pd.DataFrame:
     """Score the sample's questions with MiniLM in both numerics, per generation source."""
-    from pv4kit.data import load
-    from pv4kit.embed import get_embedder
-    from pv4kit.runs import read_generations
-    from pv4kit.score import score_frame
+    from pv4kit.dataset.load import load
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.scoring.runs import read_generations
+    from pv4kit.scoring.score import score_frame
 
     data = load(raw)
     q = data.questions

@@ -96,9 +96,9 @@ def main() -> None:
 
     import torch
 
-    from pv4kit.embcache import EmbeddingCache
-    from pv4kit.embed import get_embedder
-    from pv4kit.score import score_frame
+    from pv4kit.embeddings.cache import EmbeddingCache
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.scoring.score import score_frame
 
     t0 = time.perf_counter()
     embedder = get_embedder("minilm", device="cpu", batch_size=args.batch_size)

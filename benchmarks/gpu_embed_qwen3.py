@@ -3,8 +3,8 @@
 Made to run unchanged on a lent GPU machine with no network (the Hugging Face hub is unreachable there):
 
 - if real weights are found (``--weights DIR``, ``$QWEN3_EMBEDDING_4B_PATH``, or the local HF cache), the
-  real model is run through pv4kit's own embedder (``pv4kit.embed.get_embedder``: sentence-transformers,
-  bf16, left padding, FlashAttention-2 if installed else SDPA, length-sorted batches);
+  real model is run through pv4kit's own embedder (``pv4kit.embeddings.models.get_embedder``:
+  sentence-transformers, bf16, left padding, FlashAttention-2 if installed else SDPA, length-sorted batches);
 - otherwise a Qwen3 model with Qwen3-Embedding-4B's dimensions (hidden 2560, 36 layers, 32 heads, 8 KV
   heads, head_dim 128, intermediate 9728, vocab 151665) is built in code with random bf16 weights
   directly on the GPU and run with the same recipe (left padding, length-sorted batches, last-token
@@ -230,7 +230,7 @@ def run_random(args, enc, torch, device, attn):
 
 
 def run_real(args, texts, weights, torch):
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     t0 = time.perf_counter()
     emb = get_embedder(weights, device="cuda:0", batch_size=args.batch_size, max_seq_length=args.max_length)

@@ -24,9 +24,9 @@ import numpy as np
 import pandas as pd
 
 import pv4kit
-from pv4kit import audit, plots
-from pv4kit.embed import get_embedder
-from pv4kit.notebooks import project_paths
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.notebooks import project_paths
+from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data: "MemoryAsModality/PersonalizationV4"

@@ -23,10 +23,10 @@
 import os
 
 import pv4kit
-from pv4kit import audit, plots
-from pv4kit.audit_report import run_audit
-from pv4kit.embed import get_embedder
-from pv4kit.notebooks import project_paths
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.audit_report import run_audit
+from pv4kit.analysis.notebooks import project_paths
+from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
@@ -44,7 +44,7 @@ embedder = get_embedder(EMBEDDER)
 # %%
 llm_config = None
 if os.environ.get("PV4KIT_MODEL") or os.environ.get("PV4KIT_BASE_URL"):
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
 
     base_url = os.environ.get("PV4KIT_BASE_URL")
     llm_config = LLMConfig(

@@ -19,10 +19,10 @@
 
 # %%
 import pv4kit
-import pv4kit.hard
-from pv4kit import audit, plots
-from pv4kit.embed import get_embedder
-from pv4kit.notebooks import project_paths
+import pv4kit.answer.hard
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.notebooks import project_paths
+from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
@@ -33,7 +33,7 @@ DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no 
 data = pv4kit.load(DATA)
 q = data.questions
 if not q["hard"].any() and DERIVED.is_file():
-    q = pv4kit.hard.with_subset(q, pv4kit.hard.read_subset(DERIVED))
+    q = pv4kit.answer.hard.with_subset(q, pv4kit.answer.hard.read_subset(DERIVED))
     print(f"the data marks no question hard: showing the subset `make demo` derived ({DERIVED.name})")
 n_hard = int(q["hard"].sum())
 print(f"{n_hard} of {len(q)} questions are hard")

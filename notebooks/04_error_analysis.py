@@ -24,10 +24,10 @@ import pandas as pd
 from IPython.display import display
 
 import pv4kit
-from pv4kit import audit, plots
-from pv4kit.notebooks import load_scored_runs, project_paths, stack_runs
-from pv4kit.runs import read_metrics
-from pv4kit.stats import compare
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.notebooks import load_scored_runs, project_paths, stack_runs
+from pv4kit.scoring.runs import read_metrics
+from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
@@ -62,7 +62,7 @@ if runs:
 
 # %%
 if runs:
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     data = pv4kit.load(DATA)
     embedder = get_embedder(EMBEDDER)
@@ -88,7 +88,7 @@ if runs:
 
 # %%
 if runs:
-    from pv4kit.embed import embed_texts
+    from pv4kit.embeddings.models import embed_texts
 
     vectors = embed_texts(list(data.questions["question"]), embedder=embedder, cache=CACHE)
     xy = plots.umap_2d(vectors, seed=0)

@@ -21,8 +21,8 @@
 
 # %%
 import pv4kit
-from pv4kit.notebooks import load_scored_runs, project_paths
-from pv4kit.widgets import browser
+from pv4kit.analysis.notebooks import load_scored_runs, project_paths
+from pv4kit.analysis.widgets import browser
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data

@@ -26,9 +26,9 @@ import os
 import pandas as pd
 from IPython.display import display
 
-from pv4kit import prompts
-from pv4kit.llm import load_prices, usage_frame, usage_summary
-from pv4kit.notebooks import project_paths
+from pv4kit.analysis.notebooks import project_paths
+from pv4kit.generation import prompts
+from pv4kit.llm.client import load_prices, usage_frame, usage_summary
 
 PATHS = project_paths()
 PROJECT = PATHS["PROJECT"]
@@ -59,7 +59,7 @@ print(prompts.questions_messages(persona, "Everyday food and cooking habits", n=
 # %% [markdown]
 # ## Cost estimate for one user
 # Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer.
-# Prices are the example table in `pv4kit/prices.json` (check your provider's).
+# Prices are the example table in `pv4kit/llm/prices.json` (check your provider's).
 
 # %%
 N_CATEGORIES, N_TOPICS, N_QUESTIONS = 10, 200, 15
@@ -113,8 +113,8 @@ else:
 # %%
 base_url, model = os.environ.get("PV4KIT_BASE_URL"), os.environ.get("PV4KIT_MODEL")
 if base_url or model:
-    from pv4kit.generate import GenerationConfig, generate_users
-    from pv4kit.llm import LLMConfig
+    from pv4kit.generation.steps import GenerationConfig, generate_users
+    from pv4kit.llm.client import LLMConfig
 
     llm = LLMConfig(model=model or "local", base_url=base_url, protocol="chat" if base_url else "responses")
     config = GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)

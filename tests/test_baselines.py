@@ -9,10 +9,8 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from pv4kit.baselines import answer, select_questions
-from pv4kit.data import PV4Data
-from pv4kit.llm import LLMConfig
-from pv4kit.prompting import (
+from pv4kit.answer.baselines import answer, select_questions
+from pv4kit.answer.prompting import (
     SYSTEM_PROMPT,
     CharEstimate,
     attribute_document,
@@ -23,7 +21,9 @@ from pv4kit.prompting import (
     parse_selection,
     selection_messages,
 )
-from pv4kit.runs import read_generations, read_run_config
+from pv4kit.dataset.load import PV4Data
+from pv4kit.llm.client import LLMConfig
+from pv4kit.scoring.runs import read_generations, read_run_config
 from tests.llm_server import FakeLLMServer, prompt_of
 
 CHATS = {

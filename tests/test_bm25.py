@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from pv4kit.bm25 import bm25_scores, tokenize
+from pv4kit.answer.bm25 import bm25_scores, tokenize
 
 
 def test_tokenize_lowercases_drops_stopwords_and_keeps_apostrophes():

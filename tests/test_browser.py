@@ -24,9 +24,9 @@ import pandas as pd
 import pytest
 
 import pv4kit
-from pv4kit.figures import browser_path, save_figure
-from pv4kit.runs import write_generations
-from pv4kit.score import score_run
+from pv4kit.analysis.figures import browser_path, save_figure
+from pv4kit.scoring.runs import write_generations
+from pv4kit.scoring.score import score_run
 from tests.conftest import FakeEmbedder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -419,8 +419,8 @@ def test_browser_notebook_in_jupyterlab(project, lab, chromium):
 
 
 def test_saved_figure_renders_offline(project, chromium, tmp_path):
-    from pv4kit import plots
-    from pv4kit.stats import compare
+    from pv4kit.analysis import plots
+    from pv4kit.scoring.stats import compare
 
     a, b = (project["preds"][n] for n in RUNS)
     table = compare(a, b, n_boot=20)

@@ -12,10 +12,10 @@ import sqlite3
 import numpy as np
 import pytest
 
-from pv4kit.embcache import EmbeddingCache, hash_texts
-from pv4kit.embed import embed_texts
-from pv4kit.llm import LLMConfig, complete
-from pv4kit.llm_store import usage_frame
+from pv4kit.embeddings.cache import EmbeddingCache, hash_texts
+from pv4kit.embeddings.models import embed_texts
+from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer
 
 KINDS = ("garbage", "truncated", "wrong_schema")

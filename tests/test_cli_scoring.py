@@ -6,9 +6,9 @@ import pandas as pd
 import pytest
 
 from pv4kit.cli import main
-from pv4kit.data import load
-from pv4kit.runs import write_generations
-from pv4kit.splits import build_dataset
+from pv4kit.dataset.load import load
+from pv4kit.dataset.splits import build_dataset
+from pv4kit.scoring.runs import write_generations
 from tests.rawtree import make_tree
 
 

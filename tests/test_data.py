@@ -4,8 +4,8 @@ import tracemalloc
 import pandas as pd
 import pytest
 
-from pv4kit.data import QUESTION_COLUMNS, USER_COLUMNS, load
-from pv4kit.splits import build_dataset
+from pv4kit.dataset.load import QUESTION_COLUMNS, USER_COLUMNS, load
+from pv4kit.dataset.splits import build_dataset
 from tests.rawtree import make_tree
 
 
@@ -130,7 +130,7 @@ def test_question_index_follows_the_split_rows_not_the_default_ranges(tmp_path):
 
 @pytest.mark.parametrize("letter", ["", "AB", "X"])
 def test_raw_bad_correct_choice_names_file_and_line(tmp_path, letter):
-    from pv4kit.questions import format_qa_csv, read_qa_csv
+    from pv4kit.dataset.questions import format_qa_csv, read_qa_csv
 
     tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=1, per_category=3, n_chats=2)
     path = tree / "users" / "user_126" / "qa.csv"
@@ -142,7 +142,7 @@ def test_raw_bad_correct_choice_names_file_and_line(tmp_path, letter):
 
 
 def test_quick_fingerprint_sees_the_tail_of_mid_sized_files(tmp_path):
-    from pv4kit.data import _quick_fingerprint
+    from pv4kit.dataset.load import _quick_fingerprint
 
     path = tmp_path / "train.parquet"
     data = bytearray(b"x" * (3 << 19))  # 1.5 MiB: more than the first MiB, less than two

@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pv4kit.baselines import answer
-from pv4kit.llm import LLMConfig
+from pv4kit.answer.baselines import answer
+from pv4kit.llm.client import LLMConfig
 from tests.test_baselines import _data
 
 pytestmark = pytest.mark.slow
@@ -19,15 +19,15 @@ RAW = Path(__file__).resolve().parents[1] / "raw"
 @pytest.fixture(scope="module")
 def local_url():
     pytest.importorskip("llama_cpp")
-    from pv4kit.localllm import local_server
+    from pv4kit.llm.local import local_server
 
     with local_server(n_ctx=2048) as url:
         yield url
 
 
 def test_rag_through_the_real_local_server(local_url, tmp_path, fake_embedder):
-    from pv4kit.localllm import LOCAL_MODEL_ID
-    from pv4kit.prompting import get_token_counter
+    from pv4kit.answer.prompting import get_token_counter
+    from pv4kit.llm.local import LOCAL_MODEL_ID
 
     llm = LLMConfig(model=LOCAL_MODEL_ID, base_url=local_url, protocol="chat", max_concurrency=1, timeout=300)
     counter = get_token_counter(None, base_url=local_url)
@@ -56,7 +56,7 @@ def test_rag_through_the_real_local_server(local_url, tmp_path, fake_embedder):
 @pytest.mark.skipif(not (RAW / "users").is_dir(), reason="no sample raw/ tree")
 def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch, capsys):
     pytest.importorskip("llama_cpp")
-    from pv4kit.demo import run_demo
+    from pv4kit.pipeline.demo import run_demo
 
     shutil.copytree(RAW, tmp_path / "raw")
     monkeypatch.chdir(tmp_path)

@@ -8,8 +8,8 @@ import time
 import numpy as np
 import pytest
 
-from pv4kit.embcache import EmbeddingCache, hash_texts
-from pv4kit.embed import embed_texts
+from pv4kit.embeddings.cache import EmbeddingCache, hash_texts
+from pv4kit.embeddings.models import embed_texts
 
 
 def test_embed_texts_dedups_and_caches(tmp_path, make_fake_embedder):
@@ -63,7 +63,7 @@ def test_embed_texts_rejects_non_str(fake_embedder):
 _WRITER = textwrap.dedent(
     """
     import sys, numpy as np
-    from pv4kit.embcache import EmbeddingCache, hash_texts
+    from pv4kit.embeddings.cache import EmbeddingCache, hash_texts
     root, tag, n_batches = sys.argv[1], sys.argv[2], int(sys.argv[3])
     cache = EmbeddingCache(root)
     for b in range(n_batches):
@@ -144,7 +144,7 @@ def test_minilm_real(minilm, tmp_path):
 
 
 def test_max_seq_length_is_part_of_the_cache_key(minilm, tmp_path):
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     short = get_embedder("minilm", device="cpu", max_seq_length=4)
     assert short.cache_key != minilm.cache_key
@@ -155,7 +155,7 @@ def test_max_seq_length_is_part_of_the_cache_key(minilm, tmp_path):
 
 
 def test_cache_get_with_no_hashes_closes_its_connection(tmp_path, monkeypatch):
-    import pv4kit.embcache as embcache
+    import pv4kit.embeddings.cache as embcache
 
     cache = EmbeddingCache(tmp_path)
     cache.put("model", ["a"], np.ones((1, 3)))
@@ -177,7 +177,7 @@ def test_cache_get_with_no_hashes_closes_its_connection(tmp_path, monkeypatch):
 _CHUNKED_JOB = textwrap.dedent(
     """
     import sys, time, zlib, numpy as np
-    from pv4kit.embed import embed_texts
+    from pv4kit.embeddings.models import embed_texts
 
     class Slow:  # deterministic vectors, slow enough to be killed mid-job
         name, dim, cache_key = "slow", 16, "slow|dim=16"

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("onnxruntime")
 
-from pv4kit import embed_backends  # noqa: E402
-from pv4kit.embcache import EmbeddingCache  # noqa: E402
-from pv4kit.embed import _minilm_path, embed_texts, get_embedder  # noqa: E402
+from pv4kit.embeddings import backends as embed_backends  # noqa: E402
+from pv4kit.embeddings.cache import EmbeddingCache  # noqa: E402
+from pv4kit.embeddings.models import _minilm_path, embed_texts, get_embedder  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -11,10 +11,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.embcache import EmbeddingCache
-from pv4kit.embed import embed_texts, get_embedder
-from pv4kit.embed_endpoint import EmbeddingEndpointError, EndpointEmbedder
-from pv4kit.llm import LLMConfigError
+from pv4kit.embeddings.cache import EmbeddingCache
+from pv4kit.embeddings.endpoint import EmbeddingEndpointError, EndpointEmbedder
+from pv4kit.embeddings.models import embed_texts, get_embedder
+from pv4kit.llm.client import LLMConfigError
 from tests.embed_server import FakeEmbeddingServer, Fault
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
@@ -236,7 +236,7 @@ def test_bad_names_and_options(server):
 
 
 def test_urls_are_recorded_without_credentials(server):
-    from pv4kit.embed_endpoint import public_url
+    from pv4kit.embeddings.endpoint import public_url
 
     assert public_url("http://user:secret@host:8000/v1?api_key=sk-1#x") == "http://host:8000/v1"
     emb = _fast(server.base_url)
@@ -249,10 +249,10 @@ def test_urls_are_recorded_without_credentials(server):
 @pytest.mark.skipif(not (RAW / "users").is_dir(), reason="no sample raw/ tree")
 def test_score_through_the_endpoint_matches_in_process_minilm(server, minilm, tmp_path):
     from pv4kit.cli import main
-    from pv4kit.data import load
-    from pv4kit.demo import ensure_data
-    from pv4kit.runs import write_generations
-    from pv4kit.score import score_run
+    from pv4kit.dataset.load import load
+    from pv4kit.pipeline.demo import ensure_data
+    from pv4kit.scoring.runs import write_generations
+    from pv4kit.scoring.score import score_run
 
     shutil.copytree(RAW, tmp_path / "raw")
     ensure_data(tmp_path / "raw", tmp_path / "data")

@@ -138,7 +138,7 @@ def _cosines(embedder, folder, texts, *, prefix=""):
 
 
 def test_tiny_qwen3_through_get_embedder_matches_a_per_text_forward(tiny_qwen3):
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     emb = get_embedder(str(tiny_qwen3), device="cpu")
     assert emb.dim == 64
@@ -152,7 +152,7 @@ def test_right_padding_with_a_mask_blind_pooling_differs(tiny_qwen3):
     import torch
     from sentence_transformers import SentenceTransformer
 
-    from pv4kit.embed import SentenceTransformerEmbedder
+    from pv4kit.embeddings.models import SentenceTransformerEmbedder
 
     st = SentenceTransformer(
         str(tiny_qwen3),
@@ -177,7 +177,7 @@ def test_no_instruction_by_default_even_when_the_model_names_a_default_prompt(ti
     """The reference embeds generations and candidates with no instruction; so does pv4kit's default."""
     import shutil
 
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     folder = tmp_path / "with-default-prompt"
     shutil.copytree(tiny_qwen3, folder)
@@ -199,7 +199,7 @@ def test_tiny_qwen3_on_cuda_in_bf16_matches_the_fp32_forward(tiny_qwen3):
 
     import torch
 
-    from pv4kit.embed import get_embedder
+    from pv4kit.embeddings.models import get_embedder
 
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")

@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.cli import main
-from pv4kit.raw import format_report, validate_raw
+from pv4kit.dataset.raw import format_report, validate_raw
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
 
@@ -232,7 +232,7 @@ def _qa_table(capsys, sample, *extra):
 
 @pytest.mark.parametrize("fault", ["empty_categories", "one_category_line_too_few", "empty_qa_file"])
 def test_qa_table_overwrite_refuses_to_shrink(sample, capsys, fault):
-    from pv4kit.questions import read_qa_csv
+    from pv4kit.dataset.questions import read_qa_csv
 
     user = sample / "users" / "user_12"
     categories = user / "categories.txt"
@@ -264,7 +264,7 @@ def test_qa_table_overwrite_refuses_to_shrink(sample, capsys, fault):
 
 
 def test_qa_table_shrink_check_lists_each_user_and_the_questions(sample):
-    from pv4kit.questions import read_qa_csv, write_qa_tables
+    from pv4kit.dataset.questions import read_qa_csv, write_qa_tables
 
     (sample / "users" / "user_12" / "qa" / "0.txt").write_text("")
     (sample / "users" / "user_131" / "qa" / "9.txt").write_text("no tag here\n")
@@ -302,7 +302,7 @@ def _second_block_line(text: str, tag: str) -> tuple[int, int]:
     ],
 )
 def test_malformed_tags_are_validate_errors_and_flagged_in_the_drop_report(sample, capsys, fault, code):
-    from pv4kit.questions import build_question_table, format_qa_csv
+    from pv4kit.dataset.questions import build_question_table, format_qa_csv
 
     path = sample / "users" / "user_131" / "qa" / "0.txt"
     text = path.read_text()
@@ -343,7 +343,7 @@ def test_malformed_tags_are_validate_errors_and_flagged_in_the_drop_report(sampl
 
 def test_no_bracket_runs_correct_choice_and_rationale_into_choice_a(sample):
     """The symptom of the issue, kept as the reference parses it, and the flag in the drop report."""
-    from pv4kit.questions import parse_qa_text, write_qa_tables
+    from pv4kit.dataset.questions import parse_qa_text, write_qa_tables
 
     path = sample / "users" / "user_131" / "qa" / "0.txt"
     before = write_qa_tables(sample / "users", overwrite=True).attrs["summary"].set_index("user_id")
@@ -364,7 +364,7 @@ def test_no_bracket_runs_correct_choice_and_rationale_into_choice_a(sample):
 
 
 def test_sample_and_synthetic_trees_have_no_tag_problems(sample):
-    from pv4kit.qatags import check_tags
+    from pv4kit.dataset.qatags import check_tags
 
     for path in sorted(sample.glob("users/*/qa/*.txt")):
         assert check_tags(path.read_text()) == [], path

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from pv4kit.cli import main
-from pv4kit.data import load
-from pv4kit.refformat import export_reference, import_reference
-from pv4kit.runs import read_generations, read_run_config, write_generations
-from pv4kit.score import score_run
-from pv4kit.stats import compare
+from pv4kit.dataset.load import load
+from pv4kit.scoring.refformat import export_reference, import_reference
+from pv4kit.scoring.runs import read_generations, read_run_config, write_generations
+from pv4kit.scoring.score import score_run
+from pv4kit.scoring.stats import compare
 from tests.rawtree import make_tree
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
+from pv4kit.answer.hard import derive_hard_subset, hard_flags, hard_report, overlap, read_subset, write_subset
 from pv4kit.cli import main
-from pv4kit.hard import derive_hard_subset, hard_flags, hard_report, overlap, read_subset, write_subset
 
 # (user, question): correct closed book, correct with RAG top-1
 CASES = {

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import pytest
 
-from pv4kit.hub import PV4_HUB_ID, PV4_HUB_IDS, looks_like_hub_id
+from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, looks_like_hub_id
 from tests.hf_server import FakeHub
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,7 +53,7 @@ def _tree_files(folder: Path, prefix: str = "") -> dict[str, bytes]:
 @pytest.fixture(scope="module")
 def pv4_files(tmp_path_factory) -> dict[str, bytes]:
     """PV4 in the hub layout: the card's ``data/{split}.parquet`` built from the sample, plus ``raw/``."""
-    from pv4kit.splits import build_dataset
+    from pv4kit.dataset.splits import build_dataset
 
     out = tmp_path_factory.mktemp("pv4") / "data"
     build_dataset(ROOT / "raw" / "users", out, progress=False)

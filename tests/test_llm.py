@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from pv4kit.llm import (
+from pv4kit.llm.client import (
     LLMConfig,
     LLMConfigError,
     build_request,

@@ -7,7 +7,7 @@ import logging
 import threading
 import time
 
-from pv4kit.llm import LLMConfig, complete
+from pv4kit.llm.client import LLMConfig, complete
 from tests.llm_server import FakeLLMServer, Reply
 
 MSGS = [{"role": "user", "content": "hello"}]
@@ -37,7 +37,7 @@ def test_retry_after_3600_is_capped_for_all_workers_and_logged(caplog):
         )
         reqs = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
         start = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="pv4kit.llm"):
+        with caplog.at_level(logging.WARNING, logger="pv4kit.llm.client"):
             finished, out = _run_with_deadline(lambda: complete(reqs, config=config, progress=False), 30)
         elapsed = time.monotonic() - start
     assert finished, "the batch was still paused after 30 s (the shared pause is not capped)"
@@ -123,7 +123,7 @@ def test_credentials_in_base_url_stay_out_of_config_cache_and_logs(capsys, tmp_p
 
 def test_credentials_in_base_url_stay_out_of_recorded_errors(tmp_path):
     """A request that fails for good records its error redacted (generations' and the ledger's error)."""
-    from pv4kit.llm_store import usage_frame
+    from pv4kit.llm.store import usage_frame
 
     with FakeLLMServer() as srv:
         srv.faults = [Reply(status=500, error=f"upstream {_creds_url(srv, query=True)} failed")] * 2

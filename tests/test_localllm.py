@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pv4kit import localllm
+from pv4kit.llm import local as localllm
 
 
 def test_resolve_endpoint_passes_other_models_through():
@@ -108,7 +108,7 @@ server.serve_forever()
 # a parent process that holds local_server open (with the stub as the server command) until signalled
 _PARENT = """
 import sys, time
-from pv4kit import localllm
+from pv4kit.llm import local as localllm
 
 stub, pidfile, model = sys.argv[1:4]
 localllm._server_command = lambda gguf, *, port, **_: [sys.executable, stub, str(port), pidfile]

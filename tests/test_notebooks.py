@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pv4kit.notebooks import NotebookError, execute_notebooks, list_notebooks, project_paths
+from pv4kit.analysis.notebooks import NotebookError, execute_notebooks, list_notebooks, project_paths
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"

@@ -28,13 +28,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.baselines import answer
-from pv4kit.chat_tokens import EstimateChatTokenizer, reference_context
-from pv4kit.data import PV4Data
-from pv4kit.failures import FailedRowsError
-from pv4kit.llm import LLMConfig
-from pv4kit.runs import read_generations
-from pv4kit.score import score_run
+from pv4kit.answer.baselines import answer
+from pv4kit.answer.tokens import EstimateChatTokenizer, reference_context
+from pv4kit.dataset.load import PV4Data
+from pv4kit.llm.client import LLMConfig
+from pv4kit.scoring.failures import FailedRowsError
+from pv4kit.scoring.runs import read_generations
+from pv4kit.scoring.score import score_run
 from tests.llm_server import FakeLLMServer, Reply
 
 SYSTEM = "You are a helpful assistant."
@@ -272,7 +272,7 @@ def test_only_vllm_gets_chat_template_kwargs():
 
 
 def test_chars_estimate_is_logged_recorded_and_cuts_from_the_front(caplog):
-    with FakeLLMServer() as server, caplog.at_level(logging.WARNING, logger="pv4kit.chat_tokens"):
+    with FakeLLMServer() as server, caplog.at_level(logging.WARNING, logger="pv4kit.answer.tokens"):
         run = answer(
             _data(),
             method="full",
@@ -411,7 +411,7 @@ def test_empty_answer_is_scored_as_the_reference_counted_and_flagged(tmp_path, m
 
 def test_cli_answer_failures_then_score_refuses_unless_told(tmp_path, capsys):
     from pv4kit.cli import main
-    from pv4kit.splits import build_dataset
+    from pv4kit.dataset.splits import build_dataset
     from tests.rawtree import make_tree
 
     tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=2, per_category=2)

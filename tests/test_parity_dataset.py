@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pv4kit.questions import build_question_table, format_qa_csv, parse_qa_text, write_qa_tables
-from pv4kit.raw import read_chats, read_list, validate_raw
-from pv4kit.splits import build_dataset
+from pv4kit.dataset.questions import build_question_table, format_qa_csv, parse_qa_text, write_qa_tables
+from pv4kit.dataset.raw import read_chats, read_list, validate_raw
+from pv4kit.dataset.splits import build_dataset
 
 ABCDE = ("A", "B", "C", "D", "E")
 FIELDS = (
@@ -253,7 +253,7 @@ def test_list_items_read_exactly_as_stored(tmp_path):
 
 
 def test_data_loader_keeps_category_names_as_stored(tmp_path):
-    from pv4kit.data import load
+    from pv4kit.dataset.load import load
 
     users = tmp_path / "raw" / "users"
     d = write_user(users, 130, [block("Q?", five("q"), "A"), block("R?", five("r"), "B")])
@@ -443,8 +443,8 @@ def _stand_in_answer(prompt: str, nth: int) -> str:
 
 
 def _gen_config(server, **kw):
-    from pv4kit.generate import GenerationConfig
-    from pv4kit.llm import LLMConfig
+    from pv4kit.generation.steps import GenerationConfig
+    from pv4kit.llm.client import LLMConfig
 
     llm = LLMConfig(model="m", base_url=server.base_url, protocol="chat", max_retries=1, backoff_base=0.01)
     base = dict(llm=llm, chat_llm=llm, num_categories=4, num_topics=3, num_questions=2, max_retries=2)
@@ -466,7 +466,7 @@ def test_generation_writes_as_the_reference_with_reference_prompts(tmp_path):
     import hashlib
     import json
 
-    from pv4kit.generate import generate_user
+    from pv4kit.generation.steps import generate_user
     from tests.llm_server import FakeLLMServer, prompt_of
 
     persona = tmp_path / "user_3.txt"
@@ -510,7 +510,7 @@ def test_generation_writes_as_the_reference_with_reference_prompts(tmp_path):
 def test_pv4kit_repairs_are_options_reported_and_recorded(tmp_path):
     import json
 
-    from pv4kit.generate import generate_user
+    from pv4kit.generation.steps import generate_user
     from tests.llm_server import FakeLLMServer, prompt_of
 
     persona = tmp_path / "user_3.txt"
@@ -535,7 +535,7 @@ def test_pv4kit_repairs_are_options_reported_and_recorded(tmp_path):
 
 
 def test_existing_qa_csv_is_kept_unless_rewrite_stale_qa(tmp_path):
-    from pv4kit.generate import generate_user
+    from pv4kit.generation.steps import generate_user
     from tests.llm_server import FakeLLMServer, prompt_of
 
     persona = tmp_path / "user_3.txt"
@@ -565,7 +565,7 @@ def test_existing_qa_csv_is_kept_unless_rewrite_stale_qa(tmp_path):
 
 def test_reference_prompts_errors_and_cli(tmp_path, capsys):
     from pv4kit.cli import main
-    from pv4kit.prompt_sets import load_reference_prompts
+    from pv4kit.generation.prompt_sets import load_reference_prompts
     from tests.llm_server import FakeLLMServer, prompt_of
 
     with pytest.raises(FileNotFoundError, match="personalizationv4/prompts.py"):

@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.score import clean_generation, score_frame
+from pv4kit.scoring.score import clean_generation, score_frame
 
 LETTERS = "ABCDE"
 
@@ -218,8 +218,8 @@ def test_empty_answer_is_refused_where_the_reference_would_score_it():
 
 
 def test_score_run_records_its_numerics(tmp_path):
-    from pv4kit.runs import write_generations
-    from pv4kit.score import score_run
+    from pv4kit.scoring.runs import write_generations
+    from pv4kit.scoring.score import score_run
 
     rows = [{"choices": list("abcde"), "answer": "b", "generation": "b"}]
     q, g = _frame(rows)
@@ -283,9 +283,9 @@ def _ref_metrics_json(correct: list[bool], hard: list[bool] | None, script: str)
 
 
 def _export_case(tmp_path, questions: pd.DataFrame, generations: list[str], **kwargs):  # noqa: ANN202
-    from pv4kit.refformat import export_reference
-    from pv4kit.runs import write_generations
-    from pv4kit.score import score_run
+    from pv4kit.scoring.refformat import export_reference
+    from pv4kit.scoring.runs import write_generations
+    from pv4kit.scoring.score import score_run
 
     run = tmp_path / "run"
     gens = questions[["user_id", "question_index", "split"]].assign(generation=generations)
@@ -362,10 +362,10 @@ def test_export_is_byte_identical_to_the_reference(tmp_path, script, with_hard):
 
 
 def test_export_follows_the_loaded_datasets_row_order(tmp_path):
-    from pv4kit.data import load
-    from pv4kit.refformat import export_reference
-    from pv4kit.runs import write_generations
-    from pv4kit.score import score_run
+    from pv4kit.dataset.load import load
+    from pv4kit.scoring.refformat import export_reference
+    from pv4kit.scoring.runs import write_generations
+    from pv4kit.scoring.score import score_run
     from tests.conftest import FakeEmbedder
     from tests.rawtree import make_tree
 

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit import audit, audit_report, plots
-from pv4kit.figures import browser_path, save_figure
+from pv4kit.analysis import audit, audit_report, plots
+from pv4kit.analysis.figures import browser_path, save_figure
 from tests.test_audit import _data, _questions
 
 
@@ -56,7 +56,7 @@ def test_audit_figures_build(tables):
 
 
 def test_error_analysis_figures_build():
-    from pv4kit.stats import compare
+    from pv4kit.scoring.stats import compare
 
     preds = _preds()
     a, b = (preds[preds["run"] == r].drop(columns="run") for r in ("a", "b"))
@@ -91,7 +91,7 @@ def test_save_figure_html(tmp_path, monkeypatch):
 
 
 def test_save_figure_without_browser_writes_html_only(tmp_path, monkeypatch):
-    import pv4kit.figures as figures
+    import pv4kit.analysis.figures as figures
 
     monkeypatch.setattr(figures, "browser_path", lambda: None)
     figures._warn_html_only.cache_clear()

@@ -3,7 +3,7 @@ import random
 import pandas as pd
 import pytest
 
-from pv4kit.questions import (
+from pv4kit.dataset.questions import (
     QA_COLUMNS,
     build_question_table,
     format_qa_csv,

@@ -1,6 +1,14 @@
 import pytest
 
-from pv4kit.raw import chat_files, check_chat, format_report, list_users, read_chats, read_user, validate_raw
+from pv4kit.dataset.raw import (
+    chat_files,
+    check_chat,
+    format_report,
+    list_users,
+    read_chats,
+    read_user,
+    validate_raw,
+)
 from tests.rawtree import make_tree
 
 
@@ -107,7 +115,7 @@ def test_cli_validate_exit_codes(tree, capsys):
 
 @pytest.mark.parametrize("letter", ["", "AB"])
 def test_empty_or_multi_letter_correct_choice_is_reported_not_raised(tree, letter):
-    from pv4kit.questions import format_qa_csv, read_qa_csv
+    from pv4kit.dataset.questions import format_qa_csv, read_qa_csv
 
     path = tree / "users" / "user_7" / "qa.csv"
     table = read_qa_csv(path)

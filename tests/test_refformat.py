@@ -2,9 +2,9 @@ import json
 
 import pandas as pd
 
-from pv4kit.refformat import export_reference, import_reference, reference_metrics
-from pv4kit.runs import read_generations, read_run_config, write_generations
-from pv4kit.score import score_run
+from pv4kit.scoring.refformat import export_reference, import_reference, reference_metrics
+from pv4kit.scoring.runs import read_generations, read_run_config, write_generations
+from pv4kit.scoring.score import score_run
 
 
 def _questions():

@@ -234,7 +234,7 @@ def test_judge_requests_positions_are_seeded_per_pair(data):
 
 
 def fake_complete(answer):
-    """A fake with pv4kit.llm.complete's signature; answer(messages) -> text."""
+    """A fake with pv4kit.llm.client.complete's signature; answer(messages) -> text."""
     calls = []
 
     def complete(requests, *, config, cache=None, step=None, progress=True, client=None, **kw):
@@ -298,7 +298,7 @@ def test_judge_errors_are_reported_not_right(data):
 
 
 def test_judge_through_real_llm_client_and_fake_server(data, tmp_path):
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
     from tests.llm_server import FakeLLMServer
 
     answer = oracle(data.pairs)

@@ -3,7 +3,7 @@ import json
 import pandas as pd
 import pytest
 
-from pv4kit.runs import read_generations, read_run_config, write_generations
+from pv4kit.scoring.runs import read_generations, read_run_config, write_generations
 
 
 def _gens():
@@ -51,7 +51,7 @@ def test_foreign_run_without_config(tmp_path):
 
 
 def test_rewriting_generations_drops_stale_scores(tmp_path):
-    from pv4kit.runs import METRICS_FILE, PREDICTIONS_FILE
+    from pv4kit.scoring.runs import METRICS_FILE, PREDICTIONS_FILE
 
     write_generations(tmp_path, _gens(), config={"method": "m"})
     (tmp_path / PREDICTIONS_FILE).write_bytes(b"old")

@@ -4,8 +4,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.runs import read_predictions, write_generations
-from pv4kit.score import answer_indices, clean_generation, compute_metrics, score_frame, score_run
+from pv4kit.scoring.runs import read_predictions, write_generations
+from pv4kit.scoring.score import answer_indices, clean_generation, compute_metrics, score_frame, score_run
 
 TABLE = {
     "gen one": [1, 0, 0],

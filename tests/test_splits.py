@@ -5,7 +5,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from pv4kit.splits import assign_splits, build_dataset, split_indices
+from pv4kit.dataset.splits import assign_splits, build_dataset, split_indices
 from tests.rawtree import make_tree
 
 

@@ -2,7 +2,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.stats import bootstrap_ci, compare, mcnemar_exact, paired_bootstrap
+from pv4kit.scoring.stats import bootstrap_ci, compare, mcnemar_exact, paired_bootstrap
 
 
 def _frame(seed, n_users=20, per_user=15, p=0.6):
@@ -75,7 +75,7 @@ def test_bootstrap_ci_unknown_column_names_it():
 
 @pytest.mark.parametrize("seed", [0, 5])
 def test_grouped_bootstrap_ci_equals_bootstrap_ci_per_group(seed):
-    from pv4kit.stats import grouped_bootstrap_ci
+    from pv4kit.scoring.stats import grouped_bootstrap_ci
 
     rng = np.random.default_rng(seed)
     n = 1500
@@ -102,14 +102,14 @@ def test_grouped_bootstrap_ci_equals_bootstrap_ci_per_group(seed):
 
 
 def test_grouped_bootstrap_ci_names_a_missing_column():
-    from pv4kit.stats import grouped_bootstrap_ci
+    from pv4kit.scoring.stats import grouped_bootstrap_ci
 
     with pytest.raises(ValueError, match="'nope' not in frame"):
         grouped_bootstrap_ci(_frame(0), by="nope")
 
 
 def test_grouped_bootstrap_ci_on_an_empty_frame():
-    from pv4kit.stats import grouped_bootstrap_ci
+    from pv4kit.scoring.stats import grouped_bootstrap_ci
 
     out = grouped_bootstrap_ci(pd.DataFrame({"user_id": [], "g": [], "correct": []}), by="g")
     assert out.empty and list(out.columns) == ["g", "estimate", "low", "high", "n", "n_clusters"]

@@ -2,9 +2,9 @@ from __future__ import annotations
 
 import pytest
 
-from pv4kit.runs import write_generations
-from pv4kit.score import score_run
-from pv4kit.widgets import browser
+from pv4kit.analysis.widgets import browser
+from pv4kit.scoring.runs import write_generations
+from pv4kit.scoring.score import score_run
 from tests.test_audit import _data
 
 

@@ -12,15 +12,15 @@ logger = logging.getLogger(__name__)
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from pv4kit.audit_report import run_audit, write_audit
-    from pv4kit.data import load
-    from pv4kit.embed import get_embedder
+    from pv4kit.analysis.audit_report import run_audit, write_audit
+    from pv4kit.dataset.load import load
+    from pv4kit.embeddings.models import get_embedder
 
     data = load(args.data)
     embedder = get_embedder(args.embedder, device=args.device)
     llm_config = None
     if args.llm_model:
-        from pv4kit.llm import LLMConfig
+        from pv4kit.llm.client import LLMConfig
 
         llm_config = LLMConfig(
             model=args.llm_model,
@@ -46,7 +46,7 @@ def _audit(args: argparse.Namespace) -> int:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from pv4kit.notebooks import execute_notebooks, list_notebooks
+    from pv4kit.analysis.notebooks import execute_notebooks, list_notebooks
 
     if not args.execute:
         for name in list_notebooks(args.notebooks_dir):

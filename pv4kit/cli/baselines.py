@@ -8,6 +8,7 @@ import logging
 import re
 
 from pv4kit._io import llm_cache_arg
+from pv4kit.schema import SPLITS
 
 logger = logging.getLogger(__name__)
 
@@ -20,18 +21,18 @@ def _default_name(model: str, method: str, top_k: int) -> str:
 def _answer(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pv4kit.baselines import answer
-    from pv4kit.data import load
-    from pv4kit.llm import LLMConfig
-    from pv4kit.localllm import resolve_endpoint
-    from pv4kit.prompting import get_token_counter
+    from pv4kit.answer.baselines import answer
+    from pv4kit.answer.prompting import get_token_counter
+    from pv4kit.dataset.load import load
+    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.local import resolve_endpoint
 
     data = load(args.data, splits=[args.split])
     cache = llm_cache_arg(args.cache)
     users = [int(u) for u in args.users.split(",")] if args.users else None
     embedder = None
     if args.method in ("rag", "full") and args.retriever == "dense":
-        from pv4kit.embed import get_embedder
+        from pv4kit.embeddings.models import get_embedder
 
         embedder = get_embedder(args.embedder, device=args.device)
     with contextlib.ExitStack() as stack:
@@ -90,7 +91,7 @@ def _answer(args: argparse.Namespace) -> int:
     if args.method == "attributes":
         print(f"attributes: {run.config['attributes']['n_fallback']} unparseable selections fell back to all")
     if args.score and not run.errors:
-        from pv4kit.score import score_run
+        from pv4kit.scoring.score import score_run
 
         _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
         lo, hi = m["accuracy_ci"]
@@ -99,7 +100,7 @@ def _answer(args: argparse.Namespace) -> int:
 
 
 def _hard(args: argparse.Namespace) -> int:
-    from pv4kit.hard import derive_hard_subset, hard_report, write_subset
+    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
 
     report = hard_report(args.no_docs, args.rag, existing=args.existing)
     subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule)
@@ -111,7 +112,7 @@ def _hard(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pv4kit.demo import run_demo
+    from pv4kit.pipeline.demo import run_demo
 
     out = run_demo(
         raw=args.raw,
@@ -132,11 +133,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
-    from pv4kit.baselines import METHODS
+    from pv4kit.answer.baselines import METHODS
 
     p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
-    p.add_argument("--split", default="test", choices=["train", "validation", "test"])
+    p.add_argument("--split", default="test", choices=list(SPLITS))
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--top-k", type=int, default=5, help="chats per question for rag (reference: 1 and 5)")
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
@@ -207,7 +208,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
-    d.add_argument("--split", default="test", choices=["train", "validation", "test"], help="[test]")
+    d.add_argument("--split", default="test", choices=list(SPLITS), help="[test]")
     d.add_argument("--cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
     d.add_argument(
         "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"

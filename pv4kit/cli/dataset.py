@@ -10,7 +10,7 @@ logger = logging.getLogger(__name__)
 
 def _validate(args: argparse.Namespace) -> int:
     from pv4kit._io import parse_id_range
-    from pv4kit.raw import format_report, validate_raw
+    from pv4kit.dataset.raw import format_report, validate_raw
 
     report = validate_raw(
         args.raw_dir,
@@ -24,8 +24,8 @@ def _validate(args: argparse.Namespace) -> int:
 
 
 def _qa_table(args: argparse.Namespace) -> int:
-    from pv4kit.questions import write_qa_tables
-    from pv4kit.raw import users_dir_of
+    from pv4kit.dataset.questions import write_qa_tables
+    from pv4kit.dataset.raw import users_dir_of
 
     report = write_qa_tables(
         users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite, force=args.force
@@ -54,7 +54,7 @@ def _build(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from pv4kit._io import parse_id_range
-    from pv4kit.splits import build_dataset
+    from pv4kit.dataset.splits import build_dataset
 
     if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
         raise NotADirectoryError(
@@ -79,7 +79,7 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _info(args: argparse.Namespace) -> int:
-    from pv4kit.data import load
+    from pv4kit.dataset.load import load
 
     data = load(args.source)
     print(repr(data))

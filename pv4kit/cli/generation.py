@@ -125,13 +125,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     u.add_argument(
         "--by", default="step", help="comma-separated columns to group by: step,user_id,model [step]"
     )
-    u.add_argument("--prices", default=None, help="price table JSON [pv4kit/prices.json, example prices]")
+    u.add_argument("--prices", default=None, help="price table JSON [pv4kit/llm/prices.json, example prices]")
     u.add_argument("--csv", default=None, help="also write the per-call ledger to this CSV file")
     u.set_defaults(func=run_usage)
 
 
 def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
 
     chat_model = args.chat_model
     if chat_model is None or chat_model == "local":
@@ -157,8 +157,8 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
 
 def run_generate(args: argparse.Namespace) -> int:
     """Handle ``pv4kit generate``."""
-    from pv4kit.generate import GenerationConfig, generate_users
-    from pv4kit.localllm import resolve_endpoint
+    from pv4kit.generation.steps import GenerationConfig, generate_users
+    from pv4kit.llm.local import resolve_endpoint
 
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
@@ -239,7 +239,7 @@ def _print_report(report) -> int:
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
     from pv4kit._io import llm_cache_arg
-    from pv4kit.llm import usage_frame, usage_summary
+    from pv4kit.llm.client import usage_frame, usage_summary
 
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)
     if args.csv:
@@ -259,6 +259,6 @@ def run_usage(args: argparse.Namespace) -> int:
     note = " (some models have no price: NaN)" if total.isna().any() else ""
     print(
         f"total: {len(frame)} calls, {int(frame['cached'].sum())} cached, estimated cost "
-        f"${total.sum():.4f}{note} - example prices, check pv4kit/prices.json"
+        f"${total.sum():.4f}{note} - example prices, check pv4kit/llm/prices.json"
     )
     return 0

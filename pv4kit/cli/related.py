@@ -54,7 +54,7 @@ def _embed_cache(args: argparse.Namespace) -> Any:
 
 
 def _llm_config(args: argparse.Namespace) -> Any:
-    from pv4kit.llm import LLMConfig
+    from pv4kit.llm.client import LLMConfig
 
     return LLMConfig(
         model=args.model,
@@ -68,7 +68,7 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 def _pairs(args: argparse.Namespace) -> Any:
     if getattr(args, "pv4", False):
-        from pv4kit.data import load
+        from pv4kit.dataset.load import load
         from pv4kit.related.pv4_pairs import pv4_pairs
 
         data = load(args.data)
@@ -322,7 +322,7 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
 
 
 def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    p.add_argument("--embedder", default=default, help="embedder name for pv4kit.embed.get_embedder")
+    p.add_argument("--embedder", default=default, help="embedder name for pv4kit.get_embedder")
     p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
 
 

@@ -17,9 +17,9 @@ def _fmt(value: float | None, *, pct: bool = True) -> str:
 def _score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pv4kit.embed import get_embedder
-    from pv4kit.runs import GENERATIONS_FILE
-    from pv4kit.score import score_run
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.scoring.runs import GENERATIONS_FILE
+    from pv4kit.scoring.score import score_run
 
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
@@ -67,7 +67,7 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pv4kit.stats import compare
+    from pv4kit.scoring.stats import compare
 
     table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
     if args.output:
@@ -87,7 +87,7 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pv4kit.refformat import export_reference
+    from pv4kit.scoring.refformat import export_reference
 
     out = export_reference(
         args.run_dir,
@@ -101,7 +101,7 @@ def _export(args: argparse.Namespace) -> int:
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pv4kit.refformat import import_reference
+    from pv4kit.scoring.refformat import import_reference
 
     gens, unmatched = import_reference(
         args.predictions,

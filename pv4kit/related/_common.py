@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
-from pv4kit.hub import download_dataset, looks_like_hub_id
+from pv4kit.dataset.hub import download_dataset, looks_like_hub_id
 
 logger = logging.getLogger(__name__)
 
@@ -83,7 +83,7 @@ def accuracy_table(
         confidence: Interval level.
         chance: The chance level, copied into a ``chance`` column.
         interval: ``"wilson"`` (binomial, decisions independent) or ``"bootstrap"``
-            (``pv4kit.stats.bootstrap_ci`` resampling ``cluster`` groups, e.g. personas that recur).
+            (``pv4kit.scoring.stats.bootstrap_ci`` resampling ``cluster`` groups, e.g. personas that recur).
         cluster: Cluster column for the bootstrap.
         seed: Bootstrap seed.
 
@@ -108,7 +108,7 @@ def accuracy_table(
             n = len(part)
             k = int(part[correct].astype(bool).sum())
             if interval == "bootstrap" and n:
-                from pv4kit.stats import bootstrap_ci
+                from pv4kit.scoring.stats import bootstrap_ci
 
                 ci = bootstrap_ci(
                     part.assign(_c=part[correct].astype(float)),
@@ -136,10 +136,10 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
 
     Args:
         texts: The texts.
-        embedder: ``None`` (``pv4kit.embed.get_embedder()``'s default), a name for ``get_embedder``
-            (``"minilm"``), an embedder from ``pv4kit.embed`` (anything with ``encode`` and
-            ``cache_key``), or a plain function ``list[str] -> array`` (handy in tests).
-        cache: Passed to ``pv4kit.embed.embed_texts`` (``True``: the default on-disk cache).
+        embedder: ``None`` (``pv4kit.embeddings.models.get_embedder()``'s default), a name for
+            ``get_embedder`` (``"minilm"``), an embedder from ``pv4kit.embeddings.models`` (anything with
+            ``encode`` and ``cache_key``), or a plain function ``list[str] -> array`` (handy in tests).
+        cache: Passed to ``pv4kit.embeddings.models.embed_texts`` (``True``: the default on-disk cache).
 
     Returns:
         ``len(texts) x dim`` float32 array with unit-norm rows.
@@ -148,7 +148,7 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
     if callable(embedder) and not hasattr(embedder, "encode"):
         vectors = np.asarray(embedder(texts), dtype=np.float32)
     else:
-        from pv4kit.embed import embed_texts, get_embedder
+        from pv4kit.embeddings.models import embed_texts, get_embedder
 
         if embedder is None or isinstance(embedder, str):
             embedder = get_embedder(embedder)

@@ -533,7 +533,7 @@ def _complete(
     complete_fn: Callable[..., Any] | None,
 ) -> list[Any]:
     if complete_fn is None:
-        from pv4kit.llm import complete as complete_fn
+        from pv4kit.llm.client import complete as complete_fn
     return list(
         complete_fn(messages, config=config, cache=cache, step=step, progress=progress, client=client)
     )
@@ -555,12 +555,12 @@ def judge_pairs(
     Args:
         pairs: A pairs frame (see :func:`judge_requests`); PV4 pairs from
             :func:`pv4kit.related.pv4_pairs.pv4_pairs` work unchanged.
-        config: A ``pv4kit.llm.LLMConfig``.
-        cache: The ``pv4kit.llm`` response cache (path or ``None``).
+        config: A ``pv4kit.llm.client.LLMConfig``.
+        cache: The ``pv4kit.llm.client`` response cache (path or ``None``).
         seed: Position seed.
         both_orders: Ask both ways to measure position bias.
-        client: Passed to ``pv4kit.llm.complete``.
-        complete_fn: A function with ``pv4kit.llm.complete``'s signature (tests inject a fake).
+        client: Passed to ``pv4kit.llm.client.complete``.
+        complete_fn: A function with ``pv4kit.llm.client.complete``'s signature (tests inject a fake).
         progress: Show a progress bar.
 
     Returns:
@@ -707,7 +707,7 @@ def pv4_score(
         generations: ``pair_id, generation`` (and optionally ``error``), e.g. from
             :func:`generate_answers`.
         embedder: See :func:`pv4kit.related._common.encode`.
-        cache: Embedding cache, passed to ``pv4kit.embed.embed_texts``.
+        cache: Embedding cache, passed to ``pv4kit.embeddings.models.embed_texts``.
 
     Returns:
         One row per pair with a generation: ``set, tier, pair_id, sim_chosen, sim_rejected, margin,

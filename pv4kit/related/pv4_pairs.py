@@ -15,11 +15,11 @@ import logging
 import numpy as np
 import pandas as pd
 
+from pv4kit.schema import LETTERS
+
 logger = logging.getLogger(__name__)
 
 __all__ = ["pv4_pairs"]
-
-_LETTERS = "ABCDE"
 
 
 def pv4_pairs(
@@ -58,7 +58,7 @@ def pv4_pairs(
     rows = []
     for rec in frame.to_dict("records"):
         choices = list(rec["choices"])
-        answer = _LETTERS.index(rec["answer_letter"])
+        answer = LETTERS.index(rec["answer_letter"])
         options = [i for i, c in enumerate(choices) if i != answer and isinstance(c, str) and c.strip()]
         if not options:
             logger.warning(
@@ -79,11 +79,11 @@ def pv4_pairs(
                     "question": rec["question"],
                     "chosen": choices[answer],
                     "rejected": choices[i],
-                    "pair_id": f"pv4/{rec['user_id']}/{rec['question_index']}/{_LETTERS[i]}",
+                    "pair_id": f"pv4/{rec['user_id']}/{rec['question_index']}/{LETTERS[i]}",
                     "line": int(rec["question_index"]),
                     "question_index": int(rec["question_index"]),
                     "split": rec.get("split"),
-                    "distractor_letter": _LETTERS[i],
+                    "distractor_letter": LETTERS[i],
                 }
             )
     columns = [

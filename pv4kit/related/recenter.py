@@ -280,7 +280,7 @@ def stage2_predictions(
         Long frame ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human,
         missing``.
     """
-    from pv4kit.bm25 import bm25_scores, tokenize
+    from pv4kit.answer.bm25 import bm25_scores, tokenize
 
     methods = set(methods)
     unknown = methods - {"llm", "coarse_filter", "embedding", "bm25"}

@@ -147,7 +147,7 @@ def reward_model_baseline(
         pairs: Pairs frame with ``persona, question, chosen, rejected, pair_id`` (rows without a
             persona are dropped).
         embedder: See :func:`pv4kit.related._common.encode`.
-        cache: Embedding cache for ``pv4kit.embed.embed_texts``.
+        cache: Embedding cache for ``pv4kit.embeddings.models.embed_texts``.
         test_fraction: Share of each ``set x tier`` stratum held out.
         seed: Split seed.
         l2: L2 penalty of the head.

@@ -1,0 +1,208 @@
+"""Run the analysis notebooks headless, and the small helpers the notebooks share.
+
+The notebooks live in ``notebooks/`` as jupytext percent scripts (``NN_name.py``, the source in git);
+:func:`execute_notebooks` converts each to ``.ipynb`` with jupytext, executes it with nbclient (kernel
+``python3``, working directory ``notebooks/``) and saves the executed notebook beside the script (the
+``.ipynb`` files are git-ignored). A failing cell raises :class:`NotebookError` naming the notebook and
+the cell. ``pv4kit notebooks --execute`` and ``make notebooks`` call it; ``pv4kit demo`` calls it last.
+
+Parameters reach a notebook through the environment (``PV4KIT_<NAME>``, e.g. ``params={"data":
+"/path"}`` sets ``PV4KIT_DATA``), which the notebooks read in their first cell through
+:func:`project_paths`.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+logger = logging.getLogger(__name__)
+
+_NAME_RE = re.compile(r"^\d\d_[A-Za-z0-9_]+$")
+
+
+class NotebookError(RuntimeError):
+    """A notebook cell raised while executing headless."""
+
+
+def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
+    """The nearest folder at or above ``start`` (default: the working directory) with ``pyproject.toml``."""
+    here = Path(start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / "pyproject.toml").is_file() and (folder / "pv4kit").is_dir():
+            return folder
+    return here.parent if here.name == "notebooks" else here
+
+
+def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
+    """``PROJECT, DATA, RUNS, FIGURES, CACHE, LLM_CACHE`` for a notebook.
+
+    ``DATA`` is ``$PV4KIT_DATA`` when set, else ``PROJECT/data`` when it holds parquet files, else the raw
+    tree ``PROJECT/raw``. ``RUNS`` and ``FIGURES`` follow ``$PV4KIT_RUNS`` / ``$PV4KIT_FIGURES``.
+    ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``,
+    the one the command line uses from the project root); ``LLM_CACHE`` the shared LLM response cache
+    (``llm.sqlite`` beside it).
+    """
+    project = find_project_root(start)
+    data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
+    if not os.environ.get("PV4KIT_DATA") and not any(data.glob("*.parquet")):
+        data = project / "raw"
+    cache = (
+        Path(os.environ["PV4KIT_CACHE"]) if os.environ.get("PV4KIT_CACHE") else project / ".cache" / "pv4kit"
+    )
+    return {
+        "PROJECT": project,
+        "DATA": data,
+        "RUNS": Path(os.environ.get("PV4KIT_RUNS") or project / "runs"),
+        "FIGURES": Path(os.environ.get("PV4KIT_FIGURES") or project / "figures"),
+        "CACHE": cache / "embeddings",
+        "LLM_CACHE": cache / "llm.sqlite",
+    }
+
+
+def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame]:
+    """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
+
+    Extra per-question columns of the run's generations (``retrieved_ids``, ``retrieved_scores`` ...) are
+    joined on, so the browser can show what a method retrieved. A folder without
+    ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet.
+    """
+    from pv4kit.scoring import runs
+
+    root = Path(runs_dir)
+    out: dict[str, pd.DataFrame] = {}
+    if not root.is_dir():
+        return out
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if not (folder / runs.PREDICTIONS_FILE).is_file():
+            continue
+        preds = runs.read_predictions(folder)
+        gen_path = folder / runs.GENERATIONS_FILE
+        if gen_path.is_file():
+            gens = pd.read_parquet(gen_path)
+            extra = [c for c in gens.columns if c not in preds.columns and c not in ("method", "model")]
+            if extra:
+                preds = preds.merge(
+                    gens[["user_id", "question_index", *extra]], on=["user_id", "question_index"], how="left"
+                )
+        out[folder.name] = preds
+    return out
+
+
+def stack_runs(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One long predictions frame with a ``run`` column (empty frame for no runs)."""
+    if not runs:
+        return pd.DataFrame(columns=["run", "user_id", "question_index", "correct"])
+    return pd.concat([p.assign(run=name) for name, p in runs.items()], ignore_index=True)
+
+
+def list_notebooks(notebooks_dir: str | os.PathLike[str] = "notebooks") -> list[str]:
+    """Names (``NN_name``) of the jupytext notebooks in ``notebooks_dir``, in order."""
+    return sorted(p.stem for p in Path(notebooks_dir).glob("*.py") if _NAME_RE.match(p.stem))
+
+
+def _cell_error(nb: Any, exc: Exception) -> tuple[int | None, str]:
+    for i, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            if out.get("output_type") == "error":
+                return i, cell.source
+    return None, ""
+
+
+def execute_notebooks(
+    names: list[str] | None = None,
+    *,
+    notebooks_dir: str | os.PathLike[str] = "notebooks",
+    timeout: int = 600,
+    params: dict[str, Any] | None = None,
+    kernel_name: str = "python3",
+) -> pd.DataFrame:
+    """Convert, execute and save each notebook; raise on the first failing cell.
+
+    Args:
+        names: Notebook names (``"07_paper_figures"`` or ``"07"``); default: every ``NN_*.py``.
+        notebooks_dir: Folder of the jupytext scripts; also the kernel's working directory.
+        timeout: Seconds allowed per cell.
+        params: Values passed to the notebooks as ``PV4KIT_<NAME>`` environment variables.
+        kernel_name: Jupyter kernel to run (``python3`` is the project's venv kernel).
+
+    Returns:
+        One row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
+
+    Raises:
+        FileNotFoundError: For an unknown notebook name (the message lists the available ones).
+        NotebookError: Naming the notebook, the cell number and its first line when a cell fails.
+    """
+    try:
+        import jupytext
+        from nbclient import NotebookClient
+        from nbclient.exceptions import CellExecutionError
+    except ImportError:  # pragma: no cover - the notebooks extra
+        raise ImportError(
+            "executing notebooks needs jupytext and nbclient: pip install -e '.[notebooks]'"
+        ) from None
+
+    folder = Path(notebooks_dir).resolve()
+    available = list_notebooks(folder)
+    if names:
+        chosen = []
+        for name in names:
+            match = [a for a in available if a == name or a.split("_", 1)[0] == name or a == Path(name).stem]
+            if not match:
+                raise FileNotFoundError(f"names: no notebook {name!r} in {folder}; available: {available}")
+            chosen.extend(match)
+    else:
+        chosen = available
+    env_backup = {}
+    for key, value in (params or {}).items():
+        var = f"PV4KIT_{key.upper()}"
+        env_backup[var] = os.environ.get(var)
+        os.environ[var] = str(value)
+    rows = []
+    try:
+        for name in chosen:
+            start = time.monotonic()
+            nb = jupytext.read(folder / f"{name}.py")
+            nb.metadata["kernelspec"] = {
+                "name": kernel_name,
+                "display_name": "Python 3 (pv4kit)",
+                "language": "python",
+            }
+            client = NotebookClient(
+                nb, timeout=timeout, kernel_name=kernel_name, resources={"metadata": {"path": str(folder)}}
+            )
+            logger.info("executing %s", name)
+            out_path = folder / f"{name}.ipynb"
+            try:
+                client.execute()
+            except CellExecutionError as exc:
+                jupytext.write(nb, out_path)
+                index, source = _cell_error(nb, exc)
+                first = source.strip().splitlines()[0][:100] if source.strip() else ""
+                raise NotebookError(
+                    f"{name}: cell {index} failed ({first!r}); executed notebook saved to {out_path}\n{exc}"
+                ) from None
+            jupytext.write(nb, out_path)
+            seconds = time.monotonic() - start
+            logger.info("%s: %d cells in %.1fs", name, len(nb.cells), seconds)
+            rows.append(
+                {
+                    "notebook": name,
+                    "seconds": round(seconds, 1),
+                    "cells": len(nb.cells),
+                    "output": str(out_path),
+                }
+            )
+    finally:
+        for var, old in env_backup.items():
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+    return pd.DataFrame(rows, columns=["notebook", "seconds", "cells", "output"])

@@ -1,0 +1,265 @@
+"""An ipywidgets browser of PV4: users, their persona and chats, questions, and what each run answered.
+
+:func:`browser` returns an ``ipywidgets.VBox``. Pick a user to see the persona, the chats and the list of
+questions; pick a question to see its five candidates (the reference marked) with one similarity bar per
+scored run, each run's generation and prediction, and the chats a retrieval run used. Everything is drawn
+as HTML widgets, so the browser works (and is testable) without a front end: set
+``box.controls["user"].value`` or ``box.controls["question"].value`` and read
+``box.controls["detail"].value``.
+"""
+
+from __future__ import annotations
+
+import html
+import logging
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.schema import LETTERS
+
+logger = logging.getLogger(__name__)
+
+_BOX = "max-height:{h}px;overflow-y:auto;border:1px solid #ddd;padding:6px;font-size:13px"
+# ipywidgets' HTML widget sets line-height to the widget row height (28px), which spreads running text
+# thin in JupyterLab; every panel resets it and lets long words wrap inside its column.
+_TEXT = "line-height:1.45;font-size:13px;overflow-wrap:anywhere"
+_GREEN, _ORANGE, _GREY = "#1b7a5a", "#c2540a", "#9aa5c4"
+
+
+def _esc(text: Any) -> str:
+    return html.escape("" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text))
+
+
+def _bar(value: float, *, best: bool, correct: bool) -> str:
+    """A similarity bar, its value and, on the run's prediction, a text mark (not colour alone)."""
+    width = max(0.0, min(1.0, float(value))) * 80 if np.isfinite(value) else 0
+    color = _GREEN if best and correct else (_ORANGE if best else _GREY)
+    text = f"{value:.3f}" if np.isfinite(value) else "n/a"
+    mark = f" <b class='pv4-pick' style='color:{color}'>&#9664; pick</b>" if best else ""
+    return (
+        f"<span style='display:inline-block;width:{width:.0f}px;height:10px;background:{color};"
+        f"vertical-align:middle'></span> <span class='pv4-sim'>{text}</span>{mark}"
+    )
+
+
+def _short(text: Any, limit: int = 100) -> str:
+    text = " ".join(str(text).split())
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
+
+
+def user_html(data: Any, user_id: int, *, max_chats: int | None = None) -> str:
+    """Persona and chats of one user as HTML."""
+    persona = data.persona(user_id)
+    chats = data.documents(user_id)
+    shown = chats if max_chats is None else chats[:max_chats]
+    items = "".join(
+        f"<li><b>chat {i}</b>: {_esc(c).replace(chr(10), '<br>')}</li>" for i, c in enumerate(shown)
+    )
+    more = f"<p>... {len(chats) - len(shown)} more</p>" if len(shown) < len(chats) else ""
+    return (
+        f"<div style='{_TEXT}'><h4>User {user_id}</h4>"
+        f"<details><summary>Persona</summary><div style='{_BOX.format(h=220)}'>"
+        f"{_esc(persona or '(no persona in this source)').replace(chr(10), '<br>')}</div></details>"
+        f"<details open><summary>{len(chats)} chats</summary><div style='{_BOX.format(h=260)}'>"
+        f"<ol start='0'>{items}</ol>{more}</div></details></div>"
+    )
+
+
+def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame]) -> str:
+    """One question: candidates with per-run similarity bars, generations and retrieved chats, as HTML."""
+    uid, qi = int(question["user_id"]), int(question["question_index"])
+    answer = str(question["answer_letter"])
+    header = (
+        f"<h4>User {uid}, question {qi} ({_esc(question.get('split'))}"
+        f"{', hard' if bool(question.get('hard')) else ''})</h4>"
+        f"<p><i>{_esc(question.get('category_name'))}</i></p><p><b>{_esc(question['question'])}</b></p>"
+    )
+    rows_by_run = {}
+    for name, preds in runs.items():
+        hit = preds[(preds["user_id"] == uid) & (preds["question_index"] == qi)]
+        if len(hit):
+            rows_by_run[name] = hit.iloc[0]
+    head = "".join(
+        f"<th style='text-align:left;white-space:nowrap' data-run='{_esc(n)}'>{_esc(n)}</th>"
+        for n in rows_by_run
+    )
+    body = []
+    for j, choice in enumerate(question["choices"]):
+        letter = LETTERS[j]
+        mark = " &#10003;" if letter == answer else ""
+        cells = []
+        for name, row in rows_by_run.items():
+            sim = row.get(f"sim_{letter}", np.nan)
+            sim = float(sim) if sim is not None and not pd.isna(sim) else float("nan")
+            best = row.get("predicted_letter") == letter
+            cells.append(
+                f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
+                f"{_bar(sim, best=best, correct=letter == answer)}</td>"
+            )
+        style = "font-weight:bold" if letter == answer else ""
+        body.append(
+            f"<tr data-letter='{letter}'><td style='{style};white-space:nowrap;vertical-align:top'>"
+            f"{letter}{mark}</td>"
+            f"<td class='pv4-candidate' style='{style};min-width:14em;padding-right:10px'>{_esc(choice)}</td>"
+            f"{''.join(cells)}</tr>"
+        )
+    table = (
+        "<table class='pv4-candidates' style='border-collapse:collapse'>"
+        f"<tr><th></th><th style='text-align:left'>candidate</th>{head}</tr>{''.join(body)}</table>"
+    )
+    legend = (
+        "<p style='font-size:12px;color:#444'>&#10003; the reference answer. Each run column: cosine "
+        "similarity of the run's answer to the candidate; &#9664; pick marks the run's prediction "
+        f"(<span style='color:{_GREEN}'>green</span> right, <span style='color:{_ORANGE}'>orange</span> "
+        "wrong).</p>"
+        if rows_by_run
+        else ""
+    )
+    parts = [header, table, legend]
+    if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
+        parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
+    docs = None
+    for name, row in rows_by_run.items():
+        verdict = "correct" if bool(row.get("correct")) else "wrong"
+        margin = row.get("margin")
+        margin_txt = f", margin {float(margin):.3f}" if margin is not None and not pd.isna(margin) else ""
+        parts.append(
+            f"<p class='pv4-verdict' data-run='{_esc(name)}'><b>{_esc(name)}</b>: predicted "
+            f"{_esc(row.get('predicted_letter'))} ({verdict}{margin_txt})"
+            f"<br><span style='color:#444'>{_esc(row.get('generation'))}</span></p>"
+        )
+        ids = row.get("retrieved_ids")
+        if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
+            docs = docs if docs is not None else data.documents(uid)
+            scores = row.get("retrieved_scores")
+            items = []
+            for k, doc_id in enumerate(list(ids)):
+                score = ""
+                if scores is not None and not (isinstance(scores, float)) and k < len(scores):
+                    score = f" (score {float(scores[k]):.3f})"
+                text = docs[int(doc_id)] if 0 <= int(doc_id) < len(docs) else "(no such chat)"
+                items.append(f"<li><b>chat {int(doc_id)}</b>{score}: {_esc(text)}</li>")
+            parts.append(
+                f"<details><summary>{len(items)} chats retrieved by {_esc(name)}</summary>"
+                f"<div style='{_BOX.format(h=220)}'><ul>{''.join(items)}</ul></div></details>"
+            )
+    if not rows_by_run:
+        parts.append("<p><i>No scored run covers this question.</i></p>")
+    return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
+
+
+def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: int | None = None) -> Any:
+    """Build the PV4 explorer.
+
+    Args:
+        data: A :class:`~pv4kit.dataset.load.PV4Data`.
+        runs: ``{run name: predictions}`` (e.g. :func:`pv4kit.analysis.notebooks.load_scored_runs`); may be
+            empty.
+        user_id: User selected at start (default: the first).
+
+    Returns:
+        An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
+        ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
+    """
+    try:
+        import ipywidgets as w
+    except ImportError:  # pragma: no cover - a declared dependency
+        raise ImportError("the browser needs ipywidgets: pip install ipywidgets") from None
+    runs = dict(runs or {})
+    users = [int(u) for u in data.users["user_id"]]
+    if not users:
+        raise ValueError("data: no users to browse")
+    if user_id is not None and int(user_id) not in users:
+        raise ValueError(f"user_id: {user_id} is not in the data; users: {users}")
+    questions = data.questions
+    wrong_keys = set()
+    for preds in runs.values():
+        bad = preds[~preds["correct"].astype(bool)]
+        wrong_keys |= set(zip(bad["user_id"], bad["question_index"], strict=True))
+
+    user_dd = w.Dropdown(
+        options=[(f"user {u}", u) for u in users],
+        value=users[0] if user_id is None else int(user_id),
+        description="User",
+    )
+    only_wrong = w.Checkbox(value=False, description="only questions some run got wrong", indent=False)
+    q_label = w.HTML()
+    q_select = w.Select(options=[], rows=10, layout=w.Layout(width="auto"))
+    user_info = w.HTML()
+    detail = w.HTML()
+    updating = [False]  # True while the question list is replaced: one detail render per change
+
+    def options_for(uid: int) -> tuple[list[tuple[str, int]], int]:
+        sub = questions[questions["user_id"] == uid].sort_values("question_index")
+        n_all = len(sub)
+        if only_wrong.value:
+            sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
+        opts = [
+            (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
+            for r in sub.itertuples(index=False)
+        ]
+        return opts, n_all
+
+    def show_question(change: Any = None) -> None:
+        if updating[0]:
+            return
+        uid, qi = user_dd.value, q_select.value
+        if qi is None:
+            detail.value = "<p><i>No question selected.</i></p>"
+            return
+        row = questions[(questions["user_id"] == uid) & (questions["question_index"] == qi)].iloc[0]
+        detail.value = question_html(data, row, runs)
+
+    def show_questions(change: Any = None) -> None:
+        uid = user_dd.value
+        opts, n_all = options_for(uid)
+        updating[0] = True
+        try:
+            q_select.options = opts
+            q_select.value = opts[0][1] if opts else None
+        finally:
+            updating[0] = False
+        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong.value else f"{n_all}"
+        # set after the options: a front end showing this label already has the new list
+        q_label.value = f"<b>Questions</b> of user {uid} ({shown})"
+        show_question()
+
+    def show_user(change: Any = None) -> None:
+        user_info.value = user_html(data, user_dd.value)
+        show_questions()
+
+    user_dd.observe(show_user, names="value")
+    only_wrong.observe(show_questions, names="value")
+    q_select.observe(show_question, names="value")
+    show_user()
+    runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
+    # min_width 0 lets the columns shrink below their content (long question labels), so nothing
+    # overflows the notebook's output area
+    column = {"min_width": "0"}
+    box = w.VBox(
+        [
+            w.HTML(
+                f"<b>PV4 browser</b>: {len(users)} users, {len(questions)} questions; runs: {_esc(runs_txt)}"
+            ),
+            w.HBox([user_dd, only_wrong], layout=w.Layout(flex_flow="row wrap", align_items="center")),
+            w.HBox(
+                [
+                    w.VBox([user_info], layout=w.Layout(flex="2 1 0%", **column)),
+                    w.VBox([q_label, q_select, detail], layout=w.Layout(flex="3 1 0%", **column)),
+                ],
+                layout=w.Layout(width="100%"),
+            ),
+        ],
+        layout=w.Layout(width="100%"),
+    )
+    box.controls = {
+        "user": user_dd,
+        "question": q_select,
+        "question_label": q_label,
+        "only_wrong": only_wrong,
+        "user_info": user_info,
+        "detail": detail,
+    }
+    return box

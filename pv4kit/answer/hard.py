@@ -1,0 +1,191 @@
+"""The hard subset: questions a decoder gets wrong closed book and/or with the single best chat.
+
+The dataset card calls the 629 hard test questions those the untrained Qwen3-4B-Instruct-2507 "gets
+wrong in at least one of two settings": ``no_docs`` (closed book) or ``rag`` with ``top_k=1``. No code in
+the reference computes it, and the literal rule (``rule="any"``) puts every closed-book error in the set,
+which implies a closed-book accuracy of at least 85%; "wrong in both" (``rule="all"``) fits the released
+size better. Both rules are derived here so they can be checked against the released flags.
+
+Only questions scored in **both** runs are considered; the overlap with an existing subset is computed
+on that same universe (and the existing entries outside it are counted separately).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pv4kit._io import atomic_write_text
+from pv4kit.schema import QUESTION_KEY
+
+logger = logging.getLogger(__name__)
+
+RULES = ("any", "all")
+KEY = QUESTION_KEY
+
+
+def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd.DataFrame:
+    if isinstance(run, pd.DataFrame):
+        frame = run
+    else:
+        from pv4kit.scoring.runs import read_predictions
+
+        frame = read_predictions(run)
+    missing = [c for c in [*KEY, "correct"] if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{name}: predictions lack column(s) {missing}; score the run first (`pv4kit score`)"
+        )
+    out = frame[[*KEY, "correct"]].copy()
+    out[KEY] = out[KEY].astype("int64")
+    out["correct"] = out["correct"].astype(bool)
+    if out.duplicated(KEY).any():
+        raise ValueError(f"{name}: predictions repeat a (user_id, question_index) key")
+    return out
+
+
+def hard_flags(
+    no_docs: str | os.PathLike[str] | pd.DataFrame,
+    rag: str | os.PathLike[str] | pd.DataFrame,
+) -> pd.DataFrame:
+    """Per-question correctness of the two runs and the hard flag under each rule.
+
+    Args:
+        no_docs: The closed-book run (a scored run directory or its predictions frame).
+        rag: The ``rag`` ``top_k=1`` run of the same decoder.
+
+    Returns:
+        ``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all`` for the questions
+        scored in both runs, sorted by key.
+    """
+    a = _predictions(no_docs, name="no_docs")
+    b = _predictions(rag, name="rag")
+    merged = a.merge(b, on=KEY, how="inner", suffixes=("_no_docs", "_rag"))
+    only_a, only_b = len(a) - len(merged), len(b) - len(merged)
+    if only_a or only_b:
+        logger.warning(
+            "hard subset: %d questions only in the no_docs run and %d only in the rag run are left out",
+            only_a,
+            only_b,
+        )
+    merged["hard_any"] = ~merged["correct_no_docs"] | ~merged["correct_rag"]
+    merged["hard_all"] = ~merged["correct_no_docs"] & ~merged["correct_rag"]
+    merged.attrs.update(only_in_no_docs=only_a, only_in_rag=only_b)
+    return merged.sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+def derive_hard_subset(
+    no_docs: str | os.PathLike[str] | pd.DataFrame,
+    rag: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    rule: str = "any",
+) -> pd.DataFrame:
+    """The hard questions (``user_id, question_index``) under ``rule``.
+
+    Args:
+        no_docs: The closed-book run (directory or predictions frame).
+        rag: The ``rag`` top-1 run of the same decoder.
+        rule: ``"any"``: wrong in at least one run (the dataset card's wording); ``"all"``: wrong in both.
+
+    Returns:
+        ``user_id, question_index`` sorted by key (the ``hard_subset.csv`` layout).
+    """
+    if rule not in RULES:
+        raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
+    flags = hard_flags(no_docs, rag)
+    return flags.loc[flags[f"hard_{rule}"], KEY].reset_index(drop=True)
+
+
+def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.DataFrame:
+    """Read a ``hard_subset.csv`` (:func:`~pv4kit.dataset.raw.read_hard_subset`).
+
+    Errors name the option ``name`` the path came from.
+    """
+    from pv4kit.dataset.raw import read_hard_subset
+
+    try:
+        return read_hard_subset(path)
+    except (FileNotFoundError, ValueError) as exc:
+        raise type(exc)(f"{name}: {exc}") from None
+
+
+def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
+    """``questions`` with ``hard`` set from ``subset`` (``user_id, question_index``), not the data's flags.
+
+    Use it to look at a derived subset (``pv4kit hard``, ``make demo``) before it is built into the data.
+    """
+    keys = set(zip(subset["user_id"].astype(int), subset["question_index"].astype(int), strict=True))
+    flags = [
+        (int(u), int(i)) in keys
+        for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
+    ]
+    return questions.assign(hard=flags)
+
+
+def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
+    """Write ``user_id,question_index`` rows to ``path`` atomically."""
+    return atomic_write_text(path, subset[KEY].to_csv(index=False))
+
+
+def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataFrame | None = None) -> dict:
+    """Counts and Jaccard index of two subsets, within ``universe`` (the questions both runs scored).
+
+    Returns:
+        ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both
+        are empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
+    """
+    a = set(map(tuple, derived[KEY].to_numpy().tolist()))
+    b_all = set(map(tuple, existing[KEY].to_numpy().tolist()))
+    if universe is not None:
+        u = set(map(tuple, universe[KEY].to_numpy().tolist()))
+        b = b_all & u
+    else:
+        b = b_all
+    both, union = len(a & b), len(a | b)
+    return {
+        "n_derived": len(a),
+        "n_existing": len(b),
+        "n_both": both,
+        "n_only_derived": len(a - b),
+        "n_only_existing": len(b - a),
+        "jaccard": both / union if union else None,
+        "n_existing_outside": len(b_all - b),
+    }
+
+
+def hard_report(
+    no_docs: str | os.PathLike[str] | pd.DataFrame,
+    rag: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    existing: str | os.PathLike[str] | pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
+
+    Returns:
+        One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
+        ``existing``, the columns of :func:`overlap`.
+    """
+    flags = hard_flags(no_docs, rag)
+    old = None
+    if existing is not None:
+        old = existing if isinstance(existing, pd.DataFrame) else read_subset(existing)
+    rows: list[dict[str, Any]] = []
+    n = len(flags)
+    for rule in RULES:
+        subset = flags.loc[flags[f"hard_{rule}"], KEY]
+        row: dict[str, Any] = {
+            "rule": rule,
+            "n_questions": n,
+            "n_hard": len(subset),
+            "share": len(subset) / n if n else None,
+            "accuracy_no_docs": float(flags["correct_no_docs"].mean()) if n else None,
+            "accuracy_rag": float(flags["correct_rag"].mean()) if n else None,
+        }
+        if old is not None:
+            row.update(overlap(subset, old, universe=flags[KEY]))
+        rows.append(row)
+    return pd.DataFrame(rows)

@@ -1,0 +1,156 @@
+"""Retrieval over one user's chats: dense (cosine of embeddings) or BM25, with a stable ranking.
+
+As in the reference RAG baseline, a PV4 document is one whole chat (no chunking) and the query is
+``str(question).strip()``; documents and questions are embedded with no instruction prefix (unless the
+embedder sets one). Differences on purpose: the sort is **stable** (equal scores keep chat order, so the
+ranking is reproducible), similarities are float32, and chats are embedded once per user through the
+on-disk embedding cache (:func:`pv4kit.embeddings.models.embed_texts`), so a second method or run re-embeds
+nothing.
+
+:func:`rank_questions` returns one row per question with the full ranking (``ranked_ids``,
+``ranked_scores``, most similar first); a method keeps the first ``top_k``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.vectors import unit_rows
+
+logger = logging.getLogger(__name__)
+
+RETRIEVERS = ("dense", "bm25")
+
+
+def stable_ranking(scores: np.ndarray) -> np.ndarray:
+    """Positions by descending score; ties keep ascending position (a stable sort).
+
+    Example:
+        >>> stable_ranking(np.array([0.1, 0.5, 0.5, 0.2])).tolist()
+        [1, 2, 3, 0]
+    """
+    scores = np.asarray(scores, dtype=np.float64)
+    scores = np.where(np.isnan(scores), -np.inf, scores)
+    return np.argsort(-scores, kind="stable")
+
+
+def dense_scores(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarray:
+    """Cosine similarity (float32) of each query to each document: shape ``(n_queries, n_docs)``."""
+    q, d = unit_rows(query_vectors), unit_rows(doc_vectors)
+    if q.ndim != 2 or d.ndim != 2 or q.shape[1] != d.shape[1]:
+        raise ValueError(f"vectors: expected 2-D arrays of the same width, got {q.shape} and {d.shape}")
+    return q @ d.T
+
+
+def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
+    """BM25 scores of each query against the documents: ``(n_queries, n_docs)``."""
+    from pv4kit.answer.bm25 import bm25_scores, tokenize
+
+    doc_tokens = [tokenize(d) for d in documents]
+    out = np.zeros((len(queries), len(documents)), dtype=np.float32)
+    for i, q in enumerate(queries):
+        if documents:
+            out[i] = bm25_scores(tokenize(q), doc_tokens, **kwargs)
+    return out
+
+
+def score_documents(
+    queries: Sequence[str],
+    documents: Sequence[str],
+    *,
+    retriever: str = "dense",
+    embedder: Any = None,
+    cache: Any = True,
+) -> np.ndarray:
+    """Similarity of each query to each document: ``(len(queries), len(documents))`` float32.
+
+    Args:
+        queries: Query texts (used as given; :func:`rank_questions` strips questions first).
+        documents: The user's chats.
+        retriever: ``"dense"`` or ``"bm25"``.
+        embedder: An :class:`~pv4kit.embeddings.models.Embedder` (dense only).
+        cache: Embedding cache for :func:`~pv4kit.embeddings.models.embed_texts`.
+    """
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+    if retriever == "bm25":
+        return bm25_matrix(queries, documents)
+    if embedder is None:
+        raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('minilm'))")
+    from pv4kit.embeddings.models import embed_texts
+
+    if not documents or not queries:
+        return np.zeros((len(queries), len(documents)), dtype=np.float32)
+    doc_vecs = embed_texts(list(documents), embedder=embedder, cache=cache, progress=False)
+    q_vecs = embed_texts(list(queries), embedder=embedder, cache=cache, progress=False)
+    return dense_scores(q_vecs, doc_vecs)
+
+
+def rank_questions(
+    data: Any,
+    questions: pd.DataFrame,
+    *,
+    retriever: str = "dense",
+    embedder: Any = None,
+    cache: str | os.PathLike[str] | bool | Any = True,
+    top_k: int | None = None,
+) -> pd.DataFrame:
+    """Rank each question's user's chats by similarity to the question.
+
+    Args:
+        data: A :class:`~pv4kit.dataset.load.PV4Data` (its ``documents(user_id)`` are ranked).
+        questions: Rows with ``user_id, question_index, question``.
+        retriever: ``"dense"`` (embeddings, cosine) or ``"bm25"``.
+        embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval.
+        cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
+        top_k: Keep only the first ``top_k`` of each ranking (default: all chats).
+
+    Returns:
+        ``user_id, question_index, ranked_ids`` (list of chat positions, most similar first; ties in chat
+        order) and ``ranked_scores`` (their similarities), in the input row order.
+    """
+    if top_k is not None and top_k < 1:
+        raise ValueError(f"top_k must be >= 1, got {top_k}")
+    ids_col: list[list[int]] = [[] for _ in range(len(questions))]
+    score_col: list[list[float]] = [[] for _ in range(len(questions))]
+    frame = questions.reset_index(drop=True)
+    for uid, rows in frame.groupby("user_id", sort=True):
+        docs = data.documents(int(uid))
+        texts = [str(q).strip() for q in rows["question"]]
+        scores = score_documents(texts, docs, retriever=retriever, embedder=embedder, cache=cache)
+        for pos, row_scores in zip(rows.index, scores, strict=True):
+            order = stable_ranking(row_scores)[: top_k or None]
+            ids_col[pos] = [int(i) for i in order]
+            score_col[pos] = [float(row_scores[i]) for i in order]
+        logger.debug("user %s: ranked %d chats for %d questions (%s)", uid, len(docs), len(rows), retriever)
+    return pd.DataFrame(
+        {
+            "user_id": frame["user_id"].astype("int64").to_numpy(),
+            "question_index": frame["question_index"].astype("int64").to_numpy(),
+            "ranked_ids": ids_col,
+            "ranked_scores": score_col,
+        }
+    )
+
+
+def retrieve(
+    data: Any,
+    questions: pd.DataFrame,
+    *,
+    top_k: int = 5,
+    retriever: str = "dense",
+    embedder: Any = None,
+    cache: Any = True,
+) -> pd.DataFrame:
+    """The top-``k`` chats per question: ``user_id, question_index, retrieved_ids, retrieved_scores``.
+
+    ``k`` is ``min(top_k, number of chats)``, most similar first, as in the reference.
+    """
+    ranked = rank_questions(data, questions, retriever=retriever, embedder=embedder, cache=cache, top_k=top_k)
+    return ranked.rename(columns={"ranked_ids": "retrieved_ids", "ranked_scores": "retrieved_scores"})

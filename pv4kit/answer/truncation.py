@@ -1,0 +1,134 @@
+"""The reference's front truncation of answer prompts, and how a truncated prompt reaches the server.
+
+The reference tokenises the whole chat prompt and keeps its last ``max_input_tokens`` ids
+(:func:`pv4kit.answer.tokens.truncate_front`): the system turn and the chat header go first, then the oldest
+chats; the question at the end survives. A chat endpoint takes messages, not ids, so a cut prompt cannot be
+sent as a chat. pv4kit sends it as the reference's engine receives it:
+
+* **vLLM and llama.cpp**: ``POST /v1/completions`` with ``prompt`` = the kept token ids (both servers take a
+  list of ints as a prompt and add nothing to it), so the decoder sees exactly the reference's ids;
+* **llama-cpp-python** (no token-id prompts): the kept ids decoded to text, sent as a completions prompt
+  (the server re-tokenises it; the cut point can merge differently, so it is recorded as ``"text"``);
+* **an estimate** (no token ids at all): the messages themselves are cut (system turn first, then the front
+  of the user turn) to the estimated budget and sent as a chat, recorded as ``"messages (estimate)"``;
+* **other endpoints** (the OpenAI API, the Responses protocol): nothing can carry the cut ids, so pv4kit
+  refuses before sending anything and names ``--truncation relevance`` and ``--max-model-len``.
+
+Prompts that fit are sent as chat messages, rendered by the server's own template (with
+``chat_template_kwargs={"enable_thinking": false}`` on vLLM), which is the reference's rendering when the
+server's template is the decoder's.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pv4kit.answer.tokens import ChatTokenizer, truncate_front
+
+logger = logging.getLogger(__name__)
+
+#: servers whose completions endpoint takes a prompt of token ids
+TOKEN_PROMPT_SERVERS = ("vllm", "llama.cpp")
+
+
+@dataclass(frozen=True)
+class Request:
+    """What is sent for one question.
+
+    Attributes:
+        messages: The chat messages, or one ``{"role": "user", "content", "prompt_token_ids"}`` message for
+            the completions endpoint.
+        completions: Whether it goes to ``/v1/completions`` (a cut prompt) rather than the chat endpoint.
+        full_tokens: The untruncated prompt length (what ``context.json`` describes).
+        prompt_tokens: The length actually sent.
+        sent_as: ``"chat"``, ``"token ids"``, ``"text"`` or ``"messages (estimate)"``.
+    """
+
+    messages: list[dict[str, Any]]
+    completions: bool
+    full_tokens: int
+    prompt_tokens: int
+    sent_as: str
+
+    @property
+    def truncated(self) -> bool:
+        """Whether the prompt was cut."""
+        return self.prompt_tokens < self.full_tokens
+
+
+def front_requests(
+    chats: Sequence[list[dict[str, str]]],
+    *,
+    tokenizer: ChatTokenizer,
+    budget: int,
+    server_kind: str,
+    protocol: str,
+    progress: bool = False,
+) -> list[Request]:
+    """Tokenise every chat, cut the over-long ones from the front, and say how each is sent.
+
+    Args:
+        chats: One message list per question (system turn, user turn).
+        tokenizer: The prompt tokenizer (:func:`pv4kit.answer.tokens.get_chat_tokenizer`).
+        budget: ``max_input_tokens`` (:func:`pv4kit.answer.tokens.reference_budget`).
+        server_kind: :attr:`pv4kit.answer.tokens.ServerInfo.kind` of the endpoint.
+        protocol: The run's protocol (``"chat"`` or ``"responses"``).
+        progress: A progress bar over the questions.
+
+    Returns:
+        One :class:`Request` per chat.
+
+    Raises:
+        ValueError: When a prompt must be cut and the endpoint cannot take the cut prompt (before anything
+            is sent).
+    """
+    from tqdm.auto import tqdm
+
+    out: list[Request] = []
+    unsendable: list[int] = []
+    for chat in tqdm(chats, desc="prompt tokens", disable=not progress, leave=False):
+        if not tokenizer.exact:
+            full = tokenizer.length(chat)
+            if full <= budget:
+                out.append(Request(list(chat), False, full, full, "chat"))
+                continue
+            cut = tokenizer.truncate_messages(chat, budget)  # type: ignore[attr-defined]
+            out.append(Request(cut, False, full, tokenizer.length(cut), "messages (estimate)"))
+            continue
+        ids = tokenizer.encode_chat(chat)
+        if len(ids) <= budget:
+            out.append(Request(list(chat), False, len(ids), len(ids), "chat"))
+            continue
+        kept = truncate_front(ids, budget)
+        if protocol == "chat" and server_kind in TOKEN_PROMPT_SERVERS:
+            message = {"role": "user", "content": "", "prompt_token_ids": kept}
+            out.append(Request([message], True, len(ids), len(kept), "token ids"))
+        elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):
+            text = tokenizer.decode(kept)  # type: ignore[attr-defined]
+            out.append(Request([{"role": "user", "content": text}], True, len(ids), len(kept), "text"))
+        else:
+            unsendable.append(len(ids))
+            out.append(Request(list(chat), False, len(ids), len(ids), "unsendable"))
+    if unsendable:
+        raise ValueError(
+            f"{len(unsendable)} of {len(chats)} prompts are over the budget of {budget} tokens "
+            f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
+            f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
+            "a prompt of token ids (vLLM and llama.cpp can); pass --truncation relevance (drop the least "
+            "relevant chats) or a larger "
+            "--max-model-len; nothing was sent"
+        )
+    n_cut = sum(r.truncated for r in out)
+    if n_cut:
+        how = sorted({r.sent_as for r in out if r.truncated})
+        logger.warning(
+            "%d of %d prompts are over %d tokens and were cut from the front (sent as %s)",
+            n_cut,
+            len(out),
+            budget,
+            ", ".join(how),
+        )
+    return out

@@ -1,0 +1,534 @@
+"""Load PV4 into two tidy frames, from released parquet, the Memorilla-Data layout, a raw tree or the hub.
+
+``load(source)`` returns :class:`PV4Data` with
+
+* ``questions``: one row per question (``user_id, split, question_index, category, category_name,
+  question, choices, answer, answer_letter, hard, rationale``), keyed by ``(user_id, question_index)``
+  where ``question_index`` is the row's position in the user's ``qa.csv`` (recovered from the split rule
+  when only parquet is given);
+* ``users``: one row per user (``user_id, role, documents, persona, seed, categories, topics``), the
+  chats held **once per user**.
+
+Parquet is read without materialising ``documents`` once per row: the other columns are read whole,
+then a single row's documents per user.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
+from pv4kit.schema import (
+    CHOICE_COLUMNS,
+    DEFAULT_TEST_USERS,
+    DEFAULT_TRAIN_USERS,
+    LETTERS,
+    QUESTION_COLUMNS,
+    QUESTION_KEY,
+    SPLITS,
+    USER_COLUMNS,
+    answer_indices,
+    answer_letter_problem,
+    user_role,
+)
+
+logger = logging.getLogger(__name__)
+
+_HUB_PATTERNS = [
+    "data/*.parquet",
+    "data/pv4/*.parquet",
+    "data/user_splits.csv",
+    "raw/personas/*",
+    "raw/persona_seeds.csv",
+    "raw/hard_subset.csv",
+    "raw/users/*/categories.txt",
+    "raw/users/*/chat_topics.txt",
+    "raw/users/*/qa.csv",
+]
+
+
+@dataclass
+class PV4Data:
+    """PV4 as two tidy frames.
+
+    Attributes:
+        questions: One row per question (see module docstring for the columns).
+        users: One row per user; ``documents`` holds the user's chats once.
+        source: Where the data came from (path or hub id).
+        fingerprint: SHA-256 identifying the input files (for provenance and caches).
+        kind: ``"parquet"``, ``"memorilla"``, ``"raw"`` or ``"hub"``.
+    """
+
+    questions: pd.DataFrame
+    users: pd.DataFrame
+    source: str
+    fingerprint: str
+    kind: str = "parquet"
+    _by_user: dict[int, int] = field(default_factory=dict, repr=False)
+
+    def __post_init__(self) -> None:
+        self._by_user = {int(u): i for i, u in enumerate(self.users["user_id"])}
+
+    def _user_row(self, user_id: int) -> pd.Series:
+        try:
+            return self.users.iloc[self._by_user[int(user_id)]]
+        except KeyError:
+            raise KeyError(
+                f"user {user_id} is not in {self.source}; users: {sorted(self._by_user)}"
+            ) from None
+
+    def documents(self, user_id: int) -> list[str]:
+        """The chats of ``user_id`` in topic order."""
+        return list(self._user_row(user_id)["documents"])
+
+    def persona(self, user_id: int) -> str | None:
+        """The persona profile of ``user_id`` (``None`` when the source has no raw files)."""
+        value = self._user_row(user_id)["persona"]
+        return None if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
+
+    def split(self, name: str) -> pd.DataFrame:
+        """The questions of one split (``train``, ``validation`` or ``test``)."""
+        if name not in SPLITS:
+            raise ValueError(f"split must be one of {SPLITS}, got {name!r}")
+        return self.questions[self.questions["split"] == name].reset_index(drop=True)
+
+    def summary(self) -> pd.DataFrame:
+        """Users, questions and hard questions per split, as a small frame."""
+        q = self.questions
+        rows = []
+        for s in SPLITS:
+            part = q[q["split"] == s]
+            rows.append(
+                {
+                    "split": s,
+                    "users": part["user_id"].nunique(),
+                    "questions": len(part),
+                    "hard": int(part["hard"].sum()),
+                }
+            )
+        return pd.DataFrame(rows)
+
+    def __repr__(self) -> str:
+        counts = ", ".join(f"{r.split} {r.questions}" for r in self.summary().itertuples())
+        return f"PV4Data({self.kind} {self.source!r}: {len(self.users)} users; {counts})"
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def _quick_fingerprint(paths: list[Path]) -> str:
+    """Hash of names, sizes and the first and last MiB of each file (fast on multi-GB parquet)."""
+    digest = hashlib.sha256()
+    for p in sorted(paths):
+        size = p.stat().st_size
+        digest.update(f"{p.name}\0{size}\0".encode())
+        with open(p, "rb") as fh:
+            digest.update(fh.read(1 << 20))
+            if size > 1 << 20:
+                fh.seek(-(1 << 20), 2)
+                digest.update(fh.read())
+    return digest.hexdigest()
+
+
+def _empty_questions() -> pd.DataFrame:
+    return pd.DataFrame({c: pd.Series(dtype=object) for c in QUESTION_COLUMNS})
+
+
+def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
+    frame = frame.reindex(columns=QUESTION_COLUMNS)
+    return frame.astype(
+        {"user_id": "int64", "question_index": "int64", "category": "Int64", "hard": "bool"}
+    ).reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- raw tree
+
+
+def _load_raw(
+    raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
+) -> PV4Data:
+    from pv4kit._io import fingerprint_files
+    from pv4kit.dataset.raw import list_users, read_hard_subset, read_user, users_dir_of
+    from pv4kit.dataset.splits import assign_splits
+
+    users_dir = users_dir_of(raw_dir)
+    root = users_dir.parent
+    users, tables = [], {}
+    for uid in list_users(users_dir):
+        role = user_role(uid, train_users=train_users, test_users=test_users)
+        if role is None:
+            continue
+        u = read_user(users_dir / f"user_{uid}", raw_dir=root)
+        if u.qa is None:
+            raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
+        cells = u.qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)
+        for i, (letter, *choices) in enumerate(cells):
+            problem = answer_letter_problem(letter, choices)
+            if problem:
+                raise ValueError(f"{u.path / 'qa.csv'}:{i + 2}: {problem[1]}")
+        tables[uid] = (u.qa, u.categories)
+        users.append(
+            {
+                "user_id": uid,
+                "role": role,
+                "documents": u.chats,
+                "persona": u.persona,
+                "seed": u.seed,
+                "categories": u.categories or None,
+                "topics": u.topics or None,
+            }
+        )
+    if not users:
+        raise ValueError(
+            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+    hard_path = root / "hard_subset.csv"
+    hard = read_hard_subset(hard_path if hard_path.is_file() else None)
+    hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
+    plan = assign_splits(
+        {u: len(t[0]) for u, t in tables.items()},
+        train_users=train_users,
+        test_users=test_users,
+        fraction=fraction,
+        seed=seed,
+    )
+    parts = []
+    for (uid, split), idx in plan.groupby(["user_id", "split"], sort=False):
+        qa, categories = tables[uid]
+        rows = qa.iloc[idx["question_index"].to_numpy()]
+        choices = rows[CHOICE_COLUMNS].to_numpy().tolist()
+        letters = rows["correct_choice"].str.strip().str.upper().tolist()
+        part = pd.DataFrame(
+            {
+                "user_id": uid,
+                "split": split,
+                "question_index": rows["index"].to_numpy(),
+                "category": rows["category"].to_numpy(),
+                "category_name": [categories[c] if c < len(categories) else None for c in rows["category"]],
+                "question": rows["question"].to_numpy(),
+                "choices": choices,
+                "answer": [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
+                "answer_letter": letters,
+                "hard": [(uid, int(i)) in hard_keys for i in rows["index"]],
+                "rationale": rows["rationale"].to_numpy(),
+            }
+        )
+        parts.append(part)
+    questions = _finish_questions(pd.concat(parts, ignore_index=True))
+    files = [
+        p for p in users_dir.rglob("*") if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
+    ]
+    return PV4Data(
+        questions=questions,
+        users=pd.DataFrame(users, columns=USER_COLUMNS),
+        source=str(raw_dir),
+        fingerprint=fingerprint_files(files),
+        kind="raw",
+    )
+
+
+# --------------------------------------------------------------------------- parquet
+
+
+def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
+    """Split -> parquet files under ``root`` and the layout name, or ``None``."""
+    for base, kind in (
+        (root, "parquet"),
+        (root / "data", "parquet"),
+        (root / "data" / "pv4", "memorilla"),
+        (root / "pv4", "memorilla"),
+    ):
+        if not base.is_dir():
+            continue
+        found = {}
+        for s in SPLITS:
+            files = sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet"))
+            if files:
+                found[s] = files
+        if found:
+            return found, kind
+    return None
+
+
+def _parquet_error(path: Path, exc: Exception) -> ValueError:
+    return ValueError(
+        f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
+        "Rebuild it with `pv4kit build` or download it again"
+    )
+
+
+def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
+    """One row's documents per user, reading a single row per row group where possible."""
+    import pyarrow.parquet as pq
+
+    docs: dict[int, list[str]] = {}
+    for path in files:
+        try:
+            pf = pq.ParquetFile(path)
+        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+            raise _parquet_error(path, exc) from None
+        for g in range(pf.num_row_groups):
+            ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
+            need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
+            if not need:
+                continue
+            if len(need) == 1 and (ids == need[0]).all():
+                batch = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"]))
+                docs[need[0]] = batch.column(0)[0].as_py()
+            else:  # a row group shared by several users: read it and take each user's first row
+                col = pf.read_row_group(g, columns=["documents"]).column(0)
+                for u in need:
+                    docs[u] = col[int(np.flatnonzero(ids == u)[0])].as_py()
+        if len(docs) == len(wanted):
+            break
+    return docs
+
+
+def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd.Series:
+    """``question_index`` of every parquet row from the split rule.
+
+    A user whose rows are all ``test`` keeps ``qa.csv`` order; any other user's rows follow the split rule
+    (decided by the rows themselves, so a build with other id ranges than the defaults is read right).
+    """
+    from pv4kit.dataset.splits import split_indices
+
+    out = np.empty(len(frame), dtype=np.int64)
+    for uid, grp in frame.groupby("user_id", sort=False):
+        idx = grp.index.to_numpy()
+        if set(grp["split"]) == {"test"}:
+            out[idx] = np.arange(len(grp))
+            continue
+        n = len(grp)
+        train_pos, val_pos = split_indices(n, fraction=fraction, seed=seed)
+        tr, va = grp.index[grp["split"] == "train"], grp.index[grp["split"] == "validation"]
+        if len(tr) != len(train_pos) or len(va) != len(val_pos):
+            raise ValueError(
+                f"user {uid}: {len(tr)} train and {len(va)} validation rows do not follow the split rule "
+                f"(fraction {fraction}, seed {seed} gives {len(train_pos)} and {len(val_pos)}); pass the "
+                "right validation fraction and seed"
+            )
+        out[tr.to_numpy()] = train_pos
+        out[va.to_numpy()] = val_pos
+    return pd.Series(out, index=frame.index)
+
+
+def _load_parquet(
+    root: Path,
+    found: dict[str, list[Path]],
+    kind: str,
+    *,
+    splits: list[str] | None,
+    train_users: tuple[int, int],
+    test_users: tuple[int, int],
+    fraction: float,
+    seed: int,
+) -> PV4Data:
+    import pyarrow.parquet as pq
+
+    manifest = {}
+    for cand in (root / "manifest.json", root / "data" / "manifest.json"):
+        if cand.is_file():
+            import json
+
+            manifest = json.loads(cand.read_text())
+            fraction = manifest.get("validation_fraction", fraction)
+            seed = manifest.get("seed", seed)
+            break
+    parts, id_column = [], None
+    for split, files in found.items():
+        for path in files:
+            try:
+                schema = pq.read_schema(path)
+            except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
+                raise _parquet_error(path, exc) from None
+            id_column = "collection_id" if "collection_id" in schema.names else "user_id"
+            need = [id_column, "question", "answer", "choices", "hard"]
+            missing = [c for c in need if c not in schema.names]
+            if missing:
+                raise ValueError(f"{path}: parquet lacks columns {missing}; found {schema.names}")
+            try:
+                t = pq.read_table(path, columns=need).to_pandas()
+            except (OSError, ValueError) as exc:
+                raise _parquet_error(path, exc) from None
+            t = t.rename(columns={id_column: "user_id"})
+            t.insert(1, "split", split)
+            parts.append(t)
+    frame = pd.concat(parts, ignore_index=True)
+    frame["choices"] = [list(c) for c in frame["choices"]]
+    frame["question_index"] = _recover_positions(frame, fraction=fraction, seed=seed)
+    frame["answer_letter"] = [LETTERS[i] for i in answer_indices(frame)]
+    frame["category"] = pd.NA
+    frame["category_name"] = None
+    frame["rationale"] = None
+    all_files = [p for fs in found.values() for p in fs]
+    ids = sorted(frame["user_id"].unique().tolist())
+    docs = _read_documents(all_files, id_column or "user_id", set(ids))
+    roles = frame.groupby("user_id")["split"].agg(lambda s: "test" if "test" in set(s) else "train")
+    users = pd.DataFrame(
+        {
+            "user_id": ids,
+            "role": [roles[u] for u in ids],
+            "documents": [docs[u] for u in ids],
+            "persona": None,
+            "seed": None,
+            "categories": None,
+            "topics": None,
+        },
+        columns=USER_COLUMNS,
+    )
+    # enrich from a raw tree next to the parquet (the hub layout, or the users_dir a build recorded)
+    raw_candidates = [root / "raw", root.parent / "raw"]
+    if manifest.get("users_dir"):
+        raw_candidates.insert(0, Path(manifest["users_dir"]).parent)
+    raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
+    if raw_root is not None:
+        frame, users = _enrich_from_raw(frame, users, raw_root)
+    if splits:
+        frame = frame[frame["split"].isin(splits)]
+    data = PV4Data(
+        questions=_finish_questions(frame),
+        users=users,
+        source=str(root),
+        fingerprint=_quick_fingerprint(all_files),
+        kind=kind,
+    )
+    return data
+
+
+def _enrich_from_raw(
+    frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from pv4kit.dataset.raw import read_user
+
+    users = users.copy()
+    parts = []
+    for i, uid in enumerate(users["user_id"]):
+        udir = raw_root / "users" / f"user_{uid}"
+        if not udir.is_dir():
+            continue
+        u = read_user(udir, raw_dir=raw_root, chats=False)  # the parquet already holds the chats
+        users.at[i, "persona"] = u.persona
+        users.at[i, "seed"] = u.seed
+        users.at[i, "categories"] = u.categories or None
+        users.at[i, "topics"] = u.topics or None
+        if u.qa is None:
+            continue
+        names = u.categories or []
+        cats = u.qa["category"].to_numpy()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "user_id": uid,
+                    "question_index": np.arange(len(u.qa), dtype="int64"),
+                    "_raw_question": u.qa["question"].to_numpy(),
+                    "_category": cats,
+                    "_category_name": [names[c] if c < len(names) else None for c in cats],
+                    "_rationale": u.qa["rationale"].to_numpy(),
+                }
+            )
+        )
+    raw_cols = ["_raw_question", "_category", "_category_name", "_rationale"]
+    if parts:
+        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
+        merged = frame[["user_id", "question_index", "question"]].merge(found, on=QUESTION_KEY, how="left")
+    else:
+        merged = frame[["user_id", "question_index", "question"]].assign(**dict.fromkeys(raw_cols))
+    present = merged["_raw_question"].notna().to_numpy()
+    mismatched = int((present & (merged["_raw_question"] != merged["question"]).to_numpy()).sum())
+    if mismatched:
+        logger.warning(
+            "%d question(s) differ between the parquet and %s; raw columns may not match",
+            mismatched,
+            raw_root,
+        )
+    frame = frame.copy()
+    frame["category"] = pd.array(merged["_category"], dtype="Int64")
+    frame["category_name"] = merged["_category_name"].astype(object).where(present, None).to_numpy()
+    frame["rationale"] = merged["_rationale"].astype(object).where(present, None).to_numpy()
+    return frame, users
+
+
+# --------------------------------------------------------------------------- hub
+
+
+def load(
+    source: str | Path = PV4_HUB_ID,
+    *,
+    splits: list[str] | None = None,
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
+    validation_fraction: float = 0.1,
+    seed: int = 23,
+    revision: str | None = None,
+) -> PV4Data:
+    """Load PV4 from a local folder or a hub dataset id.
+
+    Args:
+        source: A ``data/`` folder of ``{train,validation,test}.parquet``, a folder in the Memorilla-Data
+            layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
+            ``users/``), or a hub dataset id (:func:`pv4kit.dataset.hub.looks_like_hub_id`). The default is
+            the id the dataset card loads, ``"MemoryAsModality/PersonalizationV4"``; the reference code's
+            ``"memorilla/PersonalizationV4"`` works too, and when one is not found the error names the other
+            if it exists. A gated dataset needs access granted on its hub page and ``hf auth login``.
+        splits: Keep only these splits (default: all present).
+        train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
+        test_users: Inclusive id range of evaluation users.
+        validation_fraction: Held-out share used by the split rule (read from ``manifest.json`` if present).
+        seed: Seed of the split rule (read from ``manifest.json`` if present).
+        revision: Hub revision (branch, tag or commit) when ``source`` is a hub id.
+
+    Returns:
+        A :class:`PV4Data`.
+
+    Raises:
+        FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
+        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded; a ``RuntimeError`` whose subclass and
+            message say why (gated, not found, offline, hub unreachable) and what to do.
+    """
+    if splits is not None:
+        bad = [s for s in splits if s not in SPLITS]
+        if bad:
+            raise ValueError(f"splits: unknown split(s) {bad}; expected any of {SPLITS}")
+    root = Path(source)
+    kind = None
+    if looks_like_hub_id(source):
+        logger.info("downloading %s from the Hugging Face hub", source)
+        also = PV4_HUB_IDS if str(source).lower() in {i.lower() for i in PV4_HUB_IDS} else ()
+        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision, also_at=also)
+        kind = "hub"
+    if not root.exists():
+        raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
+    found = _find_parquet(root)
+    opts = {
+        "train_users": train_users,
+        "test_users": test_users,
+        "fraction": validation_fraction,
+        "seed": seed,
+    }
+    if found is not None:
+        data = _load_parquet(root, found[0], found[1], splits=splits, **opts)
+    elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
+        data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
+        if splits:
+            data = PV4Data(
+                data.questions[data.questions["split"].isin(splits)].reset_index(drop=True),
+                data.users,
+                data.source,
+                data.fingerprint,
+                data.kind,
+            )
+    else:
+        raise FileNotFoundError(
+            f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "
+            "tree with users/user_N folders"
+        )
+    if kind == "hub":
+        data.kind, data.source = "hub", str(source)
+    logger.info("%r", data)
+    return data

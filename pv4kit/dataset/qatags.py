@@ -1,0 +1,213 @@
+"""Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
+
+Step 5 (:mod:`pv4kit.dataset.questions`) reproduces the reference parse, in which each field runs from its tag
+to the next tag of the fixed sequence. A tag that is malformed (``<CHOICE_B`` without its ``>``, a
+lower-case or closing tag), missing or given twice is not an error there: one field silently runs into
+the next or a choice comes out empty. The ``qa.csv`` bytes stay the reference's; this check finds every
+such block so that ``validate`` and ``qa-table`` can say where it is.
+
+A well-formed block holds, after its ``<QUESTION>`` tag, each of ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
+``<CORRECT_CHOICE>`` exactly once and in that order, then at most one ``<RATIONALE...>``, each tag
+spelled exactly so (``<RATIONALE`` may carry text before its ``>`` on the same line, as the reference's
+pattern allows). ``<WORD_COUNTS>`` is not checked: it sits inside the rationale, which runs to the end
+of the block whatever follows.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+#: tags every block needs once, in this order (``<QUESTION>`` opens the block)
+REQUIRED = ("CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE")
+#: tags a block may hold once, after ``<CORRECT_CHOICE>``
+OPTIONAL = ("RATIONALE", "WORD_COUNTS")
+_ALL = ("QUESTION", *REQUIRED, *OPTIONAL)
+
+# anything that looks like one of the tags, in any case and spacing, with or without its brackets
+_LOOSE = re.compile(
+    r"<\s*/?\s*(question|choice[ _]?[a-e]|correct[ _]?choice|rationale|word[ _]?counts)\b[^\S\n]*>?"
+    r"|(?<![<\w])(QUESTION|CHOICE_[A-E]|CORRECT_CHOICE|RATIONALE|WORD_COUNTS)>",
+    re.IGNORECASE,
+)
+_WELL_FORMED = re.compile(r"<(QUESTION|CHOICE_[A-E]|CORRECT_CHOICE|WORD_COUNTS)>|<RATIONALE[^>\n]*>")
+
+
+@dataclass(frozen=True)
+class TagProblem:
+    """One tag problem of a ``qa/{i}.txt`` file.
+
+    Attributes:
+        line: 1-based line of the problem (the block's ``<QUESTION>`` line for a missing tag).
+        block: 0-based block (as :func:`pv4kit.dataset.questions.parse_qa_text` counts them), or ``None`` for
+            text before the first ``<QUESTION>``.
+        code: ``tag_malformed``, ``tag_missing``, ``tag_repeated``, ``tag_order`` or ``tag_outside``.
+        message: What was expected, what was found and what the parse makes of it.
+    """
+
+    line: int
+    block: int | None
+    code: str
+    message: str
+
+
+def _canonical(token: str) -> str:
+    name = re.sub(r"[^A-Za-z]", "", token).upper()
+    for tag in _ALL:
+        if tag.replace("_", "") == name:
+            return tag
+    return name
+
+
+def _field_name(tag: str) -> str:
+    if tag.startswith("CHOICE_"):
+        return f"choice {tag[-1]}"
+    return {"QUESTION": "the question", "CORRECT_CHOICE": "the correct letter", "": "the text"}.get(
+        tag, f"the {tag.lower().replace('_', ' ')}"
+    )
+
+
+def check_tags(text: str) -> list[TagProblem]:
+    """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text.
+
+    Args:
+        text: The file's text.
+
+    Returns:
+        The problems in file order; empty for a well-formed file. A block holding only whitespace is
+        skipped (step 5's drop report already names it).
+    """
+    problems: list[TagProblem] = []
+    starts = [m.start() for m in re.finditer("<QUESTION>", text)]
+    bounds = [0, *starts, len(text)]
+
+    def line_of(pos: int) -> int:
+        return text.count("\n", 0, pos) + 1
+
+    for k in range(len(bounds) - 1):
+        lo, hi = bounds[k], bounds[k + 1]
+        block = k - 1 if k else None
+        body_lo = lo + len("<QUESTION>") if block is not None else lo
+        body = text[body_lo:hi]
+        if block is not None and not body.strip():
+            continue
+        well = {m.start() + body_lo: m for m in _WELL_FORMED.finditer(body)}
+        malformed: set[str] = set()
+        for m in _LOOSE.finditer(body):
+            pos = m.start() + body_lo
+            if pos in well and well[pos].end() - well[pos].start() >= m.end() - m.start():
+                continue
+            tag = _canonical(m.group(0))
+            malformed.add(tag)
+            if tag == "WORD_COUNTS":  # inside the rationale, which runs to the end of the block anyway
+                continue
+            before = [_canonical(w.group(0).split()[0]) for q, w in well.items() if q < pos]
+            field = _field_name(before[-1] if before else ("QUESTION" if block is not None else ""))
+            effect = (
+                "the rationale is read from the next '>' on, or is empty"
+                if tag == "RATIONALE"
+                else f"{field} runs on through it"
+            )
+            where = f"question {block + 1}: " if block is not None else ""
+            problems.append(
+                TagProblem(
+                    line_of(pos),
+                    block,
+                    "tag_malformed",
+                    f"{where}{m.group(0).strip()!r} is not a well-formed tag (expected '<{tag}>'); the "
+                    f"parse does not see it, so {effect}",
+                )
+            )
+        found: dict[str, list[int]] = {}
+        for pos, m in sorted(well.items()):
+            found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
+        if block is None:
+            if found:
+                first = min(p for where in found.values() for p in where)
+                names = ", ".join(f"<{t}>" for t in found)
+                problems.append(
+                    TagProblem(
+                        line_of(first),
+                        None,
+                        "tag_outside",
+                        f"text before the first <QUESTION> tag holds {names}; is a <QUESTION> tag "
+                        "malformed or missing?",
+                    )
+                )
+            continue
+        first_line = line_of(lo)
+        for tag in REQUIRED:
+            if tag not in found and tag not in malformed:
+                problems.append(
+                    TagProblem(
+                        first_line,
+                        block,
+                        "tag_missing",
+                        f"question {block + 1} has no <{tag}> tag; the parse leaves that field empty "
+                        "and the one before it runs on",
+                    )
+                )
+        for tag, where in found.items():
+            if tag in ("QUESTION", "WORD_COUNTS") or len(where) < 2:
+                continue
+            lines = ", ".join(str(line_of(p)) for p in where)
+            problems.append(
+                TagProblem(
+                    line_of(where[1]),
+                    block,
+                    "tag_repeated",
+                    f"question {block + 1} has <{tag}> {len(where)} times (lines {lines}); the parse reads "
+                    "the first and runs the rest into that field",
+                )
+            )
+        order = [t for t in (*REQUIRED, "RATIONALE") if t in found]
+        for before, after in zip(order, order[1:], strict=False):
+            if found[after][0] < found[before][0]:
+                problems.append(
+                    TagProblem(
+                        line_of(found[after][0]),
+                        block,
+                        "tag_order",
+                        f"question {block + 1} has <{after}> before <{before}>; the parse runs the fields "
+                        "between them together",
+                    )
+                )
+    return sorted(problems, key=lambda p: p.line)
+
+
+#: columns of :func:`tag_report`
+REPORT_COLUMNS = ["file", "category", "block", "line", "reason", "detail"]
+
+
+def tag_report(user_dir: str | Path) -> pd.DataFrame:
+    """Tag problems of one user's ``qa/{i}.txt`` files, as rows for step 5's drop report.
+
+    Args:
+        user_dir: The ``users/user_N`` directory (its ``categories.txt`` says which files are read).
+
+    Returns:
+        One row per problem: ``file, category, block, line, reason ("malformed_tags"), detail`` (the
+        problem's message); ``block`` is -1 for text before the first ``<QUESTION>``.
+    """
+    from pv4kit._io import read_text
+    from pv4kit.dataset.questions import read_categories
+
+    user_dir = Path(user_dir)
+    rows = []
+    for c in range(len(read_categories(user_dir))):
+        path = user_dir / "qa" / f"{c}.txt"
+        for problem in check_tags(read_text(path)):
+            rows.append(
+                {
+                    "file": str(path),
+                    "category": c,
+                    "block": -1 if problem.block is None else problem.block,
+                    "line": problem.line,
+                    "reason": "malformed_tags",
+                    "detail": problem.message,
+                }
+            )
+    return pd.DataFrame(rows, columns=REPORT_COLUMNS)

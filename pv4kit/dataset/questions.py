@@ -1,0 +1,426 @@
+"""Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
+
+The rule reproduces the reference implementation exactly, so the released ``qa.csv`` files come out
+byte for byte from the released ``qa/{i}.txt``:
+
+* ``categories.txt`` is split on ``\\n`` and nothing else, so ``C`` counts every line, a blank one (a
+  trailing newline) included; categories ``0..C-1`` are read in order;
+* each file is stripped and split on ``<QUESTION>``; *every* non-blank chunk is parsed with the tag put
+  back in front, the text before the first tag included. So a first question whose tag the model forgot
+  is kept and takes its draw, and prose before the first tag is a record without a letter, dropped
+  without a draw (the report says which: ``untagged_first_kept`` or ``preamble``);
+* in a block, each field of the fixed sequence ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``,
+  ``<CORRECT_CHOICE>`` runs from its tag to the *next tag of that sequence*, or to the end of the block
+  when that next tag is absent (so a missing ``<CHOICE_E>`` lets ``<CHOICE_D>`` run on), stripped;
+* the letter is ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only: ``C)`` counts, ``c`` does not);
+* the rationale runs from ``<RATIONALE...>`` to the end of the block, ``<WORD_COUNTS>`` included;
+* blocks whose question is empty are not records;
+* one ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
+  choice is dropped *without drawing*; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
+  text is removed from the five choices (first equal one), ``rng.shuffle`` reorders the four left and the
+  correct text is inserted at the new letter.
+
+Beyond the reference, :func:`build_question_table` also returns a report of every dropped block.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from pv4kit._io import atomic_write_text, not_a_file_error, read_csv, read_text
+from pv4kit.schema import LETTERS, QA_COLUMNS
+
+logger = logging.getLogger(__name__)
+
+_SEQUENCE = ["QUESTION", "CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE"]
+_FIELD_RE = {
+    tag: re.compile(rf"<{tag}>(.*?)(?=<{nxt}>|$)", re.DOTALL)
+    for tag, nxt in zip(_SEQUENCE[:-1], _SEQUENCE[1:], strict=True)
+}
+_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-E])\b")
+_LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
+_RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
+
+#: drop reasons reported by :func:`build_question_table`
+DROP_REASONS = (
+    "empty_question",
+    "no_letter",
+    "lowercase_letter",
+    "empty_correct_choice",
+    "preamble",
+    "untagged_first_lowercase_letter",
+    "untagged_first_empty_correct_choice",
+    "untagged_first_empty_question",
+)
+#: report reason of an untagged first chunk that the reference keeps as a question (a note, not a drop)
+KEPT_UNTAGGED = "untagged_first_kept"
+
+
+@dataclass(frozen=True)
+class QABlock:
+    """One ``<QUESTION>`` block of a ``qa/{i}.txt`` file, parsed with the reference rule.
+
+    Attributes:
+        question: The question text (stripped; may be empty).
+        choices: The five choice texts A-E ("" where a tag is missing or empty).
+        letter: The correct letter A-E, or "" when none was found.
+        rationale: Text from ``<RATIONALE...>`` to the end of the block (stripped).
+        block: 0-based position of the block in its file.
+        line: 1-based line of the block's ``<QUESTION>`` tag in its file.
+        raw_letter: What follows ``<CORRECT_CHOICE>`` when it looks like a letter in any case ("" if not).
+        leading: True for the text before the file's first ``<QUESTION>`` tag, which the reference
+            parses as a block of its own when it is not blank.
+    """
+
+    question: str
+    choices: tuple[str, str, str, str, str]
+    letter: str
+    rationale: str
+    block: int
+    line: int
+    raw_letter: str = ""
+    leading: bool = False
+
+
+def _field(tag: str, block: str) -> str:
+    if tag == "QUESTION":
+        # the block starts right after a <QUESTION> tag
+        match = re.match(r"(.*?)(?=<CHOICE_A>|$)", block, re.DOTALL)
+    else:
+        match = _FIELD_RE[tag].search(block)
+    return match.group(1).strip() if match else ""
+
+
+def parse_qa_text(text: str) -> list[QABlock]:
+    """Parse one ``qa/{i}.txt`` file into its blocks (empty questions included), as the reference does.
+
+    The reference strips the text, splits it on ``<QUESTION>`` and parses every non-blank chunk with the
+    tag put back in front. The text before the first tag is therefore a block too (``leading=True``)
+    when it is not blank: an untagged first question, or a prose preamble.
+
+    Args:
+        text: The file's text as the model returned it.
+
+    Returns:
+        The leading block (when the text before the first tag is not blank), then one :class:`QABlock`
+        per ``<QUESTION>`` tag, in file order; ``block`` counts them from 0.
+    """
+    parts = text.split("<QUESTION>")
+    blocks: list[QABlock] = []
+    chunks = [(parts[0], True)] if parts[0].strip() else []
+    chunks += [(part, False) for part in parts[1:]]
+    lead = parts[0]
+    # the line of the leading chunk's first visible character; a tag's line otherwise
+    line = 1 + lead[: len(lead) - len(lead.lstrip())].count("\n")
+    for i, (block, leading) in enumerate(chunks):
+        letter_match = _LETTER_RE.search(block)
+        loose = _LOOSE_LETTER_RE.search(block)
+        rationale = _RATIONALE_RE.search(block)
+        blocks.append(
+            QABlock(
+                question=_field("QUESTION", block),
+                choices=tuple(_field(f"CHOICE_{x}", block) for x in LETTERS),  # type: ignore[arg-type]
+                letter=letter_match.group(1) if letter_match else "",
+                rationale=rationale.group(1).strip() if rationale else "",
+                block=i,
+                line=line,
+                raw_letter=loose.group(1) if loose else "",
+                leading=leading,
+            )
+        )
+        if leading:
+            line = 1 + lead.count("\n")
+        else:
+            line += block.count("\n")
+    return blocks
+
+
+def read_categories(user_dir: str | Path) -> list[str]:
+    """Read ``categories.txt`` as the reference does: ``split("\\n")``, every line kept as stored."""
+    from pv4kit.dataset.raw import read_list
+
+    return read_list(Path(user_dir) / "categories.txt")
+
+
+def shuffle_records(
+    records: list[tuple[int, QABlock]], *, seed: int = 42
+) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
+    """Apply the reference answer shuffle to one user's records.
+
+    Args:
+        records: ``(category, block)`` pairs in category order, then file order; blocks with an empty
+            question must already be left out.
+        seed: Seed of the one ``random.Random`` that serves the whole user.
+
+    Returns:
+        ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
+        dropped record with its ``category``, ``block``, ``line`` and ``reason``, plus one with reason
+        :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
+    """
+    rng = random.Random(seed)
+    rows: list[dict[str, object]] = []
+    drops: list[dict[str, object]] = []
+
+    def drop(category: int, blk: QABlock, reason: str) -> None:
+        if blk.leading:
+            reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
+        drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
+
+    for category, blk in records:
+        choices = list(blk.choices)
+        if not blk.letter:
+            drop(category, blk, "lowercase_letter" if blk.raw_letter else "no_letter")
+            continue
+        correct = choices[LETTERS.index(blk.letter)]
+        if not correct:
+            drop(category, blk, "empty_correct_choice")
+            continue
+        new_letter = rng.choice(LETTERS)
+        others = list(choices)
+        others.remove(correct)
+        rng.shuffle(others)
+        others.insert(LETTERS.index(new_letter), correct)
+        row: dict[str, object] = {"index": len(rows), "category": category, "question": blk.question}
+        row.update({f"choice_{x.lower()}": c for x, c in zip(LETTERS, others, strict=True)})
+        row.update({"correct_choice": new_letter, "rationale": blk.rationale})
+        rows.append(row)
+        if blk.leading:
+            drops.append(
+                {"category": category, "block": blk.block, "line": blk.line, "reason": KEPT_UNTAGGED}
+            )
+    return rows, drops
+
+
+def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt``.
+
+    Args:
+        user_dir: The ``users/user_N`` directory.
+        seed: Seed of the answer shuffle (the reference uses 42).
+
+    Returns:
+        ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
+        per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an
+        untagged first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
+
+    Raises:
+        FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing (a blank line of
+            ``categories.txt``, such as a trailing newline, counts as a category, as in the reference).
+    """
+    user_dir = Path(user_dir)
+    categories = read_categories(user_dir)
+    records: list[tuple[int, QABlock]] = []
+    drops: list[dict[str, object]] = []
+    for c in range(len(categories)):
+        path = user_dir / "qa" / f"{c}.txt"
+        if not path.exists():
+            why = (
+                " (line {} of categories.txt is blank{}; the reference counts it as a category)".format(
+                    c + 1, ": the file ends with a newline" if c == len(categories) - 1 else ""
+                )
+                if not categories[c]
+                else ""
+            )
+            raise FileNotFoundError(
+                f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
+                f"categories.txt lists {len(categories)} categories{why}"
+            )
+        for blk in parse_qa_text(read_text(path)):
+            if blk.question:
+                records.append((c, blk))
+            else:
+                reason = "untagged_first_empty_question" if blk.leading else "empty_question"
+                drops.append({"category": c, "block": blk.block, "line": blk.line, "reason": reason})
+    rows, shuffle_drops = shuffle_records(records, seed=seed)
+    drops.extend(shuffle_drops)
+    table = pd.DataFrame(rows, columns=QA_COLUMNS)
+    report = pd.DataFrame(drops, columns=["category", "block", "line", "reason"])
+    report.insert(0, "file", [str(user_dir / "qa" / f"{c}.txt") for c in report["category"]])
+    report["kept"] = report["reason"] == KEPT_UNTAGGED
+    report = report.sort_values(["category", "block"], kind="stable").reset_index(drop=True)
+    return table, report
+
+
+def format_qa_csv(table: pd.DataFrame) -> str:
+    """Render a question table as ``qa.csv`` text (minimal quoting, ``\\n`` line endings)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(QA_COLUMNS)
+    for row in table[QA_COLUMNS].itertuples(index=False):
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def read_qa_csv(path: str | Path) -> pd.DataFrame:
+    """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
+    frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
+    missing = [c for c in QA_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
+    for col in ("index", "category"):
+        bad = ~frame[col].str.fullmatch(r"\d+")
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise ValueError(
+                f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
+            )
+        frame[col] = frame[col].astype("int64")
+    return frame[QA_COLUMNS]
+
+
+def _with_tag_flags(drops: pd.DataFrame, user_dir: Path) -> pd.DataFrame:
+    """``drops`` plus one ``malformed_tags`` row per tag problem (:func:`~.qatags.tag_report`)."""
+    from pv4kit.dataset.qatags import tag_report
+
+    flags = tag_report(user_dir)
+    drops = drops.assign(detail="")
+    if flags.empty:
+        return drops
+    flags = flags.assign(kept=False)  # a flag, not a drop: the parse keeps or drops the block itself
+    both = pd.concat([drops, flags[drops.columns]], ignore_index=True)
+    return both.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
+
+
+def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
+    """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
+
+    Empty unless ``table`` has fewer questions than ``target``; then the old rows whose question text
+    the new table lacks (matched one for one), or the last old rows when the texts all survive. A
+    ``target`` that is not a readable question table holds no question to lose (a warning says so).
+    """
+    from collections import Counter
+
+    target = Path(target)
+    if not target.is_file():
+        return pd.DataFrame(columns=QA_COLUMNS)
+    try:
+        old = read_qa_csv(target)
+    except ValueError as exc:
+        logger.warning("replacing %s, which is not a readable question table: %s", target, exc)
+        return pd.DataFrame(columns=QA_COLUMNS)
+    if len(table) >= len(old):
+        return old.iloc[:0]
+    left = Counter(table["question"])
+    gone = []
+    for i, q in enumerate(old["question"]):
+        if left[q] > 0:
+            left[q] -= 1
+        else:
+            gone.append(i)
+    return old.iloc[gone] if gone else old.iloc[len(table) :]
+
+
+def _shrink_message(target: Path, new: int, old: int, gone: pd.DataFrame) -> str:
+    shown = ", ".join(
+        f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
+        for r in gone.head(3).itertuples(index=False)
+    )
+    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    return (
+        f"{target}: the new table has {new} questions, the one it replaces {old}; "
+        f"{len(gone)} would go: {shown}{more}"
+    )
+
+
+def write_qa_tables(
+    users_dir: str | Path,
+    *,
+    seed: int = 42,
+    overwrite: bool = False,
+    user_ids: list[int] | None = None,
+    force: bool = False,
+) -> pd.DataFrame:
+    """Write ``qa.csv`` for every user under ``users_dir`` (step 5).
+
+    Args:
+        users_dir: The ``raw/users`` directory.
+        seed: Seed of the answer shuffle.
+        overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
+        user_ids: Only these users (default: all).
+        force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
+            is written and the error names each such file and the questions that would go).
+
+    Returns:
+        The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
+        besides the dropped blocks (and the untagged first questions kept, ``kept`` true) it flags every
+        block with a malformed, missing or repeated tag (reason ``malformed_tags``, ``kept`` false: a flag,
+        not a drop; the block is kept or dropped as the reference parse makes it; ``detail`` says what is
+        wrong), plus an ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped,
+        malformed, written``).
+
+    Raises:
+        ValueError: When a table would shrink and ``force`` is not set; no file is written then.
+    """
+    from pv4kit.dataset.raw import list_users
+
+    users_dir = Path(users_dir)
+    ids = list_users(users_dir) if user_ids is None else list(user_ids)
+    reports, summary = [], []
+    pending: list[tuple[Path, pd.DataFrame]] = []
+    for uid in ids:
+        user_dir = users_dir / f"user_{uid}"
+        target = user_dir / "qa.csv"
+        table, drops = build_question_table(user_dir, seed=seed)
+        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
+        drops = _with_tag_flags(drops, user_dir)
+        written = False
+        if target.is_dir():
+            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
+        if overwrite or not target.exists():
+            pending.append((target, table))
+            written = True
+        drops.insert(0, "user_id", uid)
+        reports.append(drops)
+        n_malformed = len(drops) - n_rows
+        summary.append(
+            {
+                "user_id": uid,
+                "kept": len(table),
+                "dropped": n_dropped,
+                "malformed": n_malformed,
+                "written": written,
+            }
+        )
+        logger.info(
+            "user %d: %d questions kept, %d dropped%s%s",
+            uid,
+            len(table),
+            n_dropped,
+            f", {n_malformed} tag problem(s)" if n_malformed else "",
+            "" if written else " (qa.csv exists, kept)",
+        )
+    shrinking = []
+    for target, table in pending:
+        gone = lost_questions(target, table)
+        if len(gone):
+            shrinking.append(_shrink_message(target, len(table), len(table) + len(gone), gone))
+    if shrinking and not force:
+        raise ValueError(
+            "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
+            + "\n  ".join(shrinking)
+            + "\ncheck categories.txt and qa/*.txt (`pv4kit validate`), or pass --force (force=True) to "
+            "write the smaller tables anyway"
+        )
+    for message in shrinking:
+        logger.warning("forced: %s", message)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
+    report = (
+        pd.concat(reports, ignore_index=True)
+        if reports
+        else pd.DataFrame(
+            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
+        )
+    )
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
+    return report

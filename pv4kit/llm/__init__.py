@@ -1,0 +1,23 @@
+"""The LLM stage: one cached, retried, metered call to any OpenAI-compatible endpoint.
+
+Modules: :mod:`~pv4kit.llm.client` (``LLMConfig``, ``complete``), :mod:`~pv4kit.llm.store` (the response
+cache and usage ledger in SQLite), :mod:`~pv4kit.llm.local` (llama.cpp's server for ``--model local``).
+Imports only pv4kit's base modules.
+
+``pv4kit.llm.complete`` and the other public names of :mod:`~pv4kit.llm.client` resolve lazily here too, so
+code written for pv4kit 0.1's flat ``pv4kit.llm`` module keeps working; pv4kit's own modules import from
+the defining module.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+
+def __getattr__(name: str) -> Any:
+    """``pv4kit.llm.<name>`` for the public names of :mod:`pv4kit.llm.client`."""
+    client = importlib.import_module("pv4kit.llm.client")
+    if name.startswith("_") or not hasattr(client, name):
+        raise AttributeError(f"module 'pv4kit.llm' has no attribute {name!r}")
+    return getattr(client, name)

@@ -1,0 +1,297 @@
+"""``make demo``: the whole pipeline on the sample in ``raw/``, on the local SmolLM2 model, on a CPU.
+
+Stages (each logged as it starts, with its wall time at the end):
+
+1. ``data``: step 5 (``qa.csv``) and step 6 (``data/*.parquet``) from ``raw/``, only when ``data/`` is
+   missing or older than a file it is built from;
+2. ``server``: the llama.cpp server with SmolLM2-135M on a free loopback port (:mod:`pv4kit.llm.local`);
+3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 and ``persona`` on the test split, into
+   ``runs/demo_<run>/`` (every call cached, so a rerun makes no requests);
+4. ``score``: each run scored with the CPU embedder (MiniLM);
+5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
+   ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
+   flags under both rules;
+6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n), then the server is
+   stopped and, when :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pv4kit._io import default_llm_cache
+
+logger = logging.getLogger(__name__)
+
+#: the demo's runs: name -> (method, top_k)
+#: the demo's output cap. SmolLM2 decodes ~16 tokens per CPU-second and nearly always runs to the cap, so
+#: 4 x 56 answers at 256 tokens take ~30 min on 2 cores; 32 tokens (a sentence) hold the gist the
+#: nearest-candidate scorer needs and keep the demo to a few minutes (``--max-new-tokens 256``: the
+#: reference protocol)
+DEMO_MAX_NEW_TOKENS = 32
+DEMO_RUNS: dict[str, tuple[str, int]] = {
+    "no_docs": ("no_docs", 1),
+    "rag_top1": ("rag", 1),
+    "rag_top5": ("rag", 5),
+    "persona": ("persona", 1),
+}
+
+
+@dataclass
+class Timer:
+    """Wall time per stage, in the order the stages ran."""
+
+    stages: dict[str, float] = field(default_factory=dict)
+
+    @contextlib.contextmanager
+    def stage(self, name: str) -> Iterator[None]:
+        """Time the ``with`` block as stage ``name`` (logged at start and end)."""
+        logger.info("== %s", name)
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - start
+            logger.info("== %s done in %.1fs", name, self.stages[name])
+
+    def table(self) -> pd.DataFrame:
+        """``stage, seconds`` plus a ``total`` row."""
+        rows = [{"stage": k, "seconds": round(v, 1)} for k, v in self.stages.items()]
+        rows.append({"stage": "total", "seconds": round(sum(self.stages.values()), 1)})
+        return pd.DataFrame(rows)
+
+
+def _newest_mtime(paths: list[Path]) -> float:
+    return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
+
+
+def data_is_stale(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bool:
+    """Whether ``data/`` is missing or older than any file under ``raw/users`` or the hard subset."""
+    raw, data = Path(raw), Path(data)
+    manifest = data / "manifest.json"
+    if not manifest.is_file() or not (data / "test.parquet").is_file():
+        return True
+    sources = [p for p in (raw / "users").rglob("*") if p.is_file()]
+    sources += [raw / "hard_subset.csv", *sorted((raw / "personas").glob("*"))]
+    return _newest_mtime(sources) > manifest.stat().st_mtime
+
+
+def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, force: bool = False) -> bool:
+    """Build ``data/`` from ``raw/`` (steps 5 and 6) when it is missing or stale.
+
+    ``qa.csv`` files are written where missing and rewritten where a ``qa/*.txt`` is newer.
+
+    Returns:
+        Whether anything was built.
+    """
+    from pv4kit.dataset.questions import write_qa_tables
+    from pv4kit.dataset.raw import list_users
+    from pv4kit.dataset.splits import build_dataset
+
+    raw, data = Path(raw), Path(data)
+    users_dir = raw / "users"
+    if not users_dir.is_dir():
+        raise FileNotFoundError(f"raw: no users/ folder in {raw}")
+    if not force and not data_is_stale(raw, data):
+        logger.info("data: %s is up to date with %s", data, raw)
+        return False
+    stale_qa = []
+    for uid in list_users(users_dir):
+        udir = users_dir / f"user_{uid}"
+        qa_csv = udir / "qa.csv"
+        if qa_csv.is_file() and _newest_mtime(sorted((udir / "qa").glob("*.txt"))) > qa_csv.stat().st_mtime:
+            stale_qa.append(uid)
+    write_qa_tables(users_dir)  # missing ones
+    if stale_qa:
+        write_qa_tables(users_dir, overwrite=True, user_ids=stale_qa)
+    hard = raw / "hard_subset.csv"
+    summary = build_dataset(users_dir, data, hard_subset=hard if hard.is_file() else None)
+    logger.info("data: built %s\n%s", data, summary.to_string(index=False))
+    return True
+
+
+def _fmt(v: float | None) -> str:
+    return "n/a" if v is None else f"{100 * v:.1f}"
+
+
+def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
+    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
+    rows = []
+    for name, m in metrics.items():
+        lo, hi = m["accuracy_ci"]
+        hard = m.get("accuracy_hard")
+        hlo, hhi = m.get("accuracy_hard_ci") or [None, None]
+        rows.append(
+            {
+                "method": name,
+                "accuracy [95% CI]": f"{_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}]",
+                "accuracy_hard [95% CI]": "n/a"
+                if hard is None
+                else f"{_fmt(hard)} [{_fmt(hlo)}, {_fmt(hhi)}]",
+                "n": m["n"],
+                "n_hard": m.get("n_hard"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def _run_notebooks(*, data: Path, runs_dir: Path) -> str | None:
+    """Execute the notebooks (:func:`~pv4kit.analysis.notebooks.execute_notebooks`); the error, if any."""
+    try:
+        from pv4kit.analysis import notebooks
+    except ImportError:
+        logger.info("notebooks: pv4kit.analysis.notebooks is not available; skipping the figures")
+        return None
+    fn = getattr(notebooks, "execute_notebooks", None)
+    if fn is None:
+        logger.info("notebooks: pv4kit.analysis.notebooks has no execute_notebooks(); skipping the figures")
+        return None
+    import inspect
+
+    kwargs: dict[str, Any] = {}
+    if "params" in inspect.signature(fn).parameters:
+        kwargs["params"] = {"data": str(data.resolve()), "runs": str(runs_dir.resolve())}
+    try:
+        done = fn(**kwargs)
+    except Exception as exc:  # noqa: BLE001 - the results are printed already; report and go on
+        logger.error("notebooks: %s: %s", type(exc).__name__, exc)
+        return f"{type(exc).__name__}: {exc}"
+    if isinstance(done, pd.DataFrame) and len(done):
+        logger.info("notebooks: executed\n%s", done.to_string(index=False))
+    return None
+
+
+def run_demo(
+    *,
+    raw: str | os.PathLike[str] = "raw",
+    data: str | os.PathLike[str] = "data",
+    runs_dir: str | os.PathLike[str] = "runs",
+    split: str = "test",
+    cache: str | os.PathLike[str] | None = None,
+    max_new_tokens: int = DEMO_MAX_NEW_TOKENS,
+    servers: int | None = None,
+    threads: int = 1,
+    limit: int | None = None,
+    notebooks: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Run the demo pipeline and print its results table and timings.
+
+    Args:
+        raw: The raw tree (``users/``, ``personas/``, ``hard_subset.csv``).
+        data: Where the parquet dataset is built.
+        runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
+        split: The split to answer (``test``: the sample's two evaluation users).
+        cache: The LLM response cache.
+        max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
+        servers: llama.cpp server processes sharing the requests (default: one per core, at most 2).
+        threads: Threads per server, for decoding and for prompt processing alike (1: one core each;
+            the server's own default of every core for prompt processing made two side-by-side servers
+            on a busy 2-core machine about 10x slower).
+        limit: Only the first N questions (smoke tests).
+        notebooks: Execute the notebooks afterwards when :mod:`pv4kit.analysis.notebooks` provides it.
+        progress: Progress bars.
+
+    Returns:
+        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
+        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
+        skipped).
+    """
+    from pv4kit.answer.baselines import answer
+    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
+    from pv4kit.answer.prompting import LlamaServerCounter
+    from pv4kit.dataset.load import load
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.local import resolve_endpoint
+    from pv4kit.scoring.score import score_run
+
+    timer = Timer()
+    raw, data_dir, runs_dir = Path(raw), Path(data), Path(runs_dir)
+    with timer.stage("data"):
+        ensure_data(raw, data_dir)
+        dataset = load(data_dir)
+    with timer.stage("embedder"):
+        embedder = get_embedder("minilm", device="cpu")
+    metrics: dict[str, dict[str, Any]] = {}
+    calls: dict[str, dict[str, int]] = {}
+    with contextlib.ExitStack() as stack:
+        n_servers = servers or max(1, min(2, os.cpu_count() or 1))
+        with timer.stage("server start"):
+            endpoints = [
+                stack.enter_context(resolve_endpoint("local", n_threads=threads, n_threads_batch=threads))
+                for _ in range(n_servers)
+            ]
+        llm = [
+            LLMConfig(
+                model=e.model,
+                base_url=e.base_url,
+                protocol="chat",
+                max_concurrency=1,  # llama.cpp's server answers one request at a time
+                timeout=600.0,
+            )
+            for e in endpoints
+        ]
+        counter = LlamaServerCounter(endpoints[0].base_url or "")
+        for name, (method, top_k) in DEMO_RUNS.items():
+            with timer.stage(f"answer {name}"):
+                run = answer(
+                    dataset,
+                    method=method,
+                    llm=llm,
+                    run_dir=runs_dir / f"demo_{name}",
+                    split=split,
+                    top_k=top_k,
+                    embedder=embedder,
+                    cache=cache or default_llm_cache(),
+                    max_new_tokens=max_new_tokens,
+                    token_counter=counter,
+                    limit=limit,
+                    progress=progress,
+                )
+                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+                logger.info(
+                    "%s: %d answers, %d called, %d cached", name, len(run.generations), run.calls, run.cached
+                )
+        with timer.stage("server stop"):
+            stack.close()
+    with timer.stage("score"):
+        for name in DEMO_RUNS:
+            _, metrics[name] = score_run(
+                runs_dir / f"demo_{name}", data=dataset, embedder=embedder, progress=progress
+            )
+    with timer.stage("hard"):
+        no_docs, rag1 = runs_dir / "demo_no_docs", runs_dir / "demo_rag_top1"
+        subset = derive_hard_subset(no_docs, rag1, rule="any")
+        write_subset(subset, runs_dir / "demo_hard_subset.csv")
+        existing = raw / "hard_subset.csv"
+        report = hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
+    results = results_table(metrics)
+    print(f"\nResults (SmolLM2-135M on the sample's {split} split; percent, user-bootstrap 95% CI):")
+    print(results.to_string(index=False))
+    print(f"\nHard subset (rule any) -> {runs_dir / 'demo_hard_subset.csv'}: {len(subset)} questions")
+    print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    notebook_error = None
+    if notebooks:
+        with timer.stage("notebooks"):
+            notebook_error = _run_notebooks(data=data_dir, runs_dir=runs_dir)
+    timings = timer.table()
+    print("\nTimings (s):")
+    print(timings.to_string(index=False))
+    return {
+        "results": results,
+        "hard": report,
+        "timings": timings,
+        "metrics": metrics,
+        "calls": calls,
+        "notebook_error": notebook_error,
+    }

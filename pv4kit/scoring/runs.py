@@ -1,0 +1,132 @@
+"""The run directory format: ``runs/<name>/`` with generations, config, and (after scoring) predictions.
+
+- ``generations.parquet``: ``user_id, question_index, split, generation`` (required) plus ``method``,
+  ``model`` and any extra per-question columns;
+- ``config.json``: provenance (:func:`pv4kit._io.provenance`) plus ``data`` (the data source), ``method``,
+  ``model`` and options;
+- ``predictions.parquet`` and ``metrics.json`` are written by :func:`pv4kit.scoring.score.score_run`.
+
+Any directory holding a ``generations.parquet`` with the four required columns can be scored, whoever
+wrote it; ``config.json`` is optional for reading.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit.schema import QUESTION_KEY
+
+logger = logging.getLogger(__name__)
+
+GENERATION_COLUMNS = ("user_id", "question_index", "split", "generation")
+GENERATIONS_FILE = "generations.parquet"
+CONFIG_FILE = "config.json"
+PREDICTIONS_FILE = "predictions.parquet"
+METRICS_FILE = "metrics.json"
+
+
+def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
+    missing = [c for c in GENERATION_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(
+            f"{where}: missing column(s) {missing}; a generations frame needs {list(GENERATION_COLUMNS)}, "
+            f"got {list(frame.columns)}"
+        )
+    out = frame.copy()
+    out["user_id"] = out["user_id"].astype("int64")
+    out["question_index"] = out["question_index"].astype("int64")
+    out["split"] = out["split"].astype(str)
+    gen = out["generation"]
+    text = gen.where(gen.notna(), "").astype(str).astype(object)
+    if "status" in out.columns:  # a failed request has no generation (pv4kit.scoring.failures)
+        text[out["status"].astype("string").fillna("").eq("failed").to_numpy()] = None
+    out["generation"] = text
+    dup = out.duplicated(QUESTION_KEY, keep=False)
+    if dup.any():
+        first = out.loc[dup, QUESTION_KEY].head(5).to_dict("records")
+        raise ValueError(
+            f"{where}: {int(dup.sum())} rows share a (user_id, question_index) key, e.g. {first}"
+        )
+    return out
+
+
+def write_generations(
+    run_dir: str | os.PathLike[str], frame: pd.DataFrame, *, config: dict[str, Any]
+) -> Path:
+    """Write ``frame`` as ``run_dir/generations.parquet`` and ``config`` (with provenance) as ``config.json``.
+
+    A ``predictions.parquet`` and ``metrics.json`` left from scoring earlier generations are removed.
+
+    Args:
+        run_dir: The run directory (created if needed).
+        frame: One row per question with ``user_id, question_index, split, generation``; ``method`` and
+            ``model`` columns are filled from ``config`` when absent.
+        config: Run settings; should include ``data`` (the data source), ``method`` and ``model``.
+
+    Returns:
+        The run directory.
+    """
+    run_dir = Path(run_dir)
+    out = _check_generations(frame, where="frame")
+    for key in ("method", "model"):
+        if key not in out.columns:
+            out[key] = config.get(key)
+    front = [*GENERATION_COLUMNS, "method", "model"]
+    out = out[front + [c for c in out.columns if c not in front]].reset_index(drop=True)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_path(run_dir / GENERATIONS_FILE) as tmp:
+        out.to_parquet(tmp, index=False)
+    atomic_write_json(run_dir / CONFIG_FILE, provenance(**config))
+    for name in (PREDICTIONS_FILE, METRICS_FILE):  # scores of the previous generations no longer hold
+        if (run_dir / name).exists():
+            logger.warning("%s: removing stale %s (rescore the new generations)", run_dir, name)
+            (run_dir / name).unlink()
+    return run_dir
+
+
+def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read and check ``run_dir/generations.parquet``.
+
+    A missing generation reads as ``""``, except on rows with ``status == "failed"`` (a request that failed,
+    see :mod:`pv4kit.scoring.failures`), which keep ``None``.
+    """
+    path = Path(run_dir) / GENERATIONS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"run_dir: no {GENERATIONS_FILE} in {Path(run_dir)}")
+    return _check_generations(pd.read_parquet(path), where=str(path))
+
+
+def read_run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``run_dir/config.json``; ``{}`` when the run has none."""
+    path = Path(run_dir) / CONFIG_FILE
+    if not path.exists():
+        return {}
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
+
+
+def read_predictions(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read ``run_dir/predictions.parquet`` written by :func:`pv4kit.scoring.score.score_run`."""
+    path = Path(run_dir) / PREDICTIONS_FILE
+    if not path.exists():
+        raise FileNotFoundError(
+            f"run_dir: no {PREDICTIONS_FILE} in {Path(run_dir)}; run `pv4kit score` first"
+        )
+    return pd.read_parquet(path)
+
+
+def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read ``run_dir/metrics.json`` written by :func:`pv4kit.scoring.score.score_run`."""
+    path = Path(run_dir) / METRICS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"run_dir: no {METRICS_FILE} in {Path(run_dir)}; run `pv4kit score` first")
+    return json.loads(path.read_text(encoding="utf-8"))

@@ -1,0 +1,131 @@
+"""Whether two scored runs were made on the same data, and which questions differ when they were not.
+
+A paired comparison only means something when both runs answered the same questions. Each scored run
+records the ``data_fingerprint`` of its data in ``metrics.json`` (``provenance``), and its
+``predictions.parquet`` holds every question's text, choices and answer; :func:`check_same_data` looks at
+both and refuses (``ValueError``) unless told to go on.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pv4kit.schema import QUESTION_KEY
+
+logger = logging.getLogger(__name__)
+
+KEY = QUESTION_KEY
+CONTENT = ("question", "choices", "answer")
+_SHOWN = 5
+
+
+def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
+    """The ``data_fingerprint`` a scored run recorded (``None`` when unknown, e.g. for a frame)."""
+    if isinstance(run, pd.DataFrame):
+        return run.attrs.get("data_fingerprint")
+    from pv4kit.scoring.runs import METRICS_FILE
+
+    path = Path(run) / METRICS_FILE
+    if not path.is_file():
+        return None
+    try:
+        metrics = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    provenance = metrics.get("provenance") if isinstance(metrics, dict) else None
+    return provenance.get("data_fingerprint") if isinstance(provenance, dict) else None
+
+
+def _norm(field: str, value: Any) -> Any:
+    if field == "choices":
+        return None if value is None else tuple("" if c is None else str(c) for c in value)
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Questions scored in both frames whose text, choices or answer differ.
+
+    Returns:
+        ``user_id, question_index, fields`` (the differing fields, comma-separated), in key order.
+    """
+    fields = [c for c in CONTENT if c in a.columns and c in b.columns]
+    both = a[[*KEY, *fields]].merge(b[[*KEY, *fields]], on=KEY, suffixes=("_a", "_b"))
+    rows = []
+    for rec in both.sort_values(KEY, kind="stable").to_dict("records"):
+        differ = [f for f in fields if _norm(f, rec[f"{f}_a"]) != _norm(f, rec[f"{f}_b"])]
+        if differ:
+            rows.append(
+                {
+                    "user_id": rec["user_id"],
+                    "question_index": rec["question_index"],
+                    "fields": ", ".join(differ),
+                }
+            )
+    return pd.DataFrame(rows, columns=[*KEY, "fields"])
+
+
+def check_same_data(
+    run_a: str | os.PathLike[str] | pd.DataFrame,
+    run_b: str | os.PathLike[str] | pd.DataFrame,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    force: bool = False,
+) -> bool:
+    """Refuse to pair two runs made on different data, naming the questions that differ.
+
+    The data differ when both runs recorded a ``data_fingerprint`` and the two are not equal, or when a
+    question scored in both has another text, other choices or another answer.
+
+    Args:
+        run_a: The first run (directory or predictions frame), for its fingerprint and name.
+        run_b: The second run.
+        a: The first run's predictions.
+        b: The second run's predictions.
+        force: Log a warning instead of raising.
+
+    Returns:
+        Whether the data differ (only ever ``True`` with ``force``).
+
+    Raises:
+        ValueError: When the data differ and ``force`` is false.
+    """
+    fa, fb = data_fingerprint(run_a), data_fingerprint(run_b)
+    diff = question_differences(a, b)
+    by_fingerprint = fa is not None and fb is not None and fa != fb
+    if not by_fingerprint and diff.empty:
+        return False
+    keys_a = set(map(tuple, a[KEY].to_numpy().tolist()))
+    keys_b = set(map(tuple, b[KEY].to_numpy().tolist()))
+    label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
+    label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
+    msg = f"runs {label_a} and {label_b} were scored on different data"
+    if by_fingerprint:
+        msg += f" (data_fingerprint {fa[:12]}... vs {fb[:12]}...)"
+    if len(diff):
+        shown = [
+            f"user {int(r.user_id)} question {int(r.question_index)} ({r.fields})"
+            for r in diff.head(_SHOWN).itertuples(index=False)
+        ]
+        more = f" and {len(diff) - _SHOWN} more" if len(diff) > _SHOWN else ""
+        msg += (
+            f": {len(diff)} of the {len(keys_a & keys_b)} questions in both differ: {'; '.join(shown)}{more}"
+        )
+    else:
+        msg += (
+            ": no question in both runs differs in its text, choices or answer, so the chats or other "
+            "files of the data differ"
+        )
+    only_a, only_b = len(keys_a - keys_b), len(keys_b - keys_a)
+    if only_a or only_b:
+        msg += f"; {only_a} questions only in A, {only_b} only in B"
+    if force:
+        logger.warning("compare: %s; comparing anyway (force)", msg)
+        return True
+    raise ValueError(f"{msg}. Pass --force (force=True) to compare them anyway.")

@@ -1,0 +1,338 @@
+"""Nearest-candidate scoring of free-text answers: generations -> per-question predictions -> metrics.
+
+The rule matches the reference scorer (Memorilla ``metrics.py``): the cleaned generation and the non-empty
+candidates are embedded with the same model (no instruction prefix by default); the prediction is the
+candidate with the highest cosine similarity; an empty candidate never wins; ties go to the earliest letter
+(they are counted and flagged); the reference is the first choice equal to the answer after stripping, and a
+question whose answer is not among its choices is an error raised **before** anything is embedded.
+
+Cosine is taken on float16 arrays exactly as the reference does (``numerics="float32"`` is the option;
+see :mod:`pv4kit.scoring.numerics`). Differences from the reference, on purpose: candidate and generation
+vectors are cached on disk (the encoder's float32 output; the float16 cast happens at scoring);
+``accuracy_hard`` is ``null`` on an empty hard subset in ``metrics.json`` (the reference's files come from
+:func:`pv4kit.scoring.refformat.export_reference`); metrics are fractions with user-clustered bootstrap
+intervals.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit.embeddings.cache import EmbeddingCache
+from pv4kit.embeddings.models import Embedder, embed_texts
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.scoring import runs
+from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
+from pv4kit.scoring.stats import bootstrap_ci
+
+logger = logging.getLogger(__name__)
+
+KEY = QUESTION_KEY  # the name pv4kit 0.1 used
+SIM_COLUMNS = [f"sim_{letter}" for letter in LETTERS]
+_SPECIAL_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_sep|>")
+# one left-to-right pass over the four tokens, as the reference's regex does: pieces left around a
+# removed token are not joined and removed again (``<|im_<|im_end|>start|>`` keeps ``<|im_start|>``)
+_SPECIAL_TOKEN_PATTERN = re.compile("|".join(re.escape(t) for t in _SPECIAL_TOKENS))
+
+
+def clean_generation(text: str | None) -> str:
+    """Remove the chat special tokens in one pass, then surrounding whitespace, as the reference does.
+
+    A missing generation (``None``/NaN) reads as ``""``.
+    """
+    if text is None or (isinstance(text, float) and np.isnan(text)):
+        return ""
+    return _SPECIAL_TOKEN_PATTERN.sub("", str(text)).strip()
+
+
+def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
+    need = ["user_id", "question_index", "choices", "answer"]
+    missing = [c for c in need if c not in questions.columns]
+    if missing:
+        raise ValueError(f"questions: missing column(s) {missing}; got {list(questions.columns)}")
+    for col in ("user_id", "question_index", "generation"):
+        if col not in generations.columns:
+            raise ValueError(f"generations: missing column {col!r}; got {list(generations.columns)}")
+    q = questions.copy()
+    q[KEY] = q[KEY].astype("int64")
+    g = generations[
+        [c for c in ("user_id", "question_index", "split", "generation") if c in generations]
+    ].copy()
+    g[KEY] = g[KEY].astype("int64")
+    merged = g.merge(q, on=KEY, how="left", suffixes=("_run", ""), indicator=True)
+    orphan = merged[merged["_merge"] == "left_only"]
+    if len(orphan):
+        first = orphan[KEY].head(5).to_dict("records")
+        raise ValueError(f"generations: {len(orphan)} row(s) match no question in the data, e.g. {first}")
+    if "split_run" in merged.columns and "split" in merged.columns:
+        clash = merged["split_run"].astype(str) != merged["split"].astype(str)
+        if clash.any():
+            row = merged[clash].iloc[0]
+            raise ValueError(
+                f"generations: {int(clash.sum())} row(s) name a different split than the data, e.g. user "
+                f"{row['user_id']} question {row['question_index']}: run says {row['split_run']!r}, data "
+                f"says {row['split']!r}"
+            )
+    elif "split_run" in merged.columns:
+        merged["split"] = merged["split_run"]
+    return merged.drop(columns=[c for c in ("_merge", "split_run") if c in merged.columns])
+
+
+def score_frame(
+    questions: pd.DataFrame,
+    generations: pd.DataFrame,
+    *,
+    embedder: Embedder,
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+    numerics: str = DEFAULT_NUMERICS,
+) -> pd.DataFrame:
+    """Score generations against the questions frame; one prediction row per generation.
+
+    Args:
+        questions: The PV4 questions frame (``user_id, question_index, choices, answer`` at least; ``split,
+            category, category_name, hard, question`` are carried over when present).
+        generations: ``user_id, question_index, generation`` (``split`` is checked against the data).
+        embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
+        cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
+        numerics: ``"float16"`` (default: the reference's float16 cosine, see :mod:`pv4kit.scoring.numerics`)
+            or ``"float32"``.
+
+    Returns:
+        ``user_id, question_index, split, category, category_name, hard, question, choices, answer,
+        answer_letter, generation`` (cleaned), ``predicted_letter, correct, sim_A..sim_E`` (NaN for empty
+        candidates), ``margin`` (best minus second best; NaN with one candidate), ``n_candidates, tie``.
+    """
+    check_numerics(numerics)
+    rows = _join(questions, generations)
+    answer_idx = answer_indices(rows)  # raises before anything is embedded
+    n = len(rows)
+    queries = [clean_generation(t) for t in rows["generation"]]
+    choice_lists = [list(c) for c in rows["choices"]]
+    cand_mask = np.array(
+        [[isinstance(c, str) and c.strip() != "" for c in cs] for cs in choice_lists], dtype=bool
+    ).reshape(n, 5)
+    cand_texts = [
+        c for cs, m in zip(choice_lists, cand_mask, strict=True) for c, ok in zip(cs, m, strict=True) if ok
+    ]
+    vectors = embed_texts(
+        queries + cand_texts, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress
+    )
+    # the encoder's vectors, cast (float16) and normalised as the numerics say; NaN for empty candidates
+    sims = candidate_similarities(vectors[:n], vectors[n:], cand_mask, numerics=numerics)
+    scores = np.where(cand_mask, sims, -np.inf)
+    pred = np.argmax(scores, axis=1)  # earliest letter wins a tie
+    best = scores[np.arange(n), pred]
+    n_cand = cand_mask.sum(axis=1)
+    ties = ((scores == best[:, None]).sum(axis=1) > 1) & (n_cand > 0)
+    second = np.sort(scores, axis=1)[:, -2] if n else np.zeros(0, dtype=np.float32)
+    margin = np.where(n_cand >= 2, best - second, np.nan).astype(np.float32)
+    pred = np.where(n_cand > 0, pred, -1)
+
+    out = pd.DataFrame(
+        {
+            "user_id": rows["user_id"].to_numpy(),
+            "question_index": rows["question_index"].to_numpy(),
+            "split": rows["split"].to_numpy() if "split" in rows else None,
+            "category": rows["category"].to_numpy() if "category" in rows else pd.NA,
+            "category_name": rows["category_name"].to_numpy() if "category_name" in rows else pd.NA,
+            "hard": rows["hard"].astype("boolean").to_numpy() if "hard" in rows else pd.NA,
+            "question": rows["question"].to_numpy() if "question" in rows else pd.NA,
+            "choices": choice_lists,
+            "answer": rows["answer"].to_numpy(),
+            "answer_letter": [LETTERS[i] for i in answer_idx],
+            "generation": queries,
+            "predicted_letter": [LETTERS[i] if i >= 0 else None for i in pred],
+            "correct": pred == answer_idx,
+        }
+    )
+    for j, col in enumerate(SIM_COLUMNS):
+        out[col] = sims[:, j]
+    out["margin"] = margin
+    out["n_candidates"] = n_cand.astype("int64")
+    out["tie"] = ties
+    if "category" in rows:
+        out["category"] = out["category"].astype("Int64")
+    out["hard"] = out["hard"].astype("boolean")
+    return out.sort_values(KEY, kind="stable").reset_index(drop=True)
+
+
+def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+    """Accuracy, hard accuracy, counts, user-bootstrap 95% CIs, per-category and per-user tables.
+
+    Fractions in [0, 1]; ``accuracy_hard`` and its interval are ``None`` when no question is hard.
+    """
+    overall = bootstrap_ci(predictions, value="correct", n_boot=n_boot, seed=seed)
+    hard_mask = predictions["hard"].fillna(False).astype(bool) if "hard" in predictions else None
+    hard = predictions[hard_mask] if hard_mask is not None else predictions.iloc[0:0]
+    hard_ci = bootstrap_ci(hard, value="correct", n_boot=n_boot, seed=seed)
+    by_category = []
+    if "category" in predictions and predictions["category"].notna().any():
+        keys = ["category", "category_name"] if "category_name" in predictions else ["category"]
+        for key, sub in predictions.groupby(keys, dropna=False, sort=True):
+            key = key if isinstance(key, tuple) else (key,)
+            ci = bootstrap_ci(sub, value="correct", n_boot=n_boot, seed=seed)
+            by_category.append(
+                {
+                    "category": None if pd.isna(key[0]) else int(key[0]),
+                    "category_name": None if len(key) < 2 or pd.isna(key[1]) else str(key[1]),
+                    "n": ci["n"],
+                    "n_correct": int(sub["correct"].sum()),
+                    "accuracy": ci["estimate"],
+                    "ci_low": ci["low"],
+                    "ci_high": ci["high"],
+                }
+            )
+    by_user = [
+        {
+            "user_id": int(uid),
+            "n": int(len(sub)),
+            "n_correct": int(sub["correct"].sum()),
+            "accuracy": float(sub["correct"].mean()),
+        }
+        for uid, sub in predictions.groupby("user_id", sort=True)
+    ]
+    return {
+        "accuracy": overall["estimate"],
+        "accuracy_ci": [overall["low"], overall["high"]],
+        "accuracy_hard": hard_ci["estimate"],
+        "accuracy_hard_ci": [hard_ci["low"], hard_ci["high"]],
+        "n": int(len(predictions)),
+        "n_correct": int(predictions["correct"].sum()),
+        "n_hard": int(len(hard)),
+        "n_hard_correct": int(hard["correct"].sum()),
+        "n_users": int(predictions["user_id"].nunique()),
+        "n_ties": int(predictions["tie"].sum()) if "tie" in predictions else None,
+        "n_empty_generations": int((predictions["generation"] == "").sum()),
+        "splits": {str(k): int(v) for k, v in predictions["split"].value_counts(sort=False).items()}
+        if "split" in predictions
+        else {},
+        "bootstrap": {
+            "n_boot": n_boot,
+            "seed": seed,
+            "cluster": "user_id",
+            "level": 0.95,
+            "interval": "percentile",
+        },
+        "by_category": by_category,
+        "by_user": by_user,
+    }
+
+
+def _load_questions(
+    data: Any, run_dir: Path, config: dict[str, Any], *, splits: list[str] | None = None
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    if isinstance(data, pd.DataFrame):
+        return data, {"data": "<DataFrame>"}
+    if data is not None and hasattr(data, "questions"):
+        return data.questions, {
+            "data": getattr(data, "source", None),
+            "data_fingerprint": getattr(data, "fingerprint", None),
+        }
+    source = data if data is not None else config.get("data")
+    if source is None:
+        raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=/--data")
+    from pv4kit.dataset.load import load
+
+    loaded = load(str(source), splits=splits)
+    return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
+
+
+def score_run(
+    run_dir: str | os.PathLike[str],
+    *,
+    data: Any = None,
+    embedder: Embedder | str | None = None,
+    cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
+    numerics: str = DEFAULT_NUMERICS,
+    n_boot: int = 2000,
+    seed: int = 0,
+    batch_size: int | None = None,
+    progress: bool | None = None,
+    failed: str | None = None,
+) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
+
+    Args:
+        run_dir: A run directory with ``generations.parquet``.
+        data: Data source (path or hub id for :func:`pv4kit.dataset.load.load`), a ``PV4Data``, or a questions
+            frame; default: the ``data`` recorded in the run's ``config.json``.
+        embedder: An :class:`~pv4kit.embeddings.models.Embedder` or a name for
+            :func:`~pv4kit.embeddings.models.get_embedder` (default: Qwen3-Embedding-4B on CUDA, MiniLM on
+            CPU).
+        cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
+        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
+            ``metrics.json``.
+        n_boot: Bootstrap replicates for the intervals.
+        seed: Bootstrap seed.
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
+        failed: How to count requests that failed (see :mod:`pv4kit.scoring.failures`): ``None`` refuses a run
+            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
+
+    Returns:
+        ``(predictions, metrics)`` as written.
+    """
+    from pv4kit.scoring import failures
+
+    check_numerics(numerics)  # before any data or model is loaded
+    run_dir = Path(run_dir)
+    generations = runs.read_generations(run_dir)
+    failed_rows = failures.check_failed(generations, failed=failed, where=str(run_dir))
+    failed_keys = generations.loc[failed_rows, KEY] if failed == "wrong" else generations.iloc[0:0][KEY]
+    n_failed = int(failed_rows.sum())
+    generations = failures.rows_to_score(generations, failed_rows, failed=failed, where=str(run_dir))
+    config = runs.read_run_config(run_dir)
+    splits = sorted(set(generations["split"]))
+    questions, data_info = _load_questions(data, run_dir, config, splits=splits)
+    if embedder is None or isinstance(embedder, str):
+        from pv4kit.embeddings.models import get_embedder
+
+        embedder = get_embedder(embedder)
+    predictions = score_frame(
+        questions,
+        generations,
+        embedder=embedder,
+        cache=cache,
+        batch_size=batch_size,
+        progress=progress,
+        numerics=numerics,
+    )
+    predictions = failures.mark_failed(predictions, failed_keys)
+    metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
+    metrics.update(failures.failure_metrics(n_failed, failed))
+    in_splits = (
+        questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
+    )
+    n_missing = None if in_splits is None else int(len(in_splits) - len(predictions))
+    describe = getattr(embedder, "describe", None)
+    metrics = {
+        **metrics,
+        "n_missing_generations": n_missing,
+        "run": str(run_dir),
+        "method": config.get("method"),
+        "model": config.get("model"),
+        "embedder": describe()
+        if callable(describe)
+        else {"name": embedder.name, "cache_key": embedder.cache_key},
+        "numerics": numerics,
+        "provenance": provenance(**data_info),
+    }
+    with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:
+        predictions.to_parquet(tmp, index=False)
+    atomic_write_json(run_dir / runs.METRICS_FILE, metrics)
+    acc, lo, hi = metrics["accuracy"], *metrics["accuracy_ci"]
+    if acc is not None:
+        logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, acc, lo, hi, metrics["n"])
+    return predictions, metrics

@@ -1,0 +1,57 @@
+"""Words: the one English stop-word list of pv4kit, word tokens for BM25 and content words for the audits."""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterable
+from typing import Any
+
+#: pv4kit's one English stop-word list (articles, pronouns, auxiliaries, prepositions, a few adverbs and
+#: quantifiers): BM25 retrieval and the audits' word overlap drop the same words
+STOPWORDS: frozenset[str] = frozenset(
+    """a an the and or but if then else than so of to in on at by for with from as into onto over under
+    about is are was were be been being am do does did doing done have has had having i me my mine we our
+    ours you your yours he him his she her hers it its they them their theirs this that these those there
+    here what which who whom whose when where why how not no nor too very can will just should would could
+    may might must shall s t up out off more most less also only own same such some any all each both few
+    other another while before after again once during through until against between per via one
+    two""".split()
+)
+
+_TOKEN = re.compile(r"[^\W_]+(?:'[^\W_]+)?", re.UNICODE)
+_CONTENT_WORD = re.compile(r"[a-z0-9][a-z0-9'-]*")
+
+
+def tokenize(
+    text: Any,
+    *,
+    lowercase: bool = True,
+    stopwords: Iterable[str] | None = STOPWORDS,
+    min_length: int = 1,
+) -> list[str]:
+    """Split ``text`` into word tokens (letters and digits; an inner apostrophe is kept).
+
+    Args:
+        text: The text to split; ``None`` or NaN gives an empty list.
+        lowercase: Lower-case the tokens (recommended for BM25).
+        stopwords: Tokens to drop, compared after lower-casing; ``None`` keeps every token.
+        min_length: Drop tokens shorter than this many characters.
+
+    Returns:
+        The tokens in order of appearance.
+    """
+    if text is None or (isinstance(text, float) and math.isnan(text)):
+        return []
+    tokens = _TOKEN.findall(str(text))
+    if lowercase:
+        tokens = [t.lower() for t in tokens]
+    stop = frozenset(stopwords) if stopwords is not None else frozenset()
+    return [t for t in tokens if len(t) >= min_length and t.lower() not in stop]
+
+
+def content_words(text: Any) -> set[str]:
+    """The distinct lower-cased words of ``text`` longer than two characters, stop words left out."""
+    if not isinstance(text, str):
+        return set()
+    return {w for w in _CONTENT_WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS}
