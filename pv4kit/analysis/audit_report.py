@@ -1,6 +1,6 @@
 """Run every PV4 audit and report: :func:`run_audit` (tables + text summary) and :func:`write_audit`.
 
-The audits themselves live in :mod:`pv4kit.analysis.audit` (one function per shortcut) and
+The audits themselves live in :mod:`pv4kit.analysis.audit` (one module per family) and
 :mod:`pv4kit.analysis.audit_sequence` (the letter sequence by row index); this module only runs them on a
 :class:`~pv4kit.dataset.load.PV4Data`, joins the per-question flags, writes the tables and summarises the
 findings.
@@ -17,21 +17,13 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit.analysis.audit import (
-    BASE_COLUMNS,
-    candidate_only_predictions,
-    category_groups,
-    duplicate_questions,
-    leakage_audit,
-    leakage_summary,
-    length_audit,
-    length_summary,
-    llm_candidate_only,
-    position_audit,
-    question_flags,
-    similarity_audit,
-    solver_accuracy,
-)
+from pv4kit.analysis.audit.categories import category_groups
+from pv4kit.analysis.audit.common import BASE_COLUMNS
+from pv4kit.analysis.audit.flags import question_flags
+from pv4kit.analysis.audit.leakage import leakage_audit, leakage_summary
+from pv4kit.analysis.audit.similarity import duplicate_questions, similarity_audit
+from pv4kit.analysis.audit.solvers import candidate_only_predictions, llm_candidate_only, solver_accuracy
+from pv4kit.analysis.audit.structure import length_audit, length_summary, position_audit
 from pv4kit.analysis.audit_sequence import (
     letter_sequence_audit,
     letter_sequence_summary,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.audit import BASE_COLUMNS
+from pv4kit.analysis.audit.common import BASE_COLUMNS
 from pv4kit.schema import LETTERS, answer_indices
 
 __all__ = ["letter_sequence_audit", "letter_sequence_summary", "row_letter_predictions"]

@@ -1,0 +1,65 @@
+"""Category names grouped across users by embedding (each user names their categories differently)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.embeddings.models import embed_texts
+from pv4kit.vectors import unit_rows
+
+
+def category_groups(
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, distance: float = 0.55
+) -> pd.DataFrame:
+    """Group similar category names across users (their names differ per user) by embedding.
+
+    Agglomerative clustering (average linkage, cosine distance below ``distance``) of the distinct
+    ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean.
+
+    Returns:
+        One row per user and category: ``user_id, category, category_name, n_questions, group,
+        group_label`` and the unit ``vector`` (for maps).
+    """
+    from sklearn.cluster import AgglomerativeClustering
+
+    cats = (
+        questions.dropna(subset=["category_name"])
+        .groupby(["user_id", "category", "category_name"], sort=True)
+        .size()
+        .rename("n_questions")
+        .reset_index()
+    )
+    if cats.empty:
+        return cats.assign(group=pd.Series(dtype="int64"), group_label=pd.Series(dtype=object))
+    vecs = unit_rows(embed_texts(list(cats["category_name"]), embedder=embedder, cache=cache, progress=False))
+    if len(cats) == 1:
+        labels = np.zeros(1, dtype=int)
+    else:
+        labels = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
+        ).fit_predict(vecs)
+    # number groups by size (largest first) so colours are stable across runs
+    order = pd.Series(labels).value_counts().index.tolist()
+    renum = {g: i for i, g in enumerate(order)}
+    cats["group"] = [renum[g] for g in labels]
+    names = {}
+    for g, members in cats.groupby("group"):
+        m = vecs[members.index.to_numpy()]
+        centre = unit_rows(m.mean(axis=0, keepdims=True))[0]
+        names[g] = members["category_name"].iloc[int((m @ centre).argmax())]
+    cats["group_label"] = cats["group"].map(names)
+    cats["vector"] = list(vecs)
+    return cats
+
+
+def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` plus the ``group`` and ``group_label`` of its ``(user_id, category)``."""
+    cols = ["user_id", "category", "group", "group_label"]
+    out = frame.drop(columns=[c for c in ("group", "group_label") if c in frame])
+    if categories.empty or "category" not in frame:
+        return out.assign(group=pd.NA, group_label=None)
+    right = categories[cols].astype({"category": "Int64"})
+    return out.astype({"category": "Int64"}).merge(right, on=["user_id", "category"], how="left")

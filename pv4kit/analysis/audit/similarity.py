@@ -1,0 +1,105 @@
+"""Embedding-based distractor checks: similarity to the reference, the rationale, duplicate questions.
+
+How close the distractors sit to the reference and to each other, the rationale scored as if it were a
+generation, and near-duplicate questions within a user.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.analysis.audit.common import _base, _candidate_vectors
+from pv4kit.embeddings.models import embed_texts
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.scoring.score import score_frame
+from pv4kit.vectors import unit_rows
+
+
+def similarity_audit(
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, near_duplicate: float = 0.9
+) -> pd.DataFrame:
+    """How close the distractors sit to the reference and to each other; the rationale as a generation.
+
+    Args:
+        questions: The questions frame (``rationale`` used when present).
+        embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
+        cache: Embedding cache.
+        near_duplicate: Cosine at or above which two candidates count as near-duplicates.
+
+    Returns:
+        Key columns plus ``ref_nearest_distractor`` (max cosine reference-distractor),
+        ``nearest_distractor_letter``, ``ref_mean_distractor``, ``max_pair`` (closest pair of any two
+        candidates), ``max_pair_letters``, ``near_duplicate_candidates``, ``ref_near_duplicate`` (the
+        reference has a near-duplicate distractor), and, with rationales, ``rationale_pick``,
+        ``rationale_correct``, ``rationale_margin``.
+    """
+    idx = answer_indices(questions)
+    cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
+    sims = np.einsum("nkd,njd->nkj", cand, cand)
+    n = len(questions)
+    eye = np.eye(5, dtype=bool)
+    present = np.array([[isinstance(c, str) and bool(c.strip()) for c in cs] for cs in questions["choices"]])
+    both = present[:, :, None] & present[:, None, :]
+    pair = np.where(eye[None] | ~both, -np.inf, sims)  # empty candidates pair with nothing
+    flat = pair.reshape(n, 25).argmax(axis=1)
+    ref_row = sims[np.arange(n), idx]  # (n, 5)
+    mask = present.copy()  # the non-empty distractors
+    mask[np.arange(n), idx] = False
+    ref_d = np.where(mask, ref_row, -np.inf)
+    nearest = ref_d.argmax(axis=1)
+    out = _base(questions).assign(
+        ref_nearest_distractor=ref_d.max(axis=1),
+        nearest_distractor_letter=[LETTERS[j] for j in nearest],
+        ref_mean_distractor=np.where(mask, ref_row, 0).sum(axis=1) / np.maximum(mask.sum(axis=1), 1),
+        max_pair=pair.max(axis=(1, 2)),
+        max_pair_letters=[LETTERS[f // 5] + LETTERS[f % 5] for f in flat],
+    )
+    out["near_duplicate_candidates"] = out["max_pair"] >= near_duplicate
+    out["ref_near_duplicate"] = out["ref_nearest_distractor"] >= near_duplicate
+    if "rationale" in questions and questions["rationale"].notna().any():
+        has = questions["rationale"].notna().to_numpy()
+        gens = questions.loc[has, QUESTION_KEY].assign(generation=questions.loc[has, "rationale"].astype(str))
+        scored = score_frame(questions, gens, embedder=embedder, cache=cache, progress=False)
+        scored = scored[[*QUESTION_KEY, "predicted_letter", "correct", "margin"]].rename(
+            columns={
+                "predicted_letter": "rationale_pick",
+                "correct": "rationale_correct",
+                "margin": "rationale_margin",
+            }
+        )
+        out = out.merge(scored, on=QUESTION_KEY, how="left")
+    return out
+
+
+def duplicate_questions(
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, threshold: float = 0.9
+) -> pd.DataFrame:
+    """Pairs of questions of the same user whose cosine similarity is at least ``threshold``.
+
+    Returns:
+        ``user_id, question_index_a, question_index_b, similarity, question_a, question_b`` sorted by
+        similarity (highest first); empty when nothing crosses the threshold.
+    """
+    vecs = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
+    rows = []
+    for uid, grp in questions.reset_index(drop=True).groupby("user_id", sort=True):
+        pos = grp.index.to_numpy()
+        sims = vecs[pos] @ vecs[pos].T
+        a, b = np.nonzero(np.triu(sims >= threshold, k=1))
+        for i, j in zip(a, b, strict=True):
+            qa, qb = grp.iloc[i], grp.iloc[j]
+            rows.append(
+                (
+                    int(uid),
+                    int(qa["question_index"]),
+                    int(qb["question_index"]),
+                    float(sims[i, j]),
+                    qa["question"],
+                    qb["question"],
+                )
+            )
+    cols = ["user_id", "question_index_a", "question_index_b", "similarity", "question_a", "question_b"]
+    return pd.DataFrame(rows, columns=cols).sort_values("similarity", ascending=False, ignore_index=True)

@@ -1,0 +1,166 @@
+"""Candidate-only solvers: embedding and length heuristics, an LLM shown only the choices, their accuracy."""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words
+from pv4kit.embeddings.models import embed_texts
+from pv4kit.schema import LETTERS, answer_indices
+from pv4kit.scoring.stats import grouped_bootstrap_ci
+from pv4kit.vectors import unit_rows
+
+logger = logging.getLogger(__name__)
+
+SOLVERS = ("nearest_to_question", "nearest_to_centroid", "longest", "shortest")
+
+
+def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache: Any = True) -> pd.DataFrame:
+    """Predictions of four solvers that see neither the user's chats nor a model answer.
+
+    * ``nearest_to_question``: the candidate most similar to the question (cosine);
+    * ``nearest_to_centroid``: the candidate most similar to the mean of the five (the "most typical");
+    * ``longest`` / ``shortest``: by words, then characters; ties go to the earliest letter.
+
+    Returns:
+        Long frame: key columns plus ``solver, predicted_letter, correct``.
+    """
+    idx = answer_indices(questions)
+    cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
+    qvec = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
+    empty = ~np.any(cand != 0, axis=2)
+    sim_q = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, qvec))
+    centroid = unit_rows(cand.sum(axis=1))
+    sim_c = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, centroid))
+    words = np.array(
+        [[len(_words(c)) * 10_000 + len(str(c).strip()) for c in cs] for cs in questions["choices"]]
+    )
+    picks = {
+        "nearest_to_question": sim_q.argmax(axis=1),
+        "nearest_to_centroid": sim_c.argmax(axis=1),
+        "longest": words.argmax(axis=1),
+        "shortest": np.where(empty, np.iinfo(np.int64).max, words).argmin(axis=1),
+    }
+    base = _base(questions)
+    parts = [
+        base.assign(solver=name, predicted_letter=[LETTERS[i] for i in pick], correct=pick == idx)
+        for name, pick in picks.items()
+    ]
+    return pd.concat(parts, ignore_index=True)
+
+
+LLM_SYSTEM = (
+    "You answer multiple-choice questions about a person you know nothing about. Choose the option that "
+    "is most likely correct anyway. Reply with a single letter: A, B, C, D or E."
+)
+
+
+def llm_candidate_only_messages(question: str, choices: list[str]) -> list[dict[str, str]]:
+    """The prompt of the LLM candidate-only solver: the question and the lettered choices, no context."""
+    lines = [f"Question: {question.strip()}", ""]
+    lines += [f"{x}. {str(c).strip()}" for x, c in zip(LETTERS, choices, strict=True)]
+    lines += ["", "Answer with one letter."]
+    return [{"role": "system", "content": LLM_SYSTEM}, {"role": "user", "content": "\n".join(lines)}]
+
+
+def parse_letter(text: str) -> str | None:
+    """The first standalone letter A-E in a model reply (``"Answer: (C)"`` -> ``"C"``), else ``None``."""
+    m = re.search(r"\b([A-E])\b", text or "")
+    return m.group(1) if m else None
+
+
+def llm_candidate_only(
+    questions: pd.DataFrame,
+    *,
+    config: Any,
+    cache: str | os.PathLike[str] | bool | None = True,
+    client: Any = None,
+    progress: bool = False,
+) -> pd.DataFrame:
+    """An LLM shown only the question and the five choices (through :func:`pv4kit.llm.client.complete`).
+
+    Args:
+        questions: The questions frame.
+        config: A :class:`pv4kit.llm.client.LLMConfig`.
+        cache: The LLM response cache (and usage ledger).
+        client: Injected OpenAI-like client (tests).
+        progress: Progress bar.
+
+    Returns:
+        Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
+        letter or the call failed), ``correct``, ``reply``.
+    """
+    from pv4kit.llm.client import complete
+
+    idx = answer_indices(questions)
+    requests = [
+        llm_candidate_only_messages(q, list(c))
+        for q, c in zip(questions["question"], questions["choices"], strict=True)
+    ]
+    replies = complete(
+        requests, config=config, cache=cache, step="audit_candidate_only", client=client, progress=progress
+    )
+    letters = [parse_letter(r.text) if r.error is None else None for r in replies]
+    unparsed = sum(x is None for x in letters)
+    if unparsed:
+        logger.warning("llm candidate-only: %d of %d replies had no letter A-E", unparsed, len(letters))
+    return _base(questions).assign(
+        solver=f"llm:{config.model}",
+        predicted_letter=letters,
+        correct=[x is not None and LETTERS.index(x) == i for x, i in zip(letters, idx, strict=True)],
+        reply=[r.text for r in replies],
+    )
+
+
+def solver_accuracy(
+    predictions: pd.DataFrame,
+    *,
+    by: str | None = None,
+    n_boot: int = 2000,
+    seed: int = 0,
+    chance: float = CHANCE,
+) -> pd.DataFrame:
+    """Accuracy of each solver (overall, or per ``by`` group) against the chance line.
+
+    Args:
+        predictions: Long frame with ``user_id, solver, correct`` (and ``by``).
+        by: Optional grouping column, e.g. ``"category_name"`` or ``"split"``.
+        n_boot: Bootstrap replicates (users resampled).
+        seed: Bootstrap seed.
+        chance: The chance rate (one in five).
+
+    Returns:
+        ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test
+        of accuracy > chance, questions treated as independent), ``above_chance`` (the user-bootstrap
+        interval lies above chance).
+    """
+    from scipy.stats import binom
+
+    keys = ["solver", by] if by else ["solver"]
+    frame = predictions.assign(v=predictions["correct"].astype(float))
+    ci = grouped_bootstrap_ci(frame, by=keys, value="v", n_boot=n_boot, seed=seed)
+    n_correct = frame.groupby(keys, sort=True, dropna=False)["correct"].sum().astype("int64")
+    k = n_correct.to_numpy()
+    n = ci["n"].to_numpy()
+    # binomtest(k, n, chance, alternative="greater").pvalue is binom.sf(k - 1, n, chance), capped at 1
+    binom_p = np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan)
+    return pd.DataFrame(
+        {
+            "solver": ci["solver"].to_numpy(),
+            "group": ci[by].astype(str).to_numpy() if by else "all",
+            "n": n,
+            "n_correct": k,
+            "accuracy": ci["estimate"].to_numpy(),
+            "ci_low": ci["low"].to_numpy(),
+            "ci_high": ci["high"].to_numpy(),
+            "chance": chance,
+            "binom_p": binom_p,
+            "above_chance": (ci["low"] > chance).to_numpy(),
+        }
+    )
