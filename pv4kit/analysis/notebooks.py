@@ -13,10 +13,12 @@ Parameters reach a notebook through the environment (``PV4KIT_<NAME>``, e.g. ``p
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import re
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -115,6 +117,38 @@ def _cell_error(nb: Any, exc: Exception) -> tuple[int | None, str]:
     return None, ""
 
 
+def _choose_notebooks(names: list[str] | None, folder: Path) -> list[str]:
+    """The notebooks ``names`` asks for (``"07_paper_figures"`` or ``"07"``), in order; all without."""
+    available = list_notebooks(folder)
+    if not names:
+        return available
+    chosen = []
+    for name in names:
+        match = [a for a in available if a == name or a.split("_", 1)[0] == name or a == Path(name).stem]
+        if not match:
+            raise FileNotFoundError(f"names: no notebook {name!r} in {folder}; available: {available}")
+        chosen.extend(match)
+    return chosen
+
+
+@contextlib.contextmanager
+def _notebook_env(params: dict[str, Any] | None) -> Iterator[None]:
+    """``PV4KIT_<NAME>`` set from ``params`` for the kernels started inside; restored afterwards."""
+    backup = {}
+    for key, value in (params or {}).items():
+        var = f"PV4KIT_{key.upper()}"
+        backup[var] = os.environ.get(var)
+        os.environ[var] = str(value)
+    try:
+        yield
+    finally:
+        for var, old in backup.items():
+            if old is None:
+                os.environ.pop(var, None)
+            else:
+                os.environ[var] = old
+
+
 def execute_notebooks(
     names: list[str] | None = None,
     *,
@@ -149,23 +183,9 @@ def execute_notebooks(
         ) from None
 
     folder = Path(notebooks_dir).resolve()
-    available = list_notebooks(folder)
-    if names:
-        chosen = []
-        for name in names:
-            match = [a for a in available if a == name or a.split("_", 1)[0] == name or a == Path(name).stem]
-            if not match:
-                raise FileNotFoundError(f"names: no notebook {name!r} in {folder}; available: {available}")
-            chosen.extend(match)
-    else:
-        chosen = available
-    env_backup = {}
-    for key, value in (params or {}).items():
-        var = f"PV4KIT_{key.upper()}"
-        env_backup[var] = os.environ.get(var)
-        os.environ[var] = str(value)
+    chosen = _choose_notebooks(names, folder)
     rows = []
-    try:
+    with _notebook_env(params):
         for name in chosen:
             start = time.monotonic()
             nb = jupytext.read(folder / f"{name}.py")
@@ -199,10 +219,4 @@ def execute_notebooks(
                     "output": str(out_path),
                 }
             )
-    finally:
-        for var, old in env_backup.items():
-            if old is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = old
     return pd.DataFrame(rows, columns=["notebook", "seconds", "cells", "output"])

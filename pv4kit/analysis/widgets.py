@@ -150,6 +150,113 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
 
 
+def _wrong_keys(runs: dict[str, pd.DataFrame]) -> set[tuple[int, int]]:
+    """``(user_id, question_index)`` of every question some run got wrong."""
+    keys: set[tuple[int, int]] = set()
+    for preds in runs.values():
+        bad = preds[~preds["correct"].astype(bool)]
+        keys |= set(zip(bad["user_id"], bad["question_index"], strict=True))
+    return keys
+
+
+def _question_options(
+    questions: pd.DataFrame, uid: int, *, wrong_keys: set[tuple[int, int]] | None = None
+) -> tuple[list[tuple[str, int]], int]:
+    """One user's question options ``(label, question_index)`` and how many questions the user has.
+
+    With ``wrong_keys``, only the questions among them are listed.
+    """
+    sub = questions[questions["user_id"] == uid].sort_values("question_index")
+    n_all = len(sub)
+    if wrong_keys is not None:
+        sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
+    opts = [
+        (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
+        for r in sub.itertuples(index=False)
+    ]
+    return opts, n_all
+
+
+class _Browser:
+    """The browser's widgets and the three callbacks that keep them in step."""
+
+    def __init__(self, w: Any, data: Any, runs: dict[str, pd.DataFrame], *, users: list[int], first: int):
+        self.data, self.runs, self.wrong_keys = data, runs, _wrong_keys(runs)
+        self.controls = {
+            "user": w.Dropdown(options=[(f"user {u}", u) for u in users], value=first, description="User"),
+            "question": w.Select(options=[], rows=10, layout=w.Layout(width="auto")),
+            "question_label": w.HTML(),
+            "only_wrong": w.Checkbox(
+                value=False, description="only questions some run got wrong", indent=False
+            ),
+            "user_info": w.HTML(),
+            "detail": w.HTML(),
+        }
+        self.updating = False  # True while the question list is replaced: one detail render per change
+        c = self.controls
+        c["user"].observe(self.show_user, names="value")
+        c["only_wrong"].observe(self.show_questions, names="value")
+        c["question"].observe(self.show_question, names="value")
+        self.show_user()
+
+    def show_question(self, change: Any = None) -> None:
+        if self.updating:
+            return
+        c, q = self.controls, self.data.questions
+        uid, qi = c["user"].value, c["question"].value
+        if qi is None:
+            c["detail"].value = "<p><i>No question selected.</i></p>"
+            return
+        row = q[(q["user_id"] == uid) & (q["question_index"] == qi)].iloc[0]
+        c["detail"].value = question_html(self.data, row, self.runs)
+
+    def show_questions(self, change: Any = None) -> None:
+        c = self.controls
+        uid, only_wrong = c["user"].value, c["only_wrong"].value
+        opts, n_all = _question_options(
+            self.data.questions, uid, wrong_keys=self.wrong_keys if only_wrong else None
+        )
+        self.updating = True
+        try:
+            c["question"].options = opts
+            c["question"].value = opts[0][1] if opts else None
+        finally:
+            self.updating = False
+        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong else f"{n_all}"
+        # set after the options: a front end showing this label already has the new list
+        c["question_label"].value = f"<b>Questions</b> of user {uid} ({shown})"
+        self.show_question()
+
+    def show_user(self, change: Any = None) -> None:
+        self.controls["user_info"].value = user_html(self.data, self.controls["user"].value)
+        self.show_questions()
+
+
+def _browser_box(w: Any, controls: dict[str, Any], header: str) -> Any:
+    """The browser's layout: a header, the user row, then the user's panel beside the question panel."""
+    c = controls
+    # min_width 0 lets the columns shrink below their content (long question labels), so nothing
+    # overflows the notebook's output area
+    column = {"min_width": "0"}
+    return w.VBox(
+        [
+            w.HTML(header),
+            w.HBox([c["user"], c["only_wrong"]], layout=w.Layout(flex_flow="row wrap", align_items="center")),
+            w.HBox(
+                [
+                    w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", **column)),
+                    w.VBox(
+                        [c["question_label"], c["question"], c["detail"]],
+                        layout=w.Layout(flex="3 1 0%", **column),
+                    ),
+                ],
+                layout=w.Layout(width="100%"),
+            ),
+        ],
+        layout=w.Layout(width="100%"),
+    )
+
+
 def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: int | None = None) -> Any:
     """Build the PV4 explorer.
 
@@ -173,93 +280,11 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         raise ValueError("data: no users to browse")
     if user_id is not None and int(user_id) not in users:
         raise ValueError(f"user_id: {user_id} is not in the data; users: {users}")
-    questions = data.questions
-    wrong_keys = set()
-    for preds in runs.values():
-        bad = preds[~preds["correct"].astype(bool)]
-        wrong_keys |= set(zip(bad["user_id"], bad["question_index"], strict=True))
-
-    user_dd = w.Dropdown(
-        options=[(f"user {u}", u) for u in users],
-        value=users[0] if user_id is None else int(user_id),
-        description="User",
-    )
-    only_wrong = w.Checkbox(value=False, description="only questions some run got wrong", indent=False)
-    q_label = w.HTML()
-    q_select = w.Select(options=[], rows=10, layout=w.Layout(width="auto"))
-    user_info = w.HTML()
-    detail = w.HTML()
-    updating = [False]  # True while the question list is replaced: one detail render per change
-
-    def options_for(uid: int) -> tuple[list[tuple[str, int]], int]:
-        sub = questions[questions["user_id"] == uid].sort_values("question_index")
-        n_all = len(sub)
-        if only_wrong.value:
-            sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
-        opts = [
-            (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
-            for r in sub.itertuples(index=False)
-        ]
-        return opts, n_all
-
-    def show_question(change: Any = None) -> None:
-        if updating[0]:
-            return
-        uid, qi = user_dd.value, q_select.value
-        if qi is None:
-            detail.value = "<p><i>No question selected.</i></p>"
-            return
-        row = questions[(questions["user_id"] == uid) & (questions["question_index"] == qi)].iloc[0]
-        detail.value = question_html(data, row, runs)
-
-    def show_questions(change: Any = None) -> None:
-        uid = user_dd.value
-        opts, n_all = options_for(uid)
-        updating[0] = True
-        try:
-            q_select.options = opts
-            q_select.value = opts[0][1] if opts else None
-        finally:
-            updating[0] = False
-        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong.value else f"{n_all}"
-        # set after the options: a front end showing this label already has the new list
-        q_label.value = f"<b>Questions</b> of user {uid} ({shown})"
-        show_question()
-
-    def show_user(change: Any = None) -> None:
-        user_info.value = user_html(data, user_dd.value)
-        show_questions()
-
-    user_dd.observe(show_user, names="value")
-    only_wrong.observe(show_questions, names="value")
-    q_select.observe(show_question, names="value")
-    show_user()
+    state = _Browser(w, data, runs, users=users, first=users[0] if user_id is None else int(user_id))
     runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
-    # min_width 0 lets the columns shrink below their content (long question labels), so nothing
-    # overflows the notebook's output area
-    column = {"min_width": "0"}
-    box = w.VBox(
-        [
-            w.HTML(
-                f"<b>PV4 browser</b>: {len(users)} users, {len(questions)} questions; runs: {_esc(runs_txt)}"
-            ),
-            w.HBox([user_dd, only_wrong], layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            w.HBox(
-                [
-                    w.VBox([user_info], layout=w.Layout(flex="2 1 0%", **column)),
-                    w.VBox([q_label, q_select, detail], layout=w.Layout(flex="3 1 0%", **column)),
-                ],
-                layout=w.Layout(width="100%"),
-            ),
-        ],
-        layout=w.Layout(width="100%"),
+    header = (
+        f"<b>PV4 browser</b>: {len(users)} users, {len(data.questions)} questions; runs: {_esc(runs_txt)}"
     )
-    box.controls = {
-        "user": user_dd,
-        "question": q_select,
-        "question_label": q_label,
-        "only_wrong": only_wrong,
-        "user_info": user_info,
-        "detail": detail,
-    }
+    box = _browser_box(w, state.controls, header)
+    box.controls = state.controls
     return box
