@@ -6,6 +6,9 @@ the reference computes it, and the literal rule (``rule="any"``) puts every clos
 which implies a closed-book accuracy of at least 85%; "wrong in both" (``rule="all"``) fits the released
 size better. Both rules are derived here so they can be checked against the released flags.
 
+:func:`with_fallback_subset` gives the notebooks the data's flags, or a derived subset when the data marks
+none.
+
 Only questions scored in **both** runs are considered; the overlap with an existing subset is computed
 on that same universe (and the existing entries outside it are counted separately).
 """
@@ -124,6 +127,42 @@ def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
         for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
     ]
     return questions.assign(hard=flags)
+
+
+def with_fallback_subset(
+    questions: pd.DataFrame, derived: str | os.PathLike[str] | None
+) -> tuple[pd.DataFrame, str]:
+    """The questions with their hard flags, falling back to a derived subset when the data marks none.
+
+    The data's own ``hard`` flags win whenever any question is marked; otherwise, when ``derived`` (a
+    ``hard_subset.csv`` such as the ``runs/demo_hard_subset.csv`` that ``make demo`` writes) exists, its
+    questions are marked hard (:func:`with_subset`). The analysis notebooks use it.
+
+    Args:
+        questions: The questions frame (with ``hard``).
+        derived: A derived ``hard_subset.csv``, or ``None``.
+
+    Returns:
+        ``(questions, note)``: the frame, and one sentence saying where its flags came from and how many
+        questions are hard (it says so plainly when none is).
+
+    Raises:
+        ValueError: When ``derived`` exists but is not a valid ``hard_subset.csv`` (naming the file).
+    """
+    hard = questions["hard"].fillna(False).astype(bool) if "hard" in questions else None
+    n = len(questions)
+    if hard is not None and hard.any():
+        return questions, f"{int(hard.sum())} of {n} questions are hard (the data's flags)"
+    path = Path(derived) if derived is not None else None
+    if path is not None and path.is_file():
+        out = with_subset(questions, read_subset(path, name="derived"))
+        return out, (
+            f"{int(out['hard'].sum())} of {n} questions are hard: the data marks none, so these are the "
+            f"derived subset {path.name}"
+        )
+    where = f" and no derived subset at {path}" if path is not None else ""
+    out = questions if hard is not None else questions.assign(hard=False)
+    return out, f"0 of {n} questions are hard: the data marks none{where}"
 
 
 def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
