@@ -18,28 +18,36 @@
 # its distractors, answer position, solvers that see only the candidates (and the question), how close
 # distractors sit to the reference, lexical leakage from the chats, and near-duplicate questions.
 # Chance is 20% everywhere; intervals resample users. `pv4kit audit --data DIR` writes the same tables.
+# `DATA` is the released data (the dataset card's hub id), the sample when the hub cannot be reached
+# (`PV4KIT_DATA=DIR` overrides it).
 
 # %%
 import os
 
-import pv4kit
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.audit_report import run_audit
-from pv4kit.analysis.notebooks import project_paths
+from pv4kit.analysis.notebooks import load_notebook_data, project_paths
 from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
-DATA = PATHS["DATA"]  # <- the one line to change for the released data
+DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
 EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
 
-data = pv4kit.load(DATA)
+data = load_notebook_data(DATA)
 embedder = get_embedder(EMBEDDER)
 
 # %% [markdown]
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
 # OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
 # OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
+#
+# **Time at release size** (the next cell, `run_audit`): it embeds every question, candidate, rationale
+# and category name (about 150,000 texts) and is bound by that: 9-11 min with an empty embedding cache on
+# a 2-core CPU with MiniLM (measured before this session's speed-ups; the audit's other work takes 33 s
+# at full size). With the embedding cache filled the whole notebook took 64 s (issue 15's table), and a
+# stored result (`store=`) is read back without recomputing (notebook 07 does). Not measured on a GPU;
+# the embedding is the part a GPU would shorten (an estimate, not a measurement).
 
 # %%
 llm_config = None

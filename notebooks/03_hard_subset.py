@@ -15,33 +15,27 @@
 # # 03 The hard subset
 #
 # How the hard questions differ from the others: which users, categories, answer positions and lengths
-# they come from, and whether the candidate-only shortcuts work less well on them.
+# they come from, and whether the candidate-only shortcuts work less well on them. `DATA` is the released
+# data (the dataset card's hub id), the sample when the hub cannot be reached (`PV4KIT_DATA=DIR`
+# overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
+#
+# TIMING03
 
 # %%
-import pv4kit
-import pv4kit.answer.hard
 from pv4kit.analysis import audit, plots
-from pv4kit.analysis.notebooks import project_paths
+from pv4kit.analysis.notebooks import load_notebook_data, project_paths
+from pv4kit.answer.hard import with_fallback_subset
 from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
-DATA = PATHS["DATA"]  # <- the one line to change for the released data
+DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
 EMBEDDER = None
 DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
-data = pv4kit.load(DATA)
-q = data.questions
-if not q["hard"].any() and DERIVED.is_file():
-    q = pv4kit.answer.hard.with_subset(q, pv4kit.answer.hard.read_subset(DERIVED))
-    print(f"the data marks no question hard: showing the subset `make demo` derived ({DERIVED.name})")
-n_hard = int(q["hard"].sum())
-print(f"{n_hard} of {len(q)} questions are hard")
-if n_hard == 0:
-    print(
-        "No question is marked hard in this data (raw/hard_subset.csv is empty or absent) and no derived "
-        "subset was found; the panels below show only the non-hard questions."
-    )
+data = load_notebook_data(DATA)
+q, note = with_fallback_subset(data.questions, DERIVED)
+print(note)
 
 # %%
 embedder = get_embedder(EMBEDDER)

@@ -17,18 +17,20 @@
 # Pick a user to see the persona, chats and questions; pick a question to see its candidates with each
 # scored run's similarity bars (green: the run picked the reference, orange: it picked this distractor),
 # the generations and, for retrieval runs, the chats they retrieved. Tick the box to list only questions
-# some run got wrong.
+# some run got wrong. `DATA` is the released data (the dataset card's hub id), the sample when the hub
+# cannot be reached (`PV4KIT_DATA=DIR` overrides it).
+#
+# TIMING05
 
 # %%
-import pv4kit
-from pv4kit.analysis.notebooks import load_scored_runs, project_paths
+from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths
 from pv4kit.analysis.widgets import browser
 
 PATHS = project_paths()
-DATA = PATHS["DATA"]  # <- the one line to change for the released data
+DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS = PATHS["RUNS"]
 
-data = pv4kit.load(DATA)
+data = load_notebook_data(DATA)
 runs = load_scored_runs(RUNS)
 explorer = browser(data, runs)
 explorer

@@ -28,7 +28,8 @@ from IPython.display import display
 
 from pv4kit.analysis.notebooks import project_paths
 from pv4kit.generation import prompts
-from pv4kit.llm.client import load_prices, usage_frame, usage_summary
+from pv4kit.generation.cost import estimate_user_cost
+from pv4kit.llm.client import usage_frame, usage_summary
 
 PATHS = project_paths()
 PROJECT = PATHS["PROJECT"]
@@ -58,42 +59,12 @@ print(prompts.questions_messages(persona, "Everyday food and cooking habits", n=
 
 # %% [markdown]
 # ## Cost estimate for one user
-# Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer.
-# Prices are the example table in `pv4kit/llm/prices.json` (check your provider's).
+# Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer
+# (`pv4kit.generation.cost`). Prices are the example table in `pv4kit/llm/prices.json` (check your
+# provider's).
 
 # %%
-N_CATEGORIES, N_TOPICS, N_QUESTIONS = 10, 200, 15
-steps = pd.DataFrame(
-    [
-        ("categories", "gpt-5.1", 1, len(categories_msg[0]["content"]) / 4, 120),
-        ("topics", "gpt-5.1", 1, len(prompts.topics_messages(persona)[0]["content"]) / 4, 25 * N_TOPICS),
-        (
-            "chats",
-            "gpt-5-mini",
-            N_TOPICS,
-            len(prompts.chat_messages(persona, "x" * 120)[0]["content"]) / 4,
-            250,
-        ),
-        (
-            "questions",
-            "gpt-5.1",
-            N_CATEGORIES,
-            len(prompts.questions_messages(persona, "x" * 40)[0]["content"]) / 4,
-            160 * N_QUESTIONS,
-        ),
-    ],
-    columns=["step", "model", "calls", "prompt_tokens_per_call", "output_tokens_per_call"],
-)
-prices = load_prices()
-steps["cost_usd"] = [
-    r.calls
-    * (
-        r.prompt_tokens_per_call * prices[r.model]["input"]
-        + r.output_tokens_per_call * prices[r.model]["output"]
-    )
-    / 1e6
-    for r in steps.itertuples()
-]
+steps = estimate_user_cost(persona, num_categories=10, num_topics=200, num_questions=15)
 display(steps.round(4))
 print(f"about ${steps['cost_usd'].sum():.2f} per user, ${150 * steps['cost_usd'].sum():.0f} for 150 users")
 

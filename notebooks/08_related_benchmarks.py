@@ -32,13 +32,16 @@
 #
 # The LLM-judge cells run only when an endpoint is configured: `PV4KIT_BASE_URL` (OpenAI-compatible) and
 # `PV4KIT_MODEL`, optionally `PV4KIT_PROTOCOL` (`chat` or `responses`).
+#
+# Time: 28 s on the fixtures on a 2-core CPU (issue 15's table; the notebook reads no PV4 data, so the
+# PV4 release size does not change it). On the real PersonaFeedback and Re-Centering data it was not
+# measured, on a CPU or on a GPU.
 
 # %%
 import os
 from pathlib import Path
 
-import plotly.express as px
-
+from pv4kit.analysis import plots
 from pv4kit.analysis.notebooks import project_paths
 from pv4kit.related import personafeedback as pf
 from pv4kit.related import recenter as rc
@@ -94,22 +97,7 @@ rm_preds, rm_acc, head = reward_model_baseline(pfd.pairs, embedder=embedder, cac
 rm_acc
 
 # %%
-plot = rm_acc[rm_acc["tier"] != "all"].assign(
-    err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]
-)
-fig = px.bar(
-    plot,
-    x="tier",
-    y="accuracy",
-    color="method",
-    barmode="group",
-    facet_col="set",
-    error_y="err_hi",
-    error_y_minus="err_lo",
-    title="PersonaFeedback: reward-model accuracy on the held-out half (chance 0.5)",
-)
-fig.add_hline(y=0.5, line_dash="dot")
-fig
+plots.reward_model_accuracy(rm_acc)
 
 # %% [markdown]
 # ## LLM judge and PV4-style scoring (needs an endpoint)
@@ -200,16 +188,7 @@ rc.stage3_summary(s3)
 rc.stage3_orientation(s3)
 
 # %%
-dist = rc.stage3_distribution(s3)
-px.bar(
-    dist,
-    x="rating",
-    y="share",
-    color="rater",
-    barmode="group",
-    facet_row="kind",
-    title="Stage 3: rating distributions per rater",
-)
+plots.rating_distribution(rc.stage3_distribution(s3))
 
 # %%
 rc.stage3_correlation(s3)

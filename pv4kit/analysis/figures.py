@@ -11,8 +11,9 @@ The recipe that works offline (see ``docs/analysis.md``):
   (or by :func:`stop_export_server`).
 * **MathJax.** kaleido loads MathJax from a CDN by default, which stalls offline. pv4kit's figures use
   no LaTeX, so MathJax is **off** unless a local copy exists: :func:`fetch_mathjax` runs
-  ``npm pack mathjax@3.2.2`` into ``.cache/mathjax/`` (git-ignored) when npm is available, and
-  :func:`mathjax_path` finds it there (or at ``$PV4KIT_MATHJAX``).
+  ``npm pack mathjax@3.2.2`` into ``mathjax/`` under pv4kit's cache root (``$PV4KIT_CACHE``, else
+  ``.cache/pv4kit/``, git-ignored) when npm is available, and :func:`mathjax_path` finds it there (or
+  at ``$PV4KIT_MATHJAX``).
 * **HTML** is written with ``include_plotlyjs="directory"``: one ``plotly.min.js`` beside the pages, so
   every page works offline and stays small.
 """
@@ -30,7 +31,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pv4kit._io import atomic_path
+from pv4kit._io import atomic_path, cache_root
 
 logger = logging.getLogger(__name__)
 
@@ -61,8 +62,8 @@ def static_export_available() -> bool:
 
 
 def _default_mathjax_dir() -> Path:
-    base = os.environ.get("PV4KIT_CACHE")
-    return (Path(base) if base else Path.cwd() / ".cache") / "mathjax"
+    """``mathjax/`` under pv4kit's one cache root (:func:`pv4kit._io.cache_root`)."""
+    return cache_root() / "mathjax"
 
 
 def mathjax_path(cache_dir: str | os.PathLike[str] | None = None) -> Path | None:
@@ -72,8 +73,8 @@ def mathjax_path(cache_dir: str | os.PathLike[str] | None = None) -> Path | None
         return Path(env)
     roots = [Path(cache_dir)] if cache_dir else [_default_mathjax_dir()]
     # notebooks run with cwd = notebooks/: look one folder up as well
-    if cache_dir is None:
-        roots.append(Path.cwd().parent / ".cache" / "mathjax")
+    if cache_dir is None and not os.environ.get("PV4KIT_CACHE"):
+        roots.append(Path.cwd().parent / ".cache" / "pv4kit" / "mathjax")
     for root in roots:
         candidate = root / "package" / "es5" / "tex-svg.js"
         if candidate.is_file():
@@ -85,7 +86,7 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
     """Vendor MathJax 3 for offline LaTeX in static exports (``npm pack mathjax@3.2.2``).
 
     Args:
-        cache_dir: Where to unpack (default ``.cache/mathjax``).
+        cache_dir: Where to unpack (default ``mathjax/`` under :func:`pv4kit._io.cache_root`).
         timeout: Seconds for ``npm pack``.
 
     Returns:

@@ -8,7 +8,8 @@ the cell. ``pv4kit notebooks --execute`` and ``make notebooks`` call it; ``pv4ki
 
 Parameters reach a notebook through the environment (``PV4KIT_<NAME>``, e.g. ``params={"data":
 "/path"}`` sets ``PV4KIT_DATA``), which the notebooks read in their first cell through
-:func:`project_paths`.
+:func:`project_paths` and :func:`load_notebook_data` (the released data first, the sample when the hub
+cannot be reached).
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ from pathlib import Path
 from typing import Any
 
 import pandas as pd
+
+from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
+from pv4kit.dataset.load import load
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +70,42 @@ def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path
         "CACHE": cache / "embeddings",
         "LLM_CACHE": cache / "llm.sqlite",
     }
+
+
+def load_notebook_data(
+    source: str | os.PathLike[str] = PV4_HUB_ID,
+    *,
+    fallback: str | os.PathLike[str] | None = None,
+    start: str | os.PathLike[str] | None = None,
+) -> Any:
+    """The data a notebook analyses: the released PV4 first, the sample when the hub cannot give it.
+
+    * ``$PV4KIT_DATA`` set (the tests, ``pv4kit demo`` and the benchmarks set it): that folder or id,
+      loaded with no fallback (an explicit choice fails loudly);
+    * else ``source`` (default the dataset card's hub id ``MemoryAsModality/PersonalizationV4``, or a
+      local copy of the release);
+    * when ``source`` is a hub id that cannot be had (offline, unreachable, gated, not found): a warning
+      naming why, then ``fallback`` (default :func:`project_paths`' ``DATA``: ``data/`` when built, else
+      the sample in ``raw/``). ``data.source`` says which was loaded.
+
+    Args:
+        source: The release's hub id or a local folder.
+        fallback: What to load when the hub fails.
+        start: Where to look for the project root (default: the working directory).
+
+    Returns:
+        A :class:`~pv4kit.dataset.load.PV4Data`.
+    """
+    if os.environ.get("PV4KIT_DATA"):
+        return load(os.environ["PV4KIT_DATA"])
+    try:
+        return load(source)
+    except HubError as exc:
+        if not looks_like_hub_id(source):  # pragma: no cover - only hub ids raise HubError
+            raise
+        other = Path(fallback) if fallback is not None else project_paths(start)["DATA"]
+        logger.warning("%s could not be loaded (%s): using the sample in %s instead", source, exc, other)
+        return load(other)
 
 
 def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame]:
