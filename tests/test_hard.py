@@ -101,3 +101,33 @@ def test_cli_on_run_directories(tmp_path, capsys):
     assert _keys(read_subset(out)) == [(131, 3), (147, 0)]
     text = capsys.readouterr().out
     assert "2 hard questions (rule all)" in text and "jaccard" in text
+
+
+def _questions(hard):
+    return pd.DataFrame(
+        {"user_id": [131, 131, 147], "question_index": [0, 1, 0], "question": ["a", "b", "c"], "hard": hard}
+    )
+
+
+def test_with_fallback_subset_keeps_the_data_flags_then_uses_a_derived_subset(tmp_path):
+    from pv4kit.answer.hard import with_fallback_subset
+
+    derived = write_subset(pd.DataFrame({"user_id": [147], "question_index": [0]}), tmp_path / "d.csv")
+    # the data marks some question hard: its flags win, the derived file is not read
+    q, note = with_fallback_subset(_questions([True, False, False]), derived)
+    assert q["hard"].tolist() == [True, False, False] and note.startswith("1 of 3") and "data's flags" in note
+    # none marked: the derived subset's questions become hard
+    q, note = with_fallback_subset(_questions([False, False, False]), derived)
+    assert q["hard"].tolist() == [False, False, True] and "derived subset d.csv" in note
+    # none marked and no derived file: nothing is invented, and the note says so
+    q, note = with_fallback_subset(_questions([False, False, False]), tmp_path / "absent.csv")
+    assert not q["hard"].any() and note.startswith("0 of 3") and "absent.csv" in note
+    q, note = with_fallback_subset(_questions([False, False, False]).drop(columns="hard"), None)
+    assert (
+        q["hard"].tolist() == [False, False, False]
+        and note == "0 of 3 questions are hard: the data marks none"
+    )
+    bad = tmp_path / "bad.csv"
+    bad.write_text("user,question\n1,2\n")
+    with pytest.raises(ValueError, match="derived"):
+        with_fallback_subset(_questions([False, False, False]), bad)

@@ -6,7 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from pv4kit.analysis.notebooks import NotebookError, execute_notebooks, list_notebooks, project_paths
+from pv4kit.analysis.notebooks import (
+    NotebookError,
+    execute_notebooks,
+    list_notebooks,
+    load_notebook_data,
+    project_paths,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -19,8 +25,10 @@ def test_notebooks_found():
 
 @pytest.mark.parametrize("name", NAMES)
 def test_notebook_executes(name, tmp_path):
-    # figures go to a scratch folder so the test never overwrites figures/
-    table = execute_notebooks([name], notebooks_dir=NOTEBOOKS, timeout=600, params={"figures": tmp_path})
+    # figures go to a scratch folder so the test never overwrites figures/; the notebooks default to the
+    # release on the hub, so the sample (data/ when built, else raw/) is passed as PV4KIT_DATA
+    params = {"figures": tmp_path, "data": project_paths(NOTEBOOKS)["DATA"]}
+    table = execute_notebooks([name], notebooks_dir=NOTEBOOKS, timeout=600, params=params)
     assert table["notebook"].tolist() == [name]
     if name == "07_paper_figures":
         assert (tmp_path / "category_balance.html").is_file()
@@ -40,3 +48,23 @@ def test_project_paths(monkeypatch, tmp_path):
     assert paths["PROJECT"] == ROOT and paths["DATA"].name in ("data", "raw")
     monkeypatch.setenv("PV4KIT_DATA", str(tmp_path))
     assert project_paths()["DATA"] == tmp_path
+
+
+def test_load_notebook_data_falls_back_to_the_sample_when_the_hub_fails(monkeypatch, tmp_path, caplog):
+    monkeypatch.delenv("PV4KIT_DATA", raising=False)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # and an empty hub cache: the release cannot be had
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    with caplog.at_level("WARNING"):
+        data = load_notebook_data("MemoryAsModality/PersonalizationV4", fallback=ROOT / "raw")
+    assert data.kind == "raw" and Path(data.source) == ROOT / "raw" and len(data.questions) > 0
+    assert (
+        "MemoryAsModality/PersonalizationV4 could not be loaded" in caplog.text
+        and "HF_HUB_OFFLINE" in caplog.text
+    )
+    # an explicit PV4KIT_DATA wins and has no fallback: a bad path fails loudly
+    monkeypatch.setenv("PV4KIT_DATA", str(tmp_path / "nowhere"))
+    with pytest.raises(FileNotFoundError, match="nowhere"):
+        load_notebook_data("MemoryAsModality/PersonalizationV4", fallback=ROOT / "raw")
+    # a local folder given as the source is loaded as it is
+    monkeypatch.delenv("PV4KIT_DATA")
+    assert load_notebook_data(ROOT / "raw").kind == "raw"

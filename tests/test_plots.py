@@ -223,3 +223,100 @@ def test_category_map_labels_only_when_readable():
     assert all("text" in tr.mode for tr in plots.category_map(cats(20)).data)
     big = plots.category_map(cats(1490))
     assert all(tr.mode == "markers" for tr in big.data) and big.layout.showlegend is False
+
+
+# --------------------------------------------------------------------------- projection
+
+
+def _many_questions(n_users: int = 4, per_user: int = 10) -> pd.DataFrame:
+    rows = [
+        {"user_id": u, "question_index": i, "question": f"What would user {u} choose in case {i}?"}
+        for u in range(1, n_users + 1)
+        for i in range(per_user)
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_with_question_umap_fits_once_on_the_questions_the_frame_holds(make_fake_embedder):
+    from pv4kit.analysis.projection import umap_2d, with_question_umap
+
+    questions = _many_questions()
+    answered = questions[questions["user_id"] != 4]  # user 4 is in no run: it must not be embedded
+    frame = pd.concat(
+        [answered.assign(run="a", correct=True), answered.iloc[::-1].assign(run="b", correct=False)],
+        ignore_index=True,
+    )
+    emb = make_fake_embedder()
+    out = with_question_umap(frame, questions, embedder=emb, cache=False, seed=3, n_epochs=30)
+    assert out[["run", "user_id", "question_index"]].equals(frame[["run", "user_id", "question_index"]])
+    # one embedding call, for the 30 distinct questions of the frame, none of user 4's
+    assert len(emb.calls) == 1 and sorted(emb.calls[0]) == sorted(answered["question"])
+    # both runs' rows of a question share its point, and the points are one UMAP of those questions
+    by_key = out.groupby(["user_id", "question_index"])[["x", "y"]].nunique()
+    assert (by_key == 1).all().all()
+    ordered = answered.sort_values(["user_id", "question_index"])
+    expected = umap_2d(np.stack([emb.vector(t) for t in ordered["question"]]), seed=3, n_epochs=30)
+    got = ordered[["user_id", "question_index"]].merge(out.drop_duplicates(["user_id", "question_index"]))
+    assert np.allclose(got[["x", "y"]].to_numpy(), expected)
+    with pytest.raises(KeyError, match=r"1 question\(s\) not in questions.*\(9, 0\)"):
+        extra = pd.DataFrame({"user_id": [9], "question_index": [0]})
+        with_question_umap(pd.concat([frame, extra]), questions, embedder=emb, cache=False)
+
+
+def test_with_category_umap(tables):
+    from pv4kit.analysis.projection import with_category_umap
+
+    cats = with_category_umap(tables["categories"], seed=0)
+    assert {"x", "y"} <= set(cats.columns) and cats[["x", "y"]].notna().all().all()
+    assert len(cats) == len(tables["categories"])
+    empty = with_category_umap(tables["categories"].iloc[:0])
+    assert empty.empty and {"x", "y"} <= set(empty.columns)
+
+
+def test_exact_knn_in_blocks_matches_a_full_sort(monkeypatch):
+    from pv4kit.analysis import projection
+    from pv4kit.vectors import unit_rows
+
+    rng = np.random.default_rng(0)
+    x = unit_rows(rng.standard_normal((257, 6)).astype(np.float32))
+    monkeypatch.setattr(projection, "_KNN_BLOCK", 50)  # six blocks, the last one short
+    order, dist = projection._exact_knn(x, 7)
+    full = np.clip(1.0 - x @ x.T, 0.0, 2.0)
+    np.fill_diagonal(full, 0.0)
+    want = np.argsort(full, axis=1, kind="stable")[:, :7]
+    assert (order == want).all() and (order[:, 0] == np.arange(257)).all()
+    assert np.allclose(dist, np.take_along_axis(full, want, axis=1), atol=1e-6)
+
+
+def test_related_figures():
+    acc = pd.DataFrame(
+        {
+            "set": ["general", "general", "general"],
+            "tier": ["easy", "hard", "all"],
+            "method": ["cosine", "cosine", "cosine"],
+            "accuracy": [0.6, 0.55, 0.58],
+            "ci_low": [0.5, 0.45, 0.5],
+            "ci_high": [0.7, 0.65, 0.66],
+        }
+    )
+    fig = plots.reward_model_accuracy(acc)
+    assert [list(t.x) for t in fig.data] == [["easy", "hard"]]  # the pooled "all" tier is not drawn
+    assert np.allclose(fig.data[0].error_y.array, [0.1, 0.1])
+    assert any(s.y0 == 0.5 for s in fig.layout.shapes)  # the chance line
+    dist = pd.DataFrame(
+        {"rating": [1, 2, 1, 2], "share": [0.3, 0.7, 0.5, 0.5], "rater": ["a", "a", "b", "b"], "kind": "k"}
+    )
+    fig = plots.rating_distribution(dist)
+    assert sorted(t.name for t in fig.data) == ["a", "b"]
+
+
+def test_mathjax_lives_under_the_cache_root(tmp_path, monkeypatch):
+    from pv4kit.analysis.figures import mathjax_path
+
+    monkeypatch.delenv("PV4KIT_MATHJAX", raising=False)
+    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path))
+    assert mathjax_path() is None
+    script = tmp_path / "mathjax" / "package" / "es5" / "tex-svg.js"
+    script.parent.mkdir(parents=True)
+    script.write_text("// mathjax")
+    assert mathjax_path() == script
