@@ -67,6 +67,21 @@ def user_html(data: Any, user_id: int, *, max_chats: int | None = None) -> str:
     )
 
 
+def _retrieved_html(run: str, ids: list[Any], scores: Any, docs: list[str]) -> str:
+    """The chats a retrieval run used for one question (with their scores), as a folded list."""
+    items = []
+    for k, doc_id in enumerate(ids):
+        score = ""
+        if scores is not None and not (isinstance(scores, float)) and k < len(scores):
+            score = f" (score {float(scores[k]):.3f})"
+        text = docs[int(doc_id)] if 0 <= int(doc_id) < len(docs) else "(no such chat)"
+        items.append(f"<li><b>chat {int(doc_id)}</b>{score}: {_esc(text)}</li>")
+    return (
+        f"<details><summary>{len(items)} chats retrieved by {_esc(run)}</summary>"
+        f"<div style='{_BOX.format(h=220)}'><ul>{''.join(items)}</ul></div></details>"
+    )
+
+
 def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame]) -> str:
     """One question: candidates with per-run similarity bars, generations and retrieved chats, as HTML."""
     uid, qi = int(question["user_id"]), int(question["question_index"])
@@ -133,18 +148,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         ids = row.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
             docs = docs if docs is not None else data.documents(uid)
-            scores = row.get("retrieved_scores")
-            items = []
-            for k, doc_id in enumerate(list(ids)):
-                score = ""
-                if scores is not None and not (isinstance(scores, float)) and k < len(scores):
-                    score = f" (score {float(scores[k]):.3f})"
-                text = docs[int(doc_id)] if 0 <= int(doc_id) < len(docs) else "(no such chat)"
-                items.append(f"<li><b>chat {int(doc_id)}</b>{score}: {_esc(text)}</li>")
-            parts.append(
-                f"<details><summary>{len(items)} chats retrieved by {_esc(name)}</summary>"
-                f"<div style='{_BOX.format(h=220)}'><ul>{''.join(items)}</ul></div></details>"
-            )
+            parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), docs))
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
     return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
