@@ -135,6 +135,10 @@ def question_map(frame: pd.DataFrame) -> Any:
     cols = min(len(runs), 3)
     rows = -(-len(runs) // cols)
     fig = make_subplots(rows=rows, cols=cols, subplot_titles=runs, horizontal_spacing=0.04)
+    # thousands of points per panel (release size): small, see-through markers so the colour drawn last
+    # does not hide the other
+    per_panel = len(frame) / max(len(runs), 1)
+    size, opacity = (7, 0.8) if per_panel <= 1000 else ((4, 0.6) if per_panel <= 5000 else (3, 0.5))
     for i, run in enumerate(runs):
         sub = frame[frame["run"] == run]
         for label, flag in (("correct", True), ("wrong", False)):
@@ -146,7 +150,7 @@ def question_map(frame: pd.DataFrame) -> Any:
                 name=label,
                 legendgroup=label,
                 showlegend=i == 0,
-                marker={"color": COLORS[label], "size": 7, "opacity": 0.8},
+                marker={"color": COLORS[label], "size": size, "opacity": opacity},
                 text=part["question"].str.slice(0, 90) if "question" in part else None,
                 hovertemplate="%{text}<extra></extra>",
                 row=i // cols + 1,
