@@ -19,7 +19,14 @@
 # data (the dataset card's hub id), the sample when the hub cannot be reached (`PV4KIT_DATA=DIR`
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
-# TIMING03
+# Time at release size, on a 2-core CPU with MiniLM: 27 s when notebook 02 ran first in the same pass
+# (its embeddings of the questions and candidates are in the cache), 24 s with the cache filled (issue
+# 15's table). Alone with an empty cache the candidate-only solvers below first embed all 20,860
+# questions and 104,300 candidates of the grown release-sized tree: that took 3,868 s (64 min) on a
+# machine shared with other jobs (load average 5-12 on its 2 cores for most of the run), peak 1,405 MiB;
+# run again with the cache filled, 35 s (`benchmarks/bench_notebooks.py --notebooks 03,05`). On an
+# unshared machine expect about notebook 02's cold time (9-11 min, similar number of texts; an estimate).
+# Not measured on a GPU.
 
 # %%
 from pv4kit.analysis import audit, plots
@@ -53,6 +60,8 @@ q.groupby(["split", "hard"]).size().rename("questions").reset_index()
 
 # %% [markdown]
 # ## Shortcuts on hard vs other questions
+# The heaviest cell: it embeds every question and candidate (read from the cache when notebook 02 ran
+# first; see the timing at the top).
 
 # %%
 solvers = audit.candidate_only_predictions(q, embedder=embedder, cache=CACHE)
