@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 # public name -> module that defines it (one module, one job; see docs/architecture.md)
 _EXPORTS: dict[str, str] = {
     # raw tree, step 5, step 6, loader
-    "read_user": "pv4kit.dataset.raw",
-    "list_users": "pv4kit.dataset.raw",
-    "read_chats": "pv4kit.dataset.raw",
-    "validate_raw": "pv4kit.dataset.raw",
+    "read_user": "pv4kit.dataset.tree",
+    "list_users": "pv4kit.dataset.tree",
+    "read_chats": "pv4kit.dataset.tree",
+    "validate_raw": "pv4kit.dataset.validate",
     "parse_qa_text": "pv4kit.dataset.questions",
     "build_question_table": "pv4kit.dataset.questions",
     "write_qa_tables": "pv4kit.dataset.questions",

@@ -23,7 +23,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pv4kit.dataset.formats import check_answer_letters
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
+from pv4kit.dataset.splits import assign_splits, split_indices
+from pv4kit.dataset.tree import input_fingerprint, list_users, read_hard_subset, read_user, users_dir_of
 from pv4kit.schema import (
     CHOICE_COLUMNS,
     DEFAULT_TEST_USERS,
@@ -34,7 +37,6 @@ from pv4kit.schema import (
     SPLITS,
     USER_COLUMNS,
     answer_indices,
-    answer_letter_problem,
     user_role,
 )
 
@@ -153,10 +155,6 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
 def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
-    from pv4kit._io import fingerprint_files
-    from pv4kit.dataset.raw import list_users, read_hard_subset, read_user, users_dir_of
-    from pv4kit.dataset.splits import assign_splits
-
     users_dir = users_dir_of(raw_dir)
     root = users_dir.parent
     users, tables = [], {}
@@ -167,11 +165,7 @@ def _load_raw(
         u = read_user(users_dir / f"user_{uid}", raw_dir=root)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
-        cells = u.qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)
-        for i, (letter, *choices) in enumerate(cells):
-            problem = answer_letter_problem(letter, choices)
-            if problem:
-                raise ValueError(f"{u.path / 'qa.csv'}:{i + 2}: {problem[1]}")
+        check_answer_letters(u.qa, u.path / "qa.csv")
         tables[uid] = (u.qa, u.categories)
         users.append(
             {
@@ -221,14 +215,11 @@ def _load_raw(
         )
         parts.append(part)
     questions = _finish_questions(pd.concat(parts, ignore_index=True))
-    files = [
-        p for p in users_dir.rglob("*") if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
-    ]
     return PV4Data(
         questions=questions,
         users=pd.DataFrame(users, columns=USER_COLUMNS),
         source=str(raw_dir),
-        fingerprint=fingerprint_files(files),
+        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path if hard_path.is_file() else None),
         kind="raw",
     )
 
@@ -296,8 +287,6 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
     A user whose rows are all ``test`` keeps ``qa.csv`` order; any other user's rows follow the split rule
     (decided by the rows themselves, so a build with other id ranges than the defaults is read right).
     """
-    from pv4kit.dataset.splits import split_indices
-
     out = np.empty(len(frame), dtype=np.int64)
     for uid, grp in frame.groupby("user_id", sort=False):
         idx = grp.index.to_numpy()
@@ -404,8 +393,6 @@ def _load_parquet(
 def _enrich_from_raw(
     frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from pv4kit.dataset.raw import read_user
-
     users = users.copy()
     parts = []
     for i, uid in enumerate(users["user_id"]):

@@ -21,6 +21,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from pv4kit._io import read_text
+from pv4kit.dataset.formats import read_categories
+
 #: tags every block needs once, in this order (``<QUESTION>`` opens the block)
 REQUIRED = ("CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE")
 #: tags a block may hold once, after ``<CORRECT_CHOICE>``
@@ -192,9 +195,6 @@ def tag_report(user_dir: str | Path) -> pd.DataFrame:
         One row per problem: ``file, category, block, line, reason ("malformed_tags"), detail`` (the
         problem's message); ``block`` is -1 for text before the first ``<QUESTION>``.
     """
-    from pv4kit._io import read_text
-    from pv4kit.dataset.questions import read_categories
-
     user_dir = Path(user_dir)
     rows = []
     for c in range(len(read_categories(user_dir))):

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 
+from pv4kit.dataset.formats import check_chat
+from pv4kit.dataset.questions import parse_qa_text
 from pv4kit.schema import LETTERS
 
 _NUMBER_RE = re.compile(r"^\s*(?:\d+\s*[.)]|[-*\u2022])\s*")  # repair_lists: also 1), 1 . and bullets
@@ -67,8 +69,6 @@ def normalise_output(
         problems += ["empty list item"] if any(not item for item in items) else []
         return "\n".join(items), problems, repairs
     if step == "chats":
-        from pv4kit.dataset.raw import check_chat
-
         body = text.strip()
         if repair_chats:
             fixed = body.replace("\\nAssistant:", "\nAssistant:")
@@ -82,8 +82,6 @@ def normalise_output(
         if len(body.splitlines()) != 2 and not problems:
             problems.append(f"expected 2 lines (Leo:, Assistant:), got {len(body.splitlines())}")
         return body, problems, repairs
-    from pv4kit.dataset.questions import parse_qa_text
-
     blocks = parse_qa_text(text)
     good = [
         b for b in blocks if b.question and b.letter and all(b.choices) and b.choices[LETTERS.index(b.letter)]

@@ -38,6 +38,9 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit.dataset.formats import format_qa_csv, read_list
+from pv4kit.dataset.questions import build_question_table
+from pv4kit.dataset.tree import list_personas
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
 from pv4kit.llm.client import LLMConfig, LLMResponse, build_request, cache_key, complete
@@ -417,8 +420,6 @@ def generate_user(
     ]
     _run(_plan(lists, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
 
-    from pv4kit.dataset.raw import read_list  # the reference's reading: split("\\n"), every item as stored
-
     second: list[_Item] = []
     categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
     topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
@@ -481,8 +482,6 @@ def _write_qa_csv(user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, re
     rewritten (reported as a repair); without it the difference is reported as a note. Returns the
     number of rows the question files give.
     """
-    from pv4kit.dataset.questions import build_question_table, format_qa_csv
-
     table, drops = build_question_table(user_dir, seed=cfg.seed)
     text = format_qa_csv(table)
     target = user_dir / "qa.csv"
@@ -539,8 +538,6 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
-    from pv4kit.dataset.raw import list_personas
-
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(config.reference_prompts)  # a bad --reference-prompts fails before any request
     ids = [
