@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 
 logger = logging.getLogger(__name__)
 

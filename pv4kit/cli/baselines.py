@@ -7,7 +7,7 @@ import contextlib
 import logging
 import re
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 from pv4kit.schema import SPLITS
 
 logger = logging.getLogger(__name__)

@@ -162,7 +162,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
-    from pv4kit._io import llm_cache_arg
+    from pv4kit.cli._args import llm_cache_arg
 
     cache = llm_cache_arg(args.cache)
     with resolve_endpoint(
@@ -238,7 +238,7 @@ def _print_report(report) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
-    from pv4kit._io import llm_cache_arg
+    from pv4kit.cli._args import llm_cache_arg
     from pv4kit.llm.client import usage_frame, usage_summary
 
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)

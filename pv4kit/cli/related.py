@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 
 logger = logging.getLogger(__name__)
 
