@@ -16,6 +16,7 @@ then a single row's documents per user.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -307,29 +308,19 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
     return pd.Series(out, index=frame.index)
 
 
-def _load_parquet(
-    root: Path,
-    found: dict[str, list[Path]],
-    kind: str,
-    *,
-    splits: list[str] | None,
-    train_users: tuple[int, int],
-    test_users: tuple[int, int],
-    fraction: float,
-    seed: int,
-) -> PV4Data:
-    import pyarrow.parquet as pq
-
-    manifest = {}
+def _read_manifest(root: Path) -> dict:
+    """The ``manifest.json`` a build wrote beside the parquet files ({} when there is none)."""
     for cand in (root / "manifest.json", root / "data" / "manifest.json"):
         if cand.is_file():
-            import json
+            return json.loads(cand.read_text())
+    return {}
 
-            manifest = json.loads(cand.read_text())
-            fraction = manifest.get("validation_fraction", fraction)
-            seed = manifest.get("seed", seed)
-            break
-    parts, id_column = [], None
+
+def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
+    """Every column but ``documents`` of the parquet files, with a ``split`` column; the id column's name."""
+    import pyarrow.parquet as pq
+
+    parts, id_column = [], "user_id"
     for split, files in found.items():
         for path in files:
             try:
@@ -348,7 +339,22 @@ def _load_parquet(
             t = t.rename(columns={id_column: "user_id"})
             t.insert(1, "split", split)
             parts.append(t)
-    frame = pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True), id_column
+
+
+def _load_parquet(
+    root: Path,
+    found: dict[str, list[Path]],
+    kind: str,
+    *,
+    splits: list[str] | None,
+    fraction: float,
+    seed: int,
+) -> PV4Data:
+    manifest = _read_manifest(root)
+    fraction = manifest.get("validation_fraction", fraction)
+    seed = manifest.get("seed", seed)
+    frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
     frame["question_index"] = _recover_positions(frame, fraction=fraction, seed=seed)
     frame["answer_letter"] = [LETTERS[i] for i in answer_indices(frame)]
@@ -357,7 +363,7 @@ def _load_parquet(
     frame["rationale"] = None
     all_files = [p for fs in found.values() for p in fs]
     ids = sorted(frame["user_id"].unique().tolist())
-    docs = _read_documents(all_files, id_column or "user_id", set(ids))
+    docs = _read_documents(all_files, id_column, set(ids))
     roles = frame.groupby("user_id")["split"].agg(lambda s: "test" if "test" in set(s) else "train")
     users = pd.DataFrame(
         {
@@ -380,14 +386,13 @@ def _load_parquet(
         frame, users = _enrich_from_raw(frame, users, raw_root)
     if splits:
         frame = frame[frame["split"].isin(splits)]
-    data = PV4Data(
+    return PV4Data(
         questions=_finish_questions(frame),
         users=users,
         source=str(root),
         fingerprint=_quick_fingerprint(all_files),
         kind=kind,
     )
-    return data
 
 
 def _enrich_from_raw(
@@ -499,7 +504,7 @@ def load(
         "seed": seed,
     }
     if found is not None:
-        data = _load_parquet(root, found[0], found[1], splits=splits, **opts)
+        data = _load_parquet(root, found[0], found[1], splits=splits, fraction=validation_fraction, seed=seed)
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
         if splits:

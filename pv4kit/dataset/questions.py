@@ -328,37 +328,51 @@ def write_qa_tables(
     reports, summary = [], []
     pending: list[tuple[Path, pd.DataFrame]] = []
     for uid in ids:
-        user_dir = users_dir / f"user_{uid}"
-        target = user_dir / "qa.csv"
-        table, drops = build_question_table(user_dir, seed=seed)
-        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
-        drops = _with_tag_flags(drops, user_dir)
-        written = False
-        if target.is_dir():
-            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
-        if overwrite or not target.exists():
+        table, drops, counts = _user_report(users_dir / f"user_{uid}", uid, seed=seed)
+        target = users_dir / f"user_{uid}" / "qa.csv"
+        counts["written"] = overwrite or not target.exists()
+        if counts["written"]:
             pending.append((target, table))
-            written = True
-        drops.insert(0, "user_id", uid)
         reports.append(drops)
-        n_malformed = len(drops) - n_rows
-        summary.append(
-            {
-                "user_id": uid,
-                "kept": len(table),
-                "dropped": n_dropped,
-                "malformed": n_malformed,
-                "written": written,
-            }
-        )
+        summary.append(counts)
         logger.info(
             "user %d: %d questions kept, %d dropped%s%s",
             uid,
-            len(table),
-            n_dropped,
-            f", {n_malformed} tag problem(s)" if n_malformed else "",
-            "" if written else " (qa.csv exists, kept)",
+            counts["kept"],
+            counts["dropped"],
+            f", {counts['malformed']} tag problem(s)" if counts["malformed"] else "",
+            "" if counts["written"] else " (qa.csv exists, kept)",
         )
+    _refuse_shrinking(pending, force=force)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
+    report = (
+        pd.concat(reports, ignore_index=True)
+        if reports
+        else pd.DataFrame(
+            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
+        )
+    )
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
+    return report
+
+
+def _user_report(user_dir: Path, uid: int, *, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """One user's question table, its drop report with the tag flags, and its summary counts."""
+    table, drops = build_question_table(user_dir, seed=seed)
+    n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
+    drops = _with_tag_flags(drops, user_dir)
+    if (user_dir / "qa.csv").is_dir():
+        raise not_a_file_error(user_dir / "qa.csv", expected="a qa.csv file (remove the directory)")
+    drops.insert(0, "user_id", uid)
+    counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
+    return table, drops, counts
+
+
+def _refuse_shrinking(pending: list[tuple[Path, pd.DataFrame]], *, force: bool) -> None:
+    """Raise, before anything is written, when a table would replace a ``qa.csv`` with more questions."""
     shrinking = []
     for target, table in pending:
         gone = lost_questions(target, table)
@@ -373,16 +387,3 @@ def write_qa_tables(
         )
     for message in shrinking:
         logger.warning("forced: %s", message)
-    for target, table in pending:
-        atomic_write_text(target, format_qa_csv(table))
-    report = (
-        pd.concat(reports, ignore_index=True)
-        if reports
-        else pd.DataFrame(
-            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
-        )
-    )
-    report.attrs["summary"] = pd.DataFrame(
-        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
-    )
-    return report

@@ -244,29 +244,27 @@ def _normalise(item: _Item, text: str, cfg: GenerationConfig) -> tuple[str | Non
     )
 
 
-def _plan(
-    items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, cache, result
-) -> list:
+def _plan(items: list[_Item], ctx: _UserRun) -> list[_Item]:
     """Decide per item: fresh (skip), stale, untracked or to generate; returns the items to generate."""
     todo, unknown = [], []
     for item in items:
-        path = user_dir / item.rel
+        path = ctx.user_dir / item.rel
         if not path.is_file():
             todo.append(item)
             continue
-        entry = manifest.files.get(item.rel)
+        entry = ctx.manifest.files.get(item.rel)
         if entry is None:
             unknown.append(item)
         elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
-            if cfg.regenerate_stale:
+            if ctx.cfg.regenerate_stale:
                 todo.append(item)
             else:
-                result.stale.append(item.rel)
+                ctx.result.stale.append(item.rel)
         elif not entry.get("valid", True):
-            result.malformed.append(item.rel)
+            ctx.result.malformed.append(item.rel)
     if unknown:
-        adopted = _adopt(unknown, user_dir, manifest, cfg, cache)
-        result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
+        adopted = _adopt(unknown, ctx.user_dir, ctx.manifest, ctx.cfg, ctx.cache)
+        ctx.result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
     return todo
 
 
@@ -301,67 +299,101 @@ def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: Generat
     return adopted
 
 
-def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, user_id) -> None:
+@dataclass
+class _UserRun:
+    """One user's run: where it writes, what it records, how it calls the model."""
+
+    user_dir: Path
+    manifest: _Manifest
+    cfg: GenerationConfig
+    result: UserResult
+    cache: str | Path | None
+    client: Any
+    progress: bool
+    user_id: int | None
+
+
+def _run(items: list[_Item], ctx: _UserRun) -> None:
     """Generate ``items``, asking again for empty replies (and malformed ones with ``reask_malformed``)."""
     pending = list(items)
     prior_problems: dict[str, list[str]] = {}
-    for attempt in range(cfg.max_retries + 1):
+    for attempt in range(ctx.cfg.max_retries + 1):
         if not pending:
             break
-        final = attempt == cfg.max_retries
-
-        def on_result(i: int, resp: LLMResponse, batch=pending, final=final, attempt=attempt) -> None:
-            item = batch[i]
-            if resp.error is not None:
-                item.last = (None, [resp.error], resp)
-                return
-            content, problems, repairs = _normalise(item, resp.text, cfg)
-            item.last = (content, problems, resp)
-            # as the reference: an empty reply is asked again, anything else is written as it came
-            # (re-asking a malformed one is the reask_malformed repair)
-            if content is not None and (not problems or not cfg.reask_malformed or final):
-                if attempt and cfg.reask_malformed and prior_problems.get(item.rel):
-                    repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
-                manifest.set(
-                    item.rel, _entry(item, content, problems, resp, attempt, manifest.prompts, repairs)
-                )
-                atomic_write_text(user_dir / item.rel, content)
-                item.done = True
-                item.repairs = repairs
-            elif content is not None:
-                prior_problems[item.rel] = problems
-
-        responses = complete(
-            [it.messages for it in pending],
-            config=[it.llm for it in pending],
-            cache=cache,
-            step=[it.step for it in pending],
-            user_id=user_id,
-            sample_index=attempt,
-            progress=progress,
-            client=client,
-            on_result=on_result,
-        )
-        result.calls += sum(not r.cached for r in responses)
-        result.cached += sum(r.cached for r in responses)
-        manifest.flush()
-        retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
-        for it, r in zip(pending, responses, strict=True):
-            if r.error is not None:
-                result.errors.append(f"{it.rel}: {r.error}")
-        if retry and not final:
-            logger.info(
-                "user %s: asking again for %d empty or malformed outputs (%s)",
-                user_id,
-                len(retry),
-                "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
-            )
-        pending = retry
+        pending = _attempt(pending, ctx, attempt=attempt, prior_problems=prior_problems)
     for item in items:
-        result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
+        ctx.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
         if item.done and item.last and item.last[1]:
-            result.malformed.append(item.rel)
-            logger.warning("user %s: %s kept with problems: %s", user_id, item.rel, "; ".join(item.last[1]))
+            ctx.result.malformed.append(item.rel)
+            logger.warning(
+                "user %s: %s kept with problems: %s", ctx.user_id, item.rel, "; ".join(item.last[1])
+            )
+
+
+def _attempt(
+    pending: list[_Item], ctx: _UserRun, *, attempt: int, prior_problems: dict[str, list[str]]
+) -> list[_Item]:
+    """One round of calls for ``pending`` (``sample_index`` ``attempt``); the items to ask again."""
+    final = attempt == ctx.cfg.max_retries
+
+    def on_result(i: int, resp: LLMResponse) -> None:
+        _take(pending[i], resp, ctx, attempt=attempt, final=final, prior_problems=prior_problems)
+
+    responses = complete(
+        [it.messages for it in pending],
+        config=[it.llm for it in pending],
+        cache=ctx.cache,
+        step=[it.step for it in pending],
+        user_id=ctx.user_id,
+        sample_index=attempt,
+        progress=ctx.progress,
+        client=ctx.client,
+        on_result=on_result,
+    )
+    ctx.result.calls += sum(not r.cached for r in responses)
+    ctx.result.cached += sum(r.cached for r in responses)
+    ctx.manifest.flush()
+    retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
+    for it, r in zip(pending, responses, strict=True):
+        if r.error is not None:
+            ctx.result.errors.append(f"{it.rel}: {r.error}")
+    if retry and not final:
+        logger.info(
+            "user %s: asking again for %d empty or malformed outputs (%s)",
+            ctx.user_id,
+            len(retry),
+            "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
+        )
+    return retry
+
+
+def _take(
+    item: _Item,
+    resp: LLMResponse,
+    ctx: _UserRun,
+    *,
+    attempt: int,
+    final: bool,
+    prior_problems: dict[str, list[str]],
+) -> None:
+    """Write one reply's content (and its manifest entry), or keep it for asking again."""
+    if resp.error is not None:
+        item.last = (None, [resp.error], resp)
+        return
+    content, problems, repairs = _normalise(item, resp.text, ctx.cfg)
+    item.last = (content, problems, resp)
+    # as the reference: an empty reply is asked again, anything else is written as it came
+    # (re-asking a malformed one is the reask_malformed repair)
+    if content is not None and (not problems or not ctx.cfg.reask_malformed or final):
+        if attempt and ctx.cfg.reask_malformed and prior_problems.get(item.rel):
+            repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
+        entry = _entry(item, content, problems, resp, attempt, ctx.manifest.prompts, repairs)
+        ctx.manifest.set(item.rel, entry)
+        atomic_write_text(ctx.user_dir / item.rel, content)
+        item.done = True
+        item.repairs = repairs
+    elif content is not None:
+        prior_problems[item.rel] = problems
 
 
 def generate_user(
@@ -400,9 +432,34 @@ def generate_user(
     _remove_partial_writes(user_dir)
     ps = prompt_set(config.reference_prompts)
     manifest = _Manifest(user_dir, sha256_text(persona), ps)
-    kw = dict(cache=cache, client=client, progress=progress, user_id=user_id)
+    ctx = _UserRun(user_dir, manifest, config, result, cache, client, progress, user_id)
+    lists = _list_items(ps, persona, config)
+    _run(_plan(lists, ctx), ctx)
 
-    lists = [
+    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
+    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
+    second = _file_items(ps, persona, config, topics=topics or [], categories=categories or [])
+    _remove_extras(user_dir, manifest, "chats", len(topics or []))
+    _remove_extras(user_dir, manifest, "qa", len(categories or []))
+    _run(_plan(second, ctx), ctx)
+
+    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+    if categories is None:
+        result.missing.append("qa/* (categories.txt missing)")
+    if topics is None:
+        result.missing.append("chats/* (chat_topics.txt missing)")
+    if not result.missing:  # as the reference: only once every chat and question file exists
+        result.questions = _write_qa_csv(user_dir, manifest, config, result)
+    manifest.flush()
+    result.malformed = sorted(set(result.malformed), key=_sort_key)
+    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _list_items(ps: PromptSet, persona: str, config: GenerationConfig) -> list[_Item]:
+    """Steps 1 and 2: the categories and the chat topics of one persona."""
+    return [
         _Item(
             "categories",
             "categories.txt",
@@ -418,42 +475,27 @@ def generate_user(
             config.num_topics,
         ),
     ]
-    _run(_plan(lists, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
 
-    second: list[_Item] = []
-    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
-    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
-    for i, topic in enumerate(topics or []):
-        second.append(
-            _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
-        )
-    for c, category in enumerate(categories or []):
-        second.append(
-            _Item(
-                "questions",
-                f"qa/{c}.txt",
-                ps.messages("questions", persona, category=category, n=config.num_questions),
-                config.llm,
-                config.num_questions,
-            )
-        )
-    _remove_extras(user_dir, manifest, "chats", len(topics or []))
-    _remove_extras(user_dir, manifest, "qa", len(categories or []))
-    _run(_plan(second, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
 
-    expected = [it.rel for it in lists + second]
-    result.missing = [rel for rel in expected if not (user_dir / rel).is_file()]
-    if categories is None:
-        result.missing.append("qa/* (categories.txt missing)")
-    if topics is None:
-        result.missing.append("chats/* (chat_topics.txt missing)")
-    if not result.missing:  # as the reference: only once every chat and question file exists
-        result.questions = _write_qa_csv(user_dir, manifest, config, result)
-    manifest.flush()
-    result.malformed = sorted(set(result.malformed), key=_sort_key)
-    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-    result.seconds = time.monotonic() - start
-    return result
+def _file_items(
+    ps: PromptSet, persona: str, config: GenerationConfig, *, topics: list[str], categories: list[str]
+) -> list[_Item]:
+    """Steps 3 and 4: one chat per topic, one question file per category (lists read as stored)."""
+    items = [
+        _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
+        for i, topic in enumerate(topics)
+    ]
+    items += [
+        _Item(
+            "questions",
+            f"qa/{c}.txt",
+            ps.messages("questions", persona, category=category, n=config.num_questions),
+            config.llm,
+            config.num_questions,
+        )
+        for c, category in enumerate(categories)
+    ]
+    return items
 
 
 def _remove_partial_writes(user_dir: Path) -> None:
