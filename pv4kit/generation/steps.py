@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,13 +36,14 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit._io import atomic_write_text, sha256_text
 from pv4kit.dataset.formats import format_qa_csv, read_list
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import list_personas
+from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
-from pv4kit.llm.client import LLMConfig, LLMResponse, build_request, cache_key, complete
+from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
 
 __all__ = [
     "GenerationConfig",
@@ -56,9 +56,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-MANIFEST = "manifest.json"
-_FLUSH_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,16 +104,6 @@ class GenerationConfig:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
 
 
-# --------------------------------------------------------------------------- output checks (pure)
-
-
-def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
-    """SHA-256 of what a file was made from: protocol plus the exact request (model, messages, options)."""
-    import json
-
-    return sha256_text(llm.protocol + "\n" + json.dumps(build_request(messages, llm), sort_keys=True))
-
-
 # --------------------------------------------------------------------------- one user
 
 
@@ -149,61 +136,6 @@ class UserResult:
     cached: int = 0
     questions: int | None = None
     seconds: float = 0.0
-
-
-class _Manifest:
-    """``manifest.json`` of one user, flushed atomically at most once a second and at the end."""
-
-    def __init__(self, user_dir: Path, persona_sha: str, prompt_set: PromptSet) -> None:
-        import json
-
-        self.path = user_dir / MANIFEST
-        self.lock = threading.Lock()
-        self.last_flush = 0.0
-        data: dict[str, Any] = {}
-        if self.path.is_file():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-            except ValueError:
-                logger.warning("%s: unreadable manifest, starting a new one", self.path)
-        self.files: dict[str, dict[str, Any]] = data.get("files", {})
-        self.persona_sha = persona_sha
-        self.prompts = prompt_set
-        self.dirty = data.get("persona_sha256") != persona_sha or any(
-            data.get(k) != v for k, v in prompt_set.record().items()
-        )
-        self._record: dict[str, Any] | None = None
-
-    def set(self, rel: str, entry: dict[str, Any] | None) -> None:
-        with self.lock:
-            if entry is None:
-                if self.files.pop(rel, None) is not None:
-                    self.dirty = True
-            elif self.files.get(rel) != entry:
-                self.files[rel] = entry
-                self.dirty = True
-            if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
-                self._flush()
-
-    def flush(self) -> None:
-        with self.lock:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.dirty:
-            return
-        if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-            self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
-        record = dict(self._record)
-        record["files"] = dict(sorted(self.files.items(), key=lambda kv: _sort_key(kv[0])))
-        atomic_write_json(self.path, record)
-        self.last_flush = time.monotonic()
-        self.dirty = False
-
-
-def _sort_key(rel: str) -> tuple:
-    parts = re.split(r"(\d+)", rel)
-    return tuple(int(p) if p.isdigit() else p for p in parts)
 
 
 def _entry(
@@ -268,7 +200,9 @@ def _plan(items: list[_Item], ctx: _UserRun) -> list[_Item]:
     return todo
 
 
-def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, cache) -> set[str]:
+def _adopt(
+    items: list[_Item], user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, cache
+) -> set[str]:
     """Record files without a manifest entry whose content the cache reproduces for the current request."""
     if cache is None or not Path(cache).is_file():
         return set()
@@ -304,7 +238,7 @@ class _UserRun:
     """One user's run: where it writes, what it records, how it calls the model."""
 
     user_dir: Path
-    manifest: _Manifest
+    manifest: UserManifest
     cfg: GenerationConfig
     result: UserResult
     cache: str | Path | None
@@ -431,7 +365,7 @@ def generate_user(
     result = UserResult(user_id=user_id if user_id is not None else -1)
     _remove_partial_writes(user_dir)
     ps = prompt_set(config.reference_prompts)
-    manifest = _Manifest(user_dir, sha256_text(persona), ps)
+    manifest = UserManifest(user_dir, sha256_text(persona), ps)
     ctx = _UserRun(user_dir, manifest, config, result, cache, client, progress, user_id)
     lists = _list_items(ps, persona, config)
     _run(_plan(lists, ctx), ctx)
@@ -451,7 +385,7 @@ def generate_user(
     if not result.missing:  # as the reference: only once every chat and question file exists
         result.questions = _write_qa_csv(user_dir, manifest, config, result)
     manifest.flush()
-    result.malformed = sorted(set(result.malformed), key=_sort_key)
+    result.malformed = sorted(set(result.malformed), key=sort_key)
     result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
     result.seconds = time.monotonic() - start
     return result
@@ -507,7 +441,7 @@ def _remove_partial_writes(user_dir: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
-def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int) -> None:
+def _remove_extras(user_dir: Path, manifest: UserManifest, folder: str, count: int) -> None:
     """Delete ``folder/{k}.txt`` for ``k >= count`` that pv4kit generated (a shorter list was regenerated)."""
     for rel in list(manifest.files):
         m = re.fullmatch(rf"{folder}/(\d+)\.txt", rel)
@@ -517,7 +451,7 @@ def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int)
             logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
 
 
-def _write_qa_csv(user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, result: UserResult) -> int:
+def _write_qa_csv(user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, result: UserResult) -> int:
     """Step 5: write ``qa.csv`` when it is absent (an existing one is kept, as the reference keeps it).
 
     With ``rewrite_stale_qa`` an existing ``qa.csv`` that differs from what the question files give is
