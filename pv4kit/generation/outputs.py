@@ -9,29 +9,21 @@ pv4kit's repairs act only when asked for (``repair_lists``, ``repair_chats``) an
 
 from __future__ import annotations
 
-import re
-
 from pv4kit.dataset.formats import check_chat
 from pv4kit.dataset.questions import parse_qa_text
 from pv4kit.schema import LETTERS
-
-_NUMBER_RE = re.compile(r"^\s*(?:\d+\s*[.)]|[-*\u2022])\s*")  # repair_lists: also 1), 1 . and bullets
-_REFERENCE_NUMBER_RE = re.compile(r"^[0-9]+\.\s*")  # the reference's rule: digits, a dot, spaces
+from pv4kit.text import list_items
 
 
 def parse_list(text: str, *, repair: bool = False) -> list[str]:
-    """Items of a numbered list, by the reference's rule unless ``repair``.
+    """Items of a numbered list, by the reference's rule unless ``repair`` (:func:`pv4kit.text.list_items`).
 
     The reference's rule: the text is stripped and split on ``\\n``; blank lines are dropped, each line is
     stripped and a leading ``digits.`` with the spaces after it is removed (an item that was only a
-    number stays, empty). ``repair=True`` (pv4kit's former rule) also removes ``1)``, ``1 .`` and ``-``,
-    ``*``, bullet markers and drops items left empty.
+    number stays, empty). ``repair=True`` reads the list loosely: ``1)``, ``1 .``, ``-``, ``*`` and bullet
+    markers are removed too (a ``2.5-hour`` item stays whole) and items left empty are dropped.
     """
-    if repair:
-        items = [_NUMBER_RE.sub("", line).strip() for line in text.splitlines() if line.strip()]
-        return [item for item in items if item]
-    lines = [line.strip() for line in text.strip().split("\n")]
-    return [_REFERENCE_NUMBER_RE.sub("", line) for line in lines if line]
+    return list_items(text, loose=repair)
 
 
 def normalise_output(
