@@ -31,6 +31,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pv4kit.llm.config import LLMConfig, default_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -295,6 +298,39 @@ class Endpoint:
     model: str
     base_url: str | None
     protocol: str | None  # None: keep the caller's choice
+
+    @property
+    def local(self) -> bool:
+        """Whether this is the llama.cpp server :func:`resolve_endpoint` started."""
+        return self.protocol is not None
+
+
+#: What the local llama.cpp server gets whatever the caller asked: it answers one request at a time, and
+#: a long prompt on a CPU can take minutes to prefill.
+LOCAL_SERVER_OPTIONS: dict[str, Any] = {"max_concurrency": 1, "timeout": 600.0}
+
+
+def local_llm_config(endpoint: Endpoint, **options: Any) -> LLMConfig:
+    """The :class:`~pv4kit.llm.config.LLMConfig` of an endpoint from :func:`resolve_endpoint`.
+
+    On the local server, its protocol (chat) and :data:`LOCAL_SERVER_OPTIONS` (concurrency 1, timeout
+    600 s) replace what ``options`` say, so the CLI and the notebooks pass their settings for a remote
+    server either way. Any other endpoint gets ``options`` as given (protocol: ``chat`` at a base URL,
+    else ``responses``, when unset).
+
+    Args:
+        endpoint: The resolved endpoint (its model and base URL are used).
+        **options: Other :class:`~pv4kit.llm.config.LLMConfig` fields (``api_key_env``, ``max_retries``,
+            ``max_concurrency``, ``timeout``, ``protocol`` ...).
+
+    Returns:
+        The config.
+    """
+    if endpoint.local:
+        options.update(protocol=endpoint.protocol, **LOCAL_SERVER_OPTIONS)
+    if options.get("protocol") is None:
+        options["protocol"] = default_protocol(endpoint.base_url)
+    return LLMConfig(model=endpoint.model, base_url=endpoint.base_url, **options)
 
 
 @contextlib.contextmanager
