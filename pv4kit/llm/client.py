@@ -93,7 +93,7 @@ def complete(
     ledger: str | os.PathLike[str] | None = None,
     on_result: Callable[[int, LLMResponse], None] | None = None,
 ) -> list[LLMResponse]:
-    """Run a batch of chat requests through the cache, with retries and bounded concurrency.
+    """Run a batch of chat requests through the cache, with retries, bounded concurrency and sharding.
 
     Args:
         requests: One message list per request (``[{"role": ..., "content": ...}, ...]``).
