@@ -11,9 +11,9 @@
    (:func:`pv4kit.answer.prompting.attribute_document`).
 
 The two request helpers the answer step shares with the pipeline live here too, so the import runs one
-way (:mod:`pv4kit.answer.baselines` imports this module): :func:`complete_sharded` (one
-:func:`pv4kit.llm.client.complete` call per endpoint, round-robin) and :func:`count_documents` (memoised token
-counts).
+way (:mod:`pv4kit.answer.baselines` imports this module): :func:`complete_sharded` (now
+:func:`pv4kit.llm.client.complete` with ``llm=``, which shards over endpoints itself) and
+:func:`count_documents` (memoised token counts).
 """
 
 from __future__ import annotations
@@ -59,37 +59,19 @@ def count_documents(docs: list[str], counter: TokenCounter, *, memo: dict[str, i
 def complete_sharded(
     requests: list[list[dict[str, str]]], *, llm: LLMConfig | list[LLMConfig], **kwargs: Any
 ) -> list[Any]:
-    """:func:`~pv4kit.llm.client.complete`, sharded round-robin over equivalent endpoints when given a list.
+    """:func:`~pv4kit.llm.client.complete` with ``llm=``: sharded round-robin over equivalent endpoints.
 
-    Each endpoint gets its own ``complete`` call in a thread (its own concurrency), so two single-request
-    servers (two llama.cpp processes on two cores) are both kept busy. The cache key ignores the base URL,
-    so the responses are cached the same way whichever endpoint answered.
+    Kept for its callers; new code calls ``complete(requests, llm=..., ...)`` directly.
 
     Args:
         requests: One message list per request.
-        llm: One config, or several for the same model and protocol.
+        llm: One config, or several that differ only in endpoint (see :func:`pv4kit.llm.client.complete`).
         **kwargs: Passed on to :func:`pv4kit.llm.client.complete` (``cache``, ``step``, ``client`` ...).
 
     Returns:
         The responses, in the order of ``requests``.
     """
-    configs = llm if isinstance(llm, list) else [llm]
-    if len(configs) == 1 or len(requests) <= 1:
-        return complete(requests, config=configs[0], **kwargs)
-    from concurrent.futures import ThreadPoolExecutor
-
-    shards = [list(range(j, len(requests), len(configs))) for j in range(len(configs))]
-    out: list[Any] = [None] * len(requests)
-    with ThreadPoolExecutor(max_workers=len(configs), thread_name_prefix="pv4kit-shard") as pool:
-        futures = [
-            pool.submit(complete, [requests[i] for i in shard], config=cfg, **kwargs)
-            for shard, cfg in zip(shards, configs, strict=True)
-            if shard
-        ]
-        for shard, fut in zip([s for s in shards if s], futures, strict=True):
-            for i, r in zip(shard, fut.result(), strict=True):
-                out[i] = r
-    return out
+    return complete(requests, llm=llm, **kwargs)
 
 
 def _chunks(sizes: list[int], *, fixed: int, budget: int, sep: int) -> list[list[int]]:
@@ -166,7 +148,7 @@ def attribute_contexts(
             extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
         )
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = complete_sharded(
+        stage1 = complete(
             [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
             llm=llm,
             cache=cache,
@@ -192,7 +174,7 @@ def attribute_contexts(
             for k in keys:
                 docs[k], per_q_n[k], per_q_fb[k] = "", 0, False
             continue
-        stage2 = complete_sharded(
+        stage2 = complete(
             [selection_messages(q, attrs, system=system) for q in rows["question"]],
             llm=llm,
             cache=cache,

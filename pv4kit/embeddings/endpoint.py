@@ -12,9 +12,10 @@ through :func:`pv4kit.embeddings.models.embed_texts`, so scoring, retrieval and 
 - **Concurrent and sharded**: ``max_concurrency`` requests in flight per server; a comma-separated
   ``base_url`` (several servers of the same model) deals the batches round-robin, as ``answer`` shards
   its requests.
-- **Retried with the LLM client's policy**: every request goes through :func:`pv4kit.llm.client._call` (the
-  one retry loop of pv4kit: backoff with jitter, 408/409/425/429 and 5xx retried, ``Retry-After``
-  honoured, capped, and shared by the workers of a server; 401/403/404 raise
+- **Retried with the LLM client's policy**: every request goes through
+  :func:`pv4kit.llm.transport.call_with_retries` (the one retry loop of pv4kit: backoff with jitter,
+  408/409/425/429 and 5xx retried, ``Retry-After`` honoured, capped, and shared by the workers of a
+  server; 401/403/404 raise
   :class:`~pv4kit.llm.client.LLMConfigError`). A batch that still fails raises
   :class:`EmbeddingEndpointError`; no vector is ever made up.
 - **Cached by what the server serves**: the cache key names the model and revision that ``/v1/models``
@@ -163,7 +164,8 @@ class EndpointEmbedder:
         encoding_format: str = "base64",
         client: Any = None,
     ) -> None:
-        from pv4kit.llm.client import LLMConfig, _make_client, _Pause
+        from pv4kit.llm.config import LLMConfig
+        from pv4kit.llm.transport import RetryPause, make_client
 
         if encoding_format not in ENCODINGS:
             raise ValueError(f"encoding_format: expected one of {ENCODINGS}, got {encoding_format!r}")
@@ -191,8 +193,8 @@ class EndpointEmbedder:
             )
             for url in self.urls
         ]
-        self._clients = [client if client is not None else _make_client(c) for c in self.configs]
-        self._pauses = [_Pause() for _ in self.urls]
+        self._clients = [client if client is not None else make_client(c) for c in self.configs]
+        self._pauses = [RetryPause() for _ in self.urls]
         self._rng = random.Random()
         self._lock = threading.Lock()
         self.requests = 0  # HTTP requests that returned embeddings (splits count each half)
@@ -241,7 +243,7 @@ class EndpointEmbedder:
 
     def _send(self, server: int, request: dict[str, Any], send: Any) -> Any:
         """``send`` through the LLM client's retry loop; the raw answer, or raises on failure."""
-        from pv4kit.llm.client import _call
+        from pv4kit.llm.transport import call_with_retries
 
         answers: list[Any] = []
 
@@ -250,7 +252,7 @@ class EndpointEmbedder:
             return answers[-1]
 
         config = self.configs[server]
-        resp = _call(keep, config, request, self._pauses[server], self._rng)
+        resp = call_with_retries(keep, config, request, pause=self._pauses[server], rng=self._rng)
         if resp.error is not None:
             raise _RequestFailed(resp.error)
         return answers[-1]
@@ -399,7 +401,7 @@ class EndpointEmbedder:
 
 
 class _RequestFailed(Exception):
-    """A request that :func:`pv4kit.llm.client._call` gave up on (its error text, already redacted)."""
+    """A request that :func:`pv4kit.llm.transport.call_with_retries` gave up on (its error, redacted)."""
 
 
 def endpoint_base_url(base_url: str | Sequence[str] | None) -> str | Sequence[str] | None:

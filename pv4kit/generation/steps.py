@@ -206,14 +206,14 @@ def _adopt(
     """Record files without a manifest entry whose content the cache reproduces for the current request."""
     if cache is None or not Path(cache).is_file():
         return set()
-    from pv4kit.llm.client import _Store
+    from pv4kit.llm.store import ResponseStore
 
     keys = {
         (item.rel, a): cache_key(item.messages, item.llm, sample_index=a)
         for item in items
         for a in range(cfg.max_retries + 1)
     }
-    store = _Store(cache)
+    store = ResponseStore(cache)
     try:
         hits = store.get_many(list(keys.values()))
     finally:

@@ -211,8 +211,7 @@ def run_demo(
     from pv4kit.answer.prompting import LlamaServerCounter
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.client import LLMConfig
-    from pv4kit.llm.local import resolve_endpoint
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
     from pv4kit.scoring.score import score_run
 
     timer = Timer()
@@ -231,16 +230,7 @@ def run_demo(
                 stack.enter_context(resolve_endpoint("local", n_threads=threads, n_threads_batch=threads))
                 for _ in range(n_servers)
             ]
-        llm = [
-            LLMConfig(
-                model=e.model,
-                base_url=e.base_url,
-                protocol="chat",
-                max_concurrency=1,  # llama.cpp's server answers one request at a time
-                timeout=600.0,
-            )
-            for e in endpoints
-        ]
+        llm = [local_llm_config(e) for e in endpoints]  # one request at a time per server
         counter = LlamaServerCounter(endpoints[0].base_url or "")
         for name, (method, top_k) in DEMO_RUNS.items():
             with timer.stage(f"answer {name}"):
