@@ -132,12 +132,8 @@ def _pf_judge(args: argparse.Namespace) -> int:
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
     if bias is not None:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
-    _write(
-        args.out,
-        {"predictions": preds, "accuracy": acc, "position_bias": bias},
-        command="personafeedback judge",
-        args=args,
-    )
+    tables = {"predictions": preds, "accuracy": acc, "position_bias": bias}
+    _write(args.out, tables, command="personafeedback judge", args=args)
     return 0
 
 
@@ -169,12 +165,8 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
     scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
-    _write(
-        args.out,
-        {"generations": gens, "scores": scores, "accuracy": acc},
-        command="personafeedback pv4-score",
-        args=args,
-    )
+    tables = {"generations": gens, "scores": scores, "accuracy": acc}
+    _write(args.out, tables, command="personafeedback pv4-score", args=args)
     return 0
 
 

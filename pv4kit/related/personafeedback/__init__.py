@@ -12,46 +12,9 @@ The names of the old ``pv4kit.related.personafeedback`` module, gathered from wh
 pv4kit's own modules import from those; this face is for notebooks and users.
 """
 
-from pv4kit.related.personafeedback.judge import (
-    JUDGE_PROMPT_VERSION,
-    build_judge_messages,
-    judge_accuracy,
-    judge_pairs,
-    judge_requests,
-    parse_judge_reply,
-    position_bias,
-)
-from pv4kit.related.personafeedback.load import (
-    HUB_ID,
-    PAPER_TOTAL,
-    PersonaFeedbackData,
-    head_per_group,
-    load_personafeedback,
-)
-from pv4kit.related.personafeedback.personas import render_persona
-from pv4kit.related.personafeedback.score import (
-    generate_answers,
-    generation_messages,
-    pv4_score,
-    pv4_score_accuracy,
-)
+from __future__ import annotations
 
-__all__ = [
-    "HUB_ID",
-    "JUDGE_PROMPT_VERSION",
-    "PAPER_TOTAL",
-    "PersonaFeedbackData",
-    "build_judge_messages",
-    "generate_answers",
-    "generation_messages",
-    "head_per_group",
-    "judge_accuracy",
-    "judge_pairs",
-    "judge_requests",
-    "load_personafeedback",
-    "parse_judge_reply",
-    "position_bias",
-    "pv4_score",
-    "pv4_score_accuracy",
-    "render_persona",
-]
+from pv4kit.related._face import face
+from pv4kit.related.personafeedback import judge, load, personas, score
+
+__all__, __getattr__, __dir__ = face(__name__, (personas, load, judge, score))

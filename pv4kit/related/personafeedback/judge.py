@@ -145,13 +145,7 @@ def judge_pairs(
         False whenever unparsed or errored), ``cached``.
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
-    llm = {
-        "config": config,
-        "cache": cache,
-        "client": client,
-        "complete_fn": complete_fn,
-        "progress": progress,
-    }
+    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
     responses = complete_messages(requests["messages"].tolist(), step="pf_judge", llm=llm)
     out = requests.drop(columns=["messages"]).assign(**reply_columns(responses))
     out["parsed"] = [

@@ -37,13 +37,7 @@ def generate_answers(
     """Generate one personalised answer per pair; returns ``pair_id, generation, error``."""
     usable = pairs[pairs["persona"].notna()]
     messages = [generation_messages(p, q) for p, q in zip(usable["persona"], usable["question"], strict=True)]
-    llm = {
-        "config": config,
-        "cache": cache,
-        "client": client,
-        "complete_fn": complete_fn,
-        "progress": progress,
-    }
+    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
     replies = reply_columns(complete_messages(messages, step="pf_generate", llm=llm))
     return pd.DataFrame(
         {"pair_id": usable["pair_id"].to_numpy(), "generation": replies["reply"], "error": replies["error"]}
