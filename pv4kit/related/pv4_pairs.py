@@ -23,6 +23,11 @@ logger = logging.getLogger(__name__)
 
 __all__ = ["load_pv4_pairs", "pv4_pairs"]
 
+_COLUMNS = [
+    *("set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"),
+    *("question_index", "split", "distractor_letter"),
+]
+
 
 def pv4_pairs(
     questions: pd.DataFrame,
@@ -88,21 +93,7 @@ def pv4_pairs(
                     "distractor_letter": LETTERS[i],
                 }
             )
-    columns = [
-        "set",
-        "tier",
-        "user_id",
-        "persona",
-        "question",
-        "chosen",
-        "rejected",
-        "pair_id",
-        "line",
-        "question_index",
-        "split",
-        "distractor_letter",
-    ]
-    out = pd.DataFrame(rows, columns=columns)
+    out = pd.DataFrame(rows, columns=_COLUMNS)
     out["persona"] = out["persona"].astype(object)
     return out
 
