@@ -17,6 +17,8 @@ logger = logging.getLogger(__name__)
 
 __all__ = [
     "JUDGE_PROMPT_VERSION",
+    "JUDGE_SYSTEM",
+    "JUDGE_TEMPLATE",
     "build_judge_messages",
     "judge_accuracy",
     "judge_pairs",

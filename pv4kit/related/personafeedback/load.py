@@ -24,7 +24,16 @@ from pv4kit.related.personafeedback.personas import _persona_key, read_personas
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["HUB_ID", "PAPER_TOTAL", "PersonaFeedbackData", "head_per_group", "load_personafeedback"]
+__all__ = [
+    "HUB_ID",
+    "PAIR_COLUMNS",
+    "PAPER_TOTAL",
+    "SETS",
+    "TIERS",
+    "PersonaFeedbackData",
+    "head_per_group",
+    "load_personafeedback",
+]
 
 HUB_ID = "PersonalAILab/PersonaFeedback"
 SETS = {"general": "general", "specific": "specific", "spedific": "specific"}

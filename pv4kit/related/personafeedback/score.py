@@ -11,7 +11,14 @@ import pandas as pd
 from pv4kit.related._common import accuracy_table, encode
 from pv4kit.related.personafeedback.calls import complete_messages, reply_columns
 
-__all__ = ["generate_answers", "generation_messages", "pv4_score", "pv4_score_accuracy"]
+__all__ = [
+    "GENERATE_PROMPT_VERSION",
+    "GENERATE_SYSTEM",
+    "generate_answers",
+    "generation_messages",
+    "pv4_score",
+    "pv4_score_accuracy",
+]
 
 GENERATE_PROMPT_VERSION = "pf_generate/v1"
 GENERATE_SYSTEM = "You are a helpful assistant. Tailor your answer to the user described below."

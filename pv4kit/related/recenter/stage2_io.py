@@ -26,7 +26,7 @@ from pv4kit.related.recenter.records import (
     _stage_dir,
 )
 
-__all__ = ["RELEVANCE_LABELS", "Stage2Data", "load_stage2", "relevance_label"]
+__all__ = ["MISSING_LABELS", "RELEVANCE_LABELS", "Stage2Data", "load_stage2", "relevance_label"]
 
 # relevance labels -> binary, as convert_task2_to_task3.py binarises the five-way task-2 ratings
 RELEVANCE_LABELS: dict[str, bool] = {
