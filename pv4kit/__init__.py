@@ -69,9 +69,9 @@ _EXPORTS: dict[str, str] = {
     "project_paths": "pv4kit.analysis.notebooks",
     # related benchmarks
     "bm25_scores": "pv4kit.answer.bm25",
-    "load_personafeedback": "pv4kit.related.personafeedback",
-    "judge_pairs": "pv4kit.related.personafeedback",
-    "judge_accuracy": "pv4kit.related.personafeedback",
+    "load_personafeedback": "pv4kit.related.personafeedback.load",
+    "judge_pairs": "pv4kit.related.personafeedback.judge",
+    "judge_accuracy": "pv4kit.related.personafeedback.judge",
     "reward_model_baseline": "pv4kit.related.reward_model",
     "pv4_pairs": "pv4kit.related.pv4_pairs",
     "cohen_kappa": "pv4kit.related.agreement",

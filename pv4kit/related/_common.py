@@ -14,6 +14,7 @@ import pandas as pd
 
 from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
 from pv4kit.dataset.hub import download_dataset, looks_like_hub_id
+from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -155,5 +156,4 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
         vectors = np.asarray(embed_texts(texts, embedder=embedder, cache=cache), dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise ValueError(f"embedder returned shape {vectors.shape} for {len(texts)} texts")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
+    return unit_rows(vectors)  # a zero row (an empty text under a toy embedder) stays zero
