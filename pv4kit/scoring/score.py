@@ -30,8 +30,8 @@ from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring import runs
+from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
-from pv4kit.scoring.stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
@@ -168,50 +168,72 @@ def score_frame(
     return out.sort_values(KEY, kind="stable").reset_index(drop=True)
 
 
+def _number(value: Any) -> float | None:
+    """``float(value)``, or ``None`` for NaN (what ``metrics.json`` writes as ``null``)."""
+    return None if pd.isna(value) else float(value)
+
+
+def _overall(predictions: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, Any]:
+    """The one row of :func:`~pv4kit.scoring.accuracy.accuracy_table` for the whole frame, as a dict."""
+    row = accuracy_table(predictions, n_boot=n_boot, seed=seed).iloc[0]
+    return {
+        "accuracy": _number(row["accuracy"]),
+        "ci": [_number(row["ci_low"]), _number(row["ci_high"])],
+        "n_correct": int(row["n_correct"]),
+    }
+
+
+def _by_category(predictions: pd.DataFrame, *, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    if "category" not in predictions or not predictions["category"].notna().any():
+        return []
+    keys = ["category", "category_name"] if "category_name" in predictions else ["category"]
+    table = accuracy_table(predictions, by=keys, n_boot=n_boot, seed=seed)
+    return [
+        {
+            "category": None if pd.isna(r["category"]) else int(r["category"]),
+            "category_name": None
+            if len(keys) < 2 or pd.isna(r["category_name"])
+            else str(r["category_name"]),
+            "n": int(r["n"]),
+            "n_correct": int(r["n_correct"]),
+            "accuracy": _number(r["accuracy"]),
+            "ci_low": _number(r["ci_low"]),
+            "ci_high": _number(r["ci_high"]),
+        }
+        for r in table.to_dict("records")
+    ]
+
+
 def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Accuracy, hard accuracy, counts, user-bootstrap 95% CIs, per-category and per-user tables.
 
-    Fractions in [0, 1]; ``accuracy_hard`` and its interval are ``None`` when no question is hard.
+    Every accuracy comes from :func:`~pv4kit.scoring.accuracy.accuracy_table` (user-clustered bootstrap,
+    ``seed`` restarted per group). Fractions in [0, 1]; ``accuracy_hard`` and its interval are ``None``
+    when no question is hard.
     """
-    overall = bootstrap_ci(predictions, value="correct", n_boot=n_boot, seed=seed)
+    overall = _overall(predictions, n_boot=n_boot, seed=seed)
     hard_mask = predictions["hard"].fillna(False).astype(bool) if "hard" in predictions else None
     hard = predictions[hard_mask] if hard_mask is not None else predictions.iloc[0:0]
-    hard_ci = bootstrap_ci(hard, value="correct", n_boot=n_boot, seed=seed)
-    by_category = []
-    if "category" in predictions and predictions["category"].notna().any():
-        keys = ["category", "category_name"] if "category_name" in predictions else ["category"]
-        for key, sub in predictions.groupby(keys, dropna=False, sort=True):
-            key = key if isinstance(key, tuple) else (key,)
-            ci = bootstrap_ci(sub, value="correct", n_boot=n_boot, seed=seed)
-            by_category.append(
-                {
-                    "category": None if pd.isna(key[0]) else int(key[0]),
-                    "category_name": None if len(key) < 2 or pd.isna(key[1]) else str(key[1]),
-                    "n": ci["n"],
-                    "n_correct": int(sub["correct"].sum()),
-                    "accuracy": ci["estimate"],
-                    "ci_low": ci["low"],
-                    "ci_high": ci["high"],
-                }
-            )
+    hard_acc = _overall(hard, n_boot=n_boot, seed=seed)
+    users = accuracy_table(predictions, by="user_id", interval="none")
     by_user = [
         {
-            "user_id": int(uid),
-            "n": int(len(sub)),
-            "n_correct": int(sub["correct"].sum()),
-            "accuracy": float(sub["correct"].mean()),
+            "user_id": int(r["user_id"]),
+            "n": int(r["n"]),
+            "n_correct": int(r["n_correct"]),
+            "accuracy": float(r["accuracy"]),
         }
-        for uid, sub in predictions.groupby("user_id", sort=True)
+        for r in users.to_dict("records")
     ]
     return {
-        "accuracy": overall["estimate"],
-        "accuracy_ci": [overall["low"], overall["high"]],
-        "accuracy_hard": hard_ci["estimate"],
-        "accuracy_hard_ci": [hard_ci["low"], hard_ci["high"]],
+        "accuracy": overall["accuracy"],
+        "accuracy_ci": overall["ci"],
+        "accuracy_hard": hard_acc["accuracy"],
+        "accuracy_hard_ci": hard_acc["ci"],
         "n": int(len(predictions)),
-        "n_correct": int(predictions["correct"].sum()),
+        "n_correct": overall["n_correct"],
         "n_hard": int(len(hard)),
-        "n_hard_correct": int(hard["correct"].sum()),
+        "n_hard_correct": hard_acc["n_correct"],
         "n_users": int(predictions["user_id"].nunique()),
         "n_ties": int(predictions["tie"].sum()) if "tie" in predictions else None,
         "n_empty_generations": int((predictions["generation"] == "").sum()),
@@ -225,7 +247,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
             "level": 0.95,
             "interval": "percentile",
         },
-        "by_category": by_category,
+        "by_category": _by_category(predictions, n_boot=n_boot, seed=seed),
         "by_user": by_user,
     }
 

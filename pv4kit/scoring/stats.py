@@ -8,6 +8,7 @@ total correct / total questions over the resampled users). Intervals are percent
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -160,6 +161,23 @@ def grouped_bootstrap_ci(
     out["n"] = out["n"].astype("int64")
     out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
+
+
+def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (``(nan, nan)`` when ``n == 0``).
+
+    Decisions are treated as independent (no clustering); the bootstrap functions above resample users.
+    """
+    if n == 0:
+        return float("nan"), float("nan")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
 
 
 def paired_bootstrap(
