@@ -77,9 +77,11 @@ figures = {
 # %%
 if runs:
     preds = stack_runs(runs)
-    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
+    grouped = audit.with_category_groups(preds, categories)
     figures["accuracy_by_category"] = plots.accuracy_dots(
-        audit.solver_accuracy(grouped, by="group_label"), title="Accuracy per category group", label="run"
+        pv4kit.accuracy_table(grouped, by={"solver": "run", "group": "group_label"}),
+        title="Accuracy per category group",
+        label="run",
     )
     figures["wrong_position"] = plots.wrong_position(preds)
     figures["margin_distribution"] = plots.margin_distribution(preds)
