@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,9 +28,10 @@ import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
 from pv4kit.embeddings.cache import EmbeddingCache
-from pv4kit.embeddings.models import Embedder, embed_texts
+from pv4kit.embeddings.models import Embedder, embed_texts, get_embedder
+from pv4kit.embeddings.options import merge_options
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
-from pv4kit.scoring import runs
+from pv4kit.scoring import failures, runs
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
 
@@ -271,18 +273,37 @@ def _load_questions(
     return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
 
 
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How :func:`score_run` scores (each field also a keyword of ``score_run``).
+
+    Attributes:
+        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
+            ``metrics.json``.
+        n_boot: Bootstrap replicates for the intervals.
+        seed: Bootstrap seed.
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
+        failed: How to count requests that failed (see :mod:`pv4kit.scoring.failures`): ``None`` refuses a run
+            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
+    """
+
+    numerics: str = DEFAULT_NUMERICS
+    n_boot: int = 2000
+    seed: int = 0
+    batch_size: int | None = None
+    progress: bool | None = None
+    failed: str | None = None
+
+
 def score_run(
     run_dir: str | os.PathLike[str],
     *,
     data: Any = None,
     embedder: Embedder | str | None = None,
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
-    numerics: str = DEFAULT_NUMERICS,
-    n_boot: int = 2000,
-    seed: int = 0,
-    batch_size: int | None = None,
-    progress: bool | None = None,
-    failed: str | None = None,
+    options: ScoreOptions | None = None,
+    **overrides: Any,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
 
@@ -294,67 +315,61 @@ def score_run(
             :func:`~pv4kit.embeddings.models.get_embedder` (default: Qwen3-Embedding-4B on CUDA, MiniLM on
             CPU).
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
-        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
-            ``metrics.json``.
-        n_boot: Bootstrap replicates for the intervals.
-        seed: Bootstrap seed.
-        batch_size: Encode batch size.
-        progress: Progress bar while encoding.
-        failed: How to count requests that failed (see :mod:`pv4kit.scoring.failures`): ``None`` refuses a run
-            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
+        options: A :class:`ScoreOptions`.
+        **overrides: Its fields as keywords: ``numerics``, ``n_boot``, ``seed``, ``batch_size``,
+            ``progress``, ``failed``.
 
     Returns:
         ``(predictions, metrics)`` as written.
     """
-    from pv4kit.scoring import failures
-
-    check_numerics(numerics)  # before any data or model is loaded
+    opts = merge_options(ScoreOptions, options, overrides, where="score_run")
+    check_numerics(opts.numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
-    failed_rows = failures.check_failed(generations, failed=failed, where=str(run_dir))
-    failed_keys = generations.loc[failed_rows, KEY] if failed == "wrong" else generations.iloc[0:0][KEY]
-    n_failed = int(failed_rows.sum())
-    generations = failures.rows_to_score(generations, failed_rows, failed=failed, where=str(run_dir))
+    failed_rows = failures.check_failed(generations, failed=opts.failed, where=str(run_dir))
+    failed_keys = generations.loc[failed_rows, KEY] if opts.failed == "wrong" else generations.iloc[0:0][KEY]
+    generations = failures.rows_to_score(generations, failed_rows, failed=opts.failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
-    splits = sorted(set(generations["split"]))
-    questions, data_info = _load_questions(data, run_dir, config, splits=splits)
+    questions, data_info = _load_questions(data, run_dir, config, splits=sorted(set(generations["split"])))
     if embedder is None or isinstance(embedder, str):
-        from pv4kit.embeddings.models import get_embedder
-
         embedder = get_embedder(embedder)
     predictions = score_frame(
         questions,
         generations,
         embedder=embedder,
         cache=cache,
-        batch_size=batch_size,
-        progress=progress,
-        numerics=numerics,
+        batch_size=opts.batch_size,
+        progress=opts.progress,
+        numerics=opts.numerics,
     )
     predictions = failures.mark_failed(predictions, failed_keys)
-    metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
-    metrics.update(failures.failure_metrics(n_failed, failed))
+    metrics = compute_metrics(predictions, n_boot=opts.n_boot, seed=opts.seed)
+    metrics.update(failures.failure_metrics(int(failed_rows.sum()), opts.failed))
     in_splits = (
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )
-    n_missing = None if in_splits is None else int(len(in_splits) - len(predictions))
     describe = getattr(embedder, "describe", None)
     metrics = {
         **metrics,
-        "n_missing_generations": n_missing,
+        "n_missing_generations": None if in_splits is None else int(len(in_splits) - len(predictions)),
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
         "embedder": describe()
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
-        "numerics": numerics,
+        "numerics": opts.numerics,
         "provenance": provenance(**data_info),
     }
+    _write_scored(run_dir, predictions, metrics)
+    return predictions, metrics
+
+
+def _write_scored(run_dir: Path, predictions: pd.DataFrame, metrics: dict[str, Any]) -> None:
+    """Write ``predictions.parquet`` and ``metrics.json`` (each atomically) and log the accuracy."""
     with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:
         predictions.to_parquet(tmp, index=False)
     atomic_write_json(run_dir / runs.METRICS_FILE, metrics)
     acc, lo, hi = metrics["accuracy"], *metrics["accuracy_ci"]
     if acc is not None:
         logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, acc, lo, hi, metrics["n"])
-    return predictions, metrics
