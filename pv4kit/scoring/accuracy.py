@@ -64,10 +64,7 @@ def accuracy_table(
         raise ValueError(f"interval: expected one of {list(INTERVALS)}, got {interval!r}")
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    if isinstance(by, Mapping):
-        names, columns = list(by), list(by.values())
-    else:
-        names = columns = [by] if isinstance(by, str) else list(by)
+    names, columns = _names_and_columns(by)
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]
     missing = [c for c in dict.fromkeys(need) if c not in frame.columns]
@@ -104,6 +101,14 @@ def accuracy_table(
     out["n"] = out["n"].astype("int64")
     out["n_correct"] = out["n_correct"].astype("int64")
     return out[[*names, *COLUMNS]]
+
+
+def _names_and_columns(by: str | Sequence[str] | Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """The output names and the frame's columns of ``by``."""
+    if isinstance(by, Mapping):
+        return list(by), list(by.values())
+    names = [by] if isinstance(by, str) else list(by)
+    return names, names
 
 
 def _one_metric(

@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, get_embedder
 from pv4kit.embeddings.options import merge_options
@@ -267,8 +268,6 @@ def _load_questions(
     source = data if data is not None else config.get("data")
     if source is None:
         raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=/--data")
-    from pv4kit.dataset.load import load
-
     loaded = load(str(source), splits=splits)
     return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
 
