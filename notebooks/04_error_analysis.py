@@ -25,6 +25,8 @@ from IPython.display import display
 import pv4kit
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.notebooks import load_scored_runs, project_paths, stack_runs
+from pv4kit.scoring.accuracy import accuracy_table
+from pv4kit.scoring.runs import metrics_frame
 from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
@@ -45,7 +47,7 @@ preds = stack_runs(runs)
 
 # %%
 if runs:
-    summary = pv4kit.metrics_frame(RUNS)  # every metrics.json as tidy rows
+    summary = metrics_frame(RUNS)  # every metrics.json as tidy rows
     display(summary[summary["subset"] != "category"])
 
 # %%
@@ -56,7 +58,7 @@ if runs:
     embedder = get_embedder(EMBEDDER)
     categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
     grouped = audit.with_category_groups(preds, categories)
-    acc = pv4kit.accuracy_table(grouped, by={"solver": "run", "group": "group_label"})
+    acc = accuracy_table(grouped, by={"solver": "run", "group": "group_label"})
     plots.accuracy_dots(acc, title="Accuracy per category group", label="run").show()
 
 # %%

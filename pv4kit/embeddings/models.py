@@ -10,6 +10,9 @@ Two families are supported through sentence-transformers:
 
 ``"openai:MODEL"`` selects :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` instead: any
 OpenAI-compatible ``/v1/embeddings`` server (vLLM, text-embeddings-inference, llama.cpp, the OpenAI API).
+:func:`get_embedder` looks the builder up in :data:`BUILDERS` (backend name -> builder; the CPU runtimes of
+:mod:`pv4kit.embeddings.backends` are registered there too) and hands it the
+:class:`~pv4kit.embeddings.options.EmbedderOptions`.
 
 No instruction is prepended unless one is asked for, whatever a model's sentence-transformers
 configuration names as its default prompt (the reference embeds both sides with none).
