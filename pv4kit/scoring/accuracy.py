@@ -74,7 +74,8 @@ def accuracy_table(
         )
     keys = names or [_ALL]
     base = pd.DataFrame(
-        {name: frame[col].reset_index(drop=True) for name, col in zip(names, columns, strict=True)}
+        {name: frame[col].reset_index(drop=True) for name, col in zip(names, columns, strict=True)},
+        index=pd.RangeIndex(len(frame)),
     )
     if not names:
         base[_ALL] = np.zeros(len(frame), dtype=np.int64)
