@@ -28,6 +28,7 @@ from pv4kit.analysis.audit_report import run_audit
 from pv4kit.analysis.figures import browser_path, save_figure
 from pv4kit.analysis.notebooks import load_scored_runs, project_paths, stack_runs
 from pv4kit.embeddings.models import embed_texts, get_embedder
+from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
@@ -77,9 +78,11 @@ figures = {
 # %%
 if runs:
     preds = stack_runs(runs)
-    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
+    grouped = audit.with_category_groups(preds, categories)
     figures["accuracy_by_category"] = plots.accuracy_dots(
-        audit.solver_accuracy(grouped, by="group_label"), title="Accuracy per category group", label="run"
+        accuracy_table(grouped, by={"solver": "run", "group": "group_label"}),
+        title="Accuracy per category group",
+        label="run",
     )
     figures["wrong_position"] = plots.wrong_position(preds)
     figures["margin_distribution"] = plots.margin_distribution(preds)

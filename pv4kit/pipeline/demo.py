@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import default_llm_cache
+from pv4kit.scoring.runs import tidy_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -120,25 +121,32 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
 
 
 def _fmt(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
+    return "n/a" if v is None or pd.isna(v) else f"{100 * v:.1f}"
+
+
+def _interval(row: Any) -> str:
+    return f"{_fmt(row['value'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
 
 
 def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
+    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent).
+
+    The numbers are read from :func:`~pv4kit.scoring.runs.tidy_metrics` (the rows of ``metrics_frame``).
+    """
     rows = []
     for name, m in metrics.items():
-        lo, hi = m["accuracy_ci"]
-        hard = m.get("accuracy_hard")
-        hlo, hhi = m.get("accuracy_hard_ci") or [None, None]
+        tidy = tidy_metrics(m, run=name)
+        acc = tidy[tidy["metric"] == "accuracy"].set_index("subset")
+        hard = acc.loc["hard"] if "hard" in acc.index else None
         rows.append(
             {
                 "method": name,
-                "accuracy [95% CI]": f"{_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}]",
+                "accuracy [95% CI]": _interval(acc.loc["all"]),
                 "accuracy_hard [95% CI]": "n/a"
-                if hard is None
-                else f"{_fmt(hard)} [{_fmt(hlo)}, {_fmt(hhi)}]",
-                "n": m["n"],
-                "n_hard": m.get("n_hard"),
+                if hard is None or pd.isna(hard["value"])
+                else _interval(hard),
+                "n": int(acc.loc["all", "n"]),
+                "n_hard": None if hard is None else int(hard["n"]),
             }
         )
     return pd.DataFrame(rows)
