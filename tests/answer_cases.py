@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 import zlib
-from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -165,15 +164,14 @@ def _fixed_provenance(**extra: Any) -> dict[str, Any]:
     return {"pv4kit_version": "fixed", "git_commit": None, "created_utc": "fixed", **extra}
 
 
-def run_case(name: str, out: Path, *, answer: Callable[..., Any] | None = None) -> Path:
+def run_case(name: str, out: Path) -> Path:
     """Run case ``name`` into ``out/<name>`` (``cache=None``: every request reaches the fake server)."""
+    from pv4kit.answer.baselines import answer
     from pv4kit.answer.prompting import CharEstimate
     from pv4kit.llm.client import LLMConfig
     from tests.conftest import FakeEmbedder
     from tests.llm_server import FakeLLMServer
 
-    if answer is None:
-        from pv4kit.answer.baselines import answer
     case = CASES[name]
     run_dir = out / name
     kw = dict(case.options)
