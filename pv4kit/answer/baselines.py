@@ -1,21 +1,9 @@
 """Answer runs: the PV4 baselines over five memory settings, on any OpenAI-compatible endpoint.
 
 :func:`answer` writes ``runs/<name>/`` in the run format (:mod:`pv4kit.scoring.runs`) plus ``context.json``.
-The methods (what goes in the user turn before the question) are rows of the table
-:data:`~pv4kit.answer.methods.METHODS`, each a small plan function:
-
-* ``no_docs``: nothing (the reference's ``closed_book``);
-* ``rag``: the ``top_k`` chats most similar to the question, most similar first (dense with the
-  embedder and its cache, or ``retriever="bm25"``);
-* ``full``: every chat in topic order (the reference's ``full_context``); an over-long prompt is cut
-  from the front of its tokens as the reference does (:mod:`pv4kit.answer.truncation`), or with
-  ``truncation="relevance"`` the chats *least similar to the question* are dropped, the rest staying in
-  topic order;
-* ``persona``: the explicit persona profile instead of chats (the PersonaFeedback setting, an upper
-  bound on what memory could give);
-* ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.answer.attributes`): attributes
-  extracted from the chats once per user, the relevant ones selected per question, the answer written
-  from them.
+The methods (what goes in the user turn before the question: ``no_docs``, ``rag``, ``full``, ``persona``,
+``attributes``) are rows of the table :data:`~pv4kit.answer.methods.METHODS`, each a small plan function
+(described in :mod:`pv4kit.answer.methods`).
 
 :func:`answer` itself does the same for every method: it **plans** (the method's plan function, after
 ranking the chats when the method asks for it), **fits** the prompts to the budget, **calls** the model,
@@ -35,11 +23,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json
-from pv4kit.answer.attributes import complete_sharded, count_documents
+from pv4kit.answer.attributes import complete_sharded
 from pv4kit.answer.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
@@ -52,27 +39,17 @@ from pv4kit.answer.methods import (
     get_method,
     register_method,
 )
-from pv4kit.answer.prompting import (
-    PROMPT_VERSION,
-    CharEstimate,
-    FitResult,
-    TokenCounter,
-    build_messages,
-    fit_documents,
-    fixed_prompt_tokens,
-)
+from pv4kit.answer.prompting import PROMPT_VERSION, CharEstimate, FitResult, TokenCounter, build_messages
 from pv4kit.answer.retrieve import rank_questions
 from pv4kit.answer.tokens import (
     NO_THINKING,
-    REFERENCE_CONTEXT_KEYS,
     ChatTokenizer,
     ServerInfo,
     get_chat_tokenizer,
     probe_server,
-    reference_context,
     vllm_serve_flags,
 )
-from pv4kit.answer.truncation import Request, front_requests
+from pv4kit.answer.truncation import Request, context_report, front_requests, relevance_requests
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
@@ -339,21 +316,15 @@ def _fit_front(
 def _fit_relevance(
     questions: pd.DataFrame, plans: list[Plan], opts: AnswerOptions, s: _Settings
 ) -> tuple[list[Request], list[FitResult]]:
-    """pv4kit's rule: whole documents dropped, lowest priority first, until the prompt fits."""
-    memo: dict[str, int] = {}
-    sep_tokens = max(1, s.counter.count(["\n\n"])[0])
-    requests, fitted = [], []
-    for q, plan in zip(questions["question"], plans, strict=True):
-        fit = fit_documents(
-            count_documents(plan.documents, s.counter, memo=memo),
-            fixed_tokens=fixed_prompt_tokens(q, system=opts.system, counter=s.counter),
-            budget=s.budget,
-            priority=plan.priority,
-            separator_tokens=sep_tokens,
-        )
-        fitted.append(fit)
-        msgs = build_messages(q, [plan.documents[i] for i in fit.kept], system=opts.system)
-        requests.append(Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat"))
+    """pv4kit's rule (:func:`~pv4kit.answer.truncation.relevance_requests`), with a warning if it dropped."""
+    requests, fitted = relevance_requests(
+        list(questions["question"]),
+        [p.documents for p in plans],
+        [p.priority for p in plans],
+        system=opts.system,
+        counter=s.counter,
+        budget=s.budget,
+    )
     n_trunc = sum(f.truncated for f in fitted)
     if n_trunc:
         logger.warning(
@@ -426,9 +397,14 @@ class _Answers:
 
 
 def _call(
-    requests: list[Request], fitted: list[FitResult], planned: MethodPlan, questions, opts, s
+    prompts: tuple[list[Request], list[FitResult]],
+    planned: MethodPlan,
+    questions: pd.DataFrame,
+    opts: AnswerOptions,
+    s: _Settings,
 ) -> _Answers:
     """Send the requests and count what was called, cached, failed and empty (planning's requests too)."""
+    requests, fitted = prompts
     responses, resumed = _send(requests, questions, opts, s)
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
     cached = planned.cached + sum(r.cached for r in responses)
@@ -460,7 +436,9 @@ def _kept(plans: list[Plan], fitted: list[FitResult], attr: str, which: str) -> 
     ]
 
 
-def _frame(questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: AnswerOptions, s: _Settings):
+def _frame(
+    questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: AnswerOptions, s: _Settings
+) -> pd.DataFrame:
     """The ``generations.parquet`` frame: one row per question, the method's own columns last."""
     responses, requests, fitted = got.responses, got.requests, got.fitted
     failed = [r.error is not None for r in responses]
@@ -493,48 +471,6 @@ def _frame(questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: An
     for name, values in planned.columns.items():
         gens[name] = values
     return gens
-
-
-def context_report(
-    requests: list[Request],
-    fitted: list[FitResult],
-    *,
-    max_model_len: int,
-    max_input_tokens: int,
-    truncation: str,
-    counter: str,
-    exact: bool,
-    server: ServerInfo | None = None,
-) -> dict[str, Any]:
-    """The ``context.json`` record: the reference's keys, units and rounding, then pv4kit's under ``pv4kit``.
-
-    The reference's figures describe the **untruncated** prompt lengths (each request's ``full_tokens``;
-    ``fit_rate`` in percent, see :func:`pv4kit.answer.tokens.reference_context`). ``pv4kit`` holds how they
-    were counted (``counter``, ``exact``: false for the chars/4 estimate), the truncation rule, how the cut
-    prompts were sent, the sent lengths, and for ``truncation="relevance"`` the chats dropped (``fitted``)
-    and the prompts still over budget.
-    """
-    out = reference_context(
-        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=max_input_tokens
-    )
-    assert tuple(out) == REFERENCE_CONTEXT_KEYS
-    sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
-    how: dict[str, int] = {}
-    for r in requests:
-        how[r.sent_as] = how.get(r.sent_as, 0) + 1
-    out["pv4kit"] = {
-        "token_counter": counter,
-        "exact": bool(exact),
-        "truncation": truncation,
-        "sent_as": how,
-        "mean_sent_prompt_tokens": round(float(sent.mean()), 1),
-        "max_sent_prompt_tokens": int(sent.max()),
-        "documents_dropped": int(sum(len(f.dropped) for f in fitted)),
-        "num_over_budget": int(sum(not f.fits for f in fitted)),
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
-    }
-    return out
 
 
 def _config(
@@ -619,7 +555,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     planned = _plan(data, questions, opts, s)
     fit = _fit_front if opts.truncation == "front" else _fit_relevance
     requests, fitted = fit(questions, planned.plans, opts, s)
-    got = _call(requests, fitted, planned, questions, opts, s)
+    got = _call((requests, fitted), planned, questions, opts, s)
     gens = _frame(questions, planned, got, opts, s)
     context = context_report(
         requests,

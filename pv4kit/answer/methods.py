@@ -7,6 +7,21 @@ similarities, and which to drop first when the prompt is over budget), plus what
 :func:`~pv4kit.answer.baselines.answer` does the rest the same way for every method: it fits the prompts
 to the budget, sends them, frames and writes the run.
 
+The table's rows:
+
+* ``no_docs``: nothing (the reference's ``closed_book``);
+* ``rag``: the ``top_k`` chats most similar to the question, most similar first (dense with the
+  embedder and its cache, or ``retriever="bm25"``);
+* ``full``: every chat in topic order (the reference's ``full_context``); an over-long prompt is cut
+  from the front of its tokens as the reference does (:mod:`pv4kit.answer.truncation`), or with
+  ``truncation="relevance"`` the chats *least similar to the question* are dropped, the rest staying in
+  topic order;
+* ``persona``: the explicit persona profile instead of chats (the PersonaFeedback setting, an upper
+  bound on what memory could give);
+* ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.answer.attributes`): attributes
+  extracted from the chats once per user, the relevant ones selected per question, the answer written
+  from them.
+
 Adding a memory setting is one plan function and one row::
 
     def plan_recent(request: PlanRequest) -> MethodPlan:
