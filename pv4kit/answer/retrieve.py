@@ -22,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.answer.bm25 import BM25Index
+from pv4kit.embeddings.models import embed_texts
 from pv4kit.text import tokenize
 from pv4kit.vectors import unit_rows
 
@@ -83,8 +84,6 @@ def score_documents(
         return bm25_matrix(queries, documents)
     if embedder is None:
         raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('minilm'))")
-    from pv4kit.embeddings.models import embed_texts
-
     if not documents or not queries:
         return np.zeros((len(queries), len(documents)), dtype=np.float32)
     doc_vecs = embed_texts(list(documents), embedder=embedder, cache=cache, progress=False)
