@@ -478,15 +478,14 @@ def _config(
 ) -> dict[str, Any]:
     """The ``config.json`` record (without provenance): the settings, then what the requests did."""
     llm, method = s.llm, s.method
+    base_urls = [redact_url(c.base_url) for c in s.llms]
     return {
         "data": getattr(data, "source", None),
         "data_fingerprint": getattr(data, "fingerprint", None),
         "method": method.name,
         "reference_method": method.reference_method(opts.top_k),
         "model": llm.model,
-        "base_url": redact_url(llm.base_url)
-        if len(s.llms) == 1
-        else [redact_url(c.base_url) for c in s.llms],
+        "base_url": base_urls[0] if len(base_urls) == 1 else base_urls,
         "protocol": llm.protocol,
         "split": opts.split,
         "users": opts.users,
