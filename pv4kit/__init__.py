@@ -56,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "import_reference": "pv4kit.scoring.refformat",
     # baselines and the hard subset
     "answer": "pv4kit.answer.baselines",
+    "AnswerOptions": "pv4kit.answer.methods",
+    "register_method": "pv4kit.answer.methods",
     "retrieve": "pv4kit.answer.retrieve",
     "build_messages": "pv4kit.answer.prompting",
     "derive_hard_subset": "pv4kit.answer.hard",
