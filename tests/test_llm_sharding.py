@@ -7,7 +7,6 @@ import threading
 
 import pytest
 
-from pv4kit.answer.attributes import complete_sharded
 from pv4kit.llm.client import LLMConfig, cache_key, complete, usage_frame
 from tests.llm_server import FakeLLMServer
 
@@ -68,12 +67,12 @@ def test_each_endpoint_has_its_own_pool():
     assert one.max_in_flight == two.max_in_flight == 1
 
 
-def test_a_single_endpoint_and_the_old_helper_agree(tmp_path):
+def test_a_single_config_and_a_list_of_one_or_two_agree(tmp_path):
     with FakeLLMServer() as one, FakeLLMServer() as two:
         single = complete(_reqs(3), llm=_cfg(one), progress=False)
         assert [r.text for r in single] == [f"echo: q{i}" for i in range(3)]
-        old = complete_sharded(_reqs(4), llm=[_cfg(one), _cfg(two)], progress=False)
-        assert [r.text for r in old] == [f"echo: q{i}" for i in range(4)]
+        listed = complete(_reqs(4), llm=[_cfg(one), _cfg(two)], progress=False)
+        assert [r.text for r in listed] == [f"echo: q{i}" for i in range(4)]
         assert len(two.requests) == 2
 
 

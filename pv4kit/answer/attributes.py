@@ -10,10 +10,8 @@
 3. ``attributes:answer``: the selected attributes as one document
    (:func:`pv4kit.answer.prompting.attribute_document`).
 
-The two request helpers the answer step shares with the pipeline live here too, so the import runs one
-way (:mod:`pv4kit.answer.baselines` imports this module): :func:`complete_sharded` (now
-:func:`pv4kit.llm.client.complete` with ``llm=``, which shards over endpoints itself) and
-:func:`count_documents` (memoised token counts).
+The answer step shares :func:`count_documents` (memoised token counts) with this pipeline; requests to
+several equivalent endpoints are sharded by :func:`pv4kit.llm.client.complete` itself (``llm=[a, b]``).
 """
 
 from __future__ import annotations
@@ -54,24 +52,6 @@ def count_documents(docs: list[str], counter: TokenCounter, *, memo: dict[str, i
     if todo:
         memo.update(zip(todo, counter.count(todo), strict=True))
     return [memo[d] for d in docs]
-
-
-def complete_sharded(
-    requests: list[list[dict[str, str]]], *, llm: LLMConfig | list[LLMConfig], **kwargs: Any
-) -> list[Any]:
-    """:func:`~pv4kit.llm.client.complete` with ``llm=``: sharded round-robin over equivalent endpoints.
-
-    Kept for its callers; new code calls ``complete(requests, llm=..., ...)`` directly.
-
-    Args:
-        requests: One message list per request.
-        llm: One config, or several that differ only in endpoint (see :func:`pv4kit.llm.client.complete`).
-        **kwargs: Passed on to :func:`pv4kit.llm.client.complete` (``cache``, ``step``, ``client`` ...).
-
-    Returns:
-        The responses, in the order of ``requests``.
-    """
-    return complete(requests, llm=llm, **kwargs)
 
 
 def _chunks(sizes: list[int], *, fixed: int, budget: int, sep: int) -> list[list[int]]:

@@ -26,7 +26,6 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json
-from pv4kit.answer.attributes import complete_sharded
 from pv4kit.answer.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
@@ -51,7 +50,7 @@ from pv4kit.answer.tokens import (
 )
 from pv4kit.answer.truncation import Request, context_report, front_requests, relevance_requests
 from pv4kit.embeddings.models import get_embedder
-from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key
+from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
@@ -368,7 +367,7 @@ def _send(
             pos = [i for i in rows.index if not resumed[i] and requests[i].completions is is_completion]
             if not pos:
                 continue
-            got = complete_sharded(
+            got = complete(
                 [requests[i].messages for i in pos],
                 llm=completions if is_completion else s.llms,
                 cache=opts.cache,
