@@ -52,14 +52,11 @@ embedder = get_embedder(EMBEDDER)
 # %%
 llm_config = None
 if os.environ.get("PV4KIT_MODEL") or os.environ.get("PV4KIT_BASE_URL"):
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import endpoint_config
 
-    base_url = os.environ.get("PV4KIT_BASE_URL")
-    llm_config = LLMConfig(
-        model=os.environ.get("PV4KIT_MODEL", "local"),
-        base_url=base_url,
-        protocol="chat" if base_url else "responses",
-        temperature=0.0 if base_url else None,
+    # chat and temperature 0 at a base URL, else the Responses API
+    llm_config = endpoint_config(
+        os.environ.get("PV4KIT_MODEL", "local"), base_url=os.environ.get("PV4KIT_BASE_URL")
     )
 print("LLM candidate-only solver:", llm_config.model if llm_config else "off (no endpoint configured)")
 

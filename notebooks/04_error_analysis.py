@@ -26,13 +26,13 @@
 
 # %%
 import numpy as np
-import pandas as pd
 from IPython.display import display
 
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths, stack_runs
 from pv4kit.analysis.projection import with_question_umap
-from pv4kit.scoring.runs import read_metrics
+from pv4kit.scoring.accuracy import accuracy_table
+from pv4kit.scoring.runs import metrics_frame
 from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
@@ -53,18 +53,8 @@ preds = stack_runs(runs)
 
 # %%
 if runs:
-    metrics = [
-        {
-            "run": name,
-            **{
-                k: v
-                for k, v in read_metrics(RUNS / name).items()
-                if k in ("accuracy", "accuracy_ci", "accuracy_hard", "n", "n_users", "n_ties")
-            },
-        }
-        for name in runs
-    ]
-    display(pd.DataFrame(metrics))
+    summary = metrics_frame(RUNS)  # every metrics.json as tidy rows
+    display(summary[summary["subset"] != "category"])
 
 # %%
 if runs:
@@ -73,8 +63,8 @@ if runs:
     data = load_notebook_data(DATA)
     embedder = get_embedder(EMBEDDER)
     categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
-    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
-    acc = audit.solver_accuracy(grouped, by="group_label")
+    grouped = audit.with_category_groups(preds, categories)
+    acc = accuracy_table(grouped, by={"solver": "run", "group": "group_label"})
     plots.accuracy_dots(acc, title="Accuracy per category group", label="run").show()
 
 # %%

@@ -85,9 +85,10 @@ else:
 base_url, model = os.environ.get("PV4KIT_BASE_URL"), os.environ.get("PV4KIT_MODEL")
 if base_url or model:
     from pv4kit.generation.steps import GenerationConfig, generate_users
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import endpoint_config
 
-    llm = LLMConfig(model=model or "local", base_url=base_url, protocol="chat" if base_url else "responses")
+    # chat at a base URL, else the Responses API; sampled (temperature None), so a re-ask gets a new answer
+    llm = endpoint_config(model or "local", base_url=base_url, temperature=None)
     config = GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)
     user_id = int(persona_file.stem.split("_")[1])
     report = generate_users(

@@ -32,6 +32,7 @@ from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, proj
 from pv4kit.analysis.projection import with_category_umap, with_question_umap
 from pv4kit.answer.hard import with_fallback_subset
 from pv4kit.embeddings.models import get_embedder
+from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
@@ -74,9 +75,11 @@ figures = {
 # %%
 if runs:
     preds = stack_runs(runs)
-    grouped = audit.with_category_groups(preds, categories).rename(columns={"run": "solver"})
+    grouped = audit.with_category_groups(preds, categories)
     figures["accuracy_by_category"] = plots.accuracy_dots(
-        audit.solver_accuracy(grouped, by="group_label"), title="Accuracy per category group", label="run"
+        accuracy_table(grouped, by={"solver": "run", "group": "group_label"}),
+        title="Accuracy per category group",
+        label="run",
     )
     figures["wrong_position"] = plots.wrong_position(preds)
     figures["margin_distribution"] = plots.margin_distribution(preds)

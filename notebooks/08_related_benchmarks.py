@@ -109,14 +109,11 @@ plots.reward_model_accuracy(rm_acc)
 
 # %%
 if BASE_URL:
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import endpoint_config
 
-    config = LLMConfig(
-        model=MODEL,
-        base_url=BASE_URL,
-        protocol=os.environ.get("PV4KIT_PROTOCOL", "chat"),
-        temperature=0.0,
-        max_output_tokens=16,
+    # chat (unless PV4KIT_PROTOCOL says otherwise) and temperature 0 at the base URL
+    config = endpoint_config(
+        MODEL, base_url=BASE_URL, protocol=os.environ.get("PV4KIT_PROTOCOL"), max_output_tokens=16
     )
     judge = pf.judge_pairs(pfd.pairs, config=config, cache=LLM_CACHE, seed=SEED, both_orders=True)
     display(pf.judge_accuracy(judge))  # noqa: F821 - IPython builtin
@@ -126,7 +123,7 @@ else:
 
 # %%
 if BASE_URL:
-    gen_config = LLMConfig(model=MODEL, base_url=BASE_URL, protocol=config.protocol, temperature=0.0)
+    gen_config = endpoint_config(MODEL, base_url=BASE_URL, protocol=config.protocol)
     gens = pf.generate_answers(pfd.pairs, config=gen_config, cache=LLM_CACHE)
     pv4 = pf.pv4_score(pfd.pairs, gens, embedder=embedder, cache=EMBED_CACHE)
     display(pf.pv4_score_accuracy(pv4))  # noqa: F821

@@ -14,10 +14,10 @@ __version__ = "0.1.0"
 # public name -> module that defines it (one module, one job; see docs/architecture.md)
 _EXPORTS: dict[str, str] = {
     # raw tree, step 5, step 6, loader
-    "read_user": "pv4kit.dataset.raw",
-    "list_users": "pv4kit.dataset.raw",
-    "read_chats": "pv4kit.dataset.raw",
-    "validate_raw": "pv4kit.dataset.raw",
+    "read_user": "pv4kit.dataset.tree",
+    "list_users": "pv4kit.dataset.tree",
+    "read_chats": "pv4kit.dataset.tree",
+    "validate_raw": "pv4kit.dataset.validate",
     "parse_qa_text": "pv4kit.dataset.questions",
     "build_question_table": "pv4kit.dataset.questions",
     "write_qa_tables": "pv4kit.dataset.questions",
@@ -42,9 +42,11 @@ _EXPORTS: dict[str, str] = {
     "read_run_config": "pv4kit.scoring.runs",
     "read_predictions": "pv4kit.scoring.runs",
     "read_metrics": "pv4kit.scoring.runs",
+    "metrics_frame": "pv4kit.scoring.runs",
     "score_frame": "pv4kit.scoring.score",
     "score_run": "pv4kit.scoring.score",
     "compute_metrics": "pv4kit.scoring.score",
+    "accuracy_table": "pv4kit.scoring.accuracy",
     "bootstrap_ci": "pv4kit.scoring.stats",
     "grouped_bootstrap_ci": "pv4kit.scoring.stats",
     "paired_bootstrap": "pv4kit.scoring.stats",
@@ -54,6 +56,8 @@ _EXPORTS: dict[str, str] = {
     "import_reference": "pv4kit.scoring.refformat",
     # baselines and the hard subset
     "answer": "pv4kit.answer.baselines",
+    "AnswerOptions": "pv4kit.answer.methods",
+    "register_method": "pv4kit.answer.methods",
     "retrieve": "pv4kit.answer.retrieve",
     "build_messages": "pv4kit.answer.prompting",
     "derive_hard_subset": "pv4kit.answer.hard",
@@ -69,9 +73,9 @@ _EXPORTS: dict[str, str] = {
     "project_paths": "pv4kit.analysis.notebooks",
     # related benchmarks
     "bm25_scores": "pv4kit.answer.bm25",
-    "load_personafeedback": "pv4kit.related.personafeedback",
-    "judge_pairs": "pv4kit.related.personafeedback",
-    "judge_accuracy": "pv4kit.related.personafeedback",
+    "load_personafeedback": "pv4kit.related.personafeedback.load",
+    "judge_pairs": "pv4kit.related.personafeedback.judge",
+    "judge_accuracy": "pv4kit.related.personafeedback.judge",
     "reward_model_baseline": "pv4kit.related.reward_model",
     "pv4_pairs": "pv4kit.related.pv4_pairs",
     "cohen_kappa": "pv4kit.related.agreement",

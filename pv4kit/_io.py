@@ -379,18 +379,6 @@ def provenance(**extra: Any) -> dict[str, Any]:
     return record
 
 
-def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
-    """Parse ``"6-125"`` into ``(6, 125)``; the error names the option ``name``."""
-    parts = str(text).split("-")
-    try:
-        lo, hi = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (int(parts[0]), int(parts[0]))
-    except ValueError:
-        raise ValueError(f"{name}: expected a user-id range like '6-125', got {text!r}") from None
-    if lo > hi:
-        raise ValueError(f"{name}: range start {lo} is above its end {hi} in {text!r}")
-    return lo, hi
-
-
 def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check_same_thread: bool = True):  # noqa: ANN201
     """Open a SQLite database in WAL mode (autocommit), safe when threads or processes open it at once.
 
@@ -451,10 +439,3 @@ def cache_root() -> Path:
 def default_llm_cache() -> Path:
     """The LLM response cache and usage ledger shared by every command: ``cache_root() / "llm.sqlite"``."""
     return cache_root() / "llm.sqlite"
-
-
-def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
-    """Resolve a ``--cache`` option: ``None`` gives :func:`default_llm_cache`, ``"none"`` disables it."""
-    if value is None:
-        return default_llm_cache()
-    return None if str(value).lower() == "none" else Path(value)

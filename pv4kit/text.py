@@ -55,3 +55,38 @@ def content_words(text: Any) -> set[str]:
     if not isinstance(text, str):
         return set()
     return {w for w in _CONTENT_WORD.findall(text.lower()) if len(w) > 2 and w not in STOPWORDS}
+
+
+# the reference's list-item marker: digits, a dot, the spaces after it (``2.5-hour`` loses its ``2.``)
+_REFERENCE_MARKER = re.compile(r"^[0-9]+\.\s*")
+#: a list-item marker as pv4kit reads loose lists: ``1.``, ``1)`` or ``1 .`` not followed by a digit
+#: (``2.5-hour`` is no marker), or ``-``, ``*``, ``•`` followed by a space; then the spaces after it
+LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)](?!\d)|[-*\u2022](?=\s|$))\s*")
+
+
+def list_items(text: str, *, loose: bool = False, marked_only: bool = False) -> list[str]:
+    """The items of a numbered (or bulleted) list reply: pv4kit's one list reading.
+
+    By default the reference's rule (``parse_numbered_list`` in its ``generate.py``): the text is stripped
+    and split on ``\\n``, blank lines are dropped, each line is stripped and one leading ``digits.`` with
+    the spaces after it is removed; an item that was only a number stays, empty.
+
+    Args:
+        text: The model's reply.
+        loose: pv4kit's reading instead: a :data:`LIST_MARKER` (``1.``, ``1)``, ``1 .``, ``-``, ``*``,
+            ``•``) is removed from each line, and items left empty are dropped.
+        marked_only: With ``loose``, keep only the lines that carry a marker (a heading or a sentence
+            around the list is not an item).
+    """
+    if not loose:
+        lines = [line.strip() for line in text.strip().split("\n")]
+        return [_REFERENCE_MARKER.sub("", line) for line in lines if line]
+    items = []
+    for line in text.splitlines():
+        marker = LIST_MARKER.match(line)
+        if marked_only and not marker:
+            continue
+        item = line[marker.end() :].strip() if marker else line.strip()
+        if item:
+            items.append(item)
+    return items

@@ -256,3 +256,58 @@ def test_embed_texts_shows_one_progress_bar_over_the_whole_job(tmp_path, make_fa
     assert len(emb.calls) == 1 + 7 and all(len(c) <= 4 for c in emb.calls)
     assert [(b.total, b.n, b.disable) for b in bars[1:]] == [(25, 25, False)]  # one bar, not one per chunk
     assert not any(progress_flags)  # the embedder draws no bar of its own
+
+
+# the keys (and store folders) pv4kit wrote before the embedders were rebuilt on one options dataclass and a
+# backend registry, recorded from that code: a cache filled then must still be found
+MINILM_KEY = "sentence-transformers/all-MiniLM-L6-v2|rev=default|dim=384|dtype=float32"
+KEYS_BEFORE = {
+    "minilm": (MINILM_KEY, "sentence-transformers_all-MiniLM-L6-v2_rev_default_dim_384_d-ec0662f4c982"),
+    "msl4+instruction": (
+        f"{MINILM_KEY}|max_seq_length=4|instruction=Query: ",
+        "sentence-transformers_all-MiniLM-L6-v2_rev_default_dim_384_d-7ef7f0d37f9c",
+    ),
+    "revision": (
+        "sentence-transformers/all-MiniLM-L6-v2|rev=abc|dim=384|dtype=float32",
+        "sentence-transformers_all-MiniLM-L6-v2_rev_abc_dim_384_dtype-fec3b0ddbec0",
+    ),
+}
+
+
+def test_cache_keys_are_the_ones_written_before(minilm, tmp_path):
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.embeddings.options import EmbedderOptions
+
+    built = {
+        "minilm": minilm,
+        "msl4+instruction": get_embedder("minilm", device="cpu", max_seq_length=4, instruction="Query: "),
+        "revision": get_embedder("minilm", options=EmbedderOptions(device="cpu", revision="abc")),
+    }
+    cache = EmbeddingCache(tmp_path)
+    for label, (key, folder) in KEYS_BEFORE.items():
+        assert built[label].cache_key == key, label
+        assert cache.model_dir(key).name == folder, label
+
+
+def test_a_cache_written_before_is_hit(minilm, tmp_path, monkeypatch):
+    texts = ["an old text", "another old text"]
+    stored = np.arange(2 * 384, dtype=np.float32).reshape(2, 384)  # no encoder gives these
+    EmbeddingCache(tmp_path).put(MINILM_KEY, hash_texts(texts), stored)
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("a cached text was encoded again")
+
+    monkeypatch.setattr(minilm, "encode", no_encoding)
+    np.testing.assert_array_equal(embed_texts(texts, embedder=minilm, cache=tmp_path), stored)
+
+
+def test_options_and_keywords_are_one_call():
+    from pv4kit.embeddings.models import BUILDERS, get_embedder
+
+    assert {"sentence-transformers", "openai", "onnx", "onnx-int8", "openvino"} <= set(BUILDERS)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'devcie'; did you mean 'device'"):
+        get_embedder("minilm", devcie="cpu")
+    with pytest.raises(ValueError, match=r"backend: expected one of \[.*'onnx'.*\], got 'tensorrt'"):
+        get_embedder("minilm", backend="tensorrt")
+    with pytest.raises(TypeError, match="options must be a EmbedderOptions"):
+        get_embedder("minilm", options={"device": "cpu"})

@@ -62,6 +62,10 @@ def test_openvino_matches_pytorch_on_sample_texts(export_dir, pytorch_vectors, s
 def test_cache_key_names_the_backend_and_vectors_stay_apart(onnx_minilm, minilm, tmp_path):
     assert onnx_minilm.cache_key != minilm.cache_key
     assert "backend=onnx" in onnx_minilm.cache_key and onnx_minilm.name == minilm.name
+    # the keys written before the embedders were rebuilt on a backend registry: old caches are still hit
+    before = "sentence-transformers/all-MiniLM-L6-v2|rev=default|dim=384|backend=onnx|export=v1"
+    assert onnx_minilm.cache_key == before
+    assert EmbeddingCache(tmp_path).model_dir(before).name.endswith("-8fd963004bce")
     cache = EmbeddingCache(tmp_path / "emb")
     embed_texts(["a cup of tea"], embedder=minilm, cache=cache)
     embed_texts(["a cup of tea"], embedder=onnx_minilm, cache=cache)

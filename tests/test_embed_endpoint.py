@@ -125,6 +125,17 @@ def test_cache_key_names_the_served_model_and_revision_not_the_url(minilm, tmp_p
         assert _fast(a.base_url, instruction="Instruct: x\nQuery:").cache_key != ea.cache_key
 
 
+def test_the_cache_keys_written_before_are_kept(server):
+    # recorded from the endpoint embedder before it took an options dataclass: old caches are still hit
+    root = "openai:sentence-transformers/all-MiniLM-L6-v2|rev=unreported"
+    assert (
+        get_embedder(f"openai:{MODEL}", base_url=server.base_url).cache_key == f"{root}|dim=384|dtype=float32"
+    )
+    emb = _fast(server.base_url, dimensions=128, instruction="Q: ")
+    assert emb.cache_key == f"{root}|dim=128|dtype=float32|dimensions=128|instruction=Q: "
+    assert EmbeddingCache("unused").model_dir(emb.cache_key).name.endswith("-c5ac4f58c161")
+
+
 def test_a_server_without_v1_models_keys_the_cache_by_the_requested_name(minilm, caplog):
     with FakeEmbeddingServer(minilm.encode, model=MODEL, list_models=False) as srv:
         emb = _fast(srv.base_url)

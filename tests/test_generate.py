@@ -78,6 +78,37 @@ def persona_dir(tmp_path):
     return d
 
 
+def test_list_items_one_reading_reference_by_default():
+    from pv4kit.text import list_items
+
+    reply = "Here are they:\n1. a\n\n2) b\n- c\n3 . d\n2.5-hour commutes\n4.\n-5 degrees\n"
+    # the reference's rule: one leading "digits." removed, nothing else (2.5-hour loses its "2.")
+    assert list_items(reply) == [
+        "Here are they:",
+        "a",
+        "2) b",
+        "- c",
+        "3 . d",
+        "5-hour commutes",
+        "",
+        "-5 degrees",
+    ]
+    # pv4kit's loose reading: 1), 1 ., bullets removed; 2.5-hour and -5 stay whole; empty items dropped
+    assert list_items(reply, loose=True) == [
+        "Here are they:",
+        "a",
+        "b",
+        "c",
+        "d",
+        "2.5-hour commutes",
+        "-5 degrees",
+    ]
+    # only the marked lines: a heading or a sentence around the list is no item
+    assert list_items(reply, loose=True, marked_only=True) == ["a", "b", "c", "d"]
+    assert parse_list(reply) == list_items(reply)
+    assert parse_list(reply, repair=True) == list_items(reply, loose=True)
+
+
 def test_check_output_rules():
     # the reference's list rule by default; pv4kit's repair on request
     assert parse_list("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]

@@ -127,7 +127,7 @@ d = pv4kit.load()
 out['card_id'] = {'kind': d.kind, 'source': d.source, 'n': len(d.questions),
                   'users': len(d.users), 'named': int(d.questions['category_name'].notna().sum())}
 scenario('related')
-from pv4kit.related import personafeedback as pf, recenter_io as rc
+from pv4kit.related import personafeedback as pf, recenter as rc
 out['pf'] = len(pf.load_personafeedback().pairs)
 out['rc'] = len(rc.load_stage1('leczhang/recenter-personalization').items)
 scenario('unknown_related')

@@ -37,7 +37,7 @@ def test_retry_after_3600_is_capped_for_all_workers_and_logged(caplog):
         )
         reqs = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
         start = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="pv4kit.llm.client"):
+        with caplog.at_level(logging.WARNING, logger="pv4kit.llm.transport"):
             finished, out = _run_with_deadline(lambda: complete(reqs, config=config, progress=False), 30)
         elapsed = time.monotonic() - start
     assert finished, "the batch was still paused after 30 s (the shared pause is not capped)"

@@ -1,3 +1,5 @@
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -110,3 +112,195 @@ def test_pairwise_cohen_is_tidy():
     assert out[["rater_a", "rater_b"]].values.tolist() == [["a", "b"], ["a", "c"], ["b", "c"]]
     assert out["n"].tolist() == [3, 3, 4]
     assert out.loc[0, "agreement"] == pytest.approx(2 / 3)
+
+
+# --------------------------------------------------------------------------------------------------
+# An independent transcription of the statistics (pv4kit's hand-written versions before the wrappers
+# took scikit-learn, statsmodels and krippendorff): the wrappers must agree with it to 1e-12.
+
+AGREE_TOL = 1e-12
+RECENTER = Path(__file__).parent / "fixtures" / "recenter"
+
+
+def _missing(v):
+    return v is None or v is pd.NA or (isinstance(v, float) and np.isnan(v))
+
+
+def _sorted_cats(values):
+    try:
+        return sorted(set(values))
+    except TypeError:
+        return sorted(set(values), key=str)
+
+
+def _ref_cohen(a, b, *, weights=None, labels=None):
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if not (_missing(x) or _missing(y))]
+    if not pairs:
+        return nan
+    cats = list(labels) if labels is not None else _sorted_cats([x for p in pairs for x in p])
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    observed = np.zeros((k, k))
+    for x, y in pairs:
+        observed[index[x], index[y]] += 1
+    observed /= observed.sum()
+    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
+    grid = np.arange(k)
+    if weights is None:
+        w = (grid[:, None] != grid[None, :]).astype(float)
+    else:
+        dist = np.abs(grid[:, None] - grid[None, :]) / max(k - 1, 1)
+        w = dist if weights == "linear" else dist**2
+    denom = float((w * expected).sum())
+    return nan if denom == 0 else float(1.0 - (w * observed).sum() / denom)
+
+
+def _ref_fleiss_counts(counts):
+    table = np.asarray(counts, dtype=np.float64)
+    n = table.sum(axis=1)[0]
+    p_j = table.sum(axis=0) / table.sum()
+    p_i = ((table**2).sum(axis=1) - n) / (n * (n - 1))
+    p_bar, p_e = float(p_i.mean()), float((p_j**2).sum())
+    return nan if p_e == 1.0 else (p_bar - p_e) / (1.0 - p_e)
+
+
+def _ref_fleiss(ratings, *, labels=None):
+    table = pd.DataFrame(np.asarray(ratings, dtype=object))
+    table = table[~table.map(_missing).any(axis=1)]
+    if table.empty:
+        return nan
+    cats = list(labels) if labels is not None else _sorted_cats(table.to_numpy().ravel().tolist())
+    counts = np.stack([(table == c).sum(axis=1).to_numpy() for c in cats], axis=1)
+    return _ref_fleiss_counts(counts)
+
+
+def _ref_alpha(ratings, *, level="nominal"):
+    rows = np.asarray(ratings, dtype=object)
+    units = [[v for v in row if not _missing(v)] for row in rows]
+    units = [u for u in units if len(u) >= 2]
+    if not units:
+        return nan
+    cats = _sorted_cats([v for u in units for v in u])
+    index = {c: i for i, c in enumerate(cats)}
+    k = len(cats)
+    coincidence = np.zeros((k, k))
+    for u in units:
+        m = len(u)
+        for i in range(m):
+            for j in range(m):
+                if i != j:
+                    coincidence[index[u[i]], index[u[j]]] += 1.0 / (m - 1)
+    n_c = coincidence.sum(axis=1)
+    n = n_c.sum()
+    if level == "nominal":
+        delta = 1.0 - np.eye(k)
+    else:
+        values = np.asarray(cats, dtype=np.float64)
+        delta = (values[:, None] - values[None, :]) ** 2
+    d_o = float((coincidence * delta).sum()) / n
+    d_e = float((np.outer(n_c, n_c) * delta).sum()) / (n * (n - 1))
+    return nan if d_e == 0 else 1.0 - d_o / d_e
+
+
+def _assert_close(got, want):
+    if np.isnan(want):
+        assert np.isnan(got)
+        return 0.0
+    diff = abs(got - want)
+    assert diff <= AGREE_TOL, (got, want)
+    return diff
+
+
+def _random_ratings(rng, *, items, raters, cats, missing):
+    data = rng.integers(0, cats, size=(items, raters)).astype(object)
+    data[rng.random((items, raters)) < missing] = None
+    return data
+
+
+def _compare_all(wide, *, labels=None, interval=False):
+    """Largest |wrapper - transcription| over every statistic pv4kit computes on ``wide``."""
+    wide = pd.DataFrame(np.asarray(wide, dtype=object))
+    diffs = [
+        _assert_close(fleiss_kappa(wide, labels=labels), _ref_fleiss(wide, labels=labels)),
+        _assert_close(krippendorff_alpha(wide), _ref_alpha(wide)),
+    ]
+    if interval:
+        diffs.append(
+            _assert_close(krippendorff_alpha(wide, level="interval"), _ref_alpha(wide, level="interval"))
+        )
+    for i in range(wide.shape[1]):
+        for j in range(i + 1, wide.shape[1]):
+            for w in (None, "linear", "quadratic"):
+                got = cohen_kappa(wide[i], wide[j], weights=w, labels=labels)
+                diffs.append(_assert_close(got, _ref_cohen(wide[i], wide[j], weights=w, labels=labels)))
+    return max(diffs)
+
+
+def test_wrappers_agree_with_transcription_on_recenter_fixtures():
+    from pv4kit.related import recenter as rc
+
+    s1 = rc.load_stage1(RECENTER)
+    wide = s1.annotations.pivot(index=["item_index", "attr_index"], columns="annotator", values="judgment")
+    labels = list(rc.STAGE1_LABELS)
+    binary = wide.map(lambda v: v if pd.isna(v) else v == "ok")
+    s2 = rc.load_stage2(RECENTER)
+    humans = s2.annotations.pivot_table(
+        index=["item_index", "attribute"], columns="annotator", values="relevant", aggfunc="first"
+    ).astype(object)
+    worst = max(
+        _compare_all(wide, labels=labels),
+        _compare_all(binary, labels=[False, True]),
+        _compare_all(humans.where(humans.notna(), None), labels=[False, True]),
+    )
+    assert worst <= AGREE_TOL
+
+
+def test_wrappers_agree_with_transcription_on_random_ratings_with_missing_values():
+    rng = np.random.default_rng(14)
+    worst = 0.0
+    for trial in range(40):
+        data = _random_ratings(
+            rng,
+            items=int(rng.integers(2, 60)),
+            raters=int(rng.integers(2, 6)),
+            cats=int(rng.integers(1, 6)),
+            missing=[0.0, 0.1, 0.4][trial % 3],
+        )
+        worst = max(worst, _compare_all(data, interval=True))
+    for _ in range(20):
+        counts = rng.multinomial(
+            int(rng.integers(2, 15)), rng.dirichlet(np.ones(4)), size=int(rng.integers(1, 30))
+        )
+        worst = max(worst, _assert_close(fleiss_kappa_counts(counts), _ref_fleiss_counts(counts)))
+    assert worst <= AGREE_TOL
+
+
+def test_agreement_edge_cases():
+    # all raters agree on several categories: every statistic is 1
+    same = [["a", "a", "a"], ["b", "b", "b"], ["c", "c", None]]
+    assert fleiss_kappa(same) == pytest.approx(1.0)
+    assert krippendorff_alpha(same) == pytest.approx(1.0)
+    assert cohen_kappa(["a", "b", "c"], ["a", "b", "c"], weights="linear") == pytest.approx(1.0)
+    # one category throughout: chance agreement is 1 and every statistic is undefined (nan, no error)
+    one = [["x", "x"], ["x", "x"], ["x", None]]
+    assert np.isnan(fleiss_kappa(one)) and np.isnan(krippendorff_alpha(one))
+    assert np.isnan(fleiss_kappa_counts([[3, 0], [3, 0]]))
+    assert np.isnan(cohen_kappa(["x", "x"], ["x", "x"], labels=["x", "y"], weights="quadratic"))
+    # a second value only in an item rated once does not count (the item is not pairable)
+    assert np.isnan(krippendorff_alpha([["x", "x"], ["y", None]]))
+    # missing ratings: no complete item / no pairable item -> nan
+    assert np.isnan(fleiss_kappa([[1, None], [None, 2]]))
+    assert np.isnan(krippendorff_alpha([[None, None], [1, None]]))
+    # mixed label types are coded by position, not handed to the libraries as is
+    assert cohen_kappa(["a", 1, "a", 1], ["a", 1, 1, 1]) == pytest.approx(
+        _ref_cohen(["a", 1, "a", 1], ["a", 1, 1, 1])
+    )
+    # the clear errors where a library would refuse or silently mis-count
+    with pytest.raises(ValueError, match="interval.*numeric"):
+        krippendorff_alpha([["a", "b"], ["b", "b"]], level="interval")
+    with pytest.raises(ValueError, match="non-negative"):
+        fleiss_kappa_counts([[3, -1], [1, 1]])
+    with pytest.raises(ValueError, match="at least two raters"):
+        fleiss_kappa_counts([[1, 0], [0, 1]])
+    with pytest.raises(ValueError, match="2-D"):
+        krippendorff_alpha([1, 2, 3])

@@ -332,3 +332,21 @@ def test_generate_answers_then_score(data):
         return np.array([[len(t), t.count("e") + 1.0, t.count(" ") + 1.0] for t in texts])
 
     assert pf.pv4_score(pairs, gens, embedder=embed, cache=None)["correct"].all()
+
+
+def test_encode_gives_unit_rows_and_keeps_zero_rows():
+    from pv4kit.related._common import encode
+
+    out = encode(["ab", "", "c"], embedder=lambda texts: [[3.0, 4.0], [0.0, 0.0], [0.0, 2.0]])
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(out, [[0.6, 0.8], [0.0, 0.0], [0.0, 1.0]], rtol=1e-6)
+
+
+def test_head_per_group_caps_each_set_and_tier():
+    pairs = pf.load_personafeedback(FIXTURE).pairs
+    capped = pf.head_per_group(pairs, 1)
+    assert capped.groupby(["set", "tier"]).size().max() == 1
+    assert len(capped) == pairs.groupby(["set", "tier"]).ngroups
+    assert pf.head_per_group(pairs, 0) is pairs
+    with pytest.raises(ValueError, match="limit"):
+        pf.head_per_group(pairs, -1)

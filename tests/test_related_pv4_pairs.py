@@ -53,3 +53,17 @@ def test_pv4_pairs_all_distractors_and_judge_runs_on_them():
     assert len(preds) == 6 and preds["correct"].sum() == 3
     with pytest.raises(ValueError, match="distractors"):
         pv4_pairs(_questions(), distractors="some")
+
+
+def test_load_pv4_pairs_reads_a_built_dataset(tmp_path):
+    from pv4kit.dataset.load import load
+    from pv4kit.dataset.splits import build_dataset
+    from pv4kit.related.pv4_pairs import load_pv4_pairs
+    from tests.rawtree import make_tree
+
+    tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=2, per_category=2)
+    build_dataset(tree / "users", tmp_path / "data", progress=False)
+    data = load(tmp_path / "data")
+    got = load_pv4_pairs(tmp_path / "data", seed=3, splits=["test"])
+    pd.testing.assert_frame_equal(got, pv4_pairs(data.questions, data.users, seed=3, splits=["test"]))
+    assert len(got) and set(got["set"]) == {"pv4"}

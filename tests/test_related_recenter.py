@@ -363,3 +363,41 @@ def test_missing_stage_and_offline_hub(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(RuntimeError, match="leczhang/recenter-personalization"):
         rc.load_stage1("leczhang/recenter-personalization")
+
+
+def test_tables_the_cli_prints_come_from_the_library(s1, s2):
+    acc = rc.stage1_acceptance(s1)
+    by_source = rc.acceptance_by_source(acc)
+    assert list(by_source.columns) == ["source", "n", "accepted"]
+    assert by_source["n"].sum() == len(acc)
+    for src, part in acc.groupby("source", dropna=False):
+        row = by_source[by_source["source"].isna()] if pd.isna(src) else by_source[by_source["source"] == src]
+        assert row["accepted"].item() == pytest.approx(part["accepted"].mean())
+    preds = rc.stage2_predictions(s2, embedder=embed, cache=None, seed=0)
+    both = rc.stage2_metrics(preds, subset=["test", "all"])
+    expected = pd.concat([rc.stage2_metrics(preds, subset=s) for s in ("test", "all")], ignore_index=True)
+    pd.testing.assert_frame_equal(both, expected)
+    with pytest.raises(ValueError, match="subset"):
+        rc.stage2_metrics(preds, subset=["test", "dev"])
+    ag = rc.stage2_agreement(s2)
+    summary = rc.agreement_summary(ag).set_index("group")
+    hh = ag[(ag["group"] == "human-human") & (ag["statistic"] == "cohen_kappa")]
+    assert summary.loc["human-human", "cohen_kappa"] == pytest.approx(hh["value"].mean())
+    assert summary.loc["human-human", "agreement"] == pytest.approx(hh["agreement"].mean())
+    assert list(summary.index) == list(dict.fromkeys(ag.loc[ag["statistic"] == "cohen_kappa", "group"]))
+
+
+def test_the_recenter_face_offers_every_module_name():
+    from pv4kit.related.recenter import stage2_io
+
+    assert rc.load_stage2 is stage2_io.load_stage2 and "relevance_label" in rc.__all__
+    with pytest.raises(AttributeError, match="no attribute 'load_stage4'"):
+        rc.load_stage4  # noqa: B018
+
+
+def test_the_old_loader_module_still_offers_the_loaders():
+    from pv4kit.related import recenter_io
+    from pv4kit.related.recenter_io import STAGE1_LABELS, load_stage3
+
+    assert load_stage3 is rc.load_stage3 and STAGE1_LABELS == ("bad", "unsure", "ok")
+    assert "stage1_agreement" not in recenter_io.__all__ and "relevance_label" in recenter_io.__all__

@@ -58,3 +58,75 @@ def test_rewriting_generations_drops_stale_scores(tmp_path):
     (tmp_path / METRICS_FILE).write_text("{}")
     write_generations(tmp_path, _gens().assign(generation=["new", "new"]), config={"method": "m"})
     assert not (tmp_path / PREDICTIONS_FILE).exists() and not (tmp_path / METRICS_FILE).exists()
+
+
+def test_metrics_frame_reads_every_scored_run_as_tidy_rows(tmp_path, make_fake_embedder):
+    from pv4kit.pipeline.demo import results_table
+    from pv4kit.scoring.runs import METRICS_COLUMNS, metrics_frame, read_metrics
+    from pv4kit.scoring.score import score_run
+    from tests.test_score import TABLE, _generations, _questions
+
+    runs = tmp_path / "runs"
+    for name, method in (("b_rag", "rag"), ("a_none", "no_docs")):
+        write_generations(runs / name, _generations(), config={"data": "x", "method": method, "model": "m"})
+        score_run(runs / name, data=_questions(), embedder=make_fake_embedder(TABLE), cache=False, n_boot=50)
+    write_generations(runs / "unscored", _generations(), config={})  # no metrics.json: left out
+    frame = metrics_frame(runs)
+    assert list(frame.columns) == list(METRICS_COLUMNS)
+    assert list(frame["run"].unique()) == ["a_none", "b_rag"] and set(frame["model"]) == {"m"}
+    saved = read_metrics(runs / "b_rag")
+    mine = frame[frame["run"] == "b_rag"].set_index(["subset", "group", "metric"])
+    overall = mine.loc[("all", "all", "accuracy")]
+    assert overall["method"] == "rag" and overall["split"] == "test" and overall["n"] == saved["n"]
+    assert [overall["value"], overall["ci_low"], overall["ci_high"]] == [
+        saved["accuracy"],
+        *saved["accuracy_ci"],
+    ]
+    hard = mine.loc[("hard", "hard", "accuracy")]
+    assert hard["n"] == saved["n_hard"] and hard["value"] == saved["accuracy_hard"]
+    for cat in saved["by_category"]:
+        row = mine.loc[("category", cat["category_name"], "accuracy")]
+        assert (row["value"], row["ci_low"], row["ci_high"], row["n"]) == (
+            cat["accuracy"],
+            cat["ci_low"],
+            cat["ci_high"],
+            cat["n"],
+        )
+    assert mine.loc[("all", "all", "n_ties"), "value"] == saved["n_ties"]
+    # a list of run dirs, one scored run dir, an empty folder
+    listed = metrics_frame([runs / "b_rag", runs / "a_none"])
+    assert list(listed["run"].unique()) == ["b_rag", "a_none"]
+    assert metrics_frame(runs / "a_none")["run"].eq("a_none").all()
+    (tmp_path / "empty").mkdir()
+    empty = metrics_frame(tmp_path / "empty")
+    assert empty.empty and list(empty.columns) == list(METRICS_COLUMNS)
+    with pytest.raises(FileNotFoundError, match="metrics.json"):
+        metrics_frame([runs / "unscored"])
+    with pytest.raises(FileNotFoundError, match="no such folder"):
+        metrics_frame(tmp_path / "nowhere")
+    # the demo's results table reads the same rows
+    table = results_table({"a_none": read_metrics(runs / "a_none")})
+    acc, (lo, hi) = saved["accuracy"], saved["accuracy_ci"]
+    assert table.iloc[0]["accuracy [95% CI]"] == f"{100 * acc:.1f} [{100 * lo:.1f}, {100 * hi:.1f}]"
+    assert table.iloc[0]["n"] == saved["n"] and table.iloc[0]["n_hard"] == saved["n_hard"]
+
+
+def test_results_table_prints_missing_hard_accuracy_as_na():
+    from pv4kit.pipeline.demo import results_table
+
+    m = {
+        "accuracy": 0.5,
+        "accuracy_ci": [0.25, 0.75],
+        "accuracy_hard": None,
+        "accuracy_hard_ci": [None, None],
+    }
+    table = results_table({"run": {**m, "n": 4, "n_hard": 0}})
+    assert table.to_dict("records") == [
+        {
+            "method": "run",
+            "accuracy [95% CI]": "50.0 [25.0, 75.0]",
+            "accuracy_hard [95% CI]": "n/a",
+            "n": 4,
+            "n_hard": 0,
+        }
+    ]

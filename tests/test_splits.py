@@ -148,3 +148,55 @@ def test_multi_letter_correct_choice_is_an_error(tree, tmp_path, letter):
     frame.to_csv(qa, index=False)
     with pytest.raises(ValueError, match=r"user_7/qa.csv:3: correct_choice must be one of A-E"):
         build_dataset(tree / "users", tmp_path / "data", progress=False)
+
+
+def test_build_options_equal_the_old_keywords_and_unknown_ones_fail(tree, tmp_path):
+    from pv4kit.dataset.splits import BuildOptions
+
+    old = build_dataset(tree / "users", tmp_path / "a", seed=5, validation_fraction=0.25, progress=False)
+    options = BuildOptions(seed=5, validation_fraction=0.25)
+    new = build_dataset(tree / "users", tmp_path / "b", options=options, progress=False)
+    pd.testing.assert_frame_equal(old, new)
+    for split in ("train", "validation", "test"):
+        assert (tmp_path / "a" / f"{split}.parquet").read_bytes() == (
+            tmp_path / "b" / f"{split}.parquet"
+        ).read_bytes()
+    # a keyword wins over the options it is given with
+    over = build_dataset(
+        tree / "users", tmp_path / "c", options=options, validation_fraction=0.5, progress=False
+    )
+    assert over["validation"].tolist() == [6, 6, 6, 0, 0]
+    with pytest.raises(TypeError, match="valdation_fraction"):
+        build_dataset(tree / "users", tmp_path / "d", valdation_fraction=0.2, progress=False)
+    with pytest.raises(ValueError, match="overlap"):
+        BuildOptions(train_users=(1, 130))
+    assert not (tmp_path / "d").exists()
+
+
+def test_build_and_load_fingerprint_the_same_input_files(tree, tmp_path):
+    import json
+
+    from pv4kit.dataset.load import load
+    from pv4kit.dataset.tree import input_files
+
+    hard = tree / "hard_subset.csv"
+    hard.write_text("user_id,question_index\n126,3\n")
+    build_dataset(tree / "users", tmp_path / "data", hard_subset=hard, progress=False)
+    manifest = json.loads((tmp_path / "data" / "manifest.json").read_text())
+    before = load(tree)
+    assert manifest["input_fingerprint"] == before.fingerprint  # one definition of the inputs
+    files = input_files(tree / "users", hard_subset=hard)
+    assert hard in files and all(p.name == "qa.csv" or p.parent.name == "chats" for p in files if p != hard)
+    hard.write_text("user_id,question_index\n126,4\n")  # another hard subset is other data
+    assert load(tree).fingerprint != before.fingerprint
+
+
+def test_cli_id_ranges_parse_and_name_the_option():
+    from pv4kit.cli._args import id_range_text, parse_id_range
+    from pv4kit.schema import DEFAULT_TRAIN_USERS
+
+    assert parse_id_range("6-125", name="--train-users") == (6, 125)
+    assert parse_id_range("7", name="--train-users") == (7, 7)
+    assert parse_id_range(id_range_text(DEFAULT_TRAIN_USERS), name="x") == DEFAULT_TRAIN_USERS
+    with pytest.raises(ValueError, match="--test-users: range start 9 is above its end 3"):
+        parse_id_range("9-3", name="--test-users")

@@ -10,10 +10,8 @@
 3. ``attributes:answer``: the selected attributes as one document
    (:func:`pv4kit.answer.prompting.attribute_document`).
 
-The two request helpers the answer step shares with the pipeline live here too, so the import runs one
-way (:mod:`pv4kit.answer.baselines` imports this module): :func:`complete_sharded` (one
-:func:`pv4kit.llm.client.complete` call per endpoint, round-robin) and :func:`count_documents` (memoised token
-counts).
+The answer step shares :func:`count_documents` (memoised token counts) with this pipeline; requests to
+several equivalent endpoints are sharded by :func:`pv4kit.llm.client.complete` itself (``llm=[a, b]``).
 """
 
 from __future__ import annotations
@@ -54,42 +52,6 @@ def count_documents(docs: list[str], counter: TokenCounter, *, memo: dict[str, i
     if todo:
         memo.update(zip(todo, counter.count(todo), strict=True))
     return [memo[d] for d in docs]
-
-
-def complete_sharded(
-    requests: list[list[dict[str, str]]], *, llm: LLMConfig | list[LLMConfig], **kwargs: Any
-) -> list[Any]:
-    """:func:`~pv4kit.llm.client.complete`, sharded round-robin over equivalent endpoints when given a list.
-
-    Each endpoint gets its own ``complete`` call in a thread (its own concurrency), so two single-request
-    servers (two llama.cpp processes on two cores) are both kept busy. The cache key ignores the base URL,
-    so the responses are cached the same way whichever endpoint answered.
-
-    Args:
-        requests: One message list per request.
-        llm: One config, or several for the same model and protocol.
-        **kwargs: Passed on to :func:`pv4kit.llm.client.complete` (``cache``, ``step``, ``client`` ...).
-
-    Returns:
-        The responses, in the order of ``requests``.
-    """
-    configs = llm if isinstance(llm, list) else [llm]
-    if len(configs) == 1 or len(requests) <= 1:
-        return complete(requests, config=configs[0], **kwargs)
-    from concurrent.futures import ThreadPoolExecutor
-
-    shards = [list(range(j, len(requests), len(configs))) for j in range(len(configs))]
-    out: list[Any] = [None] * len(requests)
-    with ThreadPoolExecutor(max_workers=len(configs), thread_name_prefix="pv4kit-shard") as pool:
-        futures = [
-            pool.submit(complete, [requests[i] for i in shard], config=cfg, **kwargs)
-            for shard, cfg in zip(shards, configs, strict=True)
-            if shard
-        ]
-        for shard, fut in zip([s for s in shards if s], futures, strict=True):
-            for i, r in zip(shard, fut.result(), strict=True):
-                out[i] = r
-    return out
 
 
 def _chunks(sizes: list[int], *, fixed: int, budget: int, sep: int) -> list[list[int]]:
@@ -166,7 +128,7 @@ def attribute_contexts(
             extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
         )
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = complete_sharded(
+        stage1 = complete(
             [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
             llm=llm,
             cache=cache,
@@ -192,7 +154,7 @@ def attribute_contexts(
             for k in keys:
                 docs[k], per_q_n[k], per_q_fb[k] = "", 0, False
             continue
-        stage2 = complete_sharded(
+        stage2 = complete(
             [selection_messages(q, attrs, system=system) for q in rows["question"]],
             llm=llm,
             cache=cache,

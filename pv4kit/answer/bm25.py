@@ -1,13 +1,17 @@
-"""Okapi BM25 scoring and a simple tokenizer, with no dependency beyond numpy.
+"""Okapi BM25 through the ``bm25s`` package, on pv4kit's own tokens.
 
 Used by the Re-Centering stage-2 baseline (prompt -> user attributes) and by retrieval over a user's
-chats. The scoring follows Robertson & Zaragoza (2009) with the non-negative IDF used by Lucene::
+chats. Tokens come from :func:`pv4kit.text.tokenize` with :data:`pv4kit.text.STOPWORDS` (the stop-word
+list the audits use too); ``bm25s`` gets them as token ids and does the scoring. The variant is Robertson
+& Zaragoza (2009) with the non-negative IDF used by Lucene, as pv4kit 0.1 computed it by hand::
 
     idf(t)   = log(1 + (N - n_t + 0.5) / (n_t + 0.5))
     score(d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
 
 where ``N`` is the number of documents, ``n_t`` the number of documents containing ``t`` and ``avgdl``
-the mean document length in tokens. A query term repeated in the query counts once per occurrence.
+the mean document length in tokens. A query term repeated in the query counts once per occurrence. In
+``bm25s`` this is ``method="atire"`` (its term-frequency part, with the ``k1 + 1`` factor) with
+``idf_method="lucene"``, scored in float64.
 
 Example:
     >>> from pv4kit.answer.bm25 import bm25_scores, tokenize
@@ -18,17 +22,61 @@ Example:
 
 from __future__ import annotations
 
-import math
-from collections import Counter
 from collections.abc import Sequence
 
 import numpy as np
 
 from pv4kit.text import STOPWORDS, tokenize
 
-__all__ = ["ENGLISH_STOPWORDS", "bm25_scores", "tokenize"]
+__all__ = ["ENGLISH_STOPWORDS", "BM25Index", "bm25_scores", "tokenize"]
 
 ENGLISH_STOPWORDS = STOPWORDS  # the name pv4kit 0.1 used
+#: the ``bm25s`` settings that give the formula above
+BM25S_METHOD, BM25S_IDF_METHOD = "atire", "lucene"
+
+
+def _check_parameters(k1: float, b: float) -> None:
+    if k1 < 0:
+        raise ValueError(f"k1 must be >= 0, got {k1!r}")
+    if not 0.0 <= b <= 1.0:
+        raise ValueError(f"b must be in [0, 1], got {b!r}")
+
+
+class BM25Index:
+    """A BM25 index of one collection of tokenized documents, scored for many queries.
+
+    The corpus statistics (document frequencies, mean length) come from the documents given here, so
+    index the whole collection a query should be compared within.
+
+    Args:
+        doc_tokens_list: One token list per document (see :func:`tokenize`).
+        k1: Term-frequency saturation, ``>= 0``.
+        b: Length normalisation, in ``[0, 1]``.
+
+    Raises:
+        ValueError: If ``k1`` or ``b`` is out of range.
+    """
+
+    def __init__(self, doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75):
+        _check_parameters(k1, b)
+        self.n_docs = len(doc_tokens_list)
+        self.vocab: dict[str, int] = {}
+        ids = [[self.vocab.setdefault(t, len(self.vocab)) for t in doc] for doc in doc_tokens_list]
+        self._model = None
+        if self.vocab:  # bm25s needs a term; a collection without one scores 0 everywhere
+            import bm25s  # heavy (scipy.sparse, numba): only when something is scored
+
+            self._model = bm25s.BM25(
+                k1=k1, b=b, method=BM25S_METHOD, idf_method=BM25S_IDF_METHOD, dtype="float64"
+            )
+            self._model.index((ids, self.vocab), create_empty_token=False, show_progress=False)
+
+    def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
+        """``float64`` BM25 score of every document for one tokenized query (0 where no term is shared)."""
+        ids = [self.vocab[t] for t in query_tokens if t in self.vocab]
+        if self._model is None or not ids:
+            return np.zeros(self.n_docs, dtype=np.float64)
+        return np.asarray(self._model.get_scores_from_ids(ids), dtype=np.float64)
 
 
 def bm25_scores(
@@ -38,7 +86,7 @@ def bm25_scores(
     k1: float = 1.5,
     b: float = 0.75,
 ) -> np.ndarray:
-    """BM25 score of every document for one query.
+    """BM25 score of every document for one query (:class:`BM25Index` for many queries at once).
 
     The corpus statistics (document frequencies, mean length) come from ``doc_tokens_list`` itself, so
     score a query against the whole collection it should be compared within.
@@ -56,26 +104,7 @@ def bm25_scores(
     Raises:
         ValueError: If ``k1`` or ``b`` is out of range.
     """
-    if k1 < 0:
-        raise ValueError(f"k1 must be >= 0, got {k1!r}")
-    if not 0.0 <= b <= 1.0:
-        raise ValueError(f"b must be in [0, 1], got {b!r}")
-    n_docs = len(doc_tokens_list)
-    scores = np.zeros(n_docs, dtype=np.float64)
-    if n_docs == 0 or not query_tokens:
-        return scores
-    counts = [Counter(doc) for doc in doc_tokens_list]
-    lengths = np.array([len(doc) for doc in doc_tokens_list], dtype=np.float64)
-    avgdl = float(lengths.mean()) or 1.0
-    norm = k1 * (1.0 - b + b * lengths / avgdl)
-    df: Counter[str] = Counter()
-    for c in counts:
-        df.update(c.keys())
-    for term in query_tokens:
-        n_t = df.get(term, 0)
-        if n_t == 0:
-            continue
-        idf = math.log(1.0 + (n_docs - n_t + 0.5) / (n_t + 0.5))
-        tf = np.array([c.get(term, 0) for c in counts], dtype=np.float64)
-        scores += idf * tf * (k1 + 1.0) / (tf + norm)
-    return scores
+    _check_parameters(k1, b)
+    if not doc_tokens_list or not query_tokens:
+        return np.zeros(len(doc_tokens_list), dtype=np.float64)
+    return BM25Index(doc_tokens_list, k1=k1, b=b).scores(query_tokens)

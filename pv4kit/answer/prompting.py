@@ -27,6 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from pv4kit.text import list_items
+
 logger = logging.getLogger(__name__)
 
 #: version of the answer prompt layout, recorded in every run's config
@@ -299,7 +301,6 @@ ATTRIBUTE_SELECTION = (
 )
 ATTRIBUTE_HEADER = "Attributes of the user:"
 
-_BULLET = re.compile(r"^\s*(?:[-*\u2022]|\d{1,3}[.)])\s+(?P<text>\S.*?)\s*$")
 _SELECTION = re.compile(r"^(?:none|\d{1,3}(?:\s*,\s*\d{1,3})*)$", re.IGNORECASE)
 
 
@@ -312,11 +313,7 @@ def parse_attributes(text: str, *, max_attributes: int = 50) -> list[str]:
     """Bulleted or numbered lines of a stage-1 answer, deduplicated (case-insensitive), in order."""
     out: list[str] = []
     seen: set[str] = set()
-    for line in (text or "").splitlines():
-        m = _BULLET.match(line)
-        if not m:
-            continue
-        item = m.group("text").strip()
+    for item in list_items(text or "", loose=True, marked_only=True):  # pv4kit's one list reading
         key = item.casefold()
         if item and key not in seen:
             seen.add(key)

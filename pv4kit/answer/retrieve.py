@@ -21,6 +21,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit.answer.bm25 import BM25Index
+from pv4kit.embeddings.models import embed_texts
+from pv4kit.text import tokenize
 from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
@@ -50,13 +53,11 @@ def dense_scores(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarr
 
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
     """BM25 scores of each query against the documents: ``(n_queries, n_docs)``."""
-    from pv4kit.answer.bm25 import bm25_scores, tokenize
-
-    doc_tokens = [tokenize(d) for d in documents]
     out = np.zeros((len(queries), len(documents)), dtype=np.float32)
-    for i, q in enumerate(queries):
-        if documents:
-            out[i] = bm25_scores(tokenize(q), doc_tokens, **kwargs)
+    if documents:
+        index = BM25Index([tokenize(d) for d in documents], **kwargs)
+        for i, q in enumerate(queries):
+            out[i] = index.scores(tokenize(q))
     return out
 
 
@@ -83,8 +84,6 @@ def score_documents(
         return bm25_matrix(queries, documents)
     if embedder is None:
         raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('minilm'))")
-    from pv4kit.embeddings.models import embed_texts
-
     if not documents or not queries:
         return np.zeros((len(queries), len(documents)), dtype=np.float32)
     doc_vecs = embed_texts(list(documents), embedder=embedder, cache=cache, progress=False)

@@ -17,6 +17,10 @@ sent as a chat. pv4kit sends it as the reference's engine receives it:
 Prompts that fit are sent as chat messages, rendered by the server's own template (with
 ``chat_template_kwargs={"enable_thinking": false}`` on vLLM), which is the reference's rendering when the
 server's template is the decoder's.
+
+pv4kit's own rule, ``truncation="relevance"`` (:func:`relevance_requests`), drops whole documents instead,
+the least relevant first, until the counted prompt fits. :func:`context_report` writes what either rule
+did as ``context.json``.
 """
 
 from __future__ import annotations
@@ -26,7 +30,23 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pv4kit.answer.tokens import ChatTokenizer, truncate_front
+import numpy as np
+
+from pv4kit.answer.attributes import count_documents
+from pv4kit.answer.prompting import (
+    FitResult,
+    TokenCounter,
+    build_messages,
+    fit_documents,
+    fixed_prompt_tokens,
+)
+from pv4kit.answer.tokens import (
+    REFERENCE_CONTEXT_KEYS,
+    ChatTokenizer,
+    ServerInfo,
+    reference_context,
+    truncate_front,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -131,4 +151,86 @@ def front_requests(
             budget,
             ", ".join(how),
         )
+    return out
+
+
+def relevance_requests(
+    questions: Sequence[str],
+    documents: Sequence[list[str]],
+    priorities: Sequence[list[int] | None],
+    *,
+    system: str | None,
+    counter: TokenCounter,
+    budget: int,
+) -> tuple[list[Request], list[FitResult]]:
+    """pv4kit's rule: whole documents dropped, lowest priority first, until each prompt fits ``budget``.
+
+    Args:
+        questions: One question per prompt.
+        documents: Each prompt's documents in display order.
+        priorities: Each prompt's positions into its documents, most relevant first (``None``: display
+            order; see :func:`pv4kit.answer.prompting.fit_documents`).
+        system: The system prompt.
+        counter: How to count tokens (each distinct document is counted once).
+        budget: Largest prompt in tokens.
+
+    Returns:
+        One chat :class:`Request` and one :class:`~pv4kit.answer.prompting.FitResult` per prompt.
+    """
+    memo: dict[str, int] = {}
+    sep_tokens = max(1, counter.count(["\n\n"])[0])
+    requests, fitted = [], []
+    for q, docs, priority in zip(questions, documents, priorities, strict=True):
+        fit = fit_documents(
+            count_documents(docs, counter, memo=memo),
+            fixed_tokens=fixed_prompt_tokens(q, system=system, counter=counter),
+            budget=budget,
+            priority=priority,
+            separator_tokens=sep_tokens,
+        )
+        fitted.append(fit)
+        msgs = build_messages(q, [docs[i] for i in fit.kept], system=system)
+        requests.append(Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat"))
+    return requests, fitted
+
+
+def context_report(
+    requests: Sequence[Request],
+    fitted: Sequence[FitResult],
+    *,
+    max_model_len: int,
+    max_input_tokens: int,
+    truncation: str,
+    counter: str,
+    exact: bool,
+    server: ServerInfo | None = None,
+) -> dict[str, Any]:
+    """The ``context.json`` record: the reference's keys, units and rounding, then pv4kit's under ``pv4kit``.
+
+    The reference's figures describe the **untruncated** prompt lengths (each request's ``full_tokens``;
+    ``fit_rate`` in percent, see :func:`pv4kit.answer.tokens.reference_context`). ``pv4kit`` holds how they
+    were counted (``counter``, ``exact``: false for the chars/4 estimate), the truncation rule, how the cut
+    prompts were sent, the sent lengths, and for ``truncation="relevance"`` the chats dropped (``fitted``)
+    and the prompts still over budget.
+    """
+    out = reference_context(
+        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=max_input_tokens
+    )
+    assert tuple(out) == REFERENCE_CONTEXT_KEYS
+    sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
+    how: dict[str, int] = {}
+    for r in requests:
+        how[r.sent_as] = how.get(r.sent_as, 0) + 1
+    out["pv4kit"] = {
+        "token_counter": counter,
+        "exact": bool(exact),
+        "truncation": truncation,
+        "sent_as": how,
+        "mean_sent_prompt_tokens": round(float(sent.mean()), 1),
+        "max_sent_prompt_tokens": int(sent.max()),
+        "documents_dropped": int(sum(len(f.dropped) for f in fitted)),
+        "num_over_budget": int(sum(not f.fits for f in fitted)),
+        "server_kind": server.kind if server else None,
+        "server_max_model_len": server.max_model_len if server else None,
+    }
     return out

@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 
 logger = logging.getLogger(__name__)
 
@@ -20,13 +20,12 @@ def _audit(args: argparse.Namespace) -> int:
     embedder = get_embedder(args.embedder, device=args.device)
     llm_config = None
     if args.llm_model:
-        from pv4kit.llm.client import LLMConfig
+        from pv4kit.llm.config import endpoint_config
 
-        llm_config = LLMConfig(
-            model=args.llm_model,
+        llm_config = endpoint_config(
+            args.llm_model,
             base_url=args.llm_base_url,
-            protocol=args.llm_protocol or ("chat" if args.llm_base_url else "responses"),
-            temperature=0.0 if args.llm_base_url else None,
+            protocol=args.llm_protocol,
             max_output_tokens=args.llm_max_tokens,
         )
     result = run_audit(

@@ -7,7 +7,7 @@ import contextlib
 import logging
 import re
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 from pv4kit.schema import SPLITS
 
 logger = logging.getLogger(__name__)
@@ -24,8 +24,7 @@ def _answer(args: argparse.Namespace) -> int:
     from pv4kit.answer.baselines import answer
     from pv4kit.answer.prompting import get_token_counter
     from pv4kit.dataset.load import load
-    from pv4kit.llm.client import LLMConfig
-    from pv4kit.llm.local import resolve_endpoint
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
     data = load(args.data, splits=[args.split])
     cache = llm_cache_arg(args.cache)
@@ -42,15 +41,14 @@ def _answer(args: argparse.Namespace) -> int:
                 args.model, args.base_url, n_ctx=n_ctx, n_threads=args.threads, n_threads_batch=args.threads
             )
         )
-        local = endpoint.protocol is not None
-        llm = LLMConfig(
-            model=endpoint.model,
-            base_url=endpoint.base_url,
-            protocol=endpoint.protocol or args.protocol,
+        local = endpoint.local
+        llm = local_llm_config(
+            endpoint,
+            protocol=args.protocol,
             api_key_env=args.api_key_env,
             reasoning_effort=args.reasoning_effort,
-            max_concurrency=1 if local else args.concurrency,
-            timeout=600.0 if local else args.timeout,
+            max_concurrency=args.concurrency,
+            timeout=args.timeout,
             max_retries=args.max_retries,
         )
         counter = None

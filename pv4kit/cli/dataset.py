@@ -5,18 +5,15 @@ from __future__ import annotations
 import argparse
 import logging
 
+from pv4kit.cli._args import add_user_ranges, user_ranges
+
 logger = logging.getLogger(__name__)
 
 
 def _validate(args: argparse.Namespace) -> int:
-    from pv4kit._io import parse_id_range
-    from pv4kit.dataset.raw import format_report, validate_raw
+    from pv4kit.dataset.validate import format_report, validate_raw
 
-    report = validate_raw(
-        args.raw_dir,
-        train_users=parse_id_range(args.train_users, name="--train-users"),
-        test_users=parse_id_range(args.test_users, name="--test-users"),
-    )
+    report = validate_raw(args.raw_dir, **user_ranges(args))
     if args.errors_only:
         report = report[report["severity"] == "error"]
     print(format_report(report))
@@ -25,7 +22,7 @@ def _validate(args: argparse.Namespace) -> int:
 
 def _qa_table(args: argparse.Namespace) -> int:
     from pv4kit.dataset.questions import write_qa_tables
-    from pv4kit.dataset.raw import users_dir_of
+    from pv4kit.dataset.tree import users_dir_of
 
     report = write_qa_tables(
         users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite, force=args.force
@@ -53,7 +50,6 @@ def _qa_table(args: argparse.Namespace) -> int:
 def _build(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from pv4kit._io import parse_id_range
     from pv4kit.dataset.splits import build_dataset
 
     if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
@@ -65,8 +61,7 @@ def _build(args: argparse.Namespace) -> int:
         args.users_dir,
         args.output_dir,
         hard_subset=args.hard_subset,
-        train_users=parse_id_range(args.train_users, name="--train-users"),
-        test_users=parse_id_range(args.test_users, name="--test-users"),
+        **user_ranges(args),
         validation_fraction=args.validation_fraction,
         seed=args.seed,
         id_column=args.id_column,
@@ -97,8 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="check a raw tree and list every problem with file and line")
     p.add_argument("raw_dir", help="raw tree (holding users/) or a users folder")
     p.add_argument("--errors-only", action="store_true", help="hide warnings")
-    p.add_argument("--train-users", default="6-125", help="training users, as `build` takes them")
-    p.add_argument("--test-users", default="126-155", help="evaluation users, as `build` takes them")
+    add_user_ranges(
+        p,
+        train_help="training users, as `build` takes them",
+        test_help="evaluation users, as `build` takes them",
+    )
     p.set_defaults(func=_validate)
 
     p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
@@ -114,8 +112,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
     p.add_argument("--output-dir", required=True, help="where the parquet files go (e.g. data)")
     p.add_argument("--hard-subset", default=None, help="hard_subset.csv (user_id,question_index)")
-    p.add_argument("--train-users", default="6-125", help="inclusive id range of training users")
-    p.add_argument("--test-users", default="126-155", help="inclusive id range of evaluation users")
+    add_user_ranges(
+        p,
+        train_help="inclusive id range of training users",
+        test_help="inclusive id range of evaluation users",
+    )
     p.add_argument("--validation-fraction", type=float, default=0.1)
     p.add_argument("--seed", type=int, default=23)
     p.add_argument("--id-column", default="user_id", choices=["user_id", "collection_id"])

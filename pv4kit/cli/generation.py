@@ -6,6 +6,14 @@ import argparse
 import logging
 import sys
 
+from pv4kit.generation.defaults import (
+    DEFAULT_CHAT_MODEL,
+    DEFAULT_CHAT_REASONING_EFFORT,
+    DEFAULT_MODEL,
+    DEFAULT_REASONING_EFFORT,
+    generation_llm_configs,
+)
+
 logger = logging.getLogger(__name__)
 
 
@@ -24,24 +32,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--user-end", type=int, default=None, help="last user id (inclusive)")
     p.add_argument(
         "--model",
-        default="gpt-5.1",
+        default=DEFAULT_MODEL,
         help="model for categories, topics, questions; "
-        "'local' starts SmolLM2 on a llama.cpp server [gpt-5.1]",
+        f"'local' starts SmolLM2 on a llama.cpp server [{DEFAULT_MODEL}]",
     )
     p.add_argument(
         "--reasoning-effort",
         default=None,
-        help="reasoning effort of --model [none with the Responses API, unset with chat]",
+        help=f"reasoning effort of --model [{DEFAULT_REASONING_EFFORT} with the Responses API, "
+        "unset with chat]",
     )
     p.add_argument(
         "--chat-model",
         default=None,
-        help="model for chats [gpt-5-mini for OpenAI gpt-* models, otherwise --model]",
+        help=f"model for chats [{DEFAULT_CHAT_MODEL} for OpenAI gpt-* models, otherwise --model]",
     )
     p.add_argument(
         "--chat-reasoning-effort",
         default=None,
-        help="reasoning effort of --chat-model [minimal with the Responses API, unset with chat]",
+        help=f"reasoning effort of --chat-model [{DEFAULT_CHAT_REASONING_EFFORT} with the Responses API, "
+        "unset with chat]",
     )
     p.add_argument("--num-categories", type=int, default=10)
     p.add_argument("--num-topics", type=int, default=200)
@@ -131,27 +141,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
-    from pv4kit.llm.client import LLMConfig
-
-    chat_model = args.chat_model
-    if chat_model is None or chat_model == "local":
-        chat_model = "gpt-5-mini" if base_url is None and model.startswith("gpt-") else model
-    responses = protocol == "responses"
-    common = dict(
+    return generation_llm_configs(
+        model,
+        chat_model=None if args.chat_model == "local" else args.chat_model,
         base_url=base_url,
         protocol=protocol,
+        reasoning_effort=args.reasoning_effort,
+        chat_reasoning_effort=args.chat_reasoning_effort,
         api_key_env=args.api_key_env,
         temperature=args.temperature,
         max_output_tokens=args.max_output_tokens,
         max_concurrency=args.max_workers,
         max_retries=args.http_retries,
         timeout=args.timeout,
-    )
-    effort = args.reasoning_effort or ("none" if responses else None)
-    chat_effort = args.chat_reasoning_effort or ("minimal" if responses else None)
-    return (
-        LLMConfig(model=model, reasoning_effort=effort, **common),
-        LLMConfig(model=chat_model, reasoning_effort=chat_effort, **common),
     )
 
 
@@ -162,7 +164,7 @@ def run_generate(args: argparse.Namespace) -> int:
 
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
-    from pv4kit._io import llm_cache_arg
+    from pv4kit.cli._args import llm_cache_arg
 
     cache = llm_cache_arg(args.cache)
     with resolve_endpoint(
@@ -238,7 +240,7 @@ def _print_report(report) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
-    from pv4kit._io import llm_cache_arg
+    from pv4kit.cli._args import llm_cache_arg
     from pv4kit.llm.client import usage_frame, usage_summary
 
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)

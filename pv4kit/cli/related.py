@@ -10,7 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pv4kit._io import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg
 
 logger = logging.getLogger(__name__)
 
@@ -67,26 +67,21 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 
 def _pairs(args: argparse.Namespace) -> Any:
+    from pv4kit.related.personafeedback.load import head_per_group, load_personafeedback
+    from pv4kit.related.pv4_pairs import load_pv4_pairs
+
     if getattr(args, "pv4", False):
-        from pv4kit.dataset.load import load
-        from pv4kit.related.pv4_pairs import pv4_pairs
-
-        data = load(args.data)
-        pairs = pv4_pairs(data.questions, data.users, seed=args.seed, splits=args.splits)
+        pairs = load_pv4_pairs(args.data, seed=args.seed, splits=args.splits)
     else:
-        from pv4kit.related.personafeedback import load_personafeedback
-
         pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
-    if args.limit:
-        pairs = pairs.groupby(["set", "tier"], sort=False).head(args.limit)
-    return pairs
+    return head_per_group(pairs, args.limit)
 
 
 # ------------------------------------------------------------------------------------ personafeedback
 
 
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
+    from pv4kit.related.personafeedback.load import PAPER_TOTAL, load_personafeedback
 
     data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
@@ -122,7 +117,7 @@ def _pf_load(args: argparse.Namespace) -> int:
 
 
 def _pf_judge(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
+    from pv4kit.related.personafeedback.judge import judge_accuracy, judge_pairs, position_bias
 
     preds = judge_pairs(
         _pairs(args),
@@ -137,12 +132,8 @@ def _pf_judge(args: argparse.Namespace) -> int:
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
     if bias is not None:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
-    _write(
-        args.out,
-        {"predictions": preds, "accuracy": acc, "position_bias": bias},
-        command="personafeedback judge",
-        args=args,
-    )
+    tables = {"predictions": preds, "accuracy": acc, "position_bias": bias}
+    _write(args.out, tables, command="personafeedback judge", args=args)
     return 0
 
 
@@ -165,7 +156,7 @@ def _pf_reward(args: argparse.Namespace) -> int:
 
 
 def _pf_pv4_score(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
+    from pv4kit.related.personafeedback.score import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
     gens = generate_answers(
@@ -174,12 +165,8 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
     scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
-    _write(
-        args.out,
-        {"generations": gens, "scores": scores, "accuracy": acc},
-        command="personafeedback pv4-score",
-        args=args,
-    )
+    tables = {"generations": gens, "scores": scores, "accuracy": acc}
+    _write(args.out, tables, command="personafeedback pv4-score", args=args)
     return 0
 
 
@@ -187,37 +174,29 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
 
 
 def _rc_stage1(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter import load_stage1, stage1_acceptance, stage1_agreement
+    from pv4kit.related.recenter.stage1 import acceptance_by_source, stage1_acceptance, stage1_agreement
+    from pv4kit.related.recenter.stage1_io import load_stage1
 
     data = load_stage1(args.data)
     acc, agree = stage1_acceptance(data), stage1_agreement(data)
-    by_source = (
-        acc.groupby("source", dropna=False)
-        .agg(n=("accepted", "size"), accepted=("accepted", "mean"))
-        .reset_index()
-    )
+    by_source = acceptance_by_source(acc)
     print(f"{len(acc)} attributes, {acc['accepted'].mean():.3f} accepted by majority")
     _show(by_source, ["source", "n", "accepted"])
     _show(agree[agree["raters"].isin(["all", "pairs"])], ["metric", "scale", "n_items", "value"])
-    _write(
-        args.out,
-        {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree},
-        command="recenter stage1",
-        args=args,
-    )
+    tables = {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree}
+    _write(args.out, tables, command="recenter stage1", args=args)
     return 0
 
 
 def _rc_stage2(args: argparse.Namespace) -> int:
-    import pandas as pd
-
-    from pv4kit.related.recenter import (
-        load_stage2,
+    from pv4kit.related.recenter.stage2 import (
+        agreement_summary,
         stage2_agreement,
         stage2_metrics,
         stage2_predictions,
         stage2_yes_rates,
     )
+    from pv4kit.related.recenter.stage2_io import load_stage2
 
     data = load_stage2(args.data)
     yes = stage2_yes_rates(data)
@@ -231,36 +210,20 @@ def _rc_stage2(args: argparse.Namespace) -> int:
         seed=args.seed,
         tune_fraction=args.tune_fraction,
     )
-    metrics = pd.concat(
-        [stage2_metrics(preds, subset="test"), stage2_metrics(preds, subset="all")], ignore_index=True
-    )
-    agree = stage2_agreement(data)
+    metrics, agree = stage2_metrics(preds, subset=["test", "all"]), stage2_agreement(data)
     _show(
         metrics[metrics["subset"] == "test"],
         ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
     )
-    pairs = agree[agree["statistic"] == "cohen_kappa"]
-    summary = pairs.groupby("group", sort=False)[["agreement", "value"]].mean().reset_index()
-    _show(summary.rename(columns={"value": "cohen_kappa"}), ["group", "agreement", "cohen_kappa"])
+    _show(agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
-    _write(
-        args.out,
-        {
-            "predictions": preds,
-            "metrics": metrics,
-            "agreement": agree,
-            "yes_rates": yes,
-            "coverage": data.coverage,
-        },
-        command="recenter stage2",
-        args=args,
-    )
+    tables = {"predictions": preds, "metrics": metrics, "agreement": agree, "yes_rates": yes}
+    _write(args.out, {**tables, "coverage": data.coverage}, command="recenter stage2", args=args)
     return 0
 
 
 def _rc_stage3(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter import (
-        load_stage3,
+    from pv4kit.related.recenter.stage3 import (
         stage3_correlation,
         stage3_distribution,
         stage3_orientation,
@@ -268,6 +231,7 @@ def _rc_stage3(args: argparse.Namespace) -> int:
         stage3_ratings,
         stage3_summary,
     )
+    from pv4kit.related.recenter.stage3_io import load_stage3
 
     data = load_stage3(args.data)
     ratings = stage3_ratings(data)

@@ -16,6 +16,7 @@ then a single row's documents per user.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,7 +24,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from pv4kit.dataset.formats import check_answer_letters
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
+from pv4kit.dataset.splits import assign_splits, split_indices
+from pv4kit.dataset.tree import input_fingerprint, list_users, read_hard_subset, read_user, users_dir_of
 from pv4kit.schema import (
     CHOICE_COLUMNS,
     DEFAULT_TEST_USERS,
@@ -34,7 +38,6 @@ from pv4kit.schema import (
     SPLITS,
     USER_COLUMNS,
     answer_indices,
-    answer_letter_problem,
     user_role,
 )
 
@@ -153,10 +156,6 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
 def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
-    from pv4kit._io import fingerprint_files
-    from pv4kit.dataset.raw import list_users, read_hard_subset, read_user, users_dir_of
-    from pv4kit.dataset.splits import assign_splits
-
     users_dir = users_dir_of(raw_dir)
     root = users_dir.parent
     users, tables = [], {}
@@ -167,11 +166,7 @@ def _load_raw(
         u = read_user(users_dir / f"user_{uid}", raw_dir=root)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
-        cells = u.qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)
-        for i, (letter, *choices) in enumerate(cells):
-            problem = answer_letter_problem(letter, choices)
-            if problem:
-                raise ValueError(f"{u.path / 'qa.csv'}:{i + 2}: {problem[1]}")
+        check_answer_letters(u.qa, u.path / "qa.csv")
         tables[uid] = (u.qa, u.categories)
         users.append(
             {
@@ -221,14 +216,11 @@ def _load_raw(
         )
         parts.append(part)
     questions = _finish_questions(pd.concat(parts, ignore_index=True))
-    files = [
-        p for p in users_dir.rglob("*") if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
-    ]
     return PV4Data(
         questions=questions,
         users=pd.DataFrame(users, columns=USER_COLUMNS),
         source=str(raw_dir),
-        fingerprint=fingerprint_files(files),
+        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path if hard_path.is_file() else None),
         kind="raw",
     )
 
@@ -296,8 +288,6 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
     A user whose rows are all ``test`` keeps ``qa.csv`` order; any other user's rows follow the split rule
     (decided by the rows themselves, so a build with other id ranges than the defaults is read right).
     """
-    from pv4kit.dataset.splits import split_indices
-
     out = np.empty(len(frame), dtype=np.int64)
     for uid, grp in frame.groupby("user_id", sort=False):
         idx = grp.index.to_numpy()
@@ -318,29 +308,19 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
     return pd.Series(out, index=frame.index)
 
 
-def _load_parquet(
-    root: Path,
-    found: dict[str, list[Path]],
-    kind: str,
-    *,
-    splits: list[str] | None,
-    train_users: tuple[int, int],
-    test_users: tuple[int, int],
-    fraction: float,
-    seed: int,
-) -> PV4Data:
-    import pyarrow.parquet as pq
-
-    manifest = {}
+def _read_manifest(root: Path) -> dict:
+    """The ``manifest.json`` a build wrote beside the parquet files ({} when there is none)."""
     for cand in (root / "manifest.json", root / "data" / "manifest.json"):
         if cand.is_file():
-            import json
+            return json.loads(cand.read_text())
+    return {}
 
-            manifest = json.loads(cand.read_text())
-            fraction = manifest.get("validation_fraction", fraction)
-            seed = manifest.get("seed", seed)
-            break
-    parts, id_column = [], None
+
+def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
+    """Every column but ``documents`` of the parquet files, with a ``split`` column; the id column's name."""
+    import pyarrow.parquet as pq
+
+    parts, id_column = [], "user_id"
     for split, files in found.items():
         for path in files:
             try:
@@ -359,7 +339,22 @@ def _load_parquet(
             t = t.rename(columns={id_column: "user_id"})
             t.insert(1, "split", split)
             parts.append(t)
-    frame = pd.concat(parts, ignore_index=True)
+    return pd.concat(parts, ignore_index=True), id_column
+
+
+def _load_parquet(
+    root: Path,
+    found: dict[str, list[Path]],
+    kind: str,
+    *,
+    splits: list[str] | None,
+    fraction: float,
+    seed: int,
+) -> PV4Data:
+    manifest = _read_manifest(root)
+    fraction = manifest.get("validation_fraction", fraction)
+    seed = manifest.get("seed", seed)
+    frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
     frame["question_index"] = _recover_positions(frame, fraction=fraction, seed=seed)
     frame["answer_letter"] = [LETTERS[i] for i in answer_indices(frame)]
@@ -368,7 +363,7 @@ def _load_parquet(
     frame["rationale"] = None
     all_files = [p for fs in found.values() for p in fs]
     ids = sorted(frame["user_id"].unique().tolist())
-    docs = _read_documents(all_files, id_column or "user_id", set(ids))
+    docs = _read_documents(all_files, id_column, set(ids))
     roles = frame.groupby("user_id")["split"].agg(lambda s: "test" if "test" in set(s) else "train")
     users = pd.DataFrame(
         {
@@ -391,21 +386,18 @@ def _load_parquet(
         frame, users = _enrich_from_raw(frame, users, raw_root)
     if splits:
         frame = frame[frame["split"].isin(splits)]
-    data = PV4Data(
+    return PV4Data(
         questions=_finish_questions(frame),
         users=users,
         source=str(root),
         fingerprint=_quick_fingerprint(all_files),
         kind=kind,
     )
-    return data
 
 
 def _enrich_from_raw(
     frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from pv4kit.dataset.raw import read_user
-
     users = users.copy()
     parts = []
     for i, uid in enumerate(users["user_id"]):
@@ -512,7 +504,7 @@ def load(
         "seed": seed,
     }
     if found is not None:
-        data = _load_parquet(root, found[0], found[1], splits=splits, **opts)
+        data = _load_parquet(root, found[0], found[1], splits=splits, fraction=validation_fraction, seed=seed)
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
         if splits:

@@ -25,17 +25,19 @@ Beyond the reference, :func:`build_question_table` also returns a report of ever
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import random
 import re
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text, not_a_file_error, read_csv, read_text
+from pv4kit._io import atomic_write_text, not_a_file_error, read_text
+from pv4kit.dataset.formats import format_qa_csv, read_categories, read_qa_csv
+from pv4kit.dataset.qatags import tag_report
+from pv4kit.dataset.tree import list_users
 from pv4kit.schema import LETTERS, QA_COLUMNS
 
 logger = logging.getLogger(__name__)
@@ -143,13 +145,6 @@ def parse_qa_text(text: str) -> list[QABlock]:
     return blocks
 
 
-def read_categories(user_dir: str | Path) -> list[str]:
-    """Read ``categories.txt`` as the reference does: ``split("\\n")``, every line kept as stored."""
-    from pv4kit.dataset.raw import read_list
-
-    return read_list(Path(user_dir) / "categories.txt")
-
-
 def shuffle_records(
     records: list[tuple[int, QABlock]], *, seed: int = 42
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
@@ -249,37 +244,8 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     return table, report
 
 
-def format_qa_csv(table: pd.DataFrame) -> str:
-    """Render a question table as ``qa.csv`` text (minimal quoting, ``\\n`` line endings)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(QA_COLUMNS)
-    for row in table[QA_COLUMNS].itertuples(index=False):
-        writer.writerow(row)
-    return buf.getvalue()
-
-
-def read_qa_csv(path: str | Path) -> pd.DataFrame:
-    """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
-    frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
-    missing = [c for c in QA_COLUMNS if c not in frame.columns]
-    if missing:
-        raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
-    for col in ("index", "category"):
-        bad = ~frame[col].str.fullmatch(r"\d+")
-        if bad.any():
-            line = int(bad.to_numpy().argmax()) + 2
-            raise ValueError(
-                f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
-            )
-        frame[col] = frame[col].astype("int64")
-    return frame[QA_COLUMNS]
-
-
 def _with_tag_flags(drops: pd.DataFrame, user_dir: Path) -> pd.DataFrame:
     """``drops`` plus one ``malformed_tags`` row per tag problem (:func:`~.qatags.tag_report`)."""
-    from pv4kit.dataset.qatags import tag_report
-
     flags = tag_report(user_dir)
     drops = drops.assign(detail="")
     if flags.empty:
@@ -296,8 +262,6 @@ def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     the new table lacks (matched one for one), or the last old rows when the texts all survive. A
     ``target`` that is not a readable question table holds no question to lose (a warning says so).
     """
-    from collections import Counter
-
     target = Path(target)
     if not target.is_file():
         return pd.DataFrame(columns=QA_COLUMNS)
@@ -359,44 +323,56 @@ def write_qa_tables(
     Raises:
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.
     """
-    from pv4kit.dataset.raw import list_users
-
     users_dir = Path(users_dir)
     ids = list_users(users_dir) if user_ids is None else list(user_ids)
     reports, summary = [], []
     pending: list[tuple[Path, pd.DataFrame]] = []
     for uid in ids:
-        user_dir = users_dir / f"user_{uid}"
-        target = user_dir / "qa.csv"
-        table, drops = build_question_table(user_dir, seed=seed)
-        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
-        drops = _with_tag_flags(drops, user_dir)
-        written = False
-        if target.is_dir():
-            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
-        if overwrite or not target.exists():
+        table, drops, counts = _user_report(users_dir / f"user_{uid}", uid, seed=seed)
+        target = users_dir / f"user_{uid}" / "qa.csv"
+        counts["written"] = overwrite or not target.exists()
+        if counts["written"]:
             pending.append((target, table))
-            written = True
-        drops.insert(0, "user_id", uid)
         reports.append(drops)
-        n_malformed = len(drops) - n_rows
-        summary.append(
-            {
-                "user_id": uid,
-                "kept": len(table),
-                "dropped": n_dropped,
-                "malformed": n_malformed,
-                "written": written,
-            }
-        )
+        summary.append(counts)
         logger.info(
             "user %d: %d questions kept, %d dropped%s%s",
             uid,
-            len(table),
-            n_dropped,
-            f", {n_malformed} tag problem(s)" if n_malformed else "",
-            "" if written else " (qa.csv exists, kept)",
+            counts["kept"],
+            counts["dropped"],
+            f", {counts['malformed']} tag problem(s)" if counts["malformed"] else "",
+            "" if counts["written"] else " (qa.csv exists, kept)",
         )
+    _refuse_shrinking(pending, force=force)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
+    report = (
+        pd.concat(reports, ignore_index=True)
+        if reports
+        else pd.DataFrame(
+            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
+        )
+    )
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
+    return report
+
+
+def _user_report(user_dir: Path, uid: int, *, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """One user's question table, its drop report with the tag flags, and its summary counts."""
+    table, drops = build_question_table(user_dir, seed=seed)
+    n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
+    drops = _with_tag_flags(drops, user_dir)
+    if (user_dir / "qa.csv").is_dir():
+        raise not_a_file_error(user_dir / "qa.csv", expected="a qa.csv file (remove the directory)")
+    drops.insert(0, "user_id", uid)
+    counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
+    return table, drops, counts
+
+
+def _refuse_shrinking(pending: list[tuple[Path, pd.DataFrame]], *, force: bool) -> None:
+    """Raise, before anything is written, when a table would replace a ``qa.csv`` with more questions."""
     shrinking = []
     for target, table in pending:
         gone = lost_questions(target, table)
@@ -411,16 +387,3 @@ def write_qa_tables(
         )
     for message in shrinking:
         logger.warning("forced: %s", message)
-    for target, table in pending:
-        atomic_write_text(target, format_qa_csv(table))
-    report = (
-        pd.concat(reports, ignore_index=True)
-        if reports
-        else pd.DataFrame(
-            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
-        )
-    )
-    report.attrs["summary"] = pd.DataFrame(
-        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
-    )
-    return report

@@ -12,21 +12,32 @@ seed=seed)``). Evaluation users (ids in ``test_users``) keep all their questions
 
 from __future__ import annotations
 
+import csv
+import io
 import logging
 import math
+from dataclasses import asdict, dataclass, fields, replace
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_write_json, atomic_write_text, fingerprint_files, provenance, replace_directory
+from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
+from pv4kit.dataset.formats import check_answer_letters, read_qa_csv
+from pv4kit.dataset.tree import (
+    chat_files,
+    input_fingerprint,
+    list_users,
+    read_chats,
+    read_hard_subset,
+    users_dir_of,
+)
 from pv4kit.schema import (
     DEFAULT_TEST_USERS,
     DEFAULT_TRAIN_USERS,
     LETTERS,
     ROLE_SPLITS,
     SPLITS,
-    answer_letter_problem,
     check_ranges,
     normalise_letter,
     user_role,
@@ -154,9 +165,6 @@ def format_user_splits(rows: list[dict[str, object]]) -> str:
     Args:
         rows: One dict per user with the keys of :data:`USER_SPLITS_COLUMNS`.
     """
-    import csv
-    import io
-
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=USER_SPLITS_COLUMNS, lineterminator="\n")
     writer.writeheader()
@@ -164,91 +172,76 @@ def format_user_splits(rows: list[dict[str, object]]) -> str:
     return buf.getvalue()
 
 
-def build_dataset(
-    users_dir: str | Path,
-    output_dir: str | Path,
-    *,
-    hard_subset: str | Path | None = None,
-    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
-    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
-    validation_fraction: float = 0.1,
-    seed: int = 23,
-    id_column: str = "user_id",
-    progress: bool = True,
-) -> pd.DataFrame:
-    """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
+@dataclass(frozen=True, kw_only=True)
+class BuildOptions:
+    """The settings of step 6 (:func:`build_dataset`), each recorded in ``manifest.json``.
 
-    Everything is validated before anything is written (bad letters, empty answers, hard-subset entries
-    that are not test questions, overlapping ranges, duplicate chat numbers); files are written into a
-    temporary folder beside ``output_dir`` that replaces it as a whole when all are complete
-    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure
-    or a kill at any step leaves the previous output or the new one, never a mix.
-
-    Args:
-        users_dir: ``raw/users`` (or the raw tree holding it).
-        output_dir: Where the parquet files, ``user_splits.csv`` and ``manifest.json`` go.
-        hard_subset: Optional ``hard_subset.csv`` (``user_id, question_index``).
+    Attributes:
         train_users: Inclusive id range of training users.
         test_users: Inclusive id range of evaluation users.
         validation_fraction: Held-out share of each training user's questions.
         seed: Seed of the per-user permutation.
         id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
-        progress: Show a progress bar.
-
-    Returns:
-        The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
-    import pyarrow.parquet as pq
-    from tqdm.auto import tqdm
 
-    from pv4kit.dataset.questions import read_qa_csv
-    from pv4kit.dataset.raw import chat_files, list_users, read_chats, read_hard_subset, users_dir_of
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS
+    validation_fraction: float = 0.1
+    seed: int = 23
+    id_column: str = "user_id"
 
-    check_ranges(train_users, test_users)
-    users_dir = users_dir_of(users_dir)
-    out = Path(output_dir).resolve()
-    if out == users_dir.resolve() or out in users_dir.resolve().parents:
-        raise ValueError(
-            f"{output_dir}: the output folder holds the users folder {users_dir}; the build replaces its "
-            "output folder as a whole, so name a folder of its own (e.g. data)"
-        )
-    ids = list_users(users_dir)
-    roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in ids}
+    def __post_init__(self) -> None:
+        check_ranges(self.train_users, self.test_users)
+
+
+@dataclass
+class BuildInputs:
+    """What step 6 read and checked before writing anything."""
+
+    users_dir: Path
+    roles: dict[int, str]  # user -> "train" | "test", the users built, in id order
+    tables: dict[int, pd.DataFrame]  # user -> qa.csv rows ordered by their index column
+    hard: dict[int, set[int]]  # user -> index values of its hard questions
+
+
+def _build_roles(users_dir: Path, options: BuildOptions) -> dict[int, str]:
+    """The role of each user built; users outside both ranges are skipped with a warning."""
+    roles = {
+        u: user_role(u, train_users=options.train_users, test_users=options.test_users)
+        for u in list_users(users_dir)
+    }
     skipped = [u for u, r in roles.items() if r is None]
     if skipped:
         logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
-    ids = [u for u in ids if roles[u] is not None]
-    if not ids:
+    roles = {u: r for u, r in roles.items() if r is not None}
+    if not roles:
         raise ValueError(
-            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+            f"{users_dir}: no user falls in train users {options.train_users} or test users "
+            f"{options.test_users}"
         )
+    return roles
 
-    # 1. read and validate everything first
-    tables: dict[int, pd.DataFrame] = {}
-    for uid in ids:
-        path = users_dir / f"user_{uid}" / "qa.csv"
-        if not path.exists():
-            raise FileNotFoundError(
-                f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`"
-            )
-        qa = read_qa_csv(path)
-        for i, (letter, *choices) in enumerate(
-            qa[["correct_choice", "choice_a", "choice_b", "choice_c", "choice_d", "choice_e"]].itertuples(
-                index=False
-            )
-        ):
-            problem = answer_letter_problem(letter, choices)
-            if problem:
-                raise ValueError(f"{path}:{i + 2}: {problem[1]}")
-        qa["correct_choice"] = qa["correct_choice"].map(normalise_letter)
-        if roles[uid] == "train" and len(qa) < 2:
-            logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))
-        # as the reference: rows ordered by their index column (stable), hard entries name index values
-        tables[uid] = qa.sort_values("index", kind="stable").reset_index(drop=True)
-        chat_files(users_dir / f"user_{uid}")  # names and duplicate numbers, before anything is written
-    hard = read_hard_subset(hard_subset)
+
+def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
+    """One user's checked ``qa.csv``, letters normalised, rows ordered by ``index`` (as the reference)."""
+    path = users_dir / f"user_{uid}" / "qa.csv"
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`")
+    qa = read_qa_csv(path)
+    check_answer_letters(qa, path)
+    qa["correct_choice"] = qa["correct_choice"].map(normalise_letter)
+    if role == "train" and len(qa) < 2:
+        logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))
+    chat_files(users_dir / f"user_{uid}")  # names and duplicate numbers, before anything is written
+    return qa.sort_values("index", kind="stable").reset_index(drop=True)
+
+
+def _read_hard(
+    hard_subset: str | Path | None, roles: dict[int, str], tables: dict[int, pd.DataFrame]
+) -> dict[int, set[int]]:
+    """The hard entries by user; each must name a question of a test user built."""
     hard_by_user: dict[int, set[int]] = {}
-    for i, e in enumerate(hard.itertuples(index=False)):
+    for i, e in enumerate(read_hard_subset(hard_subset).itertuples(index=False)):
         where = f"{hard_subset}:{i + 2}"
         if e.user_id not in tables:
             raise ValueError(f"{where}: hard entry for user {e.user_id}, who is not among the users built")
@@ -263,70 +256,131 @@ def build_dataset(
                 f"(it has {len(tables[e.user_id])})"
             )
         hard_by_user.setdefault(int(e.user_id), set()).add(int(e.question_index))
+    return hard_by_user
+
+
+def read_build_inputs(
+    users_dir: str | Path, *, hard_subset: str | Path | None = None, options: BuildOptions | None = None
+) -> BuildInputs:
+    """Step 6's first step: read and check every input (nothing is written).
+
+    Raises:
+        ValueError, FileNotFoundError: Naming the file (and line) of the first bad input: a missing
+            ``qa.csv``, a bad letter or empty answer, a bad chat file name or a chat number given twice,
+            a hard entry that is not a test question.
+    """
+    options = options or BuildOptions()
+    users_dir = users_dir_of(users_dir)
+    roles = _build_roles(users_dir, options)
+    tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
+    return BuildInputs(users_dir, roles, tables, _read_hard(hard_subset, roles, tables))
+
+
+def _write_row_groups(
+    folder: Path, inputs: BuildInputs, options: BuildOptions, *, progress: bool
+) -> pd.DataFrame:
+    """Step 6's second step: one row group per user and split of its role; the ``user_splits.csv`` frame."""
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
     plan = assign_splits(
-        {u: len(t) for u, t in tables.items()},
-        train_users=train_users,
-        test_users=test_users,
-        fraction=validation_fraction,
-        seed=seed,
+        {u: len(t) for u, t in inputs.tables.items()},
+        train_users=options.train_users,
+        test_users=options.test_users,
+        fraction=options.validation_fraction,
+        seed=options.seed,
+    )
+    groups = plan.groupby(["user_id", "split"], sort=False)
+    schema = parquet_schema(options.id_column)
+    summary = []
+    writers = {s: pq.ParquetWriter(folder / f"{s}.parquet", schema) for s in SPLITS}
+    try:
+        for uid in tqdm(list(inputs.roles), desc="build", unit="user", disable=not progress):
+            role, qa, hard = inputs.roles[uid], inputs.tables[uid], inputs.hard.get(uid, set())
+            chats = read_chats(inputs.users_dir / f"user_{uid}")
+            counts = {"user_id": uid, "role": REFERENCE_ROLES[role], "questions": len(qa)}
+            for split in SPLITS:
+                key = (uid, split)
+                positions = groups.get_group(key)["question_index"].to_numpy() if key in groups.groups else []
+                counts[split] = len(positions)
+                if split in ROLE_SPLITS[role]:  # an empty row group too, as the reference
+                    positions = np.asarray(positions, dtype=np.int64)
+                    table = _user_table(qa, positions, chats, hard, uid=uid, id_column=options.id_column)
+                    writers[split].write_table(table)
+            counts["hard"] = sum(int(i) in hard for i in qa["index"])
+            summary.append(counts)
+    finally:
+        for w in writers.values():
+            w.close()
+    atomic_write_text(folder / "user_splits.csv", format_user_splits(summary))
+    return pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
+
+
+def _manifest(
+    inputs: BuildInputs, hard_subset: str | Path | None, options: BuildOptions, frame: pd.DataFrame
+) -> dict:
+    settings = asdict(options)
+    settings.update(train_users=list(options.train_users), test_users=list(options.test_users))
+    return provenance(
+        step="build",
+        users_dir=str(inputs.users_dir),
+        hard_subset=str(hard_subset) if hard_subset else None,
+        **settings,
+        input_fingerprint=input_fingerprint(inputs.users_dir, hard_subset=hard_subset),
+        rows={s: int(frame[s].sum()) for s in SPLITS},
     )
 
-    # 2. write into a temporary folder, one row group per user and split
-    output_dir = Path(output_dir)
-    schema = parquet_schema(id_column)
-    summary = []
+
+def build_dataset(
+    users_dir: str | Path,
+    output_dir: str | Path,
+    *,
+    hard_subset: str | Path | None = None,
+    options: BuildOptions | None = None,
+    progress: bool = True,
+    **settings: object,
+) -> pd.DataFrame:
+    """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
+
+    Everything is validated before anything is written (:func:`read_build_inputs`: bad letters, empty
+    answers, hard-subset entries that are not test questions, overlapping ranges, duplicate chat
+    numbers); files are written into a temporary folder beside ``output_dir`` that replaces it as a whole
+    when all are complete (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried
+    over), so a failure or a kill at any step leaves the previous output or the new one, never a mix.
+
+    Args:
+        users_dir: ``raw/users`` (or the raw tree holding it).
+        output_dir: Where the parquet files, ``user_splits.csv`` and ``manifest.json`` go.
+        hard_subset: Optional ``hard_subset.csv`` (``user_id, question_index``).
+        options: The split settings (:class:`BuildOptions`; default: the reference's).
+        progress: Show a progress bar.
+        **settings: Any field of :class:`BuildOptions` by name (``train_users``, ``test_users``,
+            ``validation_fraction``, ``seed``, ``id_column``), over ``options``.
+
+    Returns:
+        The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
+    """
+    options = _with_settings(options or BuildOptions(), settings)
+    users_dir = users_dir_of(users_dir)
+    out = Path(output_dir).resolve()
+    if out == users_dir.resolve() or out in users_dir.resolve().parents:
+        raise ValueError(
+            f"{output_dir}: the output folder holds the users folder {users_dir}; the build replaces its "
+            "output folder as a whole, so name a folder of its own (e.g. data)"
+        )
+    inputs = read_build_inputs(users_dir, hard_subset=hard_subset, options=options)
     with replace_directory(output_dir) as tmp:
-        writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
-        try:
-            groups = plan.groupby(["user_id", "split"], sort=False)
-            for uid in tqdm(ids, desc="build", unit="user", disable=not progress):
-                chats = read_chats(users_dir / f"user_{uid}")
-                counts = {"user_id": uid, "role": REFERENCE_ROLES[roles[uid]], "questions": len(tables[uid])}
-                for split in SPLITS:
-                    key = (uid, split)
-                    positions = (
-                        groups.get_group(key)["question_index"].to_numpy() if key in groups.groups else []
-                    )
-                    counts[split] = len(positions)
-                    if split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
-                        table = _user_table(
-                            tables[uid],
-                            np.asarray(positions, dtype=np.int64),
-                            chats,
-                            hard_by_user.get(uid, set()),
-                            uid=uid,
-                            id_column=id_column,
-                        )
-                        writers[split].write_table(table)
-                user_hard = hard_by_user.get(uid, set())
-                counts["hard"] = sum(int(i) in user_hard for i in tables[uid]["index"])
-                summary.append(counts)
-        finally:
-            for w in writers.values():
-                w.close()
-        frame = pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
-        atomic_write_text(tmp / "user_splits.csv", format_user_splits(summary))
-        inputs = sorted(
-            p
-            for p in users_dir.rglob("*")
-            if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
-        )
-        if hard_subset is not None:
-            inputs.append(Path(hard_subset))
-        atomic_write_json(
-            tmp / "manifest.json",
-            provenance(
-                step="build",
-                users_dir=str(users_dir),
-                hard_subset=str(hard_subset) if hard_subset else None,
-                train_users=list(train_users),
-                test_users=list(test_users),
-                validation_fraction=validation_fraction,
-                seed=seed,
-                id_column=id_column,
-                input_fingerprint=fingerprint_files(inputs),
-                rows={s: int(frame[s].sum()) for s in SPLITS},
-            ),
-        )
+        frame = _write_row_groups(tmp, inputs, options, progress=progress)
+        atomic_write_json(tmp / "manifest.json", _manifest(inputs, hard_subset, options, frame))
     logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
     return frame
+
+
+def _with_settings(options: BuildOptions, settings: dict[str, object]) -> BuildOptions:
+    names = {f.name for f in fields(BuildOptions)}
+    unknown = sorted(set(settings) - names)
+    if unknown:
+        raise TypeError(
+            f"build_dataset() got unexpected keyword argument(s) {unknown}; options are {sorted(names)}"
+        )
+    return replace(options, **settings) if settings else options

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from pv4kit._io import atomic_write_json, cache_root, sha256_file
+from pv4kit.embeddings.cache import model_key
 from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
@@ -237,11 +238,14 @@ class OnnxEmbedder:
             self._session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
             self._input_names = {i.name for i in self._session.get_inputs()}
             self._run = self._run_onnx
-        parts = [name, "rev=default", f"dim={self.dim}", f"backend={backend}"]
-        parts.append(f"export=v{_EXPORT_VERSION}")
-        if max_seq_length:
-            parts.append(f"max_seq_length={max_seq_length}")
-        self.cache_key = "|".join(parts)
+        self.cache_key = model_key(
+            name,
+            revision="default",
+            dim=self.dim,
+            backend=backend,
+            export=f"v{_EXPORT_VERSION}",
+            max_seq_length=max_seq_length,
+        )
 
     def __repr__(self) -> str:
         return f"OnnxEmbedder(name={self.name!r}, backend={self.backend!r}, dim={self.dim})"

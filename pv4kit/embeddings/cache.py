@@ -44,6 +44,17 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60] or "model"
 
 
+def model_key(name: str, *, revision: str, dim: int, **fields: object) -> str:
+    """The model key of an embedder: ``name|rev=REVISION|dim=DIM`` then ``|field=value`` per set field.
+
+    Fields come in the order given; one that is ``None``, ``0`` or ``""`` is left out, so an option at its
+    default does not change the key (and every store written before it existed is still found).
+    """
+    parts = [name, f"rev={revision}", f"dim={dim}"]
+    parts += [f"{key}={value}" for key, value in fields.items() if value]
+    return "|".join(parts)
+
+
 class EmbeddingCache:
     """A directory of per-model SQLite embedding stores.
 

@@ -12,9 +12,10 @@ through :func:`pv4kit.embeddings.models.embed_texts`, so scoring, retrieval and 
 - **Concurrent and sharded**: ``max_concurrency`` requests in flight per server; a comma-separated
   ``base_url`` (several servers of the same model) deals the batches round-robin, as ``answer`` shards
   its requests.
-- **Retried with the LLM client's policy**: every request goes through :func:`pv4kit.llm.client._call` (the
-  one retry loop of pv4kit: backoff with jitter, 408/409/425/429 and 5xx retried, ``Retry-After``
-  honoured, capped, and shared by the workers of a server; 401/403/404 raise
+- **Retried with the LLM client's policy**: every request goes through
+  :func:`pv4kit.llm.transport.call_with_retries` (the one retry loop of pv4kit: backoff with jitter,
+  408/409/425/429 and 5xx retried, ``Retry-After`` honoured, capped, and shared by the workers of a
+  server; 401/403/404 raise
   :class:`~pv4kit.llm.client.LLMConfigError`). A batch that still fails raises
   :class:`EmbeddingEndpointError`; no vector is ever made up.
 - **Cached by what the server serves**: the cache key names the model and revision that ``/v1/models``
@@ -39,10 +40,14 @@ import re
 import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
+
+from pv4kit.embeddings.cache import model_key
+from pv4kit.embeddings.options import merge_options
 
 logger = logging.getLogger(__name__)
 
@@ -119,14 +124,11 @@ def parse_embeddings(raw: Any, n: int, *, where: str) -> np.ndarray:
     return np.stack(rows)  # type: ignore[arg-type]
 
 
-class EndpointEmbedder:
-    """Embeddings from one or more OpenAI-compatible servers of the same model.
+@dataclass(frozen=True)
+class EndpointOptions:
+    """The settings of an :class:`EndpointEmbedder` (each also a keyword of its constructor).
 
-    Build it with :func:`pv4kit.embeddings.models.get_embedder` (``"openai:MODEL"``) or directly. Construction
-    asks each server's ``/v1/models`` for the model and embeds one short probe text to learn the width.
-
-    Args:
-        model: The model id sent as ``model`` (as the server lists it in ``/v1/models``).
+    Attributes:
         base_url: Base URL (``http://host:8000/v1``), comma-separated URLs or a list (texts are sharded
             across them); ``None``: the OpenAI API.
         api_key_env: Environment variable with the API key (a ``base_url`` server works without one).
@@ -138,7 +140,43 @@ class EndpointEmbedder:
         max_retries, timeout, backoff_base, backoff_max: The retry policy of
             :class:`pv4kit.llm.client.LLMConfig`.
         encoding_format: ``"base64"`` (what the openai SDK asks for) or ``"float"``.
+    """
+
+    base_url: str | Sequence[str] | None = None
+    api_key_env: str = "OPENAI_API_KEY"
+    instruction: str | None = None
+    dimensions: int | None = None
+    revision: str | None = None
+    batch_size: int = 64
+    max_concurrency: int = 4
+    max_retries: int = 6
+    timeout: float = 120.0
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    encoding_format: str = "base64"
+
+    def __post_init__(self) -> None:
+        if self.encoding_format not in ENCODINGS:
+            raise ValueError(f"encoding_format: expected one of {ENCODINGS}, got {self.encoding_format!r}")
+        if self.batch_size < 1:
+            raise ValueError(f"batch_size: expected >= 1, got {self.batch_size}")
+        if self.dimensions is not None and self.dimensions < 1:
+            raise ValueError(f"dimensions: expected a positive width, got {self.dimensions}")
+
+
+class EndpointEmbedder:
+    """Embeddings from one or more OpenAI-compatible servers of the same model.
+
+    Build it with :func:`pv4kit.embeddings.models.get_embedder` (``"openai:MODEL"``) or directly. Construction
+    asks each server's ``/v1/models`` for the model and embeds one short probe text to learn the width.
+
+    Args:
+        model: The model id sent as ``model`` (as the server lists it in ``/v1/models``).
+        options: An :class:`EndpointOptions`.
         client: An OpenAI-SDK client to use for every server (tests); default: one per server.
+        **overrides: The fields of :class:`EndpointOptions` as keywords (``base_url``, ``api_key_env``,
+            ``instruction``, ``dimensions``, ``revision``, ``batch_size``, ``max_concurrency``,
+            ``max_retries``, ``timeout``, ``backoff_base``, ``backoff_max``, ``encoding_format``).
 
     Raises:
         LLMConfigError: A bad key, or a model the server does not list.
@@ -146,81 +184,27 @@ class EndpointEmbedder:
     """
 
     def __init__(
-        self,
-        model: str,
-        *,
-        base_url: str | Sequence[str] | None = None,
-        api_key_env: str = "OPENAI_API_KEY",
-        instruction: str | None = None,
-        dimensions: int | None = None,
-        revision: str | None = None,
-        batch_size: int = 64,
-        max_concurrency: int = 4,
-        max_retries: int = 6,
-        timeout: float = 120.0,
-        backoff_base: float = 1.0,
-        backoff_max: float = 60.0,
-        encoding_format: str = "base64",
-        client: Any = None,
+        self, model: str, *, options: EndpointOptions | None = None, client: Any = None, **overrides: Any
     ) -> None:
-        from pv4kit.llm.client import LLMConfig, _make_client, _Pause
-
-        if encoding_format not in ENCODINGS:
-            raise ValueError(f"encoding_format: expected one of {ENCODINGS}, got {encoding_format!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-        if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions: expected a positive width, got {dimensions}")
+        opts = merge_options(EndpointOptions, options, overrides, where="EndpointEmbedder")
+        self.options = opts
         self.model = model
-        self.instruction = instruction
-        self.dimensions = dimensions
-        self.batch_size = batch_size
-        self.encoding_format = encoding_format
-        self.urls = split_base_urls(base_url)
-        self.configs = [
-            LLMConfig(
-                model=model,
-                base_url=url,
-                protocol="chat",  # unused: the request bodies are ours
-                api_key_env=api_key_env,
-                max_concurrency=max_concurrency,
-                max_retries=max_retries,
-                timeout=timeout,
-                backoff_base=backoff_base,
-                backoff_max=backoff_max,
-            )
-            for url in self.urls
-        ]
-        self._clients = [client if client is not None else _make_client(c) for c in self.configs]
-        self._pauses = [_Pause() for _ in self.urls]
-        self._rng = random.Random()
-        self._lock = threading.Lock()
-        self.requests = 0  # HTTP requests that returned embeddings (splits count each half)
-
-        served = [self._served_model(i) for i in range(len(self.urls))]
-        if len(set(served)) > 1:
-            listing = ", ".join(f"{self._where(i)}: {s[0]} rev {s[1]}" for i, s in enumerate(served))
-            raise ValueError(f"base_url: the servers do not serve the same model ({listing})")
-        self.served_name, served_revision = served[0]
-        if revision and served_revision and revision != served_revision:
-            raise ValueError(
-                f"revision: {revision!r} was asked for but {self._where(0)} serves revision "
-                f"{served_revision!r}"
-            )
-        self.revision = served_revision or revision
+        self.instruction = opts.instruction
+        self.dimensions = opts.dimensions
+        self.batch_size = opts.batch_size
+        self.encoding_format = opts.encoding_format
+        self._connect(opts, client)
+        self.served_name, self.revision = self._served(opts.revision)
         self.dim = int(self._embed_batch(["dimension probe"], 0).shape[1])
-        parts = [
-            f"openai:{self.served_name}",
-            f"rev={self.revision or 'unreported'}",
-            f"dim={self.dim}",
-            "dtype=float32",
-        ]
-        if dimensions:
-            parts.append(f"dimensions={dimensions}")
-        if instruction:
-            parts.append(f"instruction={instruction}")
         self.name = f"{PREFIX}{model}"
-        self.cache_key = "|".join(parts)
+        self.cache_key = model_key(
+            f"openai:{self.served_name}",
+            revision=self.revision or "unreported",
+            dim=self.dim,
+            dtype="float32",
+            dimensions=opts.dimensions,
+            instruction=opts.instruction,
+        )
         logger.info(
             "embedding endpoint %s: %s (revision %s), %d-d, %d server(s)",
             self.name,
@@ -229,6 +213,46 @@ class EndpointEmbedder:
             self.dim,
             len(self.urls),
         )
+
+    def _connect(self, opts: EndpointOptions, client: Any) -> None:
+        """One LLM-client config, SDK client and shared pause per server."""
+        from pv4kit.llm.config import LLMConfig
+        from pv4kit.llm.transport import RetryPause, make_client
+
+        self.urls = split_base_urls(opts.base_url)
+        self.configs = [
+            LLMConfig(
+                model=self.model,
+                base_url=url,
+                protocol="chat",  # unused: the request bodies are ours
+                api_key_env=opts.api_key_env,
+                max_concurrency=opts.max_concurrency,
+                max_retries=opts.max_retries,
+                timeout=opts.timeout,
+                backoff_base=opts.backoff_base,
+                backoff_max=opts.backoff_max,
+            )
+            for url in self.urls
+        ]
+        self._clients = [client if client is not None else make_client(c) for c in self.configs]
+        self._pauses = [RetryPause() for _ in self.urls]
+        self._rng = random.Random()
+        self._lock = threading.Lock()
+        self.requests = 0  # HTTP requests that returned embeddings (splits count each half)
+
+    def _served(self, revision: str | None) -> tuple[str, str | None]:
+        """``(served model, revision)``: the same on every server, and ``revision`` if one was asked for."""
+        served = [self._served_model(i) for i in range(len(self.urls))]
+        if len(set(served)) > 1:
+            listing = ", ".join(f"{self._where(i)}: {s[0]} rev {s[1]}" for i, s in enumerate(served))
+            raise ValueError(f"base_url: the servers do not serve the same model ({listing})")
+        name, served_revision = served[0]
+        if revision and served_revision and revision != served_revision:
+            raise ValueError(
+                f"revision: {revision!r} was asked for but {self._where(0)} serves revision "
+                f"{served_revision!r}"
+            )
+        return name, served_revision or revision
 
     def __repr__(self) -> str:
         return f"EndpointEmbedder(name={self.name!r}, dim={self.dim}, servers={len(self.urls)})"
@@ -241,7 +265,7 @@ class EndpointEmbedder:
 
     def _send(self, server: int, request: dict[str, Any], send: Any) -> Any:
         """``send`` through the LLM client's retry loop; the raw answer, or raises on failure."""
-        from pv4kit.llm.client import _call
+        from pv4kit.llm.transport import call_with_retries
 
         answers: list[Any] = []
 
@@ -250,7 +274,7 @@ class EndpointEmbedder:
             return answers[-1]
 
         config = self.configs[server]
-        resp = _call(keep, config, request, self._pauses[server], self._rng)
+        resp = call_with_retries(keep, config, request, pause=self._pauses[server], rng=self._rng)
         if resp.error is not None:
             raise _RequestFailed(resp.error)
         return answers[-1]
@@ -399,7 +423,7 @@ class EndpointEmbedder:
 
 
 class _RequestFailed(Exception):
-    """A request that :func:`pv4kit.llm.client._call` gave up on (its error text, already redacted)."""
+    """A request that :func:`pv4kit.llm.transport.call_with_retries` gave up on (its error, redacted)."""
 
 
 def endpoint_base_url(base_url: str | Sequence[str] | None) -> str | Sequence[str] | None:

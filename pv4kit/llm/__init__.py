@@ -1,7 +1,10 @@
 """The LLM stage: one cached, retried, metered call to any OpenAI-compatible endpoint.
 
-Modules: :mod:`~pv4kit.llm.client` (``LLMConfig``, ``complete``), :mod:`~pv4kit.llm.store` (the response
-cache and usage ledger in SQLite), :mod:`~pv4kit.llm.local` (llama.cpp's server for ``--model local``).
+Modules, bottom to top: :mod:`~pv4kit.llm.config` (``LLMConfig``, ``LLMResponse``, the errors,
+``endpoint_config``), :mod:`~pv4kit.llm.protocols` (request bodies, cache key, response parsing; pure),
+:mod:`~pv4kit.llm.transport` (the OpenAI client and the one retry loop), :mod:`~pv4kit.llm.store` (the
+response cache and usage ledger in SQLite), :mod:`~pv4kit.llm.client` (``complete``: the batch, sharded
+over endpoints), :mod:`~pv4kit.llm.local` (llama.cpp's server for ``--model local`` and its settings).
 Imports only pv4kit's base modules.
 
 ``pv4kit.llm.complete`` and the other public names of :mod:`~pv4kit.llm.client` resolve lazily here too, so

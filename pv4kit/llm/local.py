@@ -31,6 +31,9 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from pv4kit.llm.config import LLMConfig, default_protocol
 
 logger = logging.getLogger(__name__)
 
@@ -220,8 +223,6 @@ def local_server(
         FileNotFoundError: When no GGUF file is found.
         RuntimeError: When the server exits or does not answer within ``startup_timeout``.
     """
-    import httpx
-
     _check_threads("n_threads", n_threads)
     _check_threads("n_threads_batch", n_threads_batch)
     _check_server_installed()
@@ -238,6 +239,20 @@ def local_server(
         n_threads=n_threads,
         n_threads_batch=n_threads_batch,
     )
+    proc, log_path = _start(cmd)
+    with _sigterm_exits() as restore_sigterm:
+        try:
+            _wait_until_ready(proc, base_url, log_path=log_path, timeout=startup_timeout)
+            logger.info("llama.cpp server ready at %s (model %s)", base_url, model_alias)
+            yield base_url
+        finally:
+            restore_sigterm()
+            _stop(proc)
+            log_path.unlink(missing_ok=True)
+
+
+def _start(cmd: list[str]) -> tuple[subprocess.Popen, Path]:
+    """Start the server process, its output going to a temporary log file: ``(process, log path)``."""
     log_fd, log_name = tempfile.mkstemp(prefix="pv4kit-llama-", suffix=".log")
     log_path = Path(log_name)
     logger.info("starting llama.cpp server: %s (log: %s)", " ".join(cmd), log_path)
@@ -254,38 +269,41 @@ def local_server(
         raise
     finally:
         os.close(log_fd)
-    with _sigterm_exits() as restore_sigterm:
+    return proc, log_path
+
+
+def _wait_until_ready(proc: subprocess.Popen, base_url: str, *, log_path: Path, timeout: float) -> None:
+    """Poll ``/v1/models`` until it answers 200; raise with the log's tail if the server exits or is slow."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while True:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"llama.cpp server exited with code {proc.returncode} before answering; log tail:\n"
+                f"{_tail(log_path)}"
+            )
         try:
-            deadline = time.monotonic() + startup_timeout
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(
-                        f"llama.cpp server exited with code {proc.returncode} before answering; log tail:\n"
-                        f"{_tail(log_path)}"
-                    )
-                try:
-                    if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                if time.monotonic() > deadline:
-                    raise RuntimeError(
-                        f"llama.cpp server gave no answer at {base_url}/models in {startup_timeout}s; log:\n"
-                        f"{_tail(log_path)}"
-                    )
-                time.sleep(0.25)
-            logger.info("llama.cpp server ready at %s (model %s)", base_url, model_alias)
-            yield base_url
-        finally:
-            restore_sigterm()
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(timeout=10)
-            log_path.unlink(missing_ok=True)
+            if httpx.get(f"{base_url}/models", timeout=2.0).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(
+                f"llama.cpp server gave no answer at {base_url}/models in {timeout}s; log:\n{_tail(log_path)}"
+            )
+        time.sleep(0.25)
+
+
+def _stop(proc: subprocess.Popen) -> None:
+    """Terminate the server (SIGTERM, then SIGKILL after 10 s)."""
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
 
 
 @dataclass(frozen=True)
@@ -295,6 +313,39 @@ class Endpoint:
     model: str
     base_url: str | None
     protocol: str | None  # None: keep the caller's choice
+
+    @property
+    def local(self) -> bool:
+        """Whether this is the llama.cpp server :func:`resolve_endpoint` started."""
+        return self.protocol is not None
+
+
+#: What the local llama.cpp server gets whatever the caller asked: it answers one request at a time, and
+#: a long prompt on a CPU can take minutes to prefill.
+LOCAL_SERVER_OPTIONS: dict[str, Any] = {"max_concurrency": 1, "timeout": 600.0}
+
+
+def local_llm_config(endpoint: Endpoint, **options: Any) -> LLMConfig:
+    """The :class:`~pv4kit.llm.config.LLMConfig` of an endpoint from :func:`resolve_endpoint`.
+
+    On the local server, its protocol (chat) and :data:`LOCAL_SERVER_OPTIONS` (concurrency 1, timeout
+    600 s) replace what ``options`` say, so the CLI and the notebooks pass their settings for a remote
+    server either way. Any other endpoint gets ``options`` as given (protocol: ``chat`` at a base URL,
+    else ``responses``, when unset).
+
+    Args:
+        endpoint: The resolved endpoint (its model and base URL are used).
+        **options: Other :class:`~pv4kit.llm.config.LLMConfig` fields (``api_key_env``, ``max_retries``,
+            ``max_concurrency``, ``timeout``, ``protocol`` ...).
+
+    Returns:
+        The config.
+    """
+    if endpoint.local:
+        options.update(protocol=endpoint.protocol, **LOCAL_SERVER_OPTIONS)
+    if options.get("protocol") is None:
+        options["protocol"] = default_protocol(endpoint.base_url)
+    return LLMConfig(model=endpoint.model, base_url=endpoint.base_url, **options)
 
 
 @contextlib.contextmanager

@@ -1,8 +1,10 @@
 """The SQLite file behind :func:`pv4kit.llm.client.complete`: response cache, usage ledger and prices.
 
-One file holds two tables: ``responses`` (the cached answers, keyed by :func:`pv4kit.llm.client.cache_key`)
-    and ``usage`` (one row per call, cached or not). :func:`usage_frame` reads the ledger as a tidy frame
-    priced with ``pv4kit/llm/prices.json`` (editable, example prices); :func:`usage_summary` sums it.
+One file holds two tables: ``responses`` (the cached answers, keyed by :func:`pv4kit.llm.protocols.cache_key`)
+and ``usage`` (one row per call, cached or not). :class:`ResponseStore` reads and writes it (other stages
+use it to look answers up without calling, as :mod:`pv4kit.generation.steps` does to adopt files);
+:func:`usage_frame` reads the ledger as a tidy frame priced with ``pv4kit/llm/prices.json`` (editable,
+example prices); :func:`usage_summary` sums it.
 
 These names are also importable from :mod:`pv4kit.llm.client`.
 """
@@ -17,16 +19,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pandas as pd
 
 from pv4kit._io import connect_sqlite
 from pv4kit._sqlite import is_corruption, move_aside, recover_corrupt, sqlite_problem
-
-if TYPE_CHECKING:
-    from pv4kit.llm.client import LLMConfig, LLMResponse
-
+from pv4kit.llm.config import LLMConfig, LLMResponse
 
 LEDGER_COLUMNS = [
     "time",
@@ -52,8 +51,15 @@ _TABLES = {
 # --------------------------------------------------------------------------- cache and ledger
 
 
-class _Store:
-    """The SQLite file holding cached responses and the usage ledger (one connection, one lock)."""
+class ResponseStore:
+    """The SQLite file holding cached responses and the usage ledger (one connection, one lock).
+
+    Thread-safe; a file found damaged (on open, read or write) is moved aside and a new one started
+    (:mod:`pv4kit._sqlite`). Close it with :meth:`close`.
+
+    Args:
+        path: The SQLite file (created with its folder when missing).
+    """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
@@ -83,6 +89,7 @@ class _Store:
         self._open()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
+        """The cached responses of ``keys`` that the file holds, by key (``cached=True``)."""
         try:
             return self._get_many(keys)
         except sqlite3.DatabaseError as exc:
@@ -93,10 +100,6 @@ class _Store:
             return {}
 
     def _get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
-        from pv4kit.llm.client import (
-            LLMResponse,  # pv4kit.llm.client imports this module: import at call time
-        )
-
         found: dict[str, LLMResponse] = {}
         unique = list(dict.fromkeys(keys))
         with self.lock:
@@ -120,6 +123,7 @@ class _Store:
         return found
 
     def put(self, config: LLMConfig, request: dict[str, Any], resp: LLMResponse, ledger_row: tuple) -> None:
+        """Store ``resp`` (the answer to ``request`` under ``resp.key``) and its ledger row, in one commit."""
         row = (  # built before taking the lock, which other workers are waiting for
             resp.key,
             config.protocol,
@@ -141,6 +145,7 @@ class _Store:
             )
 
     def log(self, rows: Sequence[tuple]) -> None:
+        """Append ledger rows (in :data:`LEDGER_COLUMNS` order) in one commit."""
         if not rows:
             return
         with self.lock:
@@ -165,11 +170,13 @@ class _Store:
                 self._recover(exc)
 
     def close(self) -> None:
+        """Close the connection."""
         with self.lock:
             self.conn.close()
 
 
 def _ledger_row(resp: LLMResponse, config: LLMConfig, step: str | None, user_id: int | None, latency: float):
+    """One ``usage`` row (:data:`LEDGER_COLUMNS`) for ``resp``."""
     u = resp.usage or {}
     return (
         time.time(),

@@ -29,6 +29,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import default_llm_cache
+from pv4kit.scoring.runs import tidy_metrics
 
 logger = logging.getLogger(__name__)
 
@@ -120,25 +121,32 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
 
 
 def _fmt(v: float | None) -> str:
-    return "n/a" if v is None else f"{100 * v:.1f}"
+    return "n/a" if v is None or pd.isna(v) else f"{100 * v:.1f}"
+
+
+def _interval(row: Any) -> str:
+    return f"{_fmt(row['value'])} [{_fmt(row['ci_low'])}, {_fmt(row['ci_high'])}]"
 
 
 def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
+    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent).
+
+    The numbers are read from :func:`~pv4kit.scoring.runs.tidy_metrics` (the rows of ``metrics_frame``).
+    """
     rows = []
     for name, m in metrics.items():
-        lo, hi = m["accuracy_ci"]
-        hard = m.get("accuracy_hard")
-        hlo, hhi = m.get("accuracy_hard_ci") or [None, None]
+        tidy = tidy_metrics(m, run=name)
+        acc = tidy[tidy["metric"] == "accuracy"].set_index("subset")
+        hard = acc.loc["hard"] if "hard" in acc.index else None
         rows.append(
             {
                 "method": name,
-                "accuracy [95% CI]": f"{_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}]",
+                "accuracy [95% CI]": _interval(acc.loc["all"]),
                 "accuracy_hard [95% CI]": "n/a"
-                if hard is None
-                else f"{_fmt(hard)} [{_fmt(hlo)}, {_fmt(hhi)}]",
-                "n": m["n"],
-                "n_hard": m.get("n_hard"),
+                if hard is None or pd.isna(hard["value"])
+                else _interval(hard),
+                "n": int(acc.loc["all", "n"]),
+                "n_hard": None if hard is None else int(hard["n"]),
             }
         )
     return pd.DataFrame(rows)
@@ -211,8 +219,7 @@ def run_demo(
     from pv4kit.answer.prompting import LlamaServerCounter
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.client import LLMConfig
-    from pv4kit.llm.local import resolve_endpoint
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
     from pv4kit.scoring.score import score_run
 
     timer = Timer()
@@ -231,16 +238,7 @@ def run_demo(
                 stack.enter_context(resolve_endpoint("local", n_threads=threads, n_threads_batch=threads))
                 for _ in range(n_servers)
             ]
-        llm = [
-            LLMConfig(
-                model=e.model,
-                base_url=e.base_url,
-                protocol="chat",
-                max_concurrency=1,  # llama.cpp's server answers one request at a time
-                timeout=600.0,
-            )
-            for e in endpoints
-        ]
+        llm = [local_llm_config(e) for e in endpoints]  # one request at a time per server
         counter = LlamaServerCounter(endpoints[0].base_url or "")
         for name, (method, top_k) in DEMO_RUNS.items():
             with timer.stage(f"answer {name}"):

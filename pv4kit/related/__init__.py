@@ -1,12 +1,16 @@
 """Related benchmarks from the design documents, loaded and evaluated with pv4kit's machinery.
 
-* :mod:`pv4kit.related.personafeedback` -- PersonaFeedback (PersonalAILab/PersonaFeedback): loader,
-  pairwise LLM judge with position randomisation, PV4-style embedding scoring.
+* :mod:`pv4kit.related.personafeedback` -- PersonaFeedback (PersonalAILab/PersonaFeedback): ``personas``
+  (the two layouts), ``load`` (the cases joined to the personas), ``judge`` (pairwise LLM judge with
+  position randomisation), ``score`` (PV4-style embedding scoring), ``calls`` (their LLM calls).
 * :mod:`pv4kit.related.reward_model` -- Bradley-Terry linear reward head on frozen embeddings.
 * :mod:`pv4kit.related.pv4_pairs` -- PV4 questions as (reference, distractor) pairs for the same judge.
 * :mod:`pv4kit.related.recenter` -- Re-Centering Humans in LLM Personalization
-  (leczhang/recenter-personalization): stage 1-3 loaders and metrics.
-* :mod:`pv4kit.related.agreement` -- Cohen's / Fleiss' kappa, Krippendorff's alpha.
+  (leczhang/recenter-personalization): ``records``, the stage loaders ``stage1_io..stage3_io`` and the
+  stage metrics ``stage1..stage3``.
+* :mod:`pv4kit.related.agreement` -- Cohen's / Fleiss' kappa, Krippendorff's alpha (scikit-learn,
+  statsmodels and ``krippendorff`` behind tidy wrappers).
 
-Submodules are imported on use; ``import pv4kit.related`` loads nothing heavy.
+The two packages offer their modules' names (``rc.load_stage1``); pv4kit's own code imports from the
+defining module. Submodules are imported on use; ``import pv4kit.related`` loads nothing heavy.
 """

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import math
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -14,6 +13,9 @@ import pandas as pd
 
 from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
 from pv4kit.dataset.hub import download_dataset, looks_like_hub_id
+from pv4kit.scoring.accuracy import accuracy_table as scored_accuracy_table
+from pv4kit.scoring.stats import wilson_interval  # noqa: F401 - re-exported
+from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
@@ -42,20 +44,6 @@ def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     return download_dataset(text)
 
 
-def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (``(nan, nan)`` when ``n == 0``)."""
-    if n == 0:
-        return float("nan"), float("nan")
-    from scipy.stats import norm
-
-    z = float(norm.ppf(0.5 + confidence / 2))
-    p = successes / n
-    denom = 1 + z**2 / n
-    centre = (p + z**2 / (2 * n)) / denom
-    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
-
-
 def accuracy_table(
     frame: pd.DataFrame,
     *,
@@ -70,6 +58,8 @@ def accuracy_table(
     seed: int = 0,
 ) -> pd.DataFrame:
     """Accuracy per group with an interval, plus ``"all"`` summary rows.
+
+    The numbers are :func:`pv4kit.scoring.accuracy.accuracy_table`'s, computed once per summary level.
 
     Within each ``outer`` group (e.g. a method or a judge order, never pooled) there is one row per
     ``by`` group, one per value of ``by[0]`` with the other keys ``"all"``, and one all-``"all"`` row.
@@ -93,42 +83,30 @@ def accuracy_table(
     if interval not in ("wilson", "bootstrap"):
         raise ValueError(f"interval must be 'wilson' or 'bootstrap', got {interval!r}")
     by, outer = list(by), list(outer)
-    outer_groups = frame.groupby(outer, sort=True) if outer else [((), frame)]
-    rows = []
-    for okey, oframe in outer_groups:
-        okey = okey if isinstance(okey, tuple) else (okey,)
-        groups: list[tuple[tuple[Any, ...], pd.DataFrame]] = []
-        for key, part in oframe.groupby(by, sort=True, dropna=False):
-            groups.append((key if isinstance(key, tuple) else (key,), part))
-        if len(by) > 1:
-            for key, part in oframe.groupby(by[0], sort=True):
-                groups.append(((key, *["all"] * (len(by) - 1)), part))
-        groups.append((tuple(["all"] * len(by)), oframe))
-        for key, part in groups:
-            n = len(part)
-            k = int(part[correct].astype(bool).sum())
-            if interval == "bootstrap" and n:
-                from pv4kit.scoring.stats import bootstrap_ci
-
-                ci = bootstrap_ci(
-                    part.assign(_c=part[correct].astype(float)),
-                    value="_c",
-                    cluster=cluster,
-                    seed=seed,
-                    level=confidence,
-                )
-                lo, hi = float(ci["low"]), float(ci["high"])
-            else:
-                lo, hi = wilson_interval(k, n, confidence=confidence)
-            row = dict(zip(outer, okey, strict=True))
-            row.update(zip(by, key, strict=True))
-            row.update(
-                n=n, n_correct=k, accuracy=k / n if n else float("nan"), ci_low=lo, ci_high=hi, chance=chance
+    levels = [by, *([by[:1]] if len(by) > 1 else []), []]  # every group, per by[0], all pooled
+    tables = []
+    for keys in levels:
+        table = scored_accuracy_table(
+            frame,
+            by=[*outer, *keys],
+            value=correct,
+            interval=interval,
+            cluster=cluster,
+            seed=seed,
+            level=confidence,
+        ).drop(columns="metric")
+        if extra_counts:
+            counts = scored_accuracy_table(
+                frame, by=[*outer, *keys], value=list(extra_counts), interval="none"
             )
             for col in extra_counts:
-                row[col] = int(part[col].astype(bool).sum())
-            rows.append(row)
-    return pd.DataFrame(rows)
+                table[col] = counts.loc[counts["metric"] == col, "n_correct"].to_numpy()
+        tables.append(table.assign(chance=chance, **{col: "all" for col in by[len(keys) :]}))
+    out = pd.concat(tables, ignore_index=True)
+    if outer:  # each outer group's rows together: its groups, then its summary rows
+        out = out.sort_values(outer, kind="stable").reset_index(drop=True)
+    columns = ["n", "n_correct", "accuracy", "ci_low", "ci_high", "chance"]
+    return out[[*outer, *by, *columns, *extra_counts]]
 
 
 def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> np.ndarray:
@@ -155,5 +133,4 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
         vectors = np.asarray(embed_texts(texts, embedder=embedder, cache=cache), dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise ValueError(f"embedder returned shape {vectors.shape} for {len(texts)} texts")
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.where(norms == 0, 1.0, norms)
+    return unit_rows(vectors)  # a zero row (an empty text under a toy embedder) stays zero

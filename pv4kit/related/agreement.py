@@ -1,7 +1,11 @@
 """Inter-rater agreement: Cohen's kappa (plain and weighted), Fleiss' kappa, Krippendorff's alpha.
 
-Everything is plain numpy. Ratings come as an ``items x raters`` table (a DataFrame or 2-D array) in
-which a missing rating is ``NaN``/``None``; labels may be strings, booleans or numbers.
+pv4kit's tidy wrappers around well-kept implementations: scikit-learn's ``cohen_kappa_score``,
+statsmodels' ``fleiss_kappa`` (with ``aggregate_raters``) and the ``krippendorff`` package's ``alpha``.
+The wrappers take ratings as an ``items x raters`` table (a DataFrame or 2-D array) in which a missing
+rating is ``NaN``/``None``; labels may be strings, booleans or numbers (they are coded as the positions
+of the sorted or given label set before the libraries see them). The undefined cases (no item rated
+twice, a single category used throughout) give ``nan`` here rather than a library's warning or error.
 
 * :func:`cohen_kappa` -- two raters, items both rated; ``weights=None`` (plain) or ``"linear"``
   (``"quadratic"`` too) for ordered labels.
@@ -18,6 +22,7 @@ import itertools
 from collections.abc import Sequence
 from typing import Any
 
+import krippendorff
 import numpy as np
 import pandas as pd
 
@@ -56,6 +61,12 @@ def _categories(values: Sequence[Any], labels: Sequence[Any] | None) -> list[Any
     return list(labels)
 
 
+def _codes(values: Sequence[Any], cats: Sequence[Any]) -> np.ndarray:
+    """The position of each value in ``cats`` (values already checked to be in ``cats``)."""
+    index = {c: i for i, c in enumerate(cats)}
+    return np.array([index[v] for v in values], dtype=np.int64)
+
+
 def cohen_kappa(
     a: Sequence[Any],
     b: Sequence[Any],
@@ -63,7 +74,7 @@ def cohen_kappa(
     weights: str | None = None,
     labels: Sequence[Any] | None = None,
 ) -> float:
-    """Cohen's kappa between two raters over the items both rated.
+    """Cohen's kappa between two raters over the items both rated (scikit-learn's ``cohen_kappa_score``).
 
     Args:
         a: Ratings of the first rater, one per item (missing values are skipped pairwise).
@@ -74,8 +85,8 @@ def cohen_kappa(
             defaults to the sorted labels present.
 
     Returns:
-        Kappa in ``[-1, 1]``; ``nan`` when no item was rated by both or when chance agreement is 1 and
-        the raters agree (kappa is then undefined).
+        Kappa in ``[-1, 1]``; ``nan`` when no item was rated by both or when both raters used one and
+        the same category throughout (chance agreement is 1, kappa is undefined).
 
     Raises:
         ValueError: On unequal lengths, an unknown ``weights`` or ratings outside ``labels``.
@@ -88,28 +99,19 @@ def cohen_kappa(
     pairs = [(x, y) for x, y in zip(a, b, strict=True) if not (_is_missing(x) or _is_missing(y))]
     if not pairs:
         return float("nan")
-    cats = _categories([x for p in pairs for x in p], labels)
-    index = {c: i for i, c in enumerate(cats)}
-    k = len(cats)
-    observed = np.zeros((k, k))
-    for x, y in pairs:
-        observed[index[x], index[y]] += 1
-    observed /= observed.sum()
-    expected = np.outer(observed.sum(axis=1), observed.sum(axis=0))
-    grid = np.arange(k)
-    if weights is None:
-        w = (grid[:, None] != grid[None, :]).astype(float)
-    else:
-        dist = np.abs(grid[:, None] - grid[None, :]) / max(k - 1, 1)
-        w = dist if weights == "linear" else dist**2
-    denom = float((w * expected).sum())
-    if denom == 0:
+    used = [x for p in pairs for x in p]
+    cats = _categories(used, labels)
+    if len(set(used)) < 2:
         return float("nan")
-    return float(1.0 - (w * observed).sum() / denom)
+    from sklearn.metrics import cohen_kappa_score
+
+    codes_a = _codes([x for x, _ in pairs], cats)
+    codes_b = _codes([y for _, y in pairs], cats)
+    return float(cohen_kappa_score(codes_a, codes_b, labels=np.arange(len(cats)), weights=weights))
 
 
 def fleiss_kappa_counts(counts: Any) -> float:
-    """Fleiss' kappa from an ``items x categories`` table of rating counts.
+    """Fleiss' kappa from an ``items x categories`` table of rating counts (statsmodels' ``fleiss_kappa``).
 
     Every row must sum to the same number of raters ``n >= 2``.
 
@@ -121,27 +123,29 @@ def fleiss_kappa_counts(counts: Any) -> float:
         Fleiss' kappa; ``nan`` when expected agreement is 1 (a single category used throughout).
 
     Raises:
-        ValueError: If rows have different totals or fewer than two raters.
+        ValueError: If the table is empty, holds a negative count, rows have different totals or there
+            are fewer than two raters.
     """
     table = np.asarray(counts, dtype=np.float64)
     if table.ndim != 2 or table.shape[0] == 0:
         raise ValueError(f"counts: expected a non-empty items x categories table, got shape {table.shape}")
+    if (table < 0).any():
+        raise ValueError(f"counts: expected non-negative counts, got minimum {table.min():g}")
     totals = table.sum(axis=1)
-    if not np.allclose(totals, totals[0]):
+    if not (totals == totals[0]).all():
         raise ValueError(f"counts: every item needs the same number of raters, got row totals {totals}")
     n = totals[0]
     if n < 2:
         raise ValueError(f"counts: Fleiss' kappa needs at least two raters per item, got {n:g}")
-    p_j = table.sum(axis=0) / table.sum()
-    p_i = ((table**2).sum(axis=1) - n) / (n * (n - 1))
-    p_bar, p_e = float(p_i.mean()), float((p_j**2).sum())
-    if p_e == 1.0:
+    if np.count_nonzero(table.sum(axis=0)) < 2:
         return float("nan")
-    return (p_bar - p_e) / (1.0 - p_e)
+    from statsmodels.stats.inter_rater import fleiss_kappa as sm_fleiss_kappa
+
+    return float(sm_fleiss_kappa(table, method="fleiss"))
 
 
 def fleiss_kappa(ratings: Any, *, labels: Sequence[Any] | None = None, drop_incomplete: bool = True) -> float:
-    """Fleiss' kappa from an ``items x raters`` table of labels.
+    """Fleiss' kappa from an ``items x raters`` table of labels (statsmodels' ``aggregate_raters``).
 
     Args:
         ratings: Labels; a missing rating is ``NaN``/``None``.
@@ -161,23 +165,31 @@ def fleiss_kappa(ratings: Any, *, labels: Sequence[Any] | None = None, drop_inco
         table = table[~missing.any(axis=1)]
     if table.empty:
         return float("nan")
-    cats = _categories(table.to_numpy().ravel().tolist(), labels)
-    counts = np.stack([(table == c).sum(axis=1).to_numpy() for c in cats], axis=1)
+    values = table.to_numpy().ravel().tolist()
+    cats = _categories(values, labels)
+    from statsmodels.stats.inter_rater import aggregate_raters
+
+    counts, _ = aggregate_raters(_codes(values, cats).reshape(table.shape), n_cat=len(cats))
     return fleiss_kappa_counts(counts)
 
 
 def krippendorff_alpha(ratings: Any, *, level: str = "nominal") -> float:
     """Krippendorff's alpha for an ``items x raters`` table with missing ratings allowed.
 
-    Built from the coincidence matrix (Krippendorff 2011, "Computing Krippendorff's alpha-reliability"):
-    every ordered pair of ratings within an item with ``m_u >= 2`` ratings adds ``1 / (m_u - 1)``.
+    The ``krippendorff`` package's ``alpha`` on the ``items x values`` count table of the pairable
+    items (those with ``m_u >= 2`` ratings; Krippendorff 2011, "Computing Krippendorff's
+    alpha-reliability").
 
     Args:
         ratings: Labels; a missing rating is ``NaN``/``None``.
         level: ``"nominal"`` (any labels) or ``"interval"`` (numeric labels).
 
     Returns:
-        Alpha; ``nan`` when fewer than two pairable ratings exist or expected disagreement is 0.
+        Alpha; ``nan`` when no item has two ratings or a single value is used throughout (expected
+        disagreement is 0).
+
+    Raises:
+        ValueError: On an unknown ``level``, or non-numeric ratings with ``level="interval"``.
     """
     if level not in ("nominal", "interval"):
         raise ValueError(f"level must be 'nominal' or 'interval', got {level!r}")
@@ -187,26 +199,21 @@ def krippendorff_alpha(ratings: Any, *, level: str = "nominal") -> float:
     if not units:
         return float("nan")
     cats = _categories([v for u in units for v in u], None)
-    index = {c: i for i, c in enumerate(cats)}
-    k = len(cats)
-    coincidence = np.zeros((k, k))
-    for u in units:
-        m = len(u)
-        idx = [index[v] for v in u]
-        for i, j in itertools.permutations(range(m), 2):
-            coincidence[idx[i], idx[j]] += 1.0 / (m - 1)
-    n_c = coincidence.sum(axis=1)
-    n = n_c.sum()
-    if level == "nominal":
-        delta = 1.0 - np.eye(k)
-    else:
-        values = np.asarray(cats, dtype=np.float64)
-        delta = (values[:, None] - values[None, :]) ** 2
-    d_o = float((coincidence * delta).sum()) / n
-    d_e = float((np.outer(n_c, n_c) * delta).sum()) / (n * (n - 1))
-    if d_e == 0:
+    if len(cats) < 2:
         return float("nan")
-    return 1.0 - d_o / d_e
+    if level == "nominal":
+        domain = np.arange(len(cats), dtype=np.float64)
+    else:
+        try:
+            domain = np.asarray(cats, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"level='interval' needs numeric ratings, got values {cats[:5]!r}") from exc
+    value_counts = np.zeros((len(units), len(cats)))
+    for row, unit in enumerate(units):
+        np.add.at(value_counts[row], _codes(unit, cats), 1.0)
+    return float(
+        krippendorff.alpha(value_counts=value_counts, value_domain=domain, level_of_measurement=level)
+    )
 
 
 def pairwise_cohen(

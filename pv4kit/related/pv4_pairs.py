@@ -3,23 +3,30 @@
 Each PV4 question has a reference answer and four distractors. :func:`pv4_pairs` keeps the reference
 as ``chosen`` and one distractor (a seeded pick per question, or every distractor) as ``rejected``; the
 persona comes from ``PV4Data.users``. The output has the columns of
-:attr:`pv4kit.related.personafeedback.PersonaFeedbackData.pairs` (``set = "pv4"``, ``tier`` = ``"hard"``
+:attr:`pv4kit.related.personafeedback.load.PersonaFeedbackData.pairs` (``set = "pv4"``, ``tier`` = ``"hard"``
 or ``"standard"`` by the question's ``hard`` flag), so
-:func:`~pv4kit.related.personafeedback.judge_pairs` and the reward-model baseline work unchanged.
+:func:`~pv4kit.related.personafeedback.judge.judge_pairs` and the reward-model baseline work unchanged.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import numpy as np
 import pandas as pd
 
+from pv4kit.dataset.load import load
 from pv4kit.schema import LETTERS
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["pv4_pairs"]
+__all__ = ["load_pv4_pairs", "pv4_pairs"]
+
+_COLUMNS = [
+    *("set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"),
+    *("question_index", "split", "distractor_letter"),
+]
 
 
 def pv4_pairs(
@@ -86,20 +93,14 @@ def pv4_pairs(
                     "distractor_letter": LETTERS[i],
                 }
             )
-    columns = [
-        "set",
-        "tier",
-        "user_id",
-        "persona",
-        "question",
-        "chosen",
-        "rejected",
-        "pair_id",
-        "line",
-        "question_index",
-        "split",
-        "distractor_letter",
-    ]
-    out = pd.DataFrame(rows, columns=columns)
+    out = pd.DataFrame(rows, columns=_COLUMNS)
     out["persona"] = out["persona"].astype(object)
     return out
+
+
+def load_pv4_pairs(
+    source: str | os.PathLike[str], *, seed: int = 0, splits: list[str] | None = None
+) -> pd.DataFrame:
+    """:func:`pv4_pairs` of a PV4 dataset read by ``pv4kit.dataset.load.load`` (a folder or hub id)."""
+    data = load(source)
+    return pv4_pairs(data.questions, data.users, seed=seed, splits=splits)

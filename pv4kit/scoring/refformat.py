@@ -28,7 +28,9 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
+from pv4kit.dataset.load import load
 from pv4kit.scoring import runs
+from pv4kit.scoring.samedata import KEY, data_fingerprint, question_differences
 
 logger = logging.getLogger(__name__)
 
@@ -77,8 +79,6 @@ def _questions_of(data: Any, run_dir: Path, splits: list[str]) -> tuple[pd.DataF
             f"data: {run_dir / runs.CONFIG_FILE} records no loadable data source ({source!r}); the export "
             "needs the data for its row order: pass data=/--data"
         )
-    from pv4kit.dataset.load import load
-
     loaded = load(str(source), splits=splits)
     return loaded.questions, getattr(loaded, "fingerprint", None)
 
@@ -94,8 +94,6 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: When a scored question is not in ``questions`` or has another text, choices or answer
             there (the data changed since scoring), or when ``hard`` is missing for some rows only.
     """
-    from pv4kit.scoring.samedata import KEY, question_differences
-
     missing = [c for c in (*KEY, "question", "answer") if c not in questions.columns]
     if missing:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
@@ -199,8 +197,6 @@ def export_reference(
             len(records),
             len(questions),
         )
-    from pv4kit.scoring.samedata import data_fingerprint
-
     recorded = data_fingerprint(run_dir)
     if fingerprint and recorded and fingerprint != recorded:
         logger.warning("%s: the data's fingerprint differs from the one recorded at scoring", run_dir)
@@ -344,8 +340,6 @@ def import_reference(
     elif hasattr(data, "questions"):
         questions, source = data.questions, getattr(data, "source", None)
     else:
-        from pv4kit.dataset.load import load
-
         questions, source = load(str(data), splits=[split] if split else None).questions, str(data)
     if split is not None:
         questions = questions[questions["split"] == split]

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,3 +131,88 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     if not path.exists():
         raise FileNotFoundError(f"run_dir: no {METRICS_FILE} in {Path(run_dir)}; run `pv4kit score` first")
     return json.loads(path.read_text(encoding="utf-8"))
+
+
+#: the columns of :func:`metrics_frame`, in order
+METRICS_COLUMNS = (
+    "run", "method", "model", "split", "subset", "group", "metric", "value", "ci_low", "ci_high", "n"
+)  # fmt: skip
+#: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
+COUNT_METRICS = ("n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed")
+
+
+def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
+    """One run's ``metrics.json`` (as :func:`read_metrics` returns it) as tidy rows.
+
+    Args:
+        metrics: The metrics dict of :func:`pv4kit.scoring.score.score_run`.
+        run: The run's name (default: the last part of the ``run`` path it records).
+
+    Returns:
+        The columns of :func:`metrics_frame`: accuracy on ``subset`` ``"all"``, ``"hard"`` and each
+        ``"category"`` (``group`` its name), then the counts of :data:`COUNT_METRICS` that the file holds.
+    """
+    name = run if run is not None else Path(str(metrics.get("run", ""))).name
+    head = {
+        "run": name,
+        "method": metrics.get("method"),
+        "model": metrics.get("model"),
+        "split": "+".join(sorted(metrics.get("splits") or {})) or None,
+    }
+    lo, hi = metrics.get("accuracy_ci") or (None, None)
+    rows = [{"subset": "all", "group": "all", "metric": "accuracy", "value": metrics.get("accuracy")}]
+    rows[0].update(ci_low=lo, ci_high=hi, n=metrics.get("n"))
+    if "accuracy_hard" in metrics:
+        hlo, hhi = metrics.get("accuracy_hard_ci") or (None, None)
+        rows.append(
+            {"subset": "hard", "group": "hard", "metric": "accuracy", "value": metrics["accuracy_hard"]}
+        )
+        rows[-1].update(ci_low=hlo, ci_high=hhi, n=metrics.get("n_hard"))
+    for cat in metrics.get("by_category") or []:
+        group = cat.get("category_name") or str(cat.get("category"))
+        rows.append(
+            {"subset": "category", "group": group, "metric": "accuracy", "value": cat.get("accuracy")}
+        )
+        rows[-1].update(ci_low=cat.get("ci_low"), ci_high=cat.get("ci_high"), n=cat.get("n"))
+    for key in COUNT_METRICS:
+        if metrics.get(key) is not None:
+            rows.append({"subset": "all", "group": "all", "metric": key, "value": metrics[key]})
+            rows[-1].update(ci_low=None, ci_high=None, n=metrics.get("n"))
+    out = pd.DataFrame([{**head, **row} for row in rows], columns=list(METRICS_COLUMNS))
+    for col in ("value", "ci_low", "ci_high"):
+        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
+    out["n"] = out["n"].astype("Int64")
+    return out
+
+
+def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pd.DataFrame:
+    """Every scored run's ``metrics.json`` as one tidy frame (nothing to flatten by hand).
+
+    Args:
+        runs: A folder of run directories (those holding a ``metrics.json``, sorted by name; the folder
+            itself when it is a scored run), or a list of run directories (each must be scored).
+
+    Returns:
+        ``run, method, model, split`` (the scored splits joined by ``+``), ``subset`` (``all``, ``hard``,
+        ``category``), ``group`` (the category's name), ``metric`` (``accuracy``, or a count of
+        :data:`COUNT_METRICS`), ``value``, ``ci_low``, ``ci_high`` (the user-bootstrap interval of an
+        accuracy) and ``n`` (questions in the subset); empty with those columns when nothing is scored.
+
+    Raises:
+        FileNotFoundError: A listed run directory has no ``metrics.json``, or the folder does not exist.
+    """
+    if isinstance(runs, str | os.PathLike):
+        root = Path(runs)
+        if not root.is_dir():
+            raise FileNotFoundError(f"runs: no such folder {root}")
+        folders = (
+            [root]
+            if (root / METRICS_FILE).is_file()
+            else sorted(p for p in root.iterdir() if (p / METRICS_FILE).is_file())
+        )
+    else:
+        folders = [Path(p) for p in runs]
+    frames = [tidy_metrics(read_metrics(folder), run=folder.name) for folder in folders]
+    if not frames:
+        return tidy_metrics({}).iloc[0:0]
+    return pd.concat(frames, ignore_index=True)

@@ -17,6 +17,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit.schema import QUESTION_KEY
+from pv4kit.scoring.runs import METRICS_FILE
 
 logger = logging.getLogger(__name__)
 
@@ -29,8 +30,6 @@ def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
     """The ``data_fingerprint`` a scored run recorded (``None`` when unknown, e.g. for a frame)."""
     if isinstance(run, pd.DataFrame):
         return run.attrs.get("data_fingerprint")
-    from pv4kit.scoring.runs import METRICS_FILE
-
     path = Path(run) / METRICS_FILE
     if not path.is_file():
         return None

@@ -19,6 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +27,14 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
-from pv4kit.embeddings.models import Embedder, embed_texts
+from pv4kit.embeddings.models import Embedder, embed_texts, get_embedder
+from pv4kit.embeddings.options import merge_options
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
-from pv4kit.scoring import runs
+from pv4kit.scoring import failures, runs
+from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
-from pv4kit.scoring.stats import bootstrap_ci
 
 logger = logging.getLogger(__name__)
 
@@ -168,50 +171,72 @@ def score_frame(
     return out.sort_values(KEY, kind="stable").reset_index(drop=True)
 
 
+def _number(value: Any) -> float | None:
+    """``float(value)``, or ``None`` for NaN (what ``metrics.json`` writes as ``null``)."""
+    return None if pd.isna(value) else float(value)
+
+
+def _overall(predictions: pd.DataFrame, *, n_boot: int, seed: int) -> dict[str, Any]:
+    """The one row of :func:`~pv4kit.scoring.accuracy.accuracy_table` for the whole frame, as a dict."""
+    row = accuracy_table(predictions, n_boot=n_boot, seed=seed).iloc[0]
+    return {
+        "accuracy": _number(row["accuracy"]),
+        "ci": [_number(row["ci_low"]), _number(row["ci_high"])],
+        "n_correct": int(row["n_correct"]),
+    }
+
+
+def _by_category(predictions: pd.DataFrame, *, n_boot: int, seed: int) -> list[dict[str, Any]]:
+    if "category" not in predictions or not predictions["category"].notna().any():
+        return []
+    keys = ["category", "category_name"] if "category_name" in predictions else ["category"]
+    table = accuracy_table(predictions, by=keys, n_boot=n_boot, seed=seed)
+    return [
+        {
+            "category": None if pd.isna(r["category"]) else int(r["category"]),
+            "category_name": None
+            if len(keys) < 2 or pd.isna(r["category_name"])
+            else str(r["category_name"]),
+            "n": int(r["n"]),
+            "n_correct": int(r["n_correct"]),
+            "accuracy": _number(r["accuracy"]),
+            "ci_low": _number(r["ci_low"]),
+            "ci_high": _number(r["ci_high"]),
+        }
+        for r in table.to_dict("records")
+    ]
+
+
 def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
     """Accuracy, hard accuracy, counts, user-bootstrap 95% CIs, per-category and per-user tables.
 
-    Fractions in [0, 1]; ``accuracy_hard`` and its interval are ``None`` when no question is hard.
+    Every accuracy comes from :func:`~pv4kit.scoring.accuracy.accuracy_table` (user-clustered bootstrap,
+    ``seed`` restarted per group). Fractions in [0, 1]; ``accuracy_hard`` and its interval are ``None``
+    when no question is hard.
     """
-    overall = bootstrap_ci(predictions, value="correct", n_boot=n_boot, seed=seed)
+    overall = _overall(predictions, n_boot=n_boot, seed=seed)
     hard_mask = predictions["hard"].fillna(False).astype(bool) if "hard" in predictions else None
     hard = predictions[hard_mask] if hard_mask is not None else predictions.iloc[0:0]
-    hard_ci = bootstrap_ci(hard, value="correct", n_boot=n_boot, seed=seed)
-    by_category = []
-    if "category" in predictions and predictions["category"].notna().any():
-        keys = ["category", "category_name"] if "category_name" in predictions else ["category"]
-        for key, sub in predictions.groupby(keys, dropna=False, sort=True):
-            key = key if isinstance(key, tuple) else (key,)
-            ci = bootstrap_ci(sub, value="correct", n_boot=n_boot, seed=seed)
-            by_category.append(
-                {
-                    "category": None if pd.isna(key[0]) else int(key[0]),
-                    "category_name": None if len(key) < 2 or pd.isna(key[1]) else str(key[1]),
-                    "n": ci["n"],
-                    "n_correct": int(sub["correct"].sum()),
-                    "accuracy": ci["estimate"],
-                    "ci_low": ci["low"],
-                    "ci_high": ci["high"],
-                }
-            )
+    hard_acc = _overall(hard, n_boot=n_boot, seed=seed)
+    users = accuracy_table(predictions, by="user_id", interval="none")
     by_user = [
         {
-            "user_id": int(uid),
-            "n": int(len(sub)),
-            "n_correct": int(sub["correct"].sum()),
-            "accuracy": float(sub["correct"].mean()),
+            "user_id": int(r["user_id"]),
+            "n": int(r["n"]),
+            "n_correct": int(r["n_correct"]),
+            "accuracy": float(r["accuracy"]),
         }
-        for uid, sub in predictions.groupby("user_id", sort=True)
+        for r in users.to_dict("records")
     ]
     return {
-        "accuracy": overall["estimate"],
-        "accuracy_ci": [overall["low"], overall["high"]],
-        "accuracy_hard": hard_ci["estimate"],
-        "accuracy_hard_ci": [hard_ci["low"], hard_ci["high"]],
+        "accuracy": overall["accuracy"],
+        "accuracy_ci": overall["ci"],
+        "accuracy_hard": hard_acc["accuracy"],
+        "accuracy_hard_ci": hard_acc["ci"],
         "n": int(len(predictions)),
-        "n_correct": int(predictions["correct"].sum()),
+        "n_correct": overall["n_correct"],
         "n_hard": int(len(hard)),
-        "n_hard_correct": int(hard["correct"].sum()),
+        "n_hard_correct": hard_acc["n_correct"],
         "n_users": int(predictions["user_id"].nunique()),
         "n_ties": int(predictions["tie"].sum()) if "tie" in predictions else None,
         "n_empty_generations": int((predictions["generation"] == "").sum()),
@@ -225,7 +250,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
             "level": 0.95,
             "interval": "percentile",
         },
-        "by_category": by_category,
+        "by_category": _by_category(predictions, n_boot=n_boot, seed=seed),
         "by_user": by_user,
     }
 
@@ -243,10 +268,31 @@ def _load_questions(
     source = data if data is not None else config.get("data")
     if source is None:
         raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=/--data")
-    from pv4kit.dataset.load import load
-
     loaded = load(str(source), splits=splits)
     return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
+
+
+@dataclass(frozen=True)
+class ScoreOptions:
+    """How :func:`score_run` scores (each field also a keyword of ``score_run``).
+
+    Attributes:
+        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
+            ``metrics.json``.
+        n_boot: Bootstrap replicates for the intervals.
+        seed: Bootstrap seed.
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
+        failed: How to count requests that failed (see :mod:`pv4kit.scoring.failures`): ``None`` refuses a run
+            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
+    """
+
+    numerics: str = DEFAULT_NUMERICS
+    n_boot: int = 2000
+    seed: int = 0
+    batch_size: int | None = None
+    progress: bool | None = None
+    failed: str | None = None
 
 
 def score_run(
@@ -255,12 +301,8 @@ def score_run(
     data: Any = None,
     embedder: Embedder | str | None = None,
     cache: EmbeddingCache | str | os.PathLike[str] | bool | None = True,
-    numerics: str = DEFAULT_NUMERICS,
-    n_boot: int = 2000,
-    seed: int = 0,
-    batch_size: int | None = None,
-    progress: bool | None = None,
-    failed: str | None = None,
+    options: ScoreOptions | None = None,
+    **overrides: Any,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
 
@@ -272,67 +314,61 @@ def score_run(
             :func:`~pv4kit.embeddings.models.get_embedder` (default: Qwen3-Embedding-4B on CUDA, MiniLM on
             CPU).
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
-        numerics: ``"float16"`` (default, the reference's cosine) or ``"float32"``; recorded in
-            ``metrics.json``.
-        n_boot: Bootstrap replicates for the intervals.
-        seed: Bootstrap seed.
-        batch_size: Encode batch size.
-        progress: Progress bar while encoding.
-        failed: How to count requests that failed (see :mod:`pv4kit.scoring.failures`): ``None`` refuses a run
-            with failed rows, ``"wrong"`` counts them as wrong, ``"exclude"`` leaves them out.
+        options: A :class:`ScoreOptions`.
+        **overrides: Its fields as keywords: ``numerics``, ``n_boot``, ``seed``, ``batch_size``,
+            ``progress``, ``failed``.
 
     Returns:
         ``(predictions, metrics)`` as written.
     """
-    from pv4kit.scoring import failures
-
-    check_numerics(numerics)  # before any data or model is loaded
+    opts = merge_options(ScoreOptions, options, overrides, where="score_run")
+    check_numerics(opts.numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
-    failed_rows = failures.check_failed(generations, failed=failed, where=str(run_dir))
-    failed_keys = generations.loc[failed_rows, KEY] if failed == "wrong" else generations.iloc[0:0][KEY]
-    n_failed = int(failed_rows.sum())
-    generations = failures.rows_to_score(generations, failed_rows, failed=failed, where=str(run_dir))
+    failed_rows = failures.check_failed(generations, failed=opts.failed, where=str(run_dir))
+    failed_keys = generations.loc[failed_rows, KEY] if opts.failed == "wrong" else generations.iloc[0:0][KEY]
+    generations = failures.rows_to_score(generations, failed_rows, failed=opts.failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
-    splits = sorted(set(generations["split"]))
-    questions, data_info = _load_questions(data, run_dir, config, splits=splits)
+    questions, data_info = _load_questions(data, run_dir, config, splits=sorted(set(generations["split"])))
     if embedder is None or isinstance(embedder, str):
-        from pv4kit.embeddings.models import get_embedder
-
         embedder = get_embedder(embedder)
     predictions = score_frame(
         questions,
         generations,
         embedder=embedder,
         cache=cache,
-        batch_size=batch_size,
-        progress=progress,
-        numerics=numerics,
+        batch_size=opts.batch_size,
+        progress=opts.progress,
+        numerics=opts.numerics,
     )
     predictions = failures.mark_failed(predictions, failed_keys)
-    metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
-    metrics.update(failures.failure_metrics(n_failed, failed))
+    metrics = compute_metrics(predictions, n_boot=opts.n_boot, seed=opts.seed)
+    metrics.update(failures.failure_metrics(int(failed_rows.sum()), opts.failed))
     in_splits = (
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )
-    n_missing = None if in_splits is None else int(len(in_splits) - len(predictions))
     describe = getattr(embedder, "describe", None)
     metrics = {
         **metrics,
-        "n_missing_generations": n_missing,
+        "n_missing_generations": None if in_splits is None else int(len(in_splits) - len(predictions)),
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
         "embedder": describe()
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
-        "numerics": numerics,
+        "numerics": opts.numerics,
         "provenance": provenance(**data_info),
     }
+    _write_scored(run_dir, predictions, metrics)
+    return predictions, metrics
+
+
+def _write_scored(run_dir: Path, predictions: pd.DataFrame, metrics: dict[str, Any]) -> None:
+    """Write ``predictions.parquet`` and ``metrics.json`` (each atomically) and log the accuracy."""
     with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:
         predictions.to_parquet(tmp, index=False)
     atomic_write_json(run_dir / runs.METRICS_FILE, metrics)
     acc, lo, hi = metrics["accuracy"], *metrics["accuracy_ci"]
     if acc is not None:
         logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, acc, lo, hi, metrics["n"])
-    return predictions, metrics

@@ -8,6 +8,7 @@ total correct / total questions over the resampled users). Intervals are percent
 from __future__ import annotations
 
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.schema import QUESTION_KEY
+from pv4kit.scoring.runs import read_predictions
+from pv4kit.scoring.samedata import check_same_data
 
 logger = logging.getLogger(__name__)
 
@@ -162,6 +165,23 @@ def grouped_bootstrap_ci(
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
 
 
+def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
+    """Wilson score interval for a binomial proportion (``(nan, nan)`` when ``n == 0``).
+
+    Decisions are treated as independent (no clustering); the bootstrap functions above resample users.
+    """
+    if n == 0:
+        return float("nan"), float("nan")
+    from scipy.stats import norm
+
+    z = float(norm.ppf(0.5 + confidence / 2))
+    p = successes / n
+    denom = 1 + z**2 / n
+    centre = (p + z**2 / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def paired_bootstrap(
     frame: pd.DataFrame,
     *,
@@ -228,8 +248,6 @@ def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[
 def _as_predictions(run: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
     if isinstance(run, pd.DataFrame):
         return run
-    from pv4kit.scoring.runs import read_predictions
-
     return read_predictions(Path(run))
 
 
@@ -260,8 +278,6 @@ def compare(
         scored in both runs are compared; ``frame.attrs`` holds ``only_in_a`` and ``only_in_b`` counts
         and ``data_differs``.
     """
-    from pv4kit.scoring.samedata import check_same_data
-
     pa, pb = _as_predictions(run_a), _as_predictions(run_b)
     data_differs = check_same_data(run_a, run_b, pa, pb, force=force)
     cols = [c for c in ("category", "category_name", "hard") if c in pa.columns]
@@ -288,31 +304,33 @@ def compare(
         for name, sub in both.groupby(both[label].astype(object).fillna("(none)"), sort=True):
             groups.append(("category", name, sub))
 
-    rows = []
-    for scope, group, sub in groups:
-        pb_ = paired_bootstrap(sub, a="correct_a", b="correct_b", n_boot=n_boot, seed=seed, level=level)
-        mc = (
-            mcnemar_exact(sub["correct_a"], sub["correct_b"])
-            if len(sub)
-            else {"a_only": 0, "b_only": 0, "pvalue": None}
-        )
-        rows.append(
-            {
-                "scope": scope,
-                "group": group,
-                "n": int(len(sub)),
-                "n_users": int(sub["user_id"].nunique()),
-                "accuracy_a": float(sub["correct_a"].mean()) if len(sub) else None,
-                "accuracy_b": float(sub["correct_b"].mean()) if len(sub) else None,
-                "diff": pb_["diff"],
-                "diff_low": pb_["low"],
-                "diff_high": pb_["high"],
-                "a_only": mc["a_only"],
-                "b_only": mc["b_only"],
-                "mcnemar_p": mc["pvalue"],
-            }
-        )
+    boot = {"n_boot": n_boot, "seed": seed, "level": level}
+    rows = [_paired_row(scope, group, sub, boot=boot) for scope, group, sub in groups]
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs["data_differs"] = data_differs
     return out
+
+
+def _paired_row(scope: str, group: Any, sub: pd.DataFrame, *, boot: dict[str, Any]) -> dict[str, Any]:
+    """One row of :func:`compare`: both accuracies, the paired bootstrap difference and McNemar."""
+    pb = paired_bootstrap(sub, a="correct_a", b="correct_b", **boot)
+    mc = (
+        mcnemar_exact(sub["correct_a"], sub["correct_b"])
+        if len(sub)
+        else {"a_only": 0, "b_only": 0, "pvalue": None}
+    )
+    return {
+        "scope": scope,
+        "group": group,
+        "n": int(len(sub)),
+        "n_users": int(sub["user_id"].nunique()),
+        "accuracy_a": float(sub["correct_a"].mean()) if len(sub) else None,
+        "accuracy_b": float(sub["correct_b"].mean()) if len(sub) else None,
+        "diff": pb["diff"],
+        "diff_low": pb["low"],
+        "diff_high": pb["high"],
+        "a_only": mc["a_only"],
+        "b_only": mc["b_only"],
+        "mcnemar_p": mc["pvalue"],
+    }

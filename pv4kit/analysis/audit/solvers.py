@@ -13,7 +13,7 @@ import pandas as pd
 from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import LETTERS, answer_indices
-from pv4kit.scoring.stats import grouped_bootstrap_ci
+from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
@@ -142,25 +142,21 @@ def solver_accuracy(
     """
     from scipy.stats import binom
 
-    keys = ["solver", by] if by else ["solver"]
-    frame = predictions.assign(v=predictions["correct"].astype(float))
-    ci = grouped_bootstrap_ci(frame, by=keys, value="v", n_boot=n_boot, seed=seed)
-    n_correct = frame.groupby(keys, sort=True, dropna=False)["correct"].sum().astype("int64")
-    k = n_correct.to_numpy()
-    n = ci["n"].to_numpy()
+    table = accuracy_table(predictions, by=["solver", by] if by else ["solver"], n_boot=n_boot, seed=seed)
+    k, n = table["n_correct"].to_numpy(), table["n"].to_numpy()
     # binomtest(k, n, chance, alternative="greater").pvalue is binom.sf(k - 1, n, chance), capped at 1
     binom_p = np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan)
     return pd.DataFrame(
         {
-            "solver": ci["solver"].to_numpy(),
-            "group": ci[by].astype(str).to_numpy() if by else "all",
+            "solver": table["solver"].to_numpy(),
+            "group": table[by].astype(str).to_numpy() if by else "all",
             "n": n,
             "n_correct": k,
-            "accuracy": ci["estimate"].to_numpy(),
-            "ci_low": ci["low"].to_numpy(),
-            "ci_high": ci["high"].to_numpy(),
+            "accuracy": table["accuracy"].to_numpy(),
+            "ci_low": table["ci_low"].to_numpy(),
+            "ci_high": table["ci_high"].to_numpy(),
             "chance": chance,
             "binom_p": binom_p,
-            "above_chance": (ci["low"] > chance).to_numpy(),
+            "above_chance": (table["ci_low"] > chance).to_numpy(),
         }
     )

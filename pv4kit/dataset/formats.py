@@ -1,0 +1,117 @@
+"""The text formats of a user folder's files: list files, chats and ``qa.csv``.
+
+The lowest module of the dataset stage: it knows how each file of ``users/user_N/`` is read, written and
+checked on its own, not where the files sit in the tree (:mod:`pv4kit.dataset.tree`) nor how ``qa.csv``
+is made (:mod:`pv4kit.dataset.questions`).
+
+* ``categories.txt`` and ``chat_topics.txt``: one item a line, read with ``split("\\n")`` and nothing else,
+  written joined with ``\\n`` and no trailing newline (as the reference reads and writes them);
+* ``chats/{i}.txt``: two turns, ``Leo: ...`` then ``Assistant: ...`` (:func:`check_chat`);
+* ``qa.csv``: the columns :data:`pv4kit.schema.QA_COLUMNS`, minimal quoting, ``\\n`` line ends.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from pathlib import Path
+
+import pandas as pd
+
+from pv4kit._io import read_csv, read_text
+from pv4kit.schema import CHOICE_COLUMNS, QA_COLUMNS, answer_letter_problem
+
+USER_TAG = "Leo:"
+ASSISTANT_TAG = "Assistant:"
+
+
+def read_list(path: str | Path) -> list[str]:
+    """Read ``categories.txt`` or ``chat_topics.txt`` exactly as the reference does.
+
+    The file is read as text (``\\r\\n`` reads as ``\\n``) and split on ``\\n``, nothing else: items
+    are kept as stored (a ``2.5-hour commutes`` item stays whole, no numbering is removed again) and a
+    blank line, a trailing newline included, is an item of its own, as the reference counts it.
+
+    Raises:
+        FileFormatError: Naming the file and line when it is not UTF-8 text.
+    """
+    return read_text(path).split("\n")
+
+
+def format_list(items: list[str]) -> str:
+    """The text of a list file: ``items`` joined with ``\\n`` and no trailing newline.
+
+    A trailing newline would read back (:func:`read_list`) as one more, blank, item.
+    """
+    return "\n".join(items)
+
+
+def read_categories(user_dir: str | Path) -> list[str]:
+    """Read ``categories.txt`` as the reference does: ``split("\\n")``, every line kept as stored."""
+    return read_list(Path(user_dir) / "categories.txt")
+
+
+def check_chat(text: str) -> list[tuple[int, str, str]]:
+    """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
+    lines = text.strip().splitlines()
+    problems: list[tuple[int, str, str]] = []
+    if not lines:
+        return [(1, "chat_empty", "chat is empty; expected a 'Leo:' line then an 'Assistant:' line")]
+    if not lines[0].startswith(USER_TAG):
+        problems.append(
+            (1, "chat_format", f"expected the chat to start with {USER_TAG!r}, found {lines[0][:40]!r}")
+        )
+    asst = [i for i, line in enumerate(lines) if line.startswith(ASSISTANT_TAG)]
+    leo = [i for i, line in enumerate(lines) if line.startswith(USER_TAG)]
+    if not asst:
+        problems.append((len(lines), "chat_format", f"no {ASSISTANT_TAG!r} turn after the {USER_TAG!r} turn"))
+    elif len(asst) > 1 or len(leo) > 1:
+        problems.append(
+            (
+                asst[-1] + 1,
+                "chat_turns",
+                f"expected two turns, found {len(leo)} Leo and {len(asst)} Assistant",
+            )
+        )
+    elif leo and asst[0] < leo[0]:
+        problems.append((asst[0] + 1, "chat_format", "the 'Assistant:' turn comes before the 'Leo:' turn"))
+    return problems
+
+
+def format_qa_csv(table: pd.DataFrame) -> str:
+    """Render a question table as ``qa.csv`` text (minimal quoting, ``\\n`` line endings)."""
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(QA_COLUMNS)
+    for row in table[QA_COLUMNS].itertuples(index=False):
+        writer.writerow(row)
+    return buf.getvalue()
+
+
+def read_qa_csv(path: str | Path) -> pd.DataFrame:
+    """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written."""
+    frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
+    missing = [c for c in QA_COLUMNS if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
+    for col in ("index", "category"):
+        bad = ~frame[col].str.fullmatch(r"\d+")
+        if bad.any():
+            line = int(bad.to_numpy().argmax()) + 2
+            raise ValueError(
+                f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
+            )
+        frame[col] = frame[col].astype("int64")
+    return frame[QA_COLUMNS]
+
+
+def check_answer_letters(qa: pd.DataFrame, path: str | Path) -> None:
+    """Raise on the first row of a read ``qa.csv`` whose correct letter or correct choice is bad.
+
+    Raises:
+        ValueError: ``path:line: message`` (:func:`pv4kit.schema.answer_letter_problem`'s rule).
+    """
+    for i, (letter, *choices) in enumerate(qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)):
+        problem = answer_letter_problem(letter, choices)
+        if problem:
+            raise ValueError(f"{path}:{i + 2}: {problem[1]}")

@@ -1,0 +1,257 @@
+"""The raw release tree: where each file sits, reading one user or the whole tree, writing a user folder.
+
+Layout (as released)::
+
+    raw/
+      personas/user_N.txt            persona profile of user N
+      persona_seeds.csv              user_id, seed
+      hard_subset.csv                user_id, question_index
+      users/user_N/
+        categories.txt               one category per line (line i <-> qa/i.txt)
+        chat_topics.txt              one topic per line (line i <-> chats/i.txt)
+        chats/{i}.txt                two-turn chat: "Leo: ..." then "Assistant: ..."
+        qa/{i}.txt                   tagged model output for category i
+        qa.csv                       step 5's question table
+
+How each file's text is read and written is :mod:`pv4kit.dataset.formats`; checking a whole tree is
+:mod:`pv4kit.dataset.validate`. :mod:`pv4kit.dataset.raw` gathers both under one name.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from pv4kit._io import atomic_write_text, fingerprint_files, read_csv, read_text
+from pv4kit.dataset.formats import format_list, read_list, read_qa_csv
+
+logger = logging.getLogger(__name__)
+
+#: a user folder's name, ``user_N``
+USER_DIR_RE = re.compile(r"^user_(\d+)$")
+_PERSONA_RE = re.compile(r"^user_(\d+)\.txt$")
+
+
+@dataclass
+class RawUser:
+    """One user's files from the raw tree.
+
+    Attributes:
+        user_id: The user's id (``N`` in ``user_N``).
+        path: The ``users/user_N`` directory.
+        categories: Lines of ``categories.txt`` (empty when the file is absent).
+        topics: Lines of ``chat_topics.txt`` (empty when the file is absent).
+        chats: Chat texts ordered by integer file stem.
+        qa: The parsed ``qa.csv`` or ``None`` when it is absent.
+        persona: The persona profile text, when ``personas/user_N.txt`` exists.
+        seed: The seed persona from ``persona_seeds.csv``, when present.
+    """
+
+    user_id: int
+    path: Path
+    categories: list[str] = field(default_factory=list)
+    topics: list[str] = field(default_factory=list)
+    chats: list[str] = field(default_factory=list)
+    qa: pd.DataFrame | None = None
+    persona: str | None = None
+    seed: str | None = None
+
+
+def users_dir_of(raw_dir: str | Path) -> Path:
+    """Return the ``users`` directory of a raw tree (``raw_dir`` itself when it holds ``user_N`` dirs)."""
+    raw_dir = Path(raw_dir)
+    if (raw_dir / "users").is_dir():
+        return raw_dir / "users"
+    if raw_dir.is_dir() and any(USER_DIR_RE.match(p.name) for p in raw_dir.iterdir() if p.is_dir()):
+        return raw_dir
+    raise FileNotFoundError(f"{raw_dir}: not a PV4 raw tree (expected a users/ folder with user_N folders)")
+
+
+def list_users(users_dir: str | Path) -> list[int]:
+    """Sorted ids of the ``user_N`` folders in ``users_dir``.
+
+    Raises:
+        FileNotFoundError: When ``users_dir`` does not exist or holds no ``user_N`` folder.
+    """
+    users_dir = Path(users_dir)
+    if not users_dir.is_dir():
+        raise FileNotFoundError(f"{users_dir}: users directory does not exist")
+    ids = sorted(
+        int(m.group(1)) for p in users_dir.iterdir() if p.is_dir() and (m := USER_DIR_RE.match(p.name))
+    )
+    if not ids:
+        raise FileNotFoundError(f"{users_dir}: no user_N folders found")
+    return ids
+
+
+def chat_files(user_dir: str | Path) -> list[Path]:
+    """The ``chats/{i}.txt`` files ordered by integer stem (``10.txt`` after ``9.txt``).
+
+    Raises:
+        ValueError: When a file name is not ``<integer>.txt``.
+    """
+    chats_dir = Path(user_dir) / "chats"
+    if not chats_dir.is_dir():
+        return []
+    files = []
+    for p in chats_dir.iterdir():
+        if p.name.startswith("."):
+            continue
+        if p.suffix != ".txt" or not p.stem.isdigit():
+            raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
+        files.append(p)
+    files.sort(key=lambda p: int(p.stem))
+    for number, same in duplicate_chats(files).items():
+        raise ValueError(f"{chats_dir}: {duplicate_message(number, same)}")
+    return files
+
+
+def duplicate_chats(files: list[Path]) -> dict[int, list[Path]]:
+    """Chat numbers given by more than one file (``08.txt`` beside ``8.txt``), with those files."""
+    by_number: dict[int, list[Path]] = {}
+    for p in files:
+        by_number.setdefault(int(p.stem), []).append(p)
+    return {n: sorted(ps, key=lambda p: p.name) for n, ps in sorted(by_number.items()) if len(ps) > 1}
+
+
+def duplicate_message(number: int, files: list[Path]) -> str:
+    """The message for chat ``number`` given by several ``files`` (what to do about it included)."""
+    names = " and ".join(p.name for p in files)
+    both = "both" if len(files) == 2 else "all"
+    return (
+        f"{names} are {both} chat {number}; each chat number must have one file "
+        "(rename or remove the extra one)"
+    )
+
+
+def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
+    """Read a user's chats in topic order (integer file stem), each as stored (as the reference reads them).
+
+    Args:
+        user_dir: The ``users/user_N`` folder.
+        strip: Strip each chat (pv4kit's former reading; the reference keeps the text whole).
+
+    Raises:
+        FileFormatError: Naming the file and line of a chat that is not UTF-8 text.
+    """
+    chats = [read_text(p) for p in chat_files(user_dir)]
+    return [c.strip() for c in chats] if strip else chats
+
+
+def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
+    """Read ``persona_seeds.csv`` as ``{user_id: seed}`` ({} when absent)."""
+    path = Path(raw_dir) / "persona_seeds.csv"
+    if not path.is_file():
+        return {}
+    frame = read_csv(path, dtype={"user_id": "int64", "seed": str}, keep_default_na=False)
+    if list(frame.columns[:2]) != ["user_id", "seed"]:
+        raise ValueError(f"{path}: expected columns user_id, seed; found {list(frame.columns)}")
+    return dict(zip(frame["user_id"].astype(int), frame["seed"], strict=True))
+
+
+def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
+    """Read ``hard_subset.csv`` (``user_id, question_index``); an absent path gives an empty frame."""
+    empty = pd.DataFrame({"user_id": pd.Series(dtype="int64"), "question_index": pd.Series(dtype="int64")})
+    if path is None:
+        return empty
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path}: hard subset file does not exist")
+    frame = read_csv(path)
+    if list(frame.columns) != ["user_id", "question_index"]:
+        raise ValueError(f"{path}: expected header 'user_id,question_index', found {list(frame.columns)}")
+    if frame.empty:
+        return empty
+    for col in frame.columns:
+        if not pd.api.types.is_integer_dtype(frame[col]):
+            bad = frame.index[pd.to_numeric(frame[col], errors="coerce").isna()]
+            line = int(bad[0]) + 2 if len(bad) else 2
+            raise ValueError(f"{path}:{line}: {col} must be an integer")
+    return frame.astype("int64").drop_duplicates().reset_index(drop=True)
+
+
+def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None, chats: bool = True) -> RawUser:
+    """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
+
+    ``chats=False`` skips reading the chats (``chats`` stays empty), for callers that have them already.
+    """
+    user_dir = Path(user_dir)
+    m = USER_DIR_RE.match(user_dir.name)
+    if not m:
+        raise ValueError(f"{user_dir}: expected a folder named user_N")
+    if not user_dir.is_dir():
+        raise FileNotFoundError(f"{user_dir}: user folder does not exist")
+    uid = int(m.group(1))
+    user = RawUser(user_id=uid, path=user_dir)
+    if (user_dir / "categories.txt").is_file():
+        user.categories = read_list(user_dir / "categories.txt")
+    if (user_dir / "chat_topics.txt").is_file():
+        user.topics = read_list(user_dir / "chat_topics.txt")
+    if chats:
+        user.chats = read_chats(user_dir)
+    if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
+        user.qa = read_qa_csv(user_dir / "qa.csv")
+    if raw_dir is not None:
+        persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
+        if persona.is_file():
+            user.persona = read_text(persona).strip()
+        user.seed = read_persona_seeds(raw_dir).get(uid)
+    return user
+
+
+def list_personas(persona_dir: str | Path) -> list[int]:
+    """Sorted ids of ``user_N.txt`` persona files in ``persona_dir``."""
+    persona_dir = Path(persona_dir)
+    if not persona_dir.is_dir():
+        raise FileNotFoundError(f"{persona_dir}: persona directory does not exist")
+    return sorted(int(m.group(1)) for p in persona_dir.iterdir() if (m := _PERSONA_RE.match(p.name)))
+
+
+def input_files(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> list[Path]:
+    """The files a dataset built or loaded from a raw tree is made of, for its fingerprint.
+
+    pv4kit's one definition: every ``qa.csv`` and every file in a ``chats/`` folder under ``users_dir``,
+    plus ``hard_subset`` when given; sorted. ``build`` records their fingerprint in ``manifest.json``,
+    ``load`` of a raw tree in ``PV4Data.fingerprint``.
+    """
+    files = [
+        p
+        for p in Path(users_dir).rglob("*")
+        if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
+    ]
+    if hard_subset is not None:
+        files.append(Path(hard_subset))
+    return sorted(files)
+
+
+def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> str:
+    """SHA-256 over the names and contents of :func:`input_files` (:func:`pv4kit._io.fingerprint_files`)."""
+    return fingerprint_files(input_files(users_dir, hard_subset=hard_subset))
+
+
+def write_user_files(
+    user_dir: str | Path,
+    *,
+    categories: list[str] | None = None,
+    topics: list[str] | None = None,
+    chats: dict[int, str] | None = None,
+    qa_texts: dict[int, str] | None = None,
+) -> None:
+    """Write parts of a user folder in the release layout (each file atomically).
+
+    Lists are joined with ``\\n`` and no trailing newline, as the reference writes them (a trailing
+    newline would read back as one more, blank, item).
+    """
+    user_dir = Path(user_dir)
+    if categories is not None:
+        atomic_write_text(user_dir / "categories.txt", format_list(categories))
+    if topics is not None:
+        atomic_write_text(user_dir / "chat_topics.txt", format_list(topics))
+    for i, text in (chats or {}).items():
+        atomic_write_text(user_dir / "chats" / f"{i}.txt", text.strip())
+    for i, text in (qa_texts or {}).items():
+        atomic_write_text(user_dir / "qa" / f"{i}.txt", text)

@@ -1,0 +1,154 @@
+"""What an LLM call needs and what it gives back: :class:`LLMConfig`, :class:`LLMResponse`, the errors.
+
+Also the endpoint policy every caller shares (the CLI, the notebooks, the library):
+:func:`endpoint_config` builds the config for a model at a base URL or at the OpenAI API, choosing the
+protocol and the greedy temperature the same way everywhere.
+
+The lowest module of :mod:`pv4kit.llm`: the others (:mod:`~pv4kit.llm.protocols`,
+:mod:`~pv4kit.llm.transport`, :mod:`~pv4kit.llm.store`, :mod:`~pv4kit.llm.client`) import their types from
+here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pv4kit.redact import redact_url
+
+Message = dict[str, str]
+PROTOCOLS = ("responses", "chat", "completions")
+
+
+class LLMConfigError(RuntimeError):
+    """A request that retrying cannot fix: bad key, no access, unknown model or endpoint."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LLMConfig:
+    """Where and how to call a model.
+
+    Attributes:
+        model: Model id sent to the server (also part of the cache key).
+        base_url: OpenAI-compatible base URL (``None``: the OpenAI API).
+        protocol: ``"responses"`` (OpenAI Responses API), ``"chat"`` (Chat Completions) or
+            ``"completions"`` (a raw prompt).
+        api_key_env: Environment variable holding the key; a local ``base_url`` works without it.
+        reasoning_effort: ``reasoning.effort`` (``"none"``, ``"minimal"``, ...); not sent when ``None``.
+        temperature: Sampling temperature; ``None`` leaves the server default.
+        max_output_tokens: Output token cap; ``None`` leaves the server default.
+        max_concurrency: Requests in flight at once.
+        max_retries: Retries of a request after a retryable failure.
+        timeout: Seconds per HTTP request.
+        retry_after_max: Longest wait in seconds that a server's ``Retry-After`` may impose, on the request
+            and on the pause it gives the other workers; a longer ask is capped and logged.
+        assume_greedy: Treat ``temperature=None`` as deterministic for the cache key.
+        backoff_base: First backoff delay in seconds (doubles per retry, full jitter).
+        backoff_max: Largest backoff delay in seconds.
+        chat_template_kwargs: Sent with ``"chat"`` requests (vLLM: ``{"enable_thinking": False}``); part
+            of the cache key when set.
+    """
+
+    model: str
+    base_url: str | None = None
+    protocol: Literal["responses", "chat", "completions"] = "responses"
+    api_key_env: str = "OPENAI_API_KEY"
+    reasoning_effort: str | None = None
+    temperature: float | None = None
+    max_output_tokens: int | None = None
+    max_concurrency: int = 8
+    max_retries: int = 6
+    timeout: float = 120.0
+    retry_after_max: float = 600.0
+    assume_greedy: bool = False
+    backoff_base: float = 1.0
+    backoff_max: float = 60.0
+    chat_template_kwargs: Mapping[str, Any] | None = field(default=None, hash=False)
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
+        if not self.model:
+            raise ValueError("model must be a non-empty model id")
+        if self.max_concurrency < 1:
+            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
+        if self.max_retries < 0:
+            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+
+    @property
+    def greedy(self) -> bool:
+        """Whether the cache key ignores ``sample_index`` (see :func:`pv4kit.llm.protocols.cache_key`)."""
+        return self.temperature == 0 or (self.temperature is None and self.assume_greedy)
+
+    @property
+    def endpoint(self) -> str:
+        """The base URL for messages, credentials redacted (``"the OpenAI API"`` when unset)."""
+        return redact_url(self.base_url) or "the OpenAI API"
+
+
+@dataclass
+class LLMResponse:
+    """One model answer (or the reason there is none).
+
+    Attributes:
+        text: The output text ("" on error).
+        cached: Whether it came from the cache.
+        usage: ``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``.
+        response_id: The server's response id.
+        model: The model the server reports.
+        finish_reason: ``stop``, ``length``, ``completed``, ``incomplete:<reason>`` ...
+        error: ``None``, or why the request failed after its retries.
+        key: The cache key.
+        attempts: HTTP attempts made (0 when cached).
+    """
+
+    text: str = ""
+    cached: bool = False
+    usage: dict[str, int] = field(default_factory=dict)
+    response_id: str | None = None
+    model: str | None = None
+    finish_reason: str | None = None
+    error: str | None = None
+    key: str = ""
+    attempts: int = 0
+
+
+# --------------------------------------------------------------------------- the endpoint policy
+
+
+def default_protocol(base_url: str | None) -> str:
+    """The protocol an endpoint speaks unless told otherwise: ``"chat"`` at a base URL, else ``"responses"``.
+
+    OpenAI-compatible servers (vLLM, llama.cpp, Ollama, most providers) all serve Chat Completions; the
+    OpenAI API itself is called through the Responses API, as the reference did.
+    """
+    return "chat" if base_url else "responses"
+
+
+def endpoint_config(
+    model: str, *, base_url: str | None = None, protocol: str | None = None, **options: Any
+) -> LLMConfig:
+    """The :class:`LLMConfig` of ``model`` at ``base_url`` (or the OpenAI API), under pv4kit's one policy.
+
+    * ``protocol``: :func:`default_protocol` when ``None`` (chat at a base URL, else Responses);
+    * ``temperature``: ``0.0`` at a base URL, so the call is greedy and cached once whatever the
+      ``sample_index``; left to the server (``None``) at the OpenAI API, whose reasoning models refuse a
+      temperature. Pass ``temperature=`` to choose (``temperature=None`` for sampled generation).
+
+    Args:
+        model: Model id.
+        base_url: OpenAI-compatible base URL; ``None`` (or ``""``) for the OpenAI API.
+        protocol: ``"responses"``, ``"chat"`` or ``"completions"``; ``None`` for the default above.
+        **options: Any other :class:`LLMConfig` field (``max_output_tokens``, ``api_key_env``, ...).
+
+    Returns:
+        The config.
+
+    Raises:
+        TypeError: For an option that is not an :class:`LLMConfig` field.
+    """
+    options.setdefault("temperature", 0.0 if base_url else None)
+    return LLMConfig(
+        model=model, base_url=base_url or None, protocol=protocol or default_protocol(base_url), **options
+    )
