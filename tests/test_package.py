@@ -89,3 +89,28 @@ def test_atomic_writes_get_normal_file_modes(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+#: every public name of pv4kit 0.1 (the flat layout, before the stage packages): they all still resolve
+NAMES_0_1 = """read_user list_users read_chats validate_raw parse_qa_text build_question_table write_qa_tables
+split_indices build_dataset load PV4Data LLMConfig complete usage_frame GenerationConfig generate_users
+load_reference_prompts local_server get_embedder embed_texts EmbeddingCache write_generations read_generations
+read_run_config read_predictions read_metrics score_frame score_run compute_metrics bootstrap_ci
+grouped_bootstrap_ci paired_bootstrap mcnemar_exact compare export_reference import_reference answer retrieve
+build_messages derive_hard_subset run_demo run_audit check_tags write_audit letter_sequence_audit save_figure
+browser execute_notebooks project_paths bm25_scores load_personafeedback judge_pairs judge_accuracy
+reward_model_baseline pv4_pairs cohen_kappa fleiss_kappa krippendorff_alpha""".split()
+
+
+def test_the_public_api_of_0_1_is_kept():
+    assert set(NAMES_0_1) <= set(pv4kit.__all__)
+    assert all(callable(getattr(pv4kit, name)) for name in NAMES_0_1)
+
+
+@pytest.mark.parametrize(
+    ("old", "new"), [("plots", "pv4kit.analysis.plots"), ("llm_store", "pv4kit.llm.store")]
+)
+def test_a_flat_module_name_of_0_1_resolves_with_a_warning(old, new):
+    with pytest.warns(DeprecationWarning, match=new):
+        module = getattr(pv4kit, old)
+    assert module.__name__ == new
