@@ -27,6 +27,7 @@ import pandas as pd
 
 from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
 from pv4kit.dataset.load import load
+from pv4kit.scoring import runs
 
 logger = logging.getLogger(__name__)
 
@@ -115,8 +116,6 @@ def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame
     joined on, so the browser can show what a method retrieved. A folder without
     ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet.
     """
-    from pv4kit.scoring import runs
-
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}
     if not root.is_dir():

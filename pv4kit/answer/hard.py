@@ -23,7 +23,9 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_text
+from pv4kit.dataset.tree import read_hard_subset
 from pv4kit.schema import QUESTION_KEY
+from pv4kit.scoring.runs import read_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -35,8 +37,6 @@ def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd
     if isinstance(run, pd.DataFrame):
         frame = run
     else:
-        from pv4kit.scoring.runs import read_predictions
-
         frame = read_predictions(run)
     missing = [c for c in [*KEY, "correct"] if c not in frame.columns]
     if missing:
@@ -108,8 +108,6 @@ def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.D
 
     Errors name the option ``name`` the path came from.
     """
-    from pv4kit.dataset.raw import read_hard_subset
-
     try:
         return read_hard_subset(path)
     except (FileNotFoundError, ValueError) as exc:

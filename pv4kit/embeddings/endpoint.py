@@ -48,6 +48,8 @@ import numpy as np
 
 from pv4kit.embeddings.cache import model_key
 from pv4kit.embeddings.options import merge_options
+from pv4kit.llm.config import LLMConfig, LLMConfigError
+from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
 
 logger = logging.getLogger(__name__)
 
@@ -216,9 +218,6 @@ class EndpointEmbedder:
 
     def _connect(self, opts: EndpointOptions, client: Any) -> None:
         """One LLM-client config, SDK client and shared pause per server."""
-        from pv4kit.llm.config import LLMConfig
-        from pv4kit.llm.transport import RetryPause, make_client
-
         self.urls = split_base_urls(opts.base_url)
         self.configs = [
             LLMConfig(
@@ -265,8 +264,6 @@ class EndpointEmbedder:
 
     def _send(self, server: int, request: dict[str, Any], send: Any) -> Any:
         """``send`` through the LLM client's retry loop; the raw answer, or raises on failure."""
-        from pv4kit.llm.transport import call_with_retries
-
         answers: list[Any] = []
 
         def keep(body: dict[str, Any]) -> Any:
@@ -281,8 +278,6 @@ class EndpointEmbedder:
 
     def _served_model(self, server: int) -> tuple[str, str | None]:
         """``(name, revision)`` of ``self.model`` as ``/v1/models`` of ``server`` reports it."""
-        from pv4kit.llm.client import LLMConfigError
-
         client = self._clients[server]
         try:
             listing = self._send(server, {}, lambda _: client.get("/models", cast_to=object))
@@ -305,8 +300,6 @@ class EndpointEmbedder:
         ids = [str(e.get("id")) for e in entries if isinstance(e, dict)]
         entry = next((e for e in entries if isinstance(e, dict) and e.get("id") == self.model), None)
         if entry is None:
-            from pv4kit.llm.client import LLMConfigError
-
             raise LLMConfigError(
                 f"model {self.model!r} is not served at {self._where(server)}; it lists {ids[:20]}"
             )

@@ -44,6 +44,7 @@ from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
 from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
+from pv4kit.llm.store import ResponseStore
 
 __all__ = [
     "GenerationConfig",
@@ -206,8 +207,6 @@ def _adopt(
     """Record files without a manifest entry whose content the cache reproduces for the current request."""
     if cache is None or not Path(cache).is_file():
         return set()
-    from pv4kit.llm.store import ResponseStore
-
     keys = {
         (item.rel, a): cache_key(item.messages, item.llm, sample_index=a)
         for item in items

@@ -12,6 +12,7 @@ import pandas as pd
 
 from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words
 from pv4kit.embeddings.models import embed_texts
+from pv4kit.llm.client import complete
 from pv4kit.schema import LETTERS, answer_indices
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.vectors import unit_rows
@@ -96,8 +97,6 @@ def llm_candidate_only(
         Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
         letter or the call failed), ``correct``, ``reply``.
     """
-    from pv4kit.llm.client import complete
-
     idx = answer_indices(questions)
     requests = [
         llm_candidate_only_messages(q, list(c))

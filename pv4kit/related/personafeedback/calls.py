@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from pv4kit.llm.client import complete
+
 __all__ = ["complete_messages", "reply_columns"]
 
 
@@ -22,9 +24,7 @@ def complete_messages(
         llm: ``config``, ``cache``, ``client``, ``progress`` and ``complete_fn`` as the public functions
             take them.
     """
-    complete_fn: Callable[..., Any] | None = llm.get("complete_fn")
-    if complete_fn is None:
-        from pv4kit.llm.client import complete as complete_fn
+    complete_fn: Callable[..., Any] = llm.get("complete_fn") or complete
     return list(
         complete_fn(
             messages,
