@@ -29,6 +29,7 @@ def _default_name(model: str, method: str, top_k: int) -> str:
 
 
 def _answer(args: argparse.Namespace) -> int:
+    from pv4kit.answer.baselines import default_max_model_len
     from pv4kit.dataset.load import load
     from pv4kit.llm.local import resolve_endpoint
 
@@ -37,7 +38,7 @@ def _answer(args: argparse.Namespace) -> int:
     with resolve_endpoint(
         args.model,
         args.base_url,
-        n_ctx=args.max_model_len or 8192,
+        n_ctx=args.max_model_len or default_max_model_len(args.model, method=args.method),
         n_threads=args.threads,
         n_threads_batch=args.threads,
     ) as endpoint:

@@ -181,6 +181,7 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
 def run_generate(args: argparse.Namespace) -> int:
     """Handle ``pv4kit generate``."""
     from pv4kit.generation.steps import GenerationConfig, generate_users
+    from pv4kit.llm.config import default_protocol
     from pv4kit.llm.local import resolve_endpoint
 
     if args.chat_model == "local" and args.model != "local":
@@ -189,9 +190,7 @@ def run_generate(args: argparse.Namespace) -> int:
     with resolve_endpoint(
         args.model, args.base_url, n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
     ) as endpoint:
-        protocol = (
-            endpoint.protocol or args.protocol or ("responses" if endpoint.base_url is None else "chat")
-        )
+        protocol = endpoint.protocol or args.protocol or default_protocol(endpoint.base_url)
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
         llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)
