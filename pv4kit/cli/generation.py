@@ -249,7 +249,7 @@ def _print_report(report) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
-    from pv4kit.llm.client import usage_frame, usage_summary
+    from pv4kit.llm.store import usage_frame, usage_summary
 
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)
     if args.csv:

@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from pv4kit.cli._args import add_base_url, add_llm_cache, add_protocol, llm_cache_arg, pick
+from pv4kit.related.personafeedback.load import HUB_ID as PF_HUB_ID
+from pv4kit.related.recenter.records import HUB_ID as RC_HUB_ID
 
 logger = logging.getLogger(__name__)
 
-_PF_HUB = "PersonalAILab/PersonaFeedback"
-_RC_HUB = "leczhang/recenter-personalization"
+_PF_HUB = PF_HUB_ID
+_RC_HUB = RC_HUB_ID
 
 
 def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
