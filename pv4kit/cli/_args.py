@@ -1,13 +1,14 @@
-"""Parsing of command-line values shared by the command groups (user-id ranges, the ``--cache`` option)."""
+"""Options and values the command groups share: user-id ranges, the LLM endpoint and cache, embedders."""
 
 from __future__ import annotations
 
 import argparse
 import os
 from pathlib import Path
+from typing import Any
 
 from pv4kit._io import default_llm_cache
-from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS
+from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, SPLITS
 
 
 def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
@@ -46,3 +47,96 @@ def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
     if value is None:
         return default_llm_cache()
     return None if str(value).lower() == "none" else Path(value)
+
+
+def pick(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
+    """Keyword arguments from parsed options: ``names`` as they are, ``renamed`` as ``keyword=option``."""
+    return {**{n: getattr(args, n) for n in names}, **{k: getattr(args, v) for k, v in renamed.items()}}
+
+
+# ------------------------------------------------------------------------- options several commands share
+
+#: help of ``--cache`` where it is the LLM response cache of a command that calls an LLM
+LLM_CACHE_HELP = "LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
+
+
+def add_llm_cache(parser: argparse.ArgumentParser, *, help: str = LLM_CACHE_HELP) -> None:
+    """Add ``--cache`` (read with :func:`llm_cache_arg`)."""
+    parser.add_argument("--cache", default=None, help=help)
+
+
+def add_base_url(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """Add ``--base-url``, an OpenAI-compatible endpoint (unset: the OpenAI API)."""
+    parser.add_argument("--base-url", default=None, help=help)
+
+
+def add_protocol(
+    parser: argparse.ArgumentParser,
+    *,
+    default: str | None,
+    choices: tuple[str, ...] = ("chat", "responses"),
+    help: str | None = None,
+) -> None:
+    """Add ``--protocol``: ``chat`` (Chat Completions) or ``responses`` (the OpenAI Responses API)."""
+    parser.add_argument("--protocol", choices=list(choices), default=default, help=help)
+
+
+def add_api_key_env(parser: argparse.ArgumentParser, *, help: str) -> None:
+    """Add ``--api-key-env``, the environment variable holding the API key [OPENAI_API_KEY]."""
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help=help)
+
+
+def add_local_threads(parser: argparse.ArgumentParser) -> None:
+    """Add ``--threads``, the decoding and prompt threads of the ``--model local`` server."""
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
+        "cores / all cores)",
+    )
+
+
+def add_split(parser: argparse.ArgumentParser, *, help: str | None = None) -> None:
+    """Add ``--split`` (one of :data:`pv4kit.schema.SPLITS`, default ``test``)."""
+    parser.add_argument("--split", default="test", choices=list(SPLITS), help=help)
+
+
+def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
+    """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
+    parser.add_argument(
+        "--embed-base-url",
+        default=None,
+        help="for openai:MODEL: the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs "
+        "shard the texts across servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]",
+    )
+    parser.add_argument(
+        "--embed-api-key-env",
+        default="OPENAI_API_KEY",
+        help="for openai:MODEL: environment variable with the API key [OPENAI_API_KEY]",
+    )
+    parser.add_argument(
+        "--embed-timeout", type=float, default=120.0, help="for openai:MODEL: seconds per request"
+    )
+    parser.add_argument(
+        "--embed-concurrency", type=int, default=4, help="for openai:MODEL: requests in flight per server [4]"
+    )
+
+
+def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
+    """The endpoint keywords of ``get_embedder`` from :func:`add_embedder_endpoint`'s options.
+
+    Empty unless ``--embedder`` is ``openai:MODEL`` or ``--embed-base-url`` is given, so a local
+    embedder is not handed endpoint options it cannot honour.
+    """
+    from pv4kit.embeddings.endpoint import PREFIX  # numpy: only when a command runs
+
+    if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
+        return {}
+    return pick(
+        args,
+        base_url="embed_base_url",
+        api_key_env="embed_api_key_env",
+        timeout="embed_timeout",
+        max_concurrency="embed_concurrency",
+    )

@@ -3,12 +3,22 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
 import logging
 import re
+from pathlib import Path
+from typing import Any
 
-from pv4kit.cli._args import llm_cache_arg
-from pv4kit.schema import SPLITS
+from pv4kit.answer.methods import METHODS, get_method
+from pv4kit.cli._args import (
+    add_api_key_env,
+    add_base_url,
+    add_llm_cache,
+    add_local_threads,
+    add_protocol,
+    add_split,
+    llm_cache_arg,
+    pick,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -19,64 +29,71 @@ def _default_name(model: str, method: str, top_k: int) -> str:
 
 
 def _answer(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from pv4kit.answer.baselines import answer
-    from pv4kit.answer.prompting import get_token_counter
+    from pv4kit.answer.baselines import default_max_model_len
     from pv4kit.dataset.load import load
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
+    from pv4kit.llm.local import resolve_endpoint
 
     data = load(args.data, splits=[args.split])
-    cache = llm_cache_arg(args.cache)
-    users = [int(u) for u in args.users.split(",")] if args.users else None
-    embedder = None
-    if args.method in ("rag", "full") and args.retriever == "dense":
-        from pv4kit.embeddings.models import get_embedder
+    embedder = _embedder(args)
+    with resolve_endpoint(
+        args.model,
+        args.base_url,
+        n_ctx=args.max_model_len or default_max_model_len(args.model, method=args.method),
+        n_threads=args.threads,
+        n_threads_batch=args.threads,
+    ) as endpoint:
+        run = _run_answer(args, data, endpoint, embedder)
+    _print_run(run, args)
+    if args.score and not run.errors:
+        from pv4kit.scoring.score import score_run
 
-        embedder = get_embedder(args.embedder, device=args.device)
-    with contextlib.ExitStack() as stack:
-        n_ctx = args.max_model_len or 8192
-        endpoint = stack.enter_context(
-            resolve_endpoint(
-                args.model, args.base_url, n_ctx=n_ctx, n_threads=args.threads, n_threads_batch=args.threads
-            )
-        )
-        local = endpoint.local
-        llm = local_llm_config(
-            endpoint,
-            protocol=args.protocol,
-            api_key_env=args.api_key_env,
-            reasoning_effort=args.reasoning_effort,
-            max_concurrency=args.concurrency,
-            timeout=args.timeout,
-            max_retries=args.max_retries,
-        )
-        counter = None
-        if args.truncation == "relevance":
-            counter = get_token_counter(
-                "server" if local and not args.tokenizer else args.tokenizer, base_url=endpoint.base_url
-            )
-        name = args.name or _default_name(args.model, args.method, args.top_k)
-        run = answer(
-            data,
-            method=args.method,
-            llm=llm,
-            run_dir=Path(args.runs_dir) / name,
-            split=args.split,
-            top_k=args.top_k,
-            retriever=args.retriever,
-            embedder=embedder,
-            cache=cache,
-            max_model_len=args.max_model_len,
-            max_new_tokens=args.max_new_tokens,
-            margin=args.margin,
-            token_counter=counter,
-            tokenizer=args.tokenizer if args.truncation == "front" else None,
-            truncation=args.truncation,
-            users=users,
-            limit=args.limit,
-            progress=not args.quiet,
-        )
+        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
+        lo, hi = m["accuracy_ci"]
+        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
+    return 1 if run.errors else 0
+
+
+def _embedder(args: argparse.Namespace) -> Any:
+    """The dense retriever's embedder, loaded only when the method ranks chats with it (else ``None``)."""
+    if args.retriever != "dense" or not get_method(args.method).ranks(args.truncation):
+        return None
+    from pv4kit.embeddings.models import get_embedder
+
+    return get_embedder(args.embedder, device=args.device)
+
+
+def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: Any) -> Any:
+    """Call :func:`~pv4kit.answer.baselines.answer` with the options of ``pv4kit answer``."""
+    from pv4kit.answer.baselines import answer
+    from pv4kit.answer.prompting import get_token_counter
+    from pv4kit.llm.local import local_llm_config
+
+    llm = local_llm_config(
+        endpoint,
+        **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
+        max_concurrency=args.concurrency,
+    )
+    counter = None
+    if args.truncation == "relevance":
+        tokenizer = "server" if endpoint.local and not args.tokenizer else args.tokenizer
+        counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
+    name = args.name or _default_name(args.model, args.method, args.top_k)
+    return answer(
+        data,
+        llm=llm,
+        run_dir=Path(args.runs_dir) / name,
+        embedder=embedder,
+        cache=llm_cache_arg(args.cache),
+        token_counter=counter,
+        tokenizer=args.tokenizer if args.truncation == "front" else None,
+        users=[int(u) for u in args.users.split(",")] if args.users else None,
+        **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
+        **pick(args, "truncation", "limit"),
+        progress=not args.quiet,
+    )
+
+
+def _print_run(run: Any, args: argparse.Namespace) -> None:
     c = run.context
     print(
         f"{run.run_dir}: {len(run.generations)} answers ({run.calls} called, {run.cached} cached, "
@@ -88,13 +105,6 @@ def _answer(args: argparse.Namespace) -> int:
         print(f"{run.errors} requests failed (status 'failed'); run the same command again to resume them")
     if args.method == "attributes":
         print(f"attributes: {run.config['attributes']['n_fallback']} unparseable selections fell back to all")
-    if args.score and not run.errors:
-        from pv4kit.scoring.score import score_run
-
-        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
-        lo, hi = m["accuracy_ci"]
-        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
-    return 1 if run.errors else 0
 
 
 def _hard(args: argparse.Namespace) -> int:
@@ -131,40 +141,53 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
-    from pv4kit.answer.baselines import METHODS
+    _add_answer(sub)
+    _add_hard(sub)
+    _add_demo(sub)
 
+
+def _add_answer(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
-    p.add_argument("--split", default="test", choices=list(SPLITS))
+    add_split(p)
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--top-k", type=int, default=5, help="chats per question for rag (reference: 1 and 5)")
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
     p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
+    _add_answer_endpoint(p)
+    p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
+    p.add_argument("--runs-dir", default="runs")
+    add_llm_cache(p)
+    _add_answer_budget(p)
+    p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
+    p.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke tests)")
+    p.add_argument("--score", action="store_true", help="score the run afterwards")
+    p.add_argument(
+        "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
+    )
+    p.set_defaults(func=_answer)
+
+
+def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
+    """The decoder: its model, endpoint, protocol, key, concurrency, timeout and retries."""
     p.add_argument(
         "--model",
         required=True,
         help="model id at --base-url, or 'local' (SmolLM2 on llama.cpp, started here)",
     )
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: the OpenAI API)")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
-        "cores / all cores)",
-    )
-    p.add_argument("--protocol", default="chat", choices=["chat", "responses"])
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the key")
+    add_base_url(p, help="OpenAI-compatible base URL (default: the OpenAI API)")
+    add_local_threads(p)
+    add_protocol(p, default="chat")
+    add_api_key_env(p, help="environment variable with the key")
     p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight (local: 1)")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
     p.add_argument("--max-retries", type=int, default=6, help="retries of a failed request [6]")
-    p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
-    p.add_argument("--runs-dir", default="runs")
-    p.add_argument(
-        "--cache", default=None, help="LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
-    )
+
+
+def _add_answer_budget(p: argparse.ArgumentParser) -> None:
+    """The context budget: context length, output cap, margin, token counting and truncation."""
     p.add_argument(
         "--max-model-len", type=int, default=None, help="context length (default 8192 local, 32768 otherwise)"
     )
@@ -184,14 +207,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="over-long prompts: 'front' cuts the whole prompt's tokens from the front (the reference), "
         "'relevance' drops the least relevant chats [front]",
     )
-    p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke tests)")
-    p.add_argument("--score", action="store_true", help="score the run afterwards")
-    p.add_argument(
-        "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
-    )
-    p.set_defaults(func=_answer)
 
+
+def _add_hard(sub: argparse._SubParsersAction) -> None:
     h = sub.add_parser("hard", help="hard subset from a no_docs run and a rag top-1 run (scored)")
     h.add_argument("--no-docs", required=True, help="scored no_docs run directory")
     h.add_argument("--rag", required=True, help="scored rag --top-k 1 run directory of the same decoder")
@@ -202,12 +220,14 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
     h.set_defaults(func=_hard)
 
+
+def _add_demo(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("demo", help="the whole pipeline on the sample with the local model (make demo)")
     d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
-    d.add_argument("--split", default="test", choices=list(SPLITS), help="[test]")
-    d.add_argument("--cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
+    add_split(d, help="[test]")
+    add_llm_cache(d, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
     d.add_argument(
         "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
     )

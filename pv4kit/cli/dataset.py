@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pv4kit.cli._args import add_user_ranges, user_ranges
+from pv4kit.cli._args import add_user_ranges, pick, user_ranges
 
 logger = logging.getLogger(__name__)
 
@@ -60,11 +60,8 @@ def _build(args: argparse.Namespace) -> int:
     frame = build_dataset(
         args.users_dir,
         args.output_dir,
-        hard_subset=args.hard_subset,
         **user_ranges(args),
-        validation_fraction=args.validation_fraction,
-        seed=args.seed,
-        id_column=args.id_column,
+        **pick(args, "hard_subset", "validation_fraction", "seed", "id_column"),
         progress=not args.quiet,
     )
     print(frame.to_string(index=False))
@@ -79,11 +76,8 @@ def _info(args: argparse.Namespace) -> int:
     data = load(args.source)
     print(repr(data))
     print(data.summary().to_string(index=False))
-    q = data.questions
-    per_user = q.groupby(["user_id", "split"]).size().unstack(fill_value=0)
-    per_user["chats"] = [len(data.documents(u)) for u in per_user.index]
-    print("\nper user:\n" + per_user.to_string())
-    print("\ncorrect letters:", q["answer_letter"].value_counts().sort_index().to_dict())
+    print("\nper user:\n" + data.per_user().to_string())
+    print("\ncorrect letters:", data.questions["answer_letter"].value_counts().sort_index().to_dict())
     return 0
 
 

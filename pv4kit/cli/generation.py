@@ -6,6 +6,15 @@ import argparse
 import logging
 import sys
 
+from pv4kit.cli._args import (
+    add_api_key_env,
+    add_base_url,
+    add_llm_cache,
+    add_local_threads,
+    add_protocol,
+    llm_cache_arg,
+    pick,
+)
 from pv4kit.generation.defaults import (
     DEFAULT_CHAT_MODEL,
     DEFAULT_CHAT_REASONING_EFFORT,
@@ -16,9 +25,17 @@ from pv4kit.generation.defaults import (
 
 logger = logging.getLogger(__name__)
 
+#: the ``--repair-*`` options, each also turned on by ``--pv4kit-repairs``
+_REPAIRS = ("repair_lists", "repair_chats", "reask_malformed", "rewrite_stale_qa")
+
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``generate`` and ``usage`` subcommands."""
+    _add_generate(subparsers)
+    _add_usage(subparsers)
+
+
+def _add_generate(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser(
         "generate",
         help="generate users: categories, topics, chats, questions, qa.csv (resumable)",
@@ -30,6 +47,32 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--output-dir", required=True, help="users folder to write user_N/ into")
     p.add_argument("--user-start", type=int, default=None, help="first user id (inclusive)")
     p.add_argument("--user-end", type=int, default=None, help="last user id (inclusive)")
+    _add_models(p)
+    p.add_argument("--num-categories", type=int, default=10)
+    p.add_argument("--num-topics", type=int, default=200)
+    p.add_argument("--num-questions", type=int, default=15)
+    _add_requests(p)
+    p.add_argument(
+        "--regenerate-stale",
+        action="store_true",
+        help="regenerate files made from a different persona, prompt, model or options",
+    )
+    p.add_argument(
+        "--reference-prompts",
+        default=None,
+        metavar="PATH",
+        help="build the requests with the prompt functions of a local checkout of the reference repository "
+        "(snap-stanford/memorilla; PATH is the checkout, its personalizationv4 folder or prompts.py) "
+        "[pv4kit's own prompts]",
+    )
+    _add_repairs(p)
+    p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
+    add_local_threads(p)
+    p.set_defaults(func=run_generate)
+
+
+def _add_models(p: argparse.ArgumentParser) -> None:
+    """``--model``, ``--chat-model`` and their reasoning efforts."""
     p.add_argument(
         "--model",
         default=DEFAULT_MODEL,
@@ -53,9 +96,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help=f"reasoning effort of --chat-model [{DEFAULT_CHAT_REASONING_EFFORT} with the Responses API, "
         "unset with chat]",
     )
-    p.add_argument("--num-categories", type=int, default=10)
-    p.add_argument("--num-topics", type=int, default=200)
-    p.add_argument("--num-questions", type=int, default=15)
+
+
+def _add_requests(p: argparse.ArgumentParser) -> None:
+    """The endpoint, retries, timeout, sampling and cache of the requests."""
     p.add_argument("--max-workers", type=int, default=50, help="requests in flight at once [50]")
     p.add_argument(
         "--max-retries",
@@ -66,38 +110,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--http-retries", type=int, default=6, help="retries of a failed HTTP request [6]")
     p.add_argument("--timeout", type=float, default=300.0, help="seconds per HTTP request [300]")
     p.add_argument("--seed", type=int, default=42, help="seed of the step-5 answer shuffle [42]")
-    p.add_argument(
-        "--base-url", default=None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)"
-    )
-    p.add_argument(
-        "--protocol",
-        choices=["responses", "chat"],
+    add_base_url(p, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)")
+    add_protocol(
+        p,
         default=None,
+        choices=("responses", "chat"),
         help="responses (OpenAI Responses API) or chat (Chat Completions) "
         "[responses without --base-url, else chat]",
     )
-    p.add_argument("--api-key-env", default="OPENAI_API_KEY", help="environment variable with the API key")
+    add_api_key_env(p, help="environment variable with the API key")
     p.add_argument("--temperature", type=float, default=None, help="sampling temperature [server default]")
     p.add_argument("--max-output-tokens", type=int, default=None, help="output token cap [server default]")
-    p.add_argument(
-        "--cache",
-        default=None,
+    add_llm_cache(
+        p,
         help="SQLite response cache and usage ledger, 'none' to disable [$PV4KIT_CACHE/llm.sqlite, else "
         ".cache/pv4kit/llm.sqlite]",
     )
-    p.add_argument(
-        "--regenerate-stale",
-        action="store_true",
-        help="regenerate files made from a different persona, prompt, model or options",
-    )
-    p.add_argument(
-        "--reference-prompts",
-        default=None,
-        metavar="PATH",
-        help="build the requests with the prompt functions of a local checkout of the reference repository "
-        "(snap-stanford/memorilla; PATH is the checkout, its personalizationv4 folder or prompts.py) "
-        "[pv4kit's own prompts]",
-    )
+
+
+def _add_repairs(p: argparse.ArgumentParser) -> None:
+    """The pv4kit repairs, each off by default."""
     repairs = p.add_argument_group(
         "pv4kit repairs (off by default: files are written as the reference writes them)"
     )
@@ -120,18 +152,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="rewrite an existing qa.csv that differs from what the question files give",
     )
     repairs.add_argument("--pv4kit-repairs", action="store_true", help="all four repairs above")
-    p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=None,
-        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
-        "cores / all cores)",
-    )
-    p.set_defaults(func=run_generate)
 
+
+def _add_usage(subparsers: argparse._SubParsersAction) -> None:
     u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
-    u.add_argument("--cache", default=None, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
+    add_llm_cache(u, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
     u.add_argument(
         "--by", default="step", help="comma-separated columns to group by: step,user_id,model [step]"
     )
@@ -146,57 +171,41 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
         chat_model=None if args.chat_model == "local" else args.chat_model,
         base_url=base_url,
         protocol=protocol,
-        reasoning_effort=args.reasoning_effort,
-        chat_reasoning_effort=args.chat_reasoning_effort,
-        api_key_env=args.api_key_env,
-        temperature=args.temperature,
-        max_output_tokens=args.max_output_tokens,
-        max_concurrency=args.max_workers,
-        max_retries=args.http_retries,
-        timeout=args.timeout,
+        **pick(args, "reasoning_effort", "chat_reasoning_effort", "api_key_env", "temperature"),
+        **pick(
+            args, "max_output_tokens", "timeout", max_concurrency="max_workers", max_retries="http_retries"
+        ),
     )
 
 
 def run_generate(args: argparse.Namespace) -> int:
     """Handle ``pv4kit generate``."""
     from pv4kit.generation.steps import GenerationConfig, generate_users
+    from pv4kit.llm.config import default_protocol
     from pv4kit.llm.local import resolve_endpoint
 
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
-    from pv4kit.cli._args import llm_cache_arg
-
     cache = llm_cache_arg(args.cache)
     with resolve_endpoint(
         args.model, args.base_url, n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
     ) as endpoint:
-        protocol = (
-            endpoint.protocol or args.protocol or ("responses" if endpoint.base_url is None else "chat")
-        )
+        protocol = endpoint.protocol or args.protocol or default_protocol(endpoint.base_url)
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
         llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)
         config = GenerationConfig(
             llm=llm,
             chat_llm=chat_llm,
-            num_categories=args.num_categories,
-            num_topics=args.num_topics,
-            num_questions=args.num_questions,
-            max_retries=args.max_retries,
-            seed=args.seed,
-            regenerate_stale=args.regenerate_stale,
-            reference_prompts=args.reference_prompts,
-            repair_lists=args.repair_lists or args.pv4kit_repairs,
-            repair_chats=args.repair_chats or args.pv4kit_repairs,
-            reask_malformed=args.reask_malformed or args.pv4kit_repairs,
-            rewrite_stale_qa=args.rewrite_stale_qa or args.pv4kit_repairs,
+            **pick(args, "num_categories", "num_topics", "num_questions", "max_retries", "seed"),
+            **pick(args, "regenerate_stale", "reference_prompts"),
+            **{name: getattr(args, name) or args.pv4kit_repairs for name in _REPAIRS},
         )
         report = generate_users(
             args.persona_dir,
             args.output_dir,
             config=config,
-            user_start=args.user_start,
-            user_end=args.user_end,
+            **pick(args, "user_start", "user_end"),
             cache=cache,
             progress=not args.quiet,
         )
@@ -240,8 +249,7 @@ def _print_report(report) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
-    from pv4kit.cli._args import llm_cache_arg
-    from pv4kit.llm.client import usage_frame, usage_summary
+    from pv4kit.llm.store import usage_frame, usage_summary
 
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)
     if args.csv:

@@ -10,12 +10,14 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pv4kit.cli._args import llm_cache_arg
+from pv4kit.cli._args import add_base_url, add_llm_cache, add_protocol, llm_cache_arg, pick
+from pv4kit.related.personafeedback.load import HUB_ID as PF_HUB_ID
+from pv4kit.related.recenter.records import HUB_ID as RC_HUB_ID
 
 logger = logging.getLogger(__name__)
 
-_PF_HUB = "PersonalAILab/PersonaFeedback"
-_RC_HUB = "leczhang/recenter-personalization"
+_PF_HUB = PF_HUB_ID
+_RC_HUB = RC_HUB_ID
 
 
 def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
@@ -57,11 +59,7 @@ def _llm_config(args: argparse.Namespace) -> Any:
     from pv4kit.llm.client import LLMConfig
 
     return LLMConfig(
-        model=args.model,
-        base_url=args.base_url,
-        protocol=args.protocol,
-        temperature=args.temperature,
-        max_output_tokens=args.max_output_tokens,
+        **pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens"),
         max_concurrency=args.concurrency,
     )
 
@@ -269,14 +267,12 @@ def _rc_stage3(args: argparse.Namespace) -> int:
 
 def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model id sent to the endpoint")
-    p.add_argument("--base-url", default=None, help="OpenAI-compatible base URL (default: OpenAI)")
-    p.add_argument("--protocol", choices=["chat", "responses"], default="chat")
+    add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
+    add_protocol(p, default="chat")
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-output-tokens", type=int, default=None)
     p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
-    p.add_argument(
-        "--cache", default=None, help="LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
-    )
+    add_llm_cache(p)
     p.add_argument(
         "--interval",
         choices=["wilson", "bootstrap"],
@@ -321,6 +317,11 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``personafeedback`` and ``recenter`` command groups."""
+    _add_personafeedback(subparsers)
+    _add_recenter(subparsers)
+
+
+def _add_personafeedback(subparsers: argparse._SubParsersAction) -> None:
     pf = subparsers.add_parser(
         "personafeedback", help="PersonaFeedback: load, LLM judge, reward model, PV4 scoring"
     )
@@ -355,6 +356,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_embed(p)
     p.set_defaults(func=_pf_pv4_score)
 
+
+def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
     for name, func, text in (

@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from pv4kit.cli._args import add_embedder_endpoint, embedder_endpoint, pick
+
 logger = logging.getLogger(__name__)
 
 
@@ -24,28 +26,15 @@ def _score(args: argparse.Namespace) -> int:
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
-    endpoint = {}
-    if args.embed_base_url is not None or (args.embedder or "").lower().startswith("openai:"):
-        endpoint = {
-            "base_url": args.embed_base_url,
-            "api_key_env": args.embed_api_key_env,
-            "timeout": args.embed_timeout,
-            "max_concurrency": args.embed_concurrency,
-        }
-    embedder = get_embedder(args.embedder, device=args.device, instruction=args.instruction, **endpoint)
+    embedder = get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
     cache = False if args.no_cache else (args.cache_dir or True)
     for run_dir in args.run_dirs:
         _, m = score_run(
             run_dir,
-            data=args.data,
             embedder=embedder,
             cache=cache,
-            numerics=args.numerics,
-            n_boot=args.n_boot,
-            seed=args.seed,
-            batch_size=args.batch_size,
+            **pick(args, "data", "numerics", "n_boot", "seed", "batch_size", "failed"),
             progress=not args.quiet,
-            failed=args.failed,
         )
         lo, hi = m["accuracy_ci"]
         hard = m["accuracy_hard"]
@@ -120,6 +109,13 @@ def _import(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``export`` and ``import`` to the ``pv4kit`` command line."""
+    _add_score(subparsers)
+    _add_compare(subparsers)
+    _add_export(subparsers)
+    _add_import(subparsers)
+
+
+def _add_score(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
     p.add_argument("--data", default=None, help="data source (default: 'data' in the run's config.json)")
@@ -130,21 +126,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "id or path, or 'openai:MODEL' for an OpenAI-compatible embeddings endpoint; default: qwen3 with "
         "CUDA, else minilm",
     )
-    p.add_argument(
-        "--embed-base-url",
-        default=None,
-        help="for openai:MODEL: the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs "
-        "shard the texts across servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]",
-    )
-    p.add_argument(
-        "--embed-api-key-env",
-        default="OPENAI_API_KEY",
-        help="for openai:MODEL: environment variable with the API key [OPENAI_API_KEY]",
-    )
-    p.add_argument("--embed-timeout", type=float, default=120.0, help="for openai:MODEL: seconds per request")
-    p.add_argument(
-        "--embed-concurrency", type=int, default=4, help="for openai:MODEL: requests in flight per server [4]"
-    )
+    add_embedder_endpoint(p)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
     p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
     p.add_argument("--batch-size", type=int, default=None)
@@ -168,6 +150,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_score)
 
+
+def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
     c.add_argument("run_a")
     c.add_argument("run_b")
@@ -179,6 +163,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     c.set_defaults(func=_compare)
 
+
+def _add_export(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
     e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
@@ -195,6 +181,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     e.set_defaults(func=_export)
 
+
+def _add_import(subparsers: argparse._SubParsersAction) -> None:
     i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
     i.add_argument("predictions", help="the reference's predictions.jsonl")
     i.add_argument("run_dir", help="run directory to create")

@@ -117,6 +117,12 @@ class PV4Data:
             )
         return pd.DataFrame(rows)
 
+    def per_user(self) -> pd.DataFrame:
+        """Questions per split and the number of chats, one row per user (index ``user_id``)."""
+        table = self.questions.groupby(["user_id", "split"]).size().unstack(fill_value=0)
+        table["chats"] = [len(self.documents(u)) for u in table.index]
+        return table
+
     def __repr__(self) -> str:
         counts = ", ".join(f"{r.split} {r.questions}" for r in self.summary().itertuples())
         return f"PV4Data({self.kind} {self.source!r}: {len(self.users)} users; {counts})"
