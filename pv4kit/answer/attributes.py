@@ -112,15 +112,8 @@ class _Pipeline:
     def call(self, messages: list[list[dict[str, str]]], *, step: str, user_id: int) -> list[Any]:
         """The responses to ``messages`` (one stage for one user), counted into ``info``."""
         o = self.opts
-        responses = complete(
-            messages,
-            llm=o.llm,
-            cache=o.cache,
-            step=step,
-            user_id=user_id,
-            progress=o.progress,
-            client=o.client,
-        )
+        shared = {"llm": o.llm, "cache": o.cache, "progress": o.progress, "client": o.client}
+        responses = complete(messages, step=step, user_id=user_id, **shared)
         self.info["calls"] += sum(not r.cached for r in responses)
         self.info["cached"] += sum(r.cached for r in responses)
         self.info["errors"] += sum(r.error is not None for r in responses)

@@ -307,9 +307,9 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
     with timer.stage("hard"):
         subset, report = _hard_subset(raw, runs_dir)
     results = results_table(metrics)
-    logger.info("results:\n%s", results.to_string(index=False))
     notebook_error = None
-    if opts.notebooks:
+    if opts.notebooks:  # the notebooks take minutes: show the results first
+        logger.info("results (before the notebooks):\n%s", results.to_string(index=False))
         with timer.stage("notebooks"):
             notebook_error = _run_notebooks(data=data_dir, runs_dir=runs_dir)
     return {
