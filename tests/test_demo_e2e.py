@@ -58,9 +58,9 @@ def test_rag_through_the_real_local_server(local_url, tmp_path, fake_embedder):
 
 
 @pytest.mark.skipif(not (RAW / "users").is_dir(), reason="no sample raw/ tree")
-def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch, capsys):
+def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch):
     pytest.importorskip("llama_cpp")
-    from pv4kit.pipeline.demo import run_demo
+    from pv4kit.pipeline.demo import demo_report, run_demo
 
     shutil.copytree(RAW, tmp_path / "raw")
     monkeypatch.chdir(tmp_path)
@@ -79,7 +79,7 @@ def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch, capsys):
     assert (tmp_path / "runs" / "demo_hard_subset.csv").is_file()
     assert not (tmp_path / "raw" / "hard_subset.csv").read_text() == ""  # untouched
     assert set(out["hard"]["rule"]) == {"any", "all"}
-    text = capsys.readouterr().out
+    text = demo_report(out)
     assert "accuracy [95% CI]" in text and "Timings" in text
     again = run_demo(**kw)  # warm: data up to date, every answer cached
     pd.testing.assert_frame_equal(again["results"], out["results"])

@@ -2,7 +2,7 @@
 
 The layers, bottom to top (docs/architecture.md draws them):
 
-0. base modules: ``schema``, ``_io``, ``_sqlite``, ``redact``, ``text``, ``vectors``
+0. base modules: ``schema``, ``_io``, ``_options``, ``_sqlite``, ``redact``, ``text``, ``vectors``
 1. ``dataset``, ``llm``
 2. ``embeddings``
 3. ``scoring``
@@ -29,6 +29,7 @@ ROOT = Path(__file__).resolve().parents[1] / "pv4kit"
 LAYERS: dict[str, int] = {
     "schema": 0,
     "_io": 0,
+    "_options": 0,
     "_sqlite": 0,
     "redact": 0,
     "text": 0,

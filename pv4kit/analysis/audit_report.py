@@ -17,6 +17,7 @@ from typing import Any
 
 import pandas as pd
 
+from pv4kit._options import merge_options
 from pv4kit.analysis.audit.categories import category_groups
 from pv4kit.analysis.audit.common import BASE_COLUMNS
 from pv4kit.analysis.audit.flags import question_flags
@@ -30,7 +31,7 @@ from pv4kit.analysis.audit_sequence import (
     row_letter_predictions,
 )
 
-__all__ = ["AuditResult", "run_audit", "summarize", "write_audit"]
+__all__ = ["AuditOptions", "AuditResult", "run_audit", "summarize", "write_audit"]
 
 logger = logging.getLogger(__name__)
 
@@ -48,22 +49,11 @@ class AuditResult:
         return self.tables[name]
 
 
-def run_audit(
-    data: Any,
-    *,
-    embedder: Any = None,
-    cache: Any = True,
-    llm_config: Any = None,
-    llm_cache: str | os.PathLike[str] | None = None,
-    llm_client: Any = None,
-    n_boot: int = 2000,
-    seed: int = 0,
-    store: str | os.PathLike[str] | None = None,
-) -> AuditResult:
-    """Run every audit on a :class:`~pv4kit.dataset.load.PV4Data` and summarise the findings.
+@dataclass(frozen=True)
+class AuditOptions:
+    """Everything :func:`run_audit` takes besides the data.
 
-    Args:
-        data: The loaded dataset.
+    Attributes:
         embedder: An embedder or a name for :func:`~pv4kit.embeddings.models.get_embedder` (default: MiniLM on
             CPU, Qwen3-Embedding-4B with CUDA).
         cache: Embedding cache.
@@ -75,49 +65,59 @@ def run_audit(
         store: A folder that keeps finished audits (e.g. ``.cache/pv4kit/audits``): a result computed
             before for the same questions, data files, embedder, options and audit code is read back
             instead of recomputed (notebooks 02 and 07 share one). Not used with ``llm_config``.
+    """
+
+    embedder: Any = None
+    cache: Any = True
+    llm_config: Any = None
+    llm_cache: str | os.PathLike[str] | None = None
+    llm_client: Any = None
+    n_boot: int = 2000
+    seed: int = 0
+    store: str | os.PathLike[str] | None = None
+
+
+def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: Any) -> AuditResult:
+    """Run every audit on a :class:`~pv4kit.dataset.load.PV4Data` and summarise the findings.
+
+    Args:
+        data: The loaded dataset.
+        options: The settings (:class:`AuditOptions`; default: MiniLM or Qwen3, cached, no LLM solver,
+            2000 bootstrap replicates, seed 0, no store).
+        **overrides: Any field of :class:`AuditOptions` by name (``embedder=``, ``cache=``, ``llm_config=``,
+            ``llm_cache=``, ``llm_client=``, ``n_boot=``, ``seed=``, ``store=``), replacing the one in
+            ``options``.
 
     Returns:
         An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
         letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category,
         similarity, leakage, leakage_summary, duplicates, categories, flags`` (with
         ``solved_by_row_letter``) and a text summary.
+
+    Raises:
+        TypeError: An unknown option (with the closest name).
     """
+    opts = merge_options(AuditOptions, options, overrides, where="run_audit")
+    embedder = opts.embedder
     if embedder is None or isinstance(embedder, str):
         from pv4kit.embeddings.models import get_embedder
 
         embedder = get_embedder(embedder)
     key = None
-    if store is not None and llm_config is None:
-        key = _audit_key(data, embedder, n_boot=n_boot, seed=seed)
-        found = _read_stored(Path(store), key)
+    if opts.store is not None and opts.llm_config is None:
+        key = _audit_key(data, embedder, n_boot=opts.n_boot, seed=opts.seed)
+        found = _read_stored(Path(opts.store), key)
         if found is not None:
             return found
-    result = _run(
-        data,
-        embedder=embedder,
-        cache=cache,
-        llm_config=llm_config,
-        llm_cache=llm_cache,
-        llm_client=llm_client,
-        n_boot=n_boot,
-        seed=seed,
-    )
+    result = _run(data, embedder, opts)
     if key is not None:
-        _write_stored(Path(store), key, result)
+        _write_stored(Path(opts.store), key, result)
     return result
 
 
-def _run(
-    data: Any,
-    *,
-    embedder: Any,
-    cache: Any,
-    llm_config: Any,
-    llm_cache: Any,
-    llm_client: Any,
-    n_boot: int,
-    seed: int,
-) -> AuditResult:
+def _run(data: Any, embedder: Any, opts: AuditOptions) -> AuditResult:
+    """Every audit table of ``data`` with the (resolved) ``embedder``, and the summary."""
+    cache, n_boot, seed = opts.cache, opts.n_boot, opts.seed
     q = data.questions.reset_index(drop=True)
     t: dict[str, pd.DataFrame] = {}
     t["lengths"] = length_audit(q)
@@ -126,11 +126,13 @@ def _run(
     t["letter_sequence"] = letter_sequence_audit(q)
     t["letter_sequence_summary"] = letter_sequence_summary(q, seed=seed)
     preds = candidate_only_predictions(q, embedder=embedder, cache=cache)
-    if llm_config is not None:
+    if opts.llm_config is not None:
         preds = pd.concat(
             [
                 preds,
-                llm_candidate_only(q, config=llm_config, cache=llm_cache or True, client=llm_client),
+                llm_candidate_only(
+                    q, config=opts.llm_config, cache=opts.llm_cache or True, client=opts.llm_client
+                ),
             ],
             ignore_index=True,
         )

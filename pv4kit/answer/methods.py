@@ -37,15 +37,15 @@ Adding a memory setting is one plan function and one row::
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import pandas as pd
 
+from pv4kit._options import check_option_names, merge_options
 from pv4kit.answer.attributes import attribute_contexts
 from pv4kit.answer.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
 from pv4kit.answer.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
@@ -128,20 +128,12 @@ def answer_options(options: AnswerOptions | None = None, /, **overrides: Any) ->
     Raises:
         TypeError: For a name that is not an option (with the closest one), or a missing ``method``/``llm``.
     """
-    names = [f.name for f in fields(AnswerOptions)]
-    for name in overrides:
-        if name not in names:
-            close = difflib.get_close_matches(name, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; options: {', '.join(names)}"
-            raise TypeError(f"answer: unknown option {name!r}{hint}")
     if options is None:
+        check_option_names(AnswerOptions, overrides, where="answer", noun="an unknown option")
         missing = [n for n in ("method", "llm") if n not in overrides]
         if missing:
             raise TypeError(f"answer: missing option {missing[0]!r} (methods: {', '.join(METHODS)})")
-        return AnswerOptions(**overrides)
-    if not isinstance(options, AnswerOptions):
-        raise TypeError(f"options: expected AnswerOptions, got {type(options).__name__}")
-    return dataclasses.replace(options, **overrides)
+    return merge_options(AnswerOptions, options, overrides, where="answer", noun="an unknown option")
 
 
 @dataclass

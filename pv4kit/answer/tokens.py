@@ -221,8 +221,19 @@ class ChatTokenizer(Protocol):
         """The prompt's length in tokens."""
 
 
+class _ExactLength:
+    """``length`` of a tokenizer that encodes exactly: the number of its prompt ids."""
+
+    def encode_chat(self, messages: Sequence[Message]) -> list[int]:  # pragma: no cover - overridden
+        raise NotImplementedError
+
+    def length(self, messages: Sequence[Message]) -> int:
+        """The exact prompt length."""
+        return len(self.encode_chat(messages))
+
+
 @dataclass
-class HFChatTokenizer:
+class HFChatTokenizer(_ExactLength):
     """A Hugging Face tokenizer's chat template and vocabulary, as the reference uses them.
 
     Args:
@@ -270,17 +281,13 @@ class HFChatTokenizer:
         """The reference's prompt ids: the rendered text encoded without added special tokens."""
         return list(self.tok.encode(self.render(messages), add_special_tokens=False))
 
-    def length(self, messages: Sequence[Message]) -> int:
-        """The exact prompt length."""
-        return len(self.encode_chat(messages))
-
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids, special tokens kept."""
         return self.tok.decode(list(ids), skip_special_tokens=False)
 
 
 @dataclass
-class VLLMChatTokenizer:
+class VLLMChatTokenizer(_ExactLength):
     """vLLM's own template and tokenizer: ``POST /tokenize`` with the messages.
 
     The request is ``{"model", "messages", "add_generation_prompt": true, "add_special_tokens": false,
@@ -315,13 +322,9 @@ class VLLMChatTokenizer:
         r.raise_for_status()
         return [int(t) for t in r.json()["tokens"]]
 
-    def length(self, messages: Sequence[Message]) -> int:
-        """The exact prompt length."""
-        return len(self.encode_chat(messages))
-
 
 @dataclass
-class LlamaCppChatTokenizer:
+class LlamaCppChatTokenizer(_ExactLength):
     """llama.cpp's server: ``POST /apply-template`` renders, ``POST /tokenize`` encodes (no BOS added)."""
 
     base_url: str
@@ -347,10 +350,6 @@ class LlamaCppChatTokenizer:
             )
             r.raise_for_status()
         return [int(t) if not isinstance(t, dict) else int(t["id"]) for t in r.json()["tokens"]]
-
-    def length(self, messages: Sequence[Message]) -> int:
-        """The exact prompt length."""
-        return len(self.encode_chat(messages))
 
 
 #: chat-template tokens per message assumed by the estimate (role header and end marker)

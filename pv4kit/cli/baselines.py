@@ -120,7 +120,7 @@ def _hard(args: argparse.Namespace) -> int:
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from pv4kit.pipeline.demo import run_demo
+    from pv4kit.pipeline.demo import demo_report, run_demo
 
     out = run_demo(
         raw=args.raw,
@@ -135,6 +135,7 @@ def _demo(args: argparse.Namespace) -> int:
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
     )
+    print(demo_report(out))
     failed = sum(c["errors"] for c in out["calls"].values())
     return 1 if failed or out["notebook_error"] else 0
 

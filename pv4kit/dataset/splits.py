@@ -16,13 +16,14 @@ import csv
 import io
 import logging
 import math
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
+from pv4kit._options import merge_options
 from pv4kit.dataset.formats import check_answer_letters, read_qa_csv
 from pv4kit.dataset.tree import (
     chat_files,
@@ -360,7 +361,7 @@ def build_dataset(
     Returns:
         The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
-    options = _with_settings(options or BuildOptions(), settings)
+    options = merge_options(BuildOptions, options or BuildOptions(), settings, where="build_dataset")
     users_dir = users_dir_of(users_dir)
     out = Path(output_dir).resolve()
     if out == users_dir.resolve() or out in users_dir.resolve().parents:
@@ -374,13 +375,3 @@ def build_dataset(
         atomic_write_json(tmp / "manifest.json", _manifest(inputs, hard_subset, options, frame))
     logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
     return frame
-
-
-def _with_settings(options: BuildOptions, settings: dict[str, object]) -> BuildOptions:
-    names = {f.name for f in fields(BuildOptions)}
-    unknown = sorted(set(settings) - names)
-    if unknown:
-        raise TypeError(
-            f"build_dataset() got unexpected keyword argument(s) {unknown}; options are {sorted(names)}"
-        )
-    return replace(options, **settings) if settings else options

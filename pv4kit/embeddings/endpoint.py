@@ -46,8 +46,8 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from pv4kit._options import merge_options
 from pv4kit.embeddings.cache import model_key
-from pv4kit.embeddings.options import merge_options
 from pv4kit.llm.config import LLMConfig, LLMConfigError
 from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
 

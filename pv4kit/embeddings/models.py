@@ -33,11 +33,12 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from pv4kit._options import merge_options
 from pv4kit.embeddings.backends import BACKENDS as CPU_BACKENDS
 from pv4kit.embeddings.backends import load_backend_embedder
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
 from pv4kit.embeddings.endpoint import PREFIX, EndpointEmbedder, endpoint_base_url
-from pv4kit.embeddings.options import EmbedderOptions, merge_options
+from pv4kit.embeddings.options import EmbedderOptions
 
 logger = logging.getLogger(__name__)
 

@@ -1,4 +1,4 @@
-"""Options dataclasses and the rule that merges keyword overrides into them.
+"""The embedder's options dataclass (the merge rule is :func:`pv4kit._options.merge_options`).
 
 A function with many knobs (:func:`~pv4kit.embeddings.models.get_embedder`,
 :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder`, :func:`~pv4kit.scoring.score.score_run`) takes
@@ -8,33 +8,13 @@ device="cpu")`` and ``get_embedder("minilm", options=EmbedderOptions(device="cpu
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
 
-T = TypeVar("T")
+from pv4kit._options import merge_options
 
-
-def merge_options(cls: type[T], options: T | None, overrides: dict[str, Any], *, where: str) -> T:
-    """``options`` (default ``cls()``) with the keyword ``overrides`` replaced.
-
-    Raises:
-        TypeError: An override that is no field of ``cls`` (as Python names an unexpected keyword, with
-            the closest field), or ``options`` of another type.
-    """
-    if options is not None and not isinstance(options, cls):
-        raise TypeError(f"{where}(): options must be a {cls.__name__}, got {type(options).__name__}")
-    names = [f.name for f in dataclasses.fields(cls)]  # type: ignore[arg-type]
-    for key in overrides:
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise TypeError(f"{where}() got an unexpected keyword argument {key!r}{hint}")
-    base = options if options is not None else cls()
-    return dataclasses.replace(base, **overrides) if overrides else base  # type: ignore[type-var]
+__all__ = ["EmbedderOptions", "merge_options"]
 
 
 @dataclass(frozen=True)

@@ -11,8 +11,9 @@ Stages (each logged as it starts, with its wall time at the end):
 5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
    ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
    flags under both rules;
-6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n), then the server is
-   stopped and, when :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
+6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
+   returned for :func:`demo_report` to format: ``pv4kit demo`` prints it), then, when
+   :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import default_llm_cache
+from pv4kit._options import merge_options
 from pv4kit.scoring.runs import tidy_metrics
 
 logger = logging.getLogger(__name__)
@@ -170,7 +172,7 @@ def _run_notebooks(*, data: Path, runs_dir: Path) -> str | None:
         kwargs["params"] = {"data": str(data.resolve()), "runs": str(runs_dir.resolve())}
     try:
         done = fn(**kwargs)
-    except Exception as exc:  # noqa: BLE001 - the results are printed already; report and go on
+    except Exception as exc:  # noqa: BLE001 - the results are logged already; report and go on
         logger.error("notebooks: %s: %s", type(exc).__name__, exc)
         return f"{type(exc).__name__}: {exc}"
     if isinstance(done, pd.DataFrame) and len(done):
@@ -178,28 +180,16 @@ def _run_notebooks(*, data: Path, runs_dir: Path) -> str | None:
     return None
 
 
-def run_demo(
-    *,
-    raw: str | os.PathLike[str] = "raw",
-    data: str | os.PathLike[str] = "data",
-    runs_dir: str | os.PathLike[str] = "runs",
-    split: str = "test",
-    cache: str | os.PathLike[str] | None = None,
-    max_new_tokens: int = DEMO_MAX_NEW_TOKENS,
-    servers: int | None = None,
-    threads: int = 1,
-    limit: int | None = None,
-    notebooks: bool = True,
-    progress: bool = True,
-) -> dict[str, Any]:
-    """Run the demo pipeline and print its results table and timings.
+@dataclass(frozen=True)
+class DemoOptions:
+    """Everything :func:`run_demo` takes.
 
-    Args:
+    Attributes:
         raw: The raw tree (``users/``, ``personas/``, ``hard_subset.csv``).
         data: Where the parquet dataset is built.
         runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
         split: The split to answer (``test``: the sample's two evaluation users).
-        cache: The LLM response cache.
+        cache: The LLM response cache (default: the shared one, :func:`~pv4kit._io.default_llm_cache`).
         max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
         servers: llama.cpp server processes sharing the requests (default: one per core, at most 2).
         threads: Threads per server, for decoding and for prompt processing alike (1: one core each;
@@ -208,34 +198,35 @@ def run_demo(
         limit: Only the first N questions (smoke tests).
         notebooks: Execute the notebooks afterwards when :mod:`pv4kit.analysis.notebooks` provides it.
         progress: Progress bars.
-
-    Returns:
-        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
-        skipped).
     """
-    from pv4kit.answer.baselines import answer
-    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
-    from pv4kit.answer.prompting import LlamaServerCounter
-    from pv4kit.dataset.load import load
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
-    from pv4kit.scoring.score import score_run
 
-    timer = Timer()
-    raw, data_dir, runs_dir = Path(raw), Path(data), Path(runs_dir)
-    with timer.stage("data"):
-        ensure_data(raw, data_dir)
-        dataset = load(data_dir)
-    with timer.stage("embedder"):
-        embedder = get_embedder("minilm", device="cpu")
-    metrics: dict[str, dict[str, Any]] = {}
+    raw: str | os.PathLike[str] = "raw"
+    data: str | os.PathLike[str] = "data"
+    runs_dir: str | os.PathLike[str] = "runs"
+    split: str = "test"
+    cache: str | os.PathLike[str] | None = None
+    max_new_tokens: int = DEMO_MAX_NEW_TOKENS
+    servers: int | None = None
+    threads: int = 1
+    limit: int | None = None
+    notebooks: bool = True
+    progress: bool = True
+
+
+def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
+    """Start the servers, answer every run of :data:`DEMO_RUNS`, stop them; the LLM requests per run."""
+    from pv4kit.answer.baselines import answer
+    from pv4kit.answer.prompting import LlamaServerCounter
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
+
     calls: dict[str, dict[str, int]] = {}
     with contextlib.ExitStack() as stack:
-        n_servers = servers or max(1, min(2, os.cpu_count() or 1))
+        n_servers = opts.servers or max(1, min(2, os.cpu_count() or 1))
         with timer.stage("server start"):
             endpoints = [
-                stack.enter_context(resolve_endpoint("local", n_threads=threads, n_threads_batch=threads))
+                stack.enter_context(
+                    resolve_endpoint("local", n_threads=opts.threads, n_threads_batch=opts.threads)
+                )
                 for _ in range(n_servers)
             ]
         llm = [local_llm_config(e) for e in endpoints]  # one request at a time per server
@@ -246,15 +237,15 @@ def run_demo(
                     dataset,
                     method=method,
                     llm=llm,
-                    run_dir=runs_dir / f"demo_{name}",
-                    split=split,
+                    run_dir=Path(opts.runs_dir) / f"demo_{name}",
+                    split=opts.split,
                     top_k=top_k,
                     embedder=embedder,
-                    cache=cache or default_llm_cache(),
-                    max_new_tokens=max_new_tokens,
+                    cache=opts.cache or default_llm_cache(),
+                    max_new_tokens=opts.max_new_tokens,
                     token_counter=counter,
-                    limit=limit,
-                    progress=progress,
+                    limit=opts.limit,
+                    progress=opts.progress,
                 )
                 calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors}
                 logger.info(
@@ -262,34 +253,91 @@ def run_demo(
                 )
         with timer.stage("server stop"):
             stack.close()
+    return calls
+
+
+def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The hard subset (rule ``any``) written to ``runs_dir/demo_hard_subset.csv``, and its report."""
+    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
+
+    no_docs, rag1 = runs_dir / "demo_no_docs", runs_dir / "demo_rag_top1"
+    subset = derive_hard_subset(no_docs, rag1, rule="any")
+    write_subset(subset, runs_dir / "demo_hard_subset.csv")
+    existing = raw / "hard_subset.csv"
+    return subset, hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
+
+
+def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[str, Any]:
+    """Run the demo pipeline; its results table and timings (:func:`demo_report` formats them).
+
+    Args:
+        options: The settings (:class:`DemoOptions`; default: ``raw/`` -> ``data/`` -> ``runs/``, the test
+            split, 32 new tokens, the notebooks afterwards).
+        **overrides: Any field of :class:`DemoOptions` by name (``raw=``, ``data=``, ``runs_dir=``,
+            ``split=``, ``cache=``, ``max_new_tokens=``, ``servers=``, ``threads=``, ``limit=``,
+            ``notebooks=``, ``progress=``), replacing the one in ``options``.
+
+    Returns:
+        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
+        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
+        skipped), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
+
+    Raises:
+        TypeError: An unknown option (with the closest name).
+    """
+    from pv4kit.dataset.load import load
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.scoring.score import score_run
+
+    opts = merge_options(DemoOptions, options, overrides, where="run_demo")
+    timer = Timer()
+    raw, data_dir, runs_dir = Path(opts.raw), Path(opts.data), Path(opts.runs_dir)
+    with timer.stage("data"):
+        ensure_data(raw, data_dir)
+        dataset = load(data_dir)
+    with timer.stage("embedder"):
+        embedder = get_embedder("minilm", device="cpu")
+    calls = _answer_runs(dataset, embedder, opts, timer)
+    metrics: dict[str, dict[str, Any]] = {}
     with timer.stage("score"):
         for name in DEMO_RUNS:
             _, metrics[name] = score_run(
-                runs_dir / f"demo_{name}", data=dataset, embedder=embedder, progress=progress
+                runs_dir / f"demo_{name}", data=dataset, embedder=embedder, progress=opts.progress
             )
     with timer.stage("hard"):
-        no_docs, rag1 = runs_dir / "demo_no_docs", runs_dir / "demo_rag_top1"
-        subset = derive_hard_subset(no_docs, rag1, rule="any")
-        write_subset(subset, runs_dir / "demo_hard_subset.csv")
-        existing = raw / "hard_subset.csv"
-        report = hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
+        subset, report = _hard_subset(raw, runs_dir)
     results = results_table(metrics)
-    print(f"\nResults (SmolLM2-135M on the sample's {split} split; percent, user-bootstrap 95% CI):")
-    print(results.to_string(index=False))
-    print(f"\nHard subset (rule any) -> {runs_dir / 'demo_hard_subset.csv'}: {len(subset)} questions")
-    print(report.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
     notebook_error = None
-    if notebooks:
+    if opts.notebooks:  # the notebooks take minutes: show the results first
+        logger.info("results (before the notebooks):\n%s", results.to_string(index=False))
         with timer.stage("notebooks"):
             notebook_error = _run_notebooks(data=data_dir, runs_dir=runs_dir)
-    timings = timer.table()
-    print("\nTimings (s):")
-    print(timings.to_string(index=False))
     return {
         "results": results,
         "hard": report,
-        "timings": timings,
+        "timings": timer.table(),
         "metrics": metrics,
         "calls": calls,
         "notebook_error": notebook_error,
+        "split": opts.split,
+        "hard_subset": runs_dir / "demo_hard_subset.csv",
+        "n_hard": len(subset),
     }
+
+
+def demo_report(out: dict[str, Any]) -> str:
+    """The text ``pv4kit demo`` prints: the results table, the hard subset's overlap, the timings.
+
+    Args:
+        out: What :func:`run_demo` returned.
+    """
+    return "\n".join(
+        [
+            f"\nResults (SmolLM2-135M on the sample's {out['split']} split; percent, user-bootstrap 95% CI):",
+            out["results"].to_string(index=False),
+            f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
+            out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
+            "\nTimings (s):",
+            out["timings"].to_string(index=False),
+        ]
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -12,6 +13,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import iter_jsonl  # noqa: F401 - re-exported for the loaders
+from pv4kit._options import merge_options
 from pv4kit.dataset.hub import download_dataset, looks_like_hub_id
 from pv4kit.scoring.accuracy import accuracy_table as scored_accuracy_table
 from pv4kit.scoring.stats import wilson_interval  # noqa: F401 - re-exported
@@ -44,6 +46,26 @@ def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     return download_dataset(text)
 
 
+@dataclass(frozen=True)
+class SummaryOptions:
+    """The interval settings of :func:`accuracy_table`.
+
+    Attributes:
+        confidence: Interval level.
+        chance: The chance level, copied into a ``chance`` column.
+        interval: ``"wilson"`` (binomial, decisions independent) or ``"bootstrap"``
+            (``pv4kit.scoring.stats.bootstrap_ci`` resampling ``cluster`` groups, e.g. personas that recur).
+        cluster: Cluster column for the bootstrap.
+        seed: Bootstrap seed.
+    """
+
+    confidence: float = 0.95
+    chance: float = 0.5
+    interval: str = "wilson"
+    cluster: str = "user_id"
+    seed: int = 0
+
+
 def accuracy_table(
     frame: pd.DataFrame,
     *,
@@ -51,11 +73,8 @@ def accuracy_table(
     outer: Sequence[str] = (),
     correct: str = "correct",
     extra_counts: Sequence[str] = (),
-    confidence: float = 0.95,
-    chance: float = 0.5,
-    interval: str = "wilson",
-    cluster: str = "user_id",
-    seed: int = 0,
+    options: SummaryOptions | None = None,
+    **overrides: Any,
 ) -> pd.DataFrame:
     """Accuracy per group with an interval, plus ``"all"`` summary rows.
 
@@ -70,16 +89,15 @@ def accuracy_table(
         outer: Grouping columns that are never pooled.
         correct: The boolean column to average.
         extra_counts: Boolean columns to count per group (e.g. ``unparsed``).
-        confidence: Interval level.
-        chance: The chance level, copied into a ``chance`` column.
-        interval: ``"wilson"`` (binomial, decisions independent) or ``"bootstrap"``
-            (``pv4kit.scoring.stats.bootstrap_ci`` resampling ``cluster`` groups, e.g. personas that recur).
-        cluster: Cluster column for the bootstrap.
-        seed: Bootstrap seed.
+        options: The interval settings (:class:`SummaryOptions`: Wilson 95%, chance 0.5).
+        **overrides: Any field of :class:`SummaryOptions` by name (``confidence=``, ``chance=``,
+            ``interval=``, ``cluster=``, ``seed=``), replacing the one in ``options``.
 
     Returns:
         Tidy frame ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance, *extra_counts``.
     """
+    opts = merge_options(SummaryOptions, options, overrides, where="accuracy_table")
+    interval = opts.interval
     if interval not in ("wilson", "bootstrap"):
         raise ValueError(f"interval must be 'wilson' or 'bootstrap', got {interval!r}")
     by, outer = list(by), list(outer)
@@ -91,9 +109,9 @@ def accuracy_table(
             by=[*outer, *keys],
             value=correct,
             interval=interval,
-            cluster=cluster,
-            seed=seed,
-            level=confidence,
+            cluster=opts.cluster,
+            seed=opts.seed,
+            level=opts.confidence,
         ).drop(columns="metric")
         if extra_counts:
             counts = scored_accuracy_table(
@@ -101,7 +119,7 @@ def accuracy_table(
             )
             for col in extra_counts:
                 table[col] = counts.loc[counts["metric"] == col, "n_correct"].to_numpy()
-        tables.append(table.assign(chance=chance, **{col: "all" for col in by[len(keys) :]}))
+        tables.append(table.assign(chance=opts.chance, **{col: "all" for col in by[len(keys) :]}))
     out = pd.concat(tables, ignore_index=True)
     if outer:  # each outer group's rows together: its groups, then its summary rows
         out = out.sort_values(outer, kind="stable").reset_index(drop=True)

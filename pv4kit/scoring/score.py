@@ -27,10 +27,10 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit._options import merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, get_embedder
-from pv4kit.embeddings.options import merge_options
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring import failures, runs
 from pv4kit.scoring.accuracy import accuracy_table

@@ -1,0 +1,118 @@
+"""The one options rule (``pv4kit._options.merge_options``) behind every function with many knobs.
+
+Each such function takes ``options=`` (a dataclass) and the same fields as keywords; both spellings give the
+same result, and an unknown keyword names the closest field.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from pv4kit._options import merge_options
+from pv4kit.analysis.audit_report import AuditOptions, run_audit
+from pv4kit.answer.attributes import AttributeOptions, attribute_contexts
+from pv4kit.answer.prompting import CharEstimate
+from pv4kit.llm.client import LLMConfig
+from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
+from pv4kit.related._common import SummaryOptions, accuracy_table
+
+
+@dataclass(frozen=True)
+class _Knobs:
+    size: int
+    colour: str = "red"
+
+
+def test_merge_options_replaces_checks_and_requires():
+    assert merge_options(_Knobs, None, {"size": 2}, where="f") == _Knobs(2)
+    assert merge_options(_Knobs, _Knobs(2), {"colour": "blue"}, where="f") == _Knobs(2, "blue")
+    base = _Knobs(3)
+    assert merge_options(_Knobs, base, {}, where="f") is base
+    with pytest.raises(
+        TypeError, match=r"f\(\) got an unexpected keyword argument 'color'; did you mean 'colour'"
+    ):
+        merge_options(_Knobs, None, {"size": 1, "color": "x"}, where="f")
+    with pytest.raises(TypeError, match="'zzz'; options: size, colour"):
+        merge_options(_Knobs, None, {"zzz": 1}, where="f")
+    with pytest.raises(TypeError, match="size"):  # a required field left out
+        merge_options(_Knobs, None, {}, where="f")
+    with pytest.raises(TypeError, match=r"f\(\): options must be a _Knobs, got dict"):
+        merge_options(_Knobs, {"size": 1}, {}, where="f")  # type: ignore[arg-type]
+
+
+def test_run_demo_rejects_an_unknown_option_before_doing_anything(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(
+        TypeError, match="run_demo\\(\\) got an unexpected keyword argument 'max_tokens'; did you mean"
+    ):
+        run_demo(max_tokens=16)
+    with pytest.raises(TypeError, match="did you mean 'notebooks'"):
+        run_demo(options=DemoOptions(limit=1), notebook=False)
+    assert not any(Path(tmp_path).iterdir())  # nothing built, nothing started
+
+
+def test_demo_report_holds_what_make_demo_prints():
+    out = {
+        "split": "test",
+        "results": pd.DataFrame({"method": ["no_docs"], "accuracy [95% CI]": ["50.0 [40.0, 60.0]"]}),
+        "hard_subset": Path("runs/demo_hard_subset.csv"),
+        "n_hard": 7,
+        "hard": pd.DataFrame({"rule": ["any", "all"], "jaccard": [0.12345, 0.5]}),
+        "timings": pd.DataFrame({"stage": ["data", "total"], "seconds": [1.5, 1.5]}),
+    }
+    text = demo_report(out)
+    assert "sample's test split" in text and "accuracy [95% CI]" in text and "50.0 [40.0, 60.0]" in text
+    assert "demo_hard_subset.csv: 7 questions" in text and "0.123" in text and "0.12345" not in text
+    assert text.index("Hard subset") < text.index("Timings (s):") and "total" in text
+
+
+def test_run_audit_options_and_keywords_are_one_call(fake_embedder):
+    from tests.test_audit import _data
+
+    data = _data()
+    by_keywords = run_audit(data, embedder=fake_embedder, cache=False, n_boot=20, seed=3)
+    by_options = run_audit(data, options=AuditOptions(embedder=fake_embedder, cache=False, n_boot=20, seed=3))
+    assert by_keywords.summary == by_options.summary
+    for name, table in by_keywords.tables.items():
+        pd.testing.assert_frame_equal(table, by_options[name])
+    with pytest.raises(
+        TypeError, match="run_audit\\(\\) got an unexpected keyword argument 'n_bot'; did you mean 'n_boot'"
+    ):
+        run_audit(data, embedder=fake_embedder, n_bot=20)
+
+
+def test_attribute_contexts_names_unknown_and_missing_options():
+    llm = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
+    questions = pd.DataFrame({"user_id": [1], "question_index": [0], "question": ["q?"]})
+    with pytest.raises(TypeError, match="did you mean 'max_attributes'"):
+        attribute_contexts(
+            None, questions, llm=llm, cache=None, counter=CharEstimate(), budget=100, max_attribute=3
+        )
+    with pytest.raises(TypeError, match="budget"):
+        attribute_contexts(None, questions, llm=llm, cache=None, counter=CharEstimate())
+    opts = AttributeOptions(llm=llm, cache=None, counter=CharEstimate(), budget=100)
+    docs, info = attribute_contexts(None, questions.iloc[0:0], options=opts)  # no user: no request
+    assert docs == {} and info["calls"] == 0 and info["n_attributes_per_question"] == []
+
+
+def test_related_accuracy_table_options_equal_keywords():
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {
+            "set": rng.choice(["a", "b"], 80),
+            "tier": rng.choice(["easy", "hard"], 80),
+            "user_id": rng.integers(0, 10, 80),
+            "correct": rng.random(80) < 0.6,
+        }
+    )
+    kw = {"interval": "bootstrap", "seed": 4, "confidence": 0.9, "chance": 0.25}
+    by_keywords = accuracy_table(frame, **kw)
+    pd.testing.assert_frame_equal(by_keywords, accuracy_table(frame, options=SummaryOptions(**kw)))
+    assert set(by_keywords["chance"]) == {0.25}
+    with pytest.raises(TypeError, match="did you mean 'confidence'"):
+        accuracy_table(frame, confidance=0.9)
