@@ -200,3 +200,16 @@ def test_cli_id_ranges_parse_and_name_the_option():
     assert parse_id_range(id_range_text(DEFAULT_TRAIN_USERS), name="x") == DEFAULT_TRAIN_USERS
     with pytest.raises(ValueError, match="--test-users: range start 9 is above its end 3"):
         parse_id_range("9-3", name="--test-users")
+
+
+def test_a_raw_trees_fingerprint_is_the_same_wherever_it_lies(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from pv4kit.dataset.load import load
+
+    raw = Path(__file__).resolve().parents[1] / "raw"
+    shutil.copytree(raw, tmp_path / "elsewhere")
+    assert load(raw).fingerprint == load(tmp_path / "elsewhere").fingerprint
+    (tmp_path / "elsewhere" / "hard_subset.csv").write_text("user_id,question_index\n131,0\n")
+    assert load(raw).fingerprint != load(tmp_path / "elsewhere").fingerprint

@@ -19,6 +19,7 @@ How each file's text is read and written is :mod:`pv4kit.dataset.formats`; check
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -26,7 +27,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text, fingerprint_files, read_csv, read_text
+from pv4kit._io import atomic_write_text, read_csv, read_text, sha256_file
 from pv4kit.dataset.formats import format_list, read_list, read_qa_csv
 
 logger = logging.getLogger(__name__)
@@ -229,8 +230,22 @@ def input_files(users_dir: str | Path, *, hard_subset: str | Path | None = None)
 
 
 def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> str:
-    """SHA-256 over the names and contents of :func:`input_files` (:func:`pv4kit._io.fingerprint_files`)."""
-    return fingerprint_files(input_files(users_dir, hard_subset=hard_subset))
+    """SHA-256 over the names and contents of :func:`input_files`, the same wherever the tree lies.
+
+    Names are taken relative to ``users_dir`` (``users/user_6/qa.csv``, ...) and the hard subset counts
+    as ``hard_subset.csv``, so a copy of the same data in another folder or checkout has the same
+    fingerprint (runs and caches made elsewhere still match).
+    """
+    users_dir = Path(users_dir)
+    named = [("users/" + p.relative_to(users_dir).as_posix(), p) for p in input_files(users_dir)]
+    if hard_subset is not None:
+        named.append(("hard_subset.csv", Path(hard_subset)))
+    digest = hashlib.sha256()
+    for name, path in sorted(named):
+        digest.update(name.encode())
+        digest.update(b"\0")
+        digest.update(sha256_file(path).encode())
+    return digest.hexdigest()
 
 
 def write_user_files(
