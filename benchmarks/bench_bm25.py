@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> None:
     import bm25s  # noqa: F401
 
     import_s = time.perf_counter() - start
-    from pv4kit.answer.retrieve import bm25_matrix, stable_ranking
+    from pv4kit.baselines.retrieve import bm25_matrix, stable_ranking
 
     new_s, new = _timed(lambda: bm25_matrix(questions, chats), args.repeats)
     old_s, old = _timed(lambda: handwritten_matrix(questions, chats), args.repeats)
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> None:
         f"user {args.user} grown to {len(chats)} chats ({chars / len(chats):.0f} chars each on average), "
         f"{len(questions)} questions; median of {args.repeats} runs after a warm-up"
     )
-    print(f"  bm25s (pv4kit.answer.retrieve.bm25_matrix): {new_s * 1000:9.1f} ms")
+    print(f"  bm25s (pv4kit.baselines.retrieve.bm25_matrix): {new_s * 1000:9.1f} ms")
     print(f"  hand-written loop (pv4kit 0.1):            {old_s * 1000:9.1f} ms")
     print(f"  speed-up {old_s / new_s:.1f}x; import bm25s once: {import_s * 1000:.0f} ms")
     print(f"  rankings identical: {same}; max |score difference| {float(np.abs(new - old).max()):.2e}")

@@ -31,7 +31,7 @@
 # %%
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.notebooks import load_notebook_data, project_paths
-from pv4kit.answer.hard import with_fallback_subset
+from pv4kit.baselines.hard import with_fallback_subset
 from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()

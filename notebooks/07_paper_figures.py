@@ -30,7 +30,7 @@ from pv4kit.analysis.audit_report import run_audit
 from pv4kit.analysis.figures import browser_path, save_figure
 from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths, stack_runs
 from pv4kit.analysis.projection import with_category_umap, with_question_umap
-from pv4kit.answer.hard import with_fallback_subset
+from pv4kit.baselines.hard import with_fallback_subset
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.stats import compare

@@ -1,6 +1,6 @@
 """Answer runs on the sample through the fake loopback server, for the run-file regression test.
 
-Each case in :data:`CASES` is one :func:`pv4kit.answer.baselines.answer` call with keyword options as the
+Each case in :data:`CASES` is one :func:`pv4kit.baselines.run.answer` call with keyword options as the
 CLI, the demo and users pass them today; :func:`run_case` writes its run under a folder with a fixed
 provenance record (version, commit, time) and the loopback port replaced by ``PORT`` in ``config.json``,
 so two runs of the same code write the same bytes. ``tests/fixtures/answer_runs/`` holds the files the
@@ -166,8 +166,8 @@ def _fixed_provenance(**extra: Any) -> dict[str, Any]:
 
 def run_case(name: str, out: Path) -> Path:
     """Run case ``name`` into ``out/<name>`` (``cache=None``: every request reaches the fake server)."""
-    from pv4kit.answer.baselines import answer
-    from pv4kit.answer.prompting import CharEstimate
+    from pv4kit.baselines.prompting import CharEstimate
+    from pv4kit.baselines.run import answer
     from pv4kit.llm.client import LLMConfig
     from tests.conftest import FakeEmbedder
     from tests.llm_server import FakeLLMServer

@@ -9,8 +9,7 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from pv4kit.answer.baselines import answer, select_questions
-from pv4kit.answer.prompting import (
+from pv4kit.baselines.prompting import (
     SYSTEM_PROMPT,
     CharEstimate,
     attribute_document,
@@ -21,6 +20,7 @@ from pv4kit.answer.prompting import (
     parse_selection,
     selection_messages,
 )
+from pv4kit.baselines.run import answer, select_questions
 from pv4kit.dataset.load import PV4Data
 from pv4kit.llm.client import LLMConfig
 from pv4kit.scoring.runs import read_generations, read_run_config

@@ -3,7 +3,7 @@ import math
 import numpy as np
 import pytest
 
-from pv4kit.answer.bm25 import bm25_scores, tokenize
+from pv4kit.baselines.bm25 import bm25_scores, tokenize
 
 
 def test_tokenize_lowercases_drops_stopwords_and_keeps_apostrophes():
@@ -66,8 +66,8 @@ def handwritten_bm25(query_tokens, doc_tokens_list, *, k1=1.5, b=0.75):
 
 def test_bm25s_agrees_with_the_handwritten_formula_on_the_sample():
     """Every test user's chats ranked for each of their questions: same order, scores within 1e-6."""
-    from pv4kit.answer.bm25 import BM25Index
-    from pv4kit.answer.retrieve import bm25_matrix, stable_ranking
+    from pv4kit.baselines.bm25 import BM25Index
+    from pv4kit.baselines.retrieve import bm25_matrix, stable_ranking
     from tests.answer_cases import sample_data
 
     data = sample_data()
@@ -110,7 +110,7 @@ def test_bm25s_agrees_on_repeats_empty_documents_and_parameters(k1, b):
 
 def test_public_names_stay():
     import pv4kit
-    from pv4kit.answer.bm25 import ENGLISH_STOPWORDS
+    from pv4kit.baselines.bm25 import ENGLISH_STOPWORDS
     from pv4kit.text import STOPWORDS
     from pv4kit.text import tokenize as text_tokenize
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pv4kit.answer.baselines import answer
+from pv4kit.baselines.run import answer
 from pv4kit.llm.client import LLMConfig
 from tests.test_baselines import _data
 
@@ -26,7 +26,7 @@ def local_url():
 
 
 def test_rag_through_the_real_local_server(local_url, tmp_path, fake_embedder):
-    from pv4kit.answer.prompting import get_token_counter
+    from pv4kit.baselines.prompting import get_token_counter
     from pv4kit.llm.local import LOCAL_MODEL_ID
 
     llm = LLMConfig(model=LOCAL_MODEL_ID, base_url=local_url, protocol="chat", max_concurrency=1, timeout=300)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from pv4kit.answer.hard import derive_hard_subset, hard_flags, hard_report, overlap, read_subset, write_subset
+from pv4kit.baselines.hard import (
+    derive_hard_subset,
+    hard_flags,
+    hard_report,
+    overlap,
+    read_subset,
+    write_subset,
+)
 from pv4kit.cli import main
 
 # (user, question): correct closed book, correct with RAG top-1
@@ -110,7 +117,7 @@ def _questions(hard):
 
 
 def test_with_fallback_subset_keeps_the_data_flags_then_uses_a_derived_subset(tmp_path):
-    from pv4kit.answer.hard import with_fallback_subset
+    from pv4kit.baselines.hard import with_fallback_subset
 
     derived = write_subset(pd.DataFrame({"user_id": [147], "question_index": [0]}), tmp_path / "d.csv")
     # the data marks some question hard: its flags win, the derived file is not read

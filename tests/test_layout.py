@@ -6,7 +6,7 @@ The layers, bottom to top (docs/architecture.md draws them):
 1. ``dataset``, ``llm``
 2. ``embeddings``
 3. ``scoring``
-4. ``generation``, ``answer``
+4. ``generation``, ``baselines``
 5. ``analysis``, ``related``
 6. ``pipeline``
 7. ``cli``
@@ -39,7 +39,7 @@ LAYERS: dict[str, int] = {
     "embeddings": 2,
     "scoring": 3,
     "generation": 4,
-    "answer": 4,
+    "baselines": 4,
     "analysis": 5,
     "related": 5,
     "pipeline": 6,

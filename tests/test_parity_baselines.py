@@ -28,8 +28,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.answer.baselines import answer
-from pv4kit.answer.tokens import EstimateChatTokenizer, reference_context
+from pv4kit.baselines.run import answer
+from pv4kit.baselines.tokens import EstimateChatTokenizer, reference_context
 from pv4kit.dataset.load import PV4Data
 from pv4kit.llm.client import LLMConfig
 from pv4kit.scoring.failures import FailedRowsError
@@ -272,7 +272,7 @@ def test_only_vllm_gets_chat_template_kwargs():
 
 
 def test_chars_estimate_is_logged_recorded_and_cuts_from_the_front(caplog):
-    with FakeLLMServer() as server, caplog.at_level(logging.WARNING, logger="pv4kit.answer.tokens"):
+    with FakeLLMServer() as server, caplog.at_level(logging.WARNING, logger="pv4kit.baselines.tokens"):
         run = answer(
             _data(),
             method="full",

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.answer.retrieve import dense_scores, rank_questions, retrieve, stable_ranking
+from pv4kit.baselines.retrieve import dense_scores, rank_questions, retrieve, stable_ranking
 from tests.test_baselines import _data
 
 

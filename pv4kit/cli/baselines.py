@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pv4kit.answer.methods import METHODS, get_method
+from pv4kit.baselines.methods import METHODS, get_method
 from pv4kit.cli._args import (
     add_api_key_env,
     add_base_url,
@@ -29,7 +29,7 @@ def _default_name(model: str, method: str, top_k: int) -> str:
 
 
 def _answer(args: argparse.Namespace) -> int:
-    from pv4kit.answer.baselines import default_max_model_len
+    from pv4kit.baselines.run import default_max_model_len
     from pv4kit.dataset.load import load
     from pv4kit.llm.local import resolve_endpoint
 
@@ -63,9 +63,9 @@ def _embedder(args: argparse.Namespace) -> Any:
 
 
 def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: Any) -> Any:
-    """Call :func:`~pv4kit.answer.baselines.answer` with the options of ``pv4kit answer``."""
-    from pv4kit.answer.baselines import answer
-    from pv4kit.answer.prompting import get_token_counter
+    """Call :func:`~pv4kit.baselines.run.answer` with the options of ``pv4kit answer``."""
+    from pv4kit.baselines.prompting import get_token_counter
+    from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config
 
     llm = local_llm_config(
@@ -108,7 +108,7 @@ def _print_run(run: Any, args: argparse.Namespace) -> None:
 
 
 def _hard(args: argparse.Namespace) -> int:
-    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
+    from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
 
     report = hard_report(args.no_docs, args.rag, existing=args.existing)
     subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule)

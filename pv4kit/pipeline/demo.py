@@ -215,8 +215,8 @@ class DemoOptions:
 
 def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
     """Start the servers, answer every run of :data:`DEMO_RUNS`, stop them; the LLM requests per run."""
-    from pv4kit.answer.baselines import answer
-    from pv4kit.answer.prompting import LlamaServerCounter
+    from pv4kit.baselines.prompting import LlamaServerCounter
+    from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
     calls: dict[str, dict[str, int]] = {}
@@ -258,7 +258,7 @@ def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -
 
 def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The hard subset (rule ``any``) written to ``runs_dir/demo_hard_subset.csv``, and its report."""
-    from pv4kit.answer.hard import derive_hard_subset, hard_report, write_subset
+    from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
 
     no_docs, rag1 = runs_dir / "demo_no_docs", runs_dir / "demo_rag_top1"
     subset = derive_hard_subset(no_docs, rag1, rule="any")

@@ -2,13 +2,13 @@
 
 :func:`answer` writes ``runs/<name>/`` in the run format (:mod:`pv4kit.scoring.runs`) plus ``context.json``.
 The methods (what goes in the user turn before the question: ``no_docs``, ``rag``, ``full``, ``persona``,
-``attributes``) are rows of the table :data:`~pv4kit.answer.methods.METHODS`, each a small plan function
-(described in :mod:`pv4kit.answer.methods`).
+``attributes``) are rows of the table :data:`~pv4kit.baselines.methods.METHODS`, each a small plan function
+(described in :mod:`pv4kit.baselines.methods`).
 
 :func:`answer` itself does the same for every method: it **plans** (the method's plan function, after
 ranking the chats when the method asks for it), **fits** the prompts to the budget, **calls** the model,
 **frames** the answers and **writes** the run. A new method is one plan function and one
-:class:`~pv4kit.answer.methods.Method` row (:func:`~pv4kit.answer.methods.register_method`).
+:class:`~pv4kit.baselines.methods.Method` row (:func:`~pv4kit.baselines.methods.register_method`).
 
 Decoding is greedy with at most ``max_new_tokens`` (256) new tokens. Every call goes through
 :func:`pv4kit.llm.client.complete` with its response cache, so rerunning a finished run makes no requests;
@@ -26,7 +26,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json
-from pv4kit.answer.methods import (
+from pv4kit.baselines.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
     AnswerOptions,
@@ -38,9 +38,9 @@ from pv4kit.answer.methods import (
     get_method,
     register_method,
 )
-from pv4kit.answer.prompting import PROMPT_VERSION, CharEstimate, FitResult, TokenCounter, build_messages
-from pv4kit.answer.retrieve import rank_questions
-from pv4kit.answer.tokens import (
+from pv4kit.baselines.prompting import PROMPT_VERSION, CharEstimate, FitResult, TokenCounter, build_messages
+from pv4kit.baselines.retrieve import rank_questions
+from pv4kit.baselines.tokens import (
     NO_THINKING,
     ChatTokenizer,
     ServerInfo,
@@ -48,7 +48,7 @@ from pv4kit.answer.tokens import (
     probe_server,
     vllm_serve_flags,
 )
-from pv4kit.answer.truncation import Request, context_report, front_requests, relevance_requests
+from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
@@ -110,7 +110,7 @@ def default_max_model_len(model: str, *, method: str | None = None) -> int:
     """The context length of a run: the local model's ``n_ctx``, else the method's window.
 
     8192 for the local model; 65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other
-    methods (:attr:`Method.max_model_len <pv4kit.answer.methods.Method.max_model_len>`).
+    methods (:attr:`Method.max_model_len <pv4kit.baselines.methods.Method.max_model_len>`).
     """
     if model in (LOCAL_MODEL_ID, LOCAL_ALIAS):
         return LOCAL_MAX_MODEL_LEN
@@ -315,7 +315,7 @@ def _fit_front(
 def _fit_relevance(
     questions: pd.DataFrame, plans: list[Plan], opts: AnswerOptions, s: _Settings
 ) -> tuple[list[Request], list[FitResult]]:
-    """pv4kit's rule (:func:`~pv4kit.answer.truncation.relevance_requests`), with a warning if it dropped."""
+    """pv4kit's rule (:func:`~.truncation.relevance_requests`), with a warning if it dropped."""
     requests, fitted = relevance_requests(
         list(questions["question"]),
         [p.documents for p in plans],
@@ -525,10 +525,10 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
 
     Args:
         data: A :class:`~pv4kit.dataset.load.PV4Data` (see :func:`pv4kit.dataset.load.load`).
-        options: The run's :class:`~pv4kit.answer.methods.AnswerOptions` (every knob documented there).
+        options: The run's :class:`~pv4kit.baselines.methods.AnswerOptions` (every knob documented there).
         **overrides: The same knobs by name, e.g. ``answer(data, method="rag", llm=config, top_k=3)``;
             with ``options`` they replace its fields. ``method`` (a name in
-            :data:`~pv4kit.answer.methods.METHODS`) and ``llm`` are required.
+            :data:`~pv4kit.baselines.methods.METHODS`) and ``llm`` are required.
 
     Returns:
         An :class:`AnswerRun`.

@@ -363,7 +363,7 @@ class EstimateChatTokenizer:
     """An estimate: a text counter (``ceil(chars / 4)`` by default) over the contents plus template overhead.
 
     Args:
-        counter: A :class:`pv4kit.answer.prompting.TokenCounter` for plain text (default: chars/4).
+        counter: A :class:`pv4kit.baselines.prompting.TokenCounter` for plain text (default: chars/4).
     """
 
     counter: Any = None
@@ -372,7 +372,7 @@ class EstimateChatTokenizer:
 
     def __post_init__(self) -> None:
         if self.counter is None:
-            from pv4kit.answer.prompting import CharEstimate
+            from pv4kit.baselines.prompting import CharEstimate
 
             self.counter = CharEstimate()
         self.name = self.name or f"estimate: {self.counter.name} + template overhead"
@@ -445,7 +445,7 @@ def get_chat_tokenizer(
     if kind == "llama.cpp" and base_url:
         return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
     if kind == "llama-cpp-python" and base_url:
-        from pv4kit.answer.prompting import LlamaServerCounter
+        from pv4kit.baselines.prompting import LlamaServerCounter
 
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "

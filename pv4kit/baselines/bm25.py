@@ -14,7 +14,7 @@ the mean document length in tokens. A query term repeated in the query counts on
 ``idf_method="lucene"``, scored in float64.
 
 Example:
-    >>> from pv4kit.answer.bm25 import bm25_scores, tokenize
+    >>> from pv4kit.baselines.bm25 import bm25_scores, tokenize
     >>> docs = [tokenize(d) for d in ["I like hiking in the Alps", "I cook Italian food"]]
     >>> bm25_scores(tokenize("hiking trip"), docs).argmax()
     np.int64(0)

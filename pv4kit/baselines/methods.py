@@ -1,10 +1,10 @@
-"""The memory settings of :func:`pv4kit.answer.baselines.answer` as a table, and the options they read.
+"""The memory settings of :func:`pv4kit.baselines.run.answer` as a table, and the options they read.
 
 A method is a :class:`Method` row in :data:`METHODS`: a small *plan* function that says, for every
 question, which documents go in the user turn before it (in display order, with their chat ids and
 similarities, and which to drop first when the prompt is over budget), plus what the run needs around it
 (a ranking of the chats, ``top_k``, the default context length, the reference's name for the setting).
-:func:`~pv4kit.answer.baselines.answer` does the rest the same way for every method: it fits the prompts
+:func:`~pv4kit.baselines.run.answer` does the rest the same way for every method: it fits the prompts
 to the budget, sends them, frames and writes the run.
 
 The table's rows:
@@ -13,12 +13,12 @@ The table's rows:
 * ``rag``: the ``top_k`` chats most similar to the question, most similar first (dense with the
   embedder and its cache, or ``retriever="bm25"``);
 * ``full``: every chat in topic order (the reference's ``full_context``); an over-long prompt is cut
-  from the front of its tokens as the reference does (:mod:`pv4kit.answer.truncation`), or with
+  from the front of its tokens as the reference does (:mod:`pv4kit.baselines.truncation`), or with
   ``truncation="relevance"`` the chats *least similar to the question* are dropped, the rest staying in
   topic order;
 * ``persona``: the explicit persona profile instead of chats (the PersonaFeedback setting, an upper
   bound on what memory could give);
-* ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.answer.attributes`): attributes
+* ``attributes``: the Re-Centering pipeline applied to PV4 (:mod:`pv4kit.baselines.attributes`): attributes
   extracted from the chats once per user, the relevant ones selected per question, the answer written
   from them.
 
@@ -46,9 +46,9 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._options import check_option_names, merge_options
-from pv4kit.answer.attributes import attribute_contexts
-from pv4kit.answer.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
-from pv4kit.answer.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
+from pv4kit.baselines.attributes import attribute_contexts
+from pv4kit.baselines.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
+from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
 from pv4kit.llm.client import LLMConfig
 
 #: the context length of a method that sets none (the reference's window for every method but ``full``)
@@ -59,7 +59,7 @@ RANKINGS = ("never", "always", "relevance")
 
 @dataclass(frozen=True, kw_only=True)
 class AnswerOptions:
-    """The knobs of one answer run (the keyword arguments of :func:`~pv4kit.answer.baselines.answer`).
+    """The knobs of one answer run (the keyword arguments of :func:`~pv4kit.baselines.run.answer`).
 
     Attributes:
         method: A name in :data:`METHODS`.
@@ -76,18 +76,18 @@ class AnswerOptions:
         cache: SQLite response cache and usage ledger of :func:`pv4kit.llm.client.complete` (``True``: the
             shared default file; ``None``: off).
         max_model_len: Model context length (default:
-            :func:`~pv4kit.answer.baselines.default_max_model_len`; 65,536 for ``full``, the reference's
+            :func:`~pv4kit.baselines.run.default_max_model_len`; 65,536 for ``full``, the reference's
             PV4 full-context window with YaRN x2).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (the reference's 32).
         token_counter: ``truncation="relevance"`` only: how to count the parts of a prompt (default:
             ``ceil(chars / 4)``).
         tokenizer: ``truncation="front"``: the prompt tokenizer, a
-            :class:`~pv4kit.answer.tokens.ChatTokenizer`, a Hugging Face name/path or tokenizer (its chat
+            :class:`~pv4kit.baselines.tokens.ChatTokenizer`, a Hugging Face name/path or tokenizer (its chat
             template with thinking off), ``"server"`` or ``"chars"``; ``None``: the server's own
-            (vLLM, llama.cpp), else the logged chars/4 estimate (see :mod:`pv4kit.answer.tokens`).
+            (vLLM, llama.cpp), else the logged chars/4 estimate (see :mod:`pv4kit.baselines.tokens`).
         truncation: ``"front"`` (the reference: the whole prompt's tokens cut from the front, see
-            :mod:`pv4kit.answer.truncation`) or ``"relevance"`` (pv4kit: the least relevant chats dropped).
+            :mod:`pv4kit.baselines.truncation`) or ``"relevance"`` (pv4kit: the least relevant chats dropped).
         check_server: Ask the endpoint (``GET /v1/models``) what it is and its ``max_model_len`` before
             sending anything; a different context length is refused.
         system: System prompt.
@@ -299,7 +299,7 @@ def plan_persona(request: PlanRequest) -> MethodPlan:
 
 
 def plan_attributes(request: PlanRequest) -> MethodPlan:
-    """The selected attributes of the user as one document (:mod:`pv4kit.answer.attributes`)."""
+    """The selected attributes of the user as one document (:mod:`pv4kit.baselines.attributes`)."""
     opts = request.options
     docs, info = attribute_contexts(
         request.data,
@@ -324,7 +324,7 @@ def plan_attributes(request: PlanRequest) -> MethodPlan:
 
 # --------------------------------------------------------------------------- the table
 
-#: every memory setting :func:`~pv4kit.answer.baselines.answer` knows, by name (see :func:`register_method`)
+#: every memory setting :func:`~pv4kit.baselines.run.answer` knows, by name (see :func:`register_method`)
 METHODS: dict[str, Method] = {
     m.name: m
     for m in (

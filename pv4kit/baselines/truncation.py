@@ -1,9 +1,9 @@
 """The reference's front truncation of answer prompts, and how a truncated prompt reaches the server.
 
 The reference tokenises the whole chat prompt and keeps its last ``max_input_tokens`` ids
-(:func:`pv4kit.answer.tokens.truncate_front`): the system turn and the chat header go first, then the oldest
-chats; the question at the end survives. A chat endpoint takes messages, not ids, so a cut prompt cannot be
-sent as a chat. pv4kit sends it as the reference's engine receives it:
+(:func:`pv4kit.baselines.tokens.truncate_front`): the system turn and the chat header go first, then the
+oldest chats; the question at the end survives. A chat endpoint takes messages, not ids, so a cut prompt
+cannot be sent as a chat. pv4kit sends it as the reference's engine receives it:
 
 * **vLLM and llama.cpp**: ``POST /v1/completions`` with ``prompt`` = the kept token ids (both servers take a
   list of ints as a prompt and add nothing to it), so the decoder sees exactly the reference's ids;
@@ -32,15 +32,15 @@ from typing import Any
 
 import numpy as np
 
-from pv4kit.answer.attributes import count_documents
-from pv4kit.answer.prompting import (
+from pv4kit.baselines.attributes import count_documents
+from pv4kit.baselines.prompting import (
     FitResult,
     TokenCounter,
     build_messages,
     fit_documents,
     fixed_prompt_tokens,
 )
-from pv4kit.answer.tokens import (
+from pv4kit.baselines.tokens import (
     REFERENCE_CONTEXT_KEYS,
     ChatTokenizer,
     ServerInfo,
@@ -92,9 +92,9 @@ def front_requests(
 
     Args:
         chats: One message list per question (system turn, user turn).
-        tokenizer: The prompt tokenizer (:func:`pv4kit.answer.tokens.get_chat_tokenizer`).
-        budget: ``max_input_tokens`` (:func:`pv4kit.answer.tokens.reference_budget`).
-        server_kind: :attr:`pv4kit.answer.tokens.ServerInfo.kind` of the endpoint.
+        tokenizer: The prompt tokenizer (:func:`pv4kit.baselines.tokens.get_chat_tokenizer`).
+        budget: ``max_input_tokens`` (:func:`pv4kit.baselines.tokens.reference_budget`).
+        server_kind: :attr:`pv4kit.baselines.tokens.ServerInfo.kind` of the endpoint.
         protocol: The run's protocol (``"chat"`` or ``"responses"``).
         progress: A progress bar over the questions.
 
@@ -169,13 +169,13 @@ def relevance_requests(
         questions: One question per prompt.
         documents: Each prompt's documents in display order.
         priorities: Each prompt's positions into its documents, most relevant first (``None``: display
-            order; see :func:`pv4kit.answer.prompting.fit_documents`).
+            order; see :func:`pv4kit.baselines.prompting.fit_documents`).
         system: The system prompt.
         counter: How to count tokens (each distinct document is counted once).
         budget: Largest prompt in tokens.
 
     Returns:
-        One chat :class:`Request` and one :class:`~pv4kit.answer.prompting.FitResult` per prompt.
+        One chat :class:`Request` and one :class:`~pv4kit.baselines.prompting.FitResult` per prompt.
     """
     memo: dict[str, int] = {}
     sep_tokens = max(1, counter.count(["\n\n"])[0])
@@ -208,7 +208,7 @@ def context_report(
     """The ``context.json`` record: the reference's keys, units and rounding, then pv4kit's under ``pv4kit``.
 
     The reference's figures describe the **untruncated** prompt lengths (each request's ``full_tokens``;
-    ``fit_rate`` in percent, see :func:`pv4kit.answer.tokens.reference_context`). ``pv4kit`` holds how they
+    ``fit_rate`` in percent, see :func:`pv4kit.baselines.tokens.reference_context`). ``pv4kit`` holds how they
     were counted (``counter``, ``exact``: false for the chars/4 estimate), the truncation rule, how the cut
     prompts were sent, the sent lengths, and for ``truncation="relevance"`` the chats dropped (``fitted``)
     and the prompts still over budget.

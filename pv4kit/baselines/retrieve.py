@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.answer.bm25 import BM25Index
+from pv4kit.baselines.bm25 import BM25Index
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.text import tokenize
 from pv4kit.vectors import unit_rows

@@ -1,14 +1,13 @@
 """The ``attributes`` answer method: the Re-Centering pipeline applied to PV4.
 
 :func:`attribute_contexts` runs stages 1 and 2 and returns the context document of every question; stage 3
-(the answer from that document) is the ordinary answer step of :func:`pv4kit.answer.baselines.answer`:
+(the answer from that document) is the ordinary answer step of :func:`pv4kit.baselines.run.answer`:
 
 1. ``attributes:extract``, once per user: attributes extracted from the chats, packed into as few
-   requests as the budget allows (:func:`pv4kit.answer.prompting.extraction_messages`), deduplicated, capped;
-2. ``attributes:select``, once per question: the relevant attributes as numbers or NONE, parsed strictly;
-   an unparseable answer falls back to all attributes and is counted;
-3. ``attributes:answer``: the selected attributes as one document
-   (:func:`pv4kit.answer.prompting.attribute_document`).
+   requests as the budget allows (:func:`pv4kit.baselines.prompting.extraction_messages`), deduplicated,
+   capped; 2. ``attributes:select``, once per question: the relevant attributes as numbers or NONE, parsed
+   strictly; an unparseable answer falls back to all attributes and is counted; 3. ``attributes:answer``: the
+   selected attributes as one document (:func:`pv4kit.baselines.prompting.attribute_document`).
 
 The answer step shares :func:`count_documents` (memoised token counts) with this pipeline; requests to
 several equivalent endpoints are sharded by :func:`pv4kit.llm.client.complete` itself (``llm=[a, b]``).
@@ -24,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._options import merge_options
-from pv4kit.answer.prompting import (
+from pv4kit.baselines.prompting import (
     SYSTEM_PROMPT,
     TokenCounter,
     attribute_document,
