@@ -343,17 +343,6 @@ def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
     return digest.hexdigest()
 
 
-def fingerprint_files(paths: list[Path], *, root: Path | None = None) -> str:
-    """One SHA-256 over the names and contents of ``paths`` (sorted), for provenance records."""
-    digest = hashlib.sha256()
-    for p in sorted(paths):
-        name = str(p.relative_to(root)) if root else str(p)
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(sha256_file(p).encode())
-    return digest.hexdigest()
-
-
 def git_commit(path: str | os.PathLike[str] | None = None) -> str | None:
     """The current git commit of the pv4kit checkout (or of ``path``), or ``None`` outside git."""
     cwd = Path(path) if path else Path(__file__).resolve().parent
