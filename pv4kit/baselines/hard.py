@@ -30,7 +30,6 @@ from pv4kit.scoring.runs import read_predictions
 logger = logging.getLogger(__name__)
 
 RULES = ("any", "all")
-KEY = QUESTION_KEY
 
 
 def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd.DataFrame:
@@ -38,15 +37,15 @@ def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd
         frame = run
     else:
         frame = read_predictions(run)
-    missing = [c for c in [*KEY, "correct"] if c not in frame.columns]
+    missing = [c for c in [*QUESTION_KEY, "correct"] if c not in frame.columns]
     if missing:
         raise ValueError(
             f"{name}: predictions lack column(s) {missing}; score the run first (`pv4kit score`)"
         )
-    out = frame[[*KEY, "correct"]].copy()
-    out[KEY] = out[KEY].astype("int64")
+    out = frame[[*QUESTION_KEY, "correct"]].copy()
+    out[QUESTION_KEY] = out[QUESTION_KEY].astype("int64")
     out["correct"] = out["correct"].astype(bool)
-    if out.duplicated(KEY).any():
+    if out.duplicated(QUESTION_KEY).any():
         raise ValueError(f"{name}: predictions repeat a (user_id, question_index) key")
     return out
 
@@ -67,7 +66,7 @@ def hard_flags(
     """
     a = _predictions(no_docs, name="no_docs")
     b = _predictions(rag, name="rag")
-    merged = a.merge(b, on=KEY, how="inner", suffixes=("_no_docs", "_rag"))
+    merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:
         logger.warning(
@@ -78,7 +77,7 @@ def hard_flags(
     merged["hard_any"] = ~merged["correct_no_docs"] | ~merged["correct_rag"]
     merged["hard_all"] = ~merged["correct_no_docs"] & ~merged["correct_rag"]
     merged.attrs.update(only_in_no_docs=only_a, only_in_rag=only_b)
-    return merged.sort_values(KEY, kind="stable").reset_index(drop=True)
+    return merged.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
 
 
 def derive_hard_subset(
@@ -100,7 +99,7 @@ def derive_hard_subset(
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
     flags = hard_flags(no_docs, rag)
-    return flags.loc[flags[f"hard_{rule}"], KEY].reset_index(drop=True)
+    return flags.loc[flags[f"hard_{rule}"], QUESTION_KEY].reset_index(drop=True)
 
 
 def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.DataFrame:
@@ -165,7 +164,7 @@ def with_fallback_subset(
 
 def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
     """Write ``user_id,question_index`` rows to ``path`` atomically."""
-    return atomic_write_text(path, subset[KEY].to_csv(index=False))
+    return atomic_write_text(path, subset[QUESTION_KEY].to_csv(index=False))
 
 
 def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataFrame | None = None) -> dict:
@@ -175,10 +174,10 @@ def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataF
         ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both
         are empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
     """
-    a = set(map(tuple, derived[KEY].to_numpy().tolist()))
-    b_all = set(map(tuple, existing[KEY].to_numpy().tolist()))
+    a = set(map(tuple, derived[QUESTION_KEY].to_numpy().tolist()))
+    b_all = set(map(tuple, existing[QUESTION_KEY].to_numpy().tolist()))
     if universe is not None:
-        u = set(map(tuple, universe[KEY].to_numpy().tolist()))
+        u = set(map(tuple, universe[QUESTION_KEY].to_numpy().tolist()))
         b = b_all & u
     else:
         b = b_all
@@ -213,7 +212,7 @@ def hard_report(
     rows: list[dict[str, Any]] = []
     n = len(flags)
     for rule in RULES:
-        subset = flags.loc[flags[f"hard_{rule}"], KEY]
+        subset = flags.loc[flags[f"hard_{rule}"], QUESTION_KEY]
         row: dict[str, Any] = {
             "rule": rule,
             "n_questions": n,
@@ -223,6 +222,6 @@ def hard_report(
             "accuracy_rag": float(flags["correct_rag"].mean()) if n else None,
         }
         if old is not None:
-            row.update(overlap(subset, old, universe=flags[KEY]))
+            row.update(overlap(subset, old, universe=flags[QUESTION_KEY]))
         rows.append(row)
     return pd.DataFrame(rows)

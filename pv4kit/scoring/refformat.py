@@ -29,8 +29,9 @@ import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
 from pv4kit.dataset.load import load
+from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
-from pv4kit.scoring.samedata import KEY, data_fingerprint, question_differences
+from pv4kit.scoring.samedata import data_fingerprint, question_differences
 
 logger = logging.getLogger(__name__)
 
@@ -94,14 +95,14 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: When a scored question is not in ``questions`` or has another text, choices or answer
             there (the data changed since scoring), or when ``hard`` is missing for some rows only.
     """
-    missing = [c for c in (*KEY, "question", "answer") if c not in questions.columns]
+    missing = [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]
     if missing:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
-    keys = questions[KEY].astype("int64")
+    keys = questions[QUESTION_KEY].astype("int64")
     position = pd.Series(np.arange(len(questions)), index=pd.MultiIndex.from_frame(keys))
     if not position.index.is_unique:
         raise ValueError("data: several questions share a (user_id, question_index) key")
-    wanted = pd.MultiIndex.from_frame(predictions[KEY].astype("int64"))
+    wanted = pd.MultiIndex.from_frame(predictions[QUESTION_KEY].astype("int64"))
     found = wanted.isin(position.index)
     if not found.all():
         first = [f"user {u} question {q}" for u, q in wanted[~found][:5]]
@@ -121,7 +122,7 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         )
     generation = dict(
         zip(
-            map(tuple, predictions[KEY].astype("int64").to_numpy().tolist()),
+            map(tuple, predictions[QUESTION_KEY].astype("int64").to_numpy().tolist()),
             predictions["generation"],
             strict=True,
         )

@@ -21,7 +21,6 @@ from pv4kit.scoring.runs import METRICS_FILE
 
 logger = logging.getLogger(__name__)
 
-KEY = QUESTION_KEY
 CONTENT = ("question", "choices", "answer")
 _SHOWN = 5
 
@@ -54,9 +53,11 @@ def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
         ``user_id, question_index, fields`` (the differing fields, comma-separated), in key order.
     """
     fields = [c for c in CONTENT if c in a.columns and c in b.columns]
-    both = a[[*KEY, *fields]].merge(b[[*KEY, *fields]], on=KEY, suffixes=("_a", "_b"))
+    both = a[[*QUESTION_KEY, *fields]].merge(
+        b[[*QUESTION_KEY, *fields]], on=QUESTION_KEY, suffixes=("_a", "_b")
+    )
     rows = []
-    for rec in both.sort_values(KEY, kind="stable").to_dict("records"):
+    for rec in both.sort_values(QUESTION_KEY, kind="stable").to_dict("records"):
         differ = [f for f in fields if _norm(f, rec[f"{f}_a"]) != _norm(f, rec[f"{f}_b"])]
         if differ:
             rows.append(
@@ -66,7 +67,7 @@ def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
                     "fields": ", ".join(differ),
                 }
             )
-    return pd.DataFrame(rows, columns=[*KEY, "fields"])
+    return pd.DataFrame(rows, columns=[*QUESTION_KEY, "fields"])
 
 
 def check_same_data(
@@ -100,8 +101,8 @@ def check_same_data(
     by_fingerprint = fa is not None and fb is not None and fa != fb
     if not by_fingerprint and diff.empty:
         return False
-    keys_a = set(map(tuple, a[KEY].to_numpy().tolist()))
-    keys_b = set(map(tuple, b[KEY].to_numpy().tolist()))
+    keys_a = set(map(tuple, a[QUESTION_KEY].to_numpy().tolist()))
+    keys_b = set(map(tuple, b[QUESTION_KEY].to_numpy().tolist()))
     label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
     label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
     msg = f"runs {label_a} and {label_b} were scored on different data"

@@ -38,7 +38,6 @@ from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, ch
 
 logger = logging.getLogger(__name__)
 
-KEY = QUESTION_KEY  # the name pv4kit 0.1 used
 SIM_COLUMNS = [f"sim_{letter}" for letter in LETTERS]
 _SPECIAL_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_sep|>")
 # one left-to-right pass over the four tokens, as the reference's regex does: pieces left around a
@@ -65,15 +64,15 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
         if col not in generations.columns:
             raise ValueError(f"generations: missing column {col!r}; got {list(generations.columns)}")
     q = questions.copy()
-    q[KEY] = q[KEY].astype("int64")
+    q[QUESTION_KEY] = q[QUESTION_KEY].astype("int64")
     g = generations[
         [c for c in ("user_id", "question_index", "split", "generation") if c in generations]
     ].copy()
-    g[KEY] = g[KEY].astype("int64")
-    merged = g.merge(q, on=KEY, how="left", suffixes=("_run", ""), indicator=True)
+    g[QUESTION_KEY] = g[QUESTION_KEY].astype("int64")
+    merged = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
     orphan = merged[merged["_merge"] == "left_only"]
     if len(orphan):
-        first = orphan[KEY].head(5).to_dict("records")
+        first = orphan[QUESTION_KEY].head(5).to_dict("records")
         raise ValueError(f"generations: {len(orphan)} row(s) match no question in the data, e.g. {first}")
     if "split_run" in merged.columns and "split" in merged.columns:
         clash = merged["split_run"].astype(str) != merged["split"].astype(str)
@@ -168,7 +167,7 @@ def score_frame(
     if "category" in rows:
         out["category"] = out["category"].astype("Int64")
     out["hard"] = out["hard"].astype("boolean")
-    return out.sort_values(KEY, kind="stable").reset_index(drop=True)
+    return out.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
 
 
 def _number(value: Any) -> float | None:
@@ -326,7 +325,11 @@ def score_run(
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
     failed_rows = failures.check_failed(generations, failed=opts.failed, where=str(run_dir))
-    failed_keys = generations.loc[failed_rows, KEY] if opts.failed == "wrong" else generations.iloc[0:0][KEY]
+    failed_keys = (
+        generations.loc[failed_rows, QUESTION_KEY]
+        if opts.failed == "wrong"
+        else generations.iloc[0:0][QUESTION_KEY]
+    )
     generations = failures.rows_to_score(generations, failed_rows, failed=opts.failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
     questions, data_info = _load_questions(data, run_dir, config, splits=sorted(set(generations["split"])))

@@ -22,8 +22,6 @@ from pv4kit.scoring.samedata import check_same_data
 
 logger = logging.getLogger(__name__)
 
-KEY = QUESTION_KEY
-
 
 def _cluster_totals(frame: pd.DataFrame, value: str, cluster: str) -> tuple[np.ndarray, np.ndarray]:
     for col in (value, cluster):
@@ -281,8 +279,8 @@ def compare(
     pa, pb = _as_predictions(run_a), _as_predictions(run_b)
     data_differs = check_same_data(run_a, run_b, pa, pb, force=force)
     cols = [c for c in ("category", "category_name", "hard") if c in pa.columns]
-    merged = pa[[*KEY, *cols, "correct"]].merge(
-        pb[[*KEY, "correct"]], on=KEY, how="outer", suffixes=("_a", "_b"), indicator=True
+    merged = pa[[*QUESTION_KEY, *cols, "correct"]].merge(
+        pb[[*QUESTION_KEY, "correct"]], on=QUESTION_KEY, how="outer", suffixes=("_a", "_b"), indicator=True
     )
     only_a = int((merged["_merge"] == "left_only").sum())
     only_b = int((merged["_merge"] == "right_only").sum())
