@@ -311,3 +311,53 @@ def test_options_and_keywords_are_one_call():
         get_embedder("minilm", backend="tensorrt")
     with pytest.raises(TypeError, match="options must be a EmbedderOptions"):
         get_embedder("minilm", options={"device": "cpu"})
+
+
+def test_a_named_model_is_loaded_only_for_a_text_the_cache_lacks(tmp_path):
+    """Warm notebooks: every text cached means no import of sentence-transformers or torch at all."""
+    import subprocess
+    import sys
+
+    texts = ["a cached text", "another cached text"]
+    stored = np.arange(2 * 384, dtype=np.float32).reshape(2, 384)
+    EmbeddingCache(tmp_path).put(MINILM_KEY, hash_texts(texts), stored)
+    code = (
+        "import sys, numpy as np\n"
+        "from pv4kit.embeddings.models import get_embedder, embed_texts\n"
+        "emb = get_embedder('minilm', device='cpu')\n"
+        "assert not emb.loaded and emb.dim == 384\n"
+        f"got = embed_texts({texts!r}, embedder=emb, cache={str(tmp_path)!r})\n"
+        "assert got[0, 1] == 1.0 and got[1, 0] == 384.0, got[:, :2]\n"
+        "assert not emb.loaded, 'loaded for cached texts'\n"
+        "assert 'sentence_transformers' not in sys.modules and 'torch' not in sys.modules\n"
+        f"new = embed_texts(['a new text'], embedder=emb, cache={str(tmp_path)!r})\n"
+        "assert emb.loaded and new.shape == (1, 384) and abs(float(np.linalg.norm(new)) - 1.0) < 1e-3\n"
+        "print('ok')\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
+
+
+def test_a_lazy_model_whose_width_differs_from_its_key_is_refused():
+    from pv4kit.embeddings.models import SentenceTransformerEmbedder
+
+    class Narrow:
+        def get_embedding_dimension(self):
+            return 5
+
+    emb = SentenceTransformerEmbedder(name="m", loader=Narrow, dim=384)
+    assert emb.cache_key.startswith("m|rev=default|dim=384") and not emb.loaded
+    with pytest.raises(ValueError, match=r"'m': its cache key says dim 384, the loaded model gives 5"):
+        emb.encode(["x"])
+    with pytest.raises(ValueError, match="a model, or a loader and its dim"):
+        SentenceTransformerEmbedder(name="m", loader=Narrow)
+
+
+def test_a_cpu_build_of_torch_is_known_from_its_version_file():
+    from pv4kit.embeddings.models import version_py_may_have_gpu
+
+    cpu = "__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n"
+    assert version_py_may_have_gpu(cpu) is False
+    assert version_py_may_have_gpu(cpu.replace("cuda: Optional[str] = None", "cuda = '12.8'")) is True
+    assert version_py_may_have_gpu(cpu.replace("hip: Optional[str] = None", "hip = '6.2.4'")) is True
+    assert version_py_may_have_gpu("__version__ = '9.9'\n") is True  # unknown layout: ask torch

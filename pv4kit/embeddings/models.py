@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import logging
 import os
+import re
+import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
@@ -83,11 +85,16 @@ class SentenceTransformerEmbedder:
 
     Build it with :func:`get_embedder`. ``devices`` with more than one entry encodes through
     sentence-transformers' multi-process pool (one process per device).
+
+    The model may be loaded lazily: given ``loader`` and ``dim`` instead of ``model``, it is loaded (and
+    its width checked against ``dim``, which is part of the cache key) the first time :meth:`encode` or
+    :attr:`model` needs it, so a job whose texts are all in the embedding cache never imports
+    sentence-transformers (about 18 s on two cores) or reads the weights.
     """
 
     def __init__(
         self,
-        model: Any,
+        model: Any = None,
         *,
         name: str,
         revision: str | None = None,
@@ -96,8 +103,14 @@ class SentenceTransformerEmbedder:
         devices: list[str] | None = None,
         dtype: str = "float32",
         max_seq_length: int | None = None,
+        loader: Callable[[], Any] | None = None,
+        dim: int | None = None,
     ) -> None:
-        self.model = model
+        if model is None and (loader is None or dim is None):
+            raise ValueError("SentenceTransformerEmbedder: expected a model, or a loader and its dim")
+        self._model = model
+        self._loader = loader
+        self._lock = threading.Lock()
         self.name = name
         self.revision = revision
         self.instruction = instruction
@@ -105,7 +118,7 @@ class SentenceTransformerEmbedder:
         self.devices = devices
         self.dtype = dtype
         self.max_seq_length = max_seq_length
-        self.dim = int(model.get_embedding_dimension())
+        self.dim = int(model.get_embedding_dimension()) if model is not None else int(dim)  # type: ignore[arg-type]
         # truncation changes the vectors of long texts, so max_seq_length is part of the key
         self.cache_key = model_key(
             name,
@@ -115,6 +128,29 @@ class SentenceTransformerEmbedder:
             max_seq_length=max_seq_length,
             instruction=instruction,
         )
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the sentence-transformers model is in memory (a lazy one loads on first use)."""
+        return self._model is not None
+
+    @property
+    def model(self) -> Any:
+        """The ``SentenceTransformer`` (loaded now if it was lazy)."""
+        if self._model is None:
+            with self._lock:
+                if self._model is None:
+                    assert self._loader is not None
+                    logger.info("loading embedding model %s", self.name)
+                    model = self._loader()
+                    got = int(model.get_embedding_dimension())
+                    if got != self.dim:
+                        raise ValueError(
+                            f"embedding model {self.name!r}: its cache key says dim {self.dim}, the loaded "
+                            f"model gives {got}"
+                        )
+                    self._model = model
+        return self._model
 
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim}, devices={self.devices})"
@@ -152,7 +188,42 @@ class SentenceTransformerEmbedder:
         }
 
 
+def _torch_may_have_gpu() -> bool:
+    """False when the installed torch is a CPU-only build (read from ``torch/version.py``, not imported).
+
+    Importing torch costs about 4 s on two cores; a CPU build cannot see a GPU, so there is no need to.
+    Anything unexpected (torch already imported, no ``version.py``, another layout) answers True, which
+    makes :func:`_cuda_devices` import torch and ask it.
+    """
+    import importlib.util
+    import sys
+
+    if "torch" in sys.modules:
+        return True
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return True
+    try:
+        text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
+    except OSError:
+        return True
+    return version_py_may_have_gpu(text)
+
+
+def version_py_may_have_gpu(text: str) -> bool:
+    """False only when ``torch/version.py``'s text sets both ``cuda`` and ``hip`` to ``None``."""
+    builds = {m.group(1): m.group(2).strip() for m in _TORCH_BUILD.finditer(text)}
+    return not (builds.get("cuda") == "None" and builds.get("hip") == "None")
+
+
+_TORCH_BUILD = re.compile(r"^(cuda|hip)\b[^=\n]*=\s*(.+)$", re.MULTILINE)
+#: output widths of the models pv4kit names, so they can be loaded lazily (checked when loaded)
+KNOWN_DIMS = {MINILM: 384, QWEN3_EMBEDDING_4B: 2560}
+
+
 def _cuda_devices() -> list[str]:
+    if not _torch_may_have_gpu():
+        return []
     import torch
 
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
@@ -267,15 +338,11 @@ def _model_kwargs(
 
 
 def _sentence_transformer(name: str | None, opts: EmbedderOptions) -> Embedder:
-    """The default builder: a sentence-transformers model on PyTorch."""
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError:  # pragma: no cover - declared dependencies
-        raise ImportError(
-            "embedding needs sentence-transformers: pip install sentence-transformers"
-        ) from None
+    """The default builder: a sentence-transformers model on PyTorch.
 
+    A model of :data:`KNOWN_DIMS` is loaded lazily (on the first text the cache lacks); any other is
+    loaded now, since its width (part of the cache key) is only known from the model.
+    """
     gpus = _cuda_devices()
     if name is None:
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
@@ -287,8 +354,52 @@ def _sentence_transformer(name: str | None, opts: EmbedderOptions) -> Embedder:
     if on_gpu and not gpus:
         raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
     dtype = opts.dtype or ("bfloat16" if on_gpu else "float32")
-    model_kwargs, processor_kwargs = _model_kwargs(torch, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu)
+    if dtype not in _DTYPES:
+        raise ValueError(f"dtype: expected one of {sorted(_DTYPES)}, got {dtype!r}")
     path = _minilm_path() if canonical == MINILM else canonical
+
+    def load() -> Any:
+        return _load_sentence_transformer(
+            path, name=name, opts=opts, devices=devices, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu
+        )
+
+    dim = KNOWN_DIMS.get(canonical)
+    return SentenceTransformerEmbedder(
+        None if dim else load(),
+        name=canonical,
+        revision=opts.revision,
+        instruction=opts.instruction,
+        batch_size=opts.batch_size or (32 if on_gpu else 64),
+        devices=devices,
+        dtype=dtype,
+        max_seq_length=opts.max_seq_length,
+        loader=load,
+        dim=dim,
+    )
+
+
+_DTYPES = ("bfloat16", "float16", "float32")
+
+
+def _load_sentence_transformer(
+    path: str,
+    *,
+    name: str,
+    opts: EmbedderOptions,
+    devices: list[str],
+    dtype: str,
+    is_qwen: bool,
+    on_gpu: bool,
+) -> Any:
+    """``SentenceTransformer(path)`` on the first device, with pv4kit's dtype, padding and truncation."""
+    try:
+        import torch
+        from sentence_transformers import SentenceTransformer
+    except ImportError:  # pragma: no cover - declared dependencies
+        raise ImportError(
+            "embedding needs sentence-transformers: pip install sentence-transformers"
+        ) from None
+    model_kwargs, processor_kwargs = _model_kwargs(torch, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu)
     local = Path(path).exists()
     try:
         model = SentenceTransformer(
@@ -306,16 +417,7 @@ def _sentence_transformer(name: str | None, opts: EmbedderOptions) -> Embedder:
         ) from exc
     if opts.max_seq_length:
         model.max_seq_length = opts.max_seq_length
-    return SentenceTransformerEmbedder(
-        model,
-        name=canonical,
-        revision=opts.revision,
-        instruction=opts.instruction,
-        batch_size=opts.batch_size or (32 if on_gpu else 64),
-        devices=devices,
-        dtype=dtype,
-        max_seq_length=opts.max_seq_length,
-    )
+    return model
 
 
 def _endpoint(name: str | None, opts: EmbedderOptions) -> Embedder:
