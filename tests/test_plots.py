@@ -68,11 +68,42 @@ def test_error_analysis_figures_build():
     assert len(plots.question_map(grid).data) == 4
 
 
+def test_umap_2d_keeps_its_fit_and_refits_when_anything_differs(tmp_path, monkeypatch, caplog):
+    import logging
+
+    from pv4kit.analysis import projection
+
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((40, 8)).astype(np.float32)
+    fresh = projection.umap_2d(x, seed=0, n_epochs=20, cache=False)
+    first = projection.umap_2d(x, seed=0, n_epochs=20, cache=tmp_path)
+    np.testing.assert_array_equal(first, fresh)  # the stored fit is the fit
+    assert len(list(tmp_path.glob("*.npy"))) == 1
+    fits = []
+    real_fit = projection._fit_umap
+    monkeypatch.setattr(projection, "_fit_umap", lambda *a, **k: fits.append(k) or real_fit(*a, **k))
+    np.testing.assert_array_equal(projection.umap_2d(x, seed=0, n_epochs=20, cache=tmp_path), fresh)
+    assert fits == []  # read back, not fitted
+    projection.umap_2d(x, seed=1, n_epochs=20, cache=tmp_path)  # another seed
+    projection.umap_2d(x[::-1].copy(), seed=0, n_epochs=20, cache=tmp_path)  # other vectors
+    projection.umap_2d(x, seed=0, n_epochs=21, cache=tmp_path)  # other options
+    assert len(fits) == 3 and len(list(tmp_path.glob("*.npy"))) == 4
+    (stored,) = [p for p in tmp_path.glob("*.npy") if np.array_equal(np.load(p), fresh)]
+    stored.write_bytes(b"not an array")
+    with caplog.at_level(logging.WARNING, logger=projection.__name__):
+        again = projection.umap_2d(x, seed=0, n_epochs=20, cache=tmp_path)
+    np.testing.assert_array_equal(again, fresh)
+    assert len(fits) == 4 and "unreadable" in caplog.text and np.array_equal(np.load(stored), fresh)
+    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path / "root"))
+    projection.umap_2d(x, seed=0, n_epochs=20)  # cache=True: under $PV4KIT_CACHE/umap
+    assert len(list((tmp_path / "root" / "umap").glob("*.npy"))) == 1
+
+
 def test_umap_2d_small_and_seeded():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((30, 8)).astype(np.float32)
-    a = plots.umap_2d(x, seed=0, n_epochs=20)
-    b = plots.umap_2d(x, seed=0, n_epochs=20)
+    a = plots.umap_2d(x, seed=0, n_epochs=20, cache=False)
+    b = plots.umap_2d(x, seed=0, n_epochs=20, cache=False)
     assert a.shape == (30, 2) and np.allclose(a, b)
     assert plots.umap_2d(x[:3]).shape == (3, 2)  # PCA for tiny inputs
     with pytest.raises(ValueError, match="2-D"):

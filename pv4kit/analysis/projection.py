@@ -12,12 +12,17 @@ The figures themselves are :func:`pv4kit.analysis.plots.errors.question_map` and
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pv4kit._io import atomic_path, cache_root
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.vectors import unit_rows
@@ -55,6 +60,7 @@ def umap_2d(
     n_neighbors: int = 15,
     min_dist: float = 0.1,
     n_epochs: int | None = None,
+    cache: bool | str | os.PathLike[str] | None = True,
 ) -> np.ndarray:
     """2-D UMAP of ``vectors`` under cosine distance, reproducible for a given ``seed``.
 
@@ -69,6 +75,11 @@ def umap_2d(
         n_neighbors: Neighbourhood size (capped at ``n - 1``).
         min_dist: UMAP's ``min_dist``.
         n_epochs: Optimisation epochs (default: UMAP's; small values make tests fast).
+        cache: Where fitted coordinates are kept: ``True`` for ``cache_root()/umap`` (``$PV4KIT_CACHE``),
+            a folder, or ``False``/``None`` to always fit. The key is the SHA-256 of the vectors' bytes,
+            every option above and the versions of umap-learn, numba and numpy, so a hit returns the
+            coordinates the same fit gives; it saves the fit (about 22 s for 1,490 category names on
+            two cores, most of it numba compiling) and the import of umap.
 
     Returns:
         ``(n, 2)`` float array.
@@ -84,6 +95,56 @@ def umap_2d(
         u, s, _ = np.linalg.svd(centred, full_matrices=False)
         out = u[:, :2] * s[:2]
         return np.pad(out, ((0, 0), (0, 2 - out.shape[1])))
+    k = max(2, min(n_neighbors, n - 1))
+    path = _stored_path(cache, x, seed=seed, n_neighbors=k, min_dist=min_dist, n_epochs=n_epochs)
+    if path is not None and path.is_file():
+        try:
+            stored = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            logger.warning("UMAP cache %s unreadable (%s); fitting again", path, exc)
+        else:
+            if stored.shape == (n, 2):
+                logger.info("UMAP of %d points read from %s", n, path)
+                return stored
+            logger.warning(
+                "UMAP cache %s holds shape %s, expected (%d, 2); fitting again", path, stored.shape, n
+            )
+    xy = _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, xy, allow_pickle=False)
+    return xy
+
+
+def _stored_path(cache: bool | str | os.PathLike[str] | None, x: np.ndarray, **options: Any) -> Path | None:
+    """The file of :func:`umap_2d`'s stored fit of ``x`` under ``options`` (None: no cache)."""
+    if cache is None or cache is False:
+        return None
+    from importlib.metadata import PackageNotFoundError, version
+
+    def _version(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "absent"
+
+    digest = hashlib.sha256()
+    meta = {
+        "shape": list(x.shape),
+        "dtype": str(x.dtype),
+        "options": options,
+        "knn": _KNN_BLOCK,
+        "versions": {d: _version(d) for d in ("umap-learn", "numba", "numpy")},
+    }
+    digest.update(json.dumps(meta, sort_keys=True).encode())
+    digest.update(np.ascontiguousarray(x).tobytes())
+    root = cache_root() / "umap" if cache is True else Path(cache)
+    return root / f"{digest.hexdigest()[:32]}.npy"
+
+
+def _fit_umap(x: np.ndarray, *, seed: int, k: int, min_dist: float, n_epochs: int | None) -> np.ndarray:
+    """The fit itself: exact neighbours (numpy), then UMAP's layout from them."""
     import warnings
 
     try:
@@ -91,8 +152,8 @@ def umap_2d(
     except ImportError:  # pragma: no cover - a declared dependency
         raise ImportError("umap_2d needs umap-learn: pip install umap-learn") from None
 
+    n = len(x)
     unit = unit_rows(x)
-    k = max(2, min(n_neighbors, n - 1))
     order, dists = _exact_knn(unit, k)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # n_jobs / precomputed_knn notes
@@ -128,7 +189,8 @@ def with_question_umap(
         questions: The questions frame the texts come from (``user_id, question_index, question``).
         embedder: Any :class:`~pv4kit.embeddings.models.Embedder` (the embedding cache is shared with
             scoring and the audits).
-        cache: Embedding cache.
+        cache: Embedding cache; ``False``/``None`` also fits the UMAP afresh (else its fit is kept
+            under ``cache_root()/umap``, see :func:`umap_2d`).
         seed: UMAP seed.
         n_epochs: UMAP epochs (default: UMAP's).
 
@@ -149,17 +211,24 @@ def with_question_umap(
         )
     logger.info("question UMAP: %d distinct questions", len(texts))
     vectors = embed_texts(list(texts["question"]), embedder=embedder, cache=cache, progress=False)
-    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs)
+    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=cache not in (None, False))
     coords = keys.assign(x=xy[:, 0], y=xy[:, 1])
     out = frame.drop(columns=[c for c in ("x", "y") if c in frame])
     return out.merge(coords, on=QUESTION_KEY, how="left", validate="many_to_one")
 
 
 def with_category_umap(
-    categories: pd.DataFrame, *, seed: int = 0, n_epochs: int | None = None
+    categories: pd.DataFrame,
+    *,
+    seed: int = 0,
+    n_epochs: int | None = None,
+    cache: bool | str | os.PathLike[str] | None = True,
 ) -> pd.DataFrame:
-    """``categories`` (with their unit ``vector`` column) plus ``x, y`` on a UMAP of the names."""
+    """``categories`` (with their unit ``vector`` column) plus ``x, y`` on a UMAP of the names.
+
+    ``cache`` is :func:`umap_2d`'s (the fit is kept under ``cache_root()/umap`` by default).
+    """
     if categories.empty:
         return categories.assign(x=pd.Series(dtype=float), y=pd.Series(dtype=float))
-    xy = umap_2d(np.stack(categories["vector"]), seed=seed, n_epochs=n_epochs)
+    xy = umap_2d(np.stack(categories["vector"]), seed=seed, n_epochs=n_epochs, cache=cache)
     return categories.assign(x=xy[:, 0], y=xy[:, 1])
