@@ -352,3 +352,71 @@ def test_run_audit_store_reads_back_and_keys_honestly(tmp_path, make_fake_embedd
         run_audit(data, embedder=damaged, cache=False, n_boot=50, store=store)
     assert damaged.n_encoded > 0 and "unreadable stored audit" in caplog.text
     assert not [p for p in store.iterdir() if p.name.startswith(".")]  # no temp folders left
+
+
+def _length_audit_loop(questions):
+    """The per-row loop length_audit was before it was vectorised (a transcription)."""
+    from pv4kit.analysis.audit.common import _base
+    from pv4kit.schema import answer_indices
+
+    rows = []
+    for choices, a in zip(questions["choices"], answer_indices(questions), strict=True):
+        choices = [c if isinstance(c, str) else "" for c in choices]
+        words = np.array([len(c.split()) for c in choices])
+        chars = np.array([len(c.strip()) for c in choices])
+        others = [j for j in range(5) if j != a]
+        key = words * 10_000 + chars
+        first = [tuple(w.lower().strip(",.;:") for w in c.split()[:2]) for c in choices]
+        rows.append(
+            {
+                "answer_letter": "ABCDE"[a],
+                "ref_words": int(words[a]),
+                "ref_chars": int(chars[a]),
+                "distractor_words_mean": float(words[others].mean()),
+                "distractor_words_min": int(words[others].min()),
+                "distractor_words_max": int(words[others].max()),
+                "distractor_chars_mean": float(chars[others].mean()),
+                "word_spread": int(words.max() - words.min()),
+                "within_2_words": bool(words.max() - words.min() <= 2),
+                "ref_word_rank": int(1 + (words[others] > words[a]).sum()),
+                "ref_longest": bool((key[others] < key[a]).all()),
+                "ref_shortest": bool((key[others] > key[a]).all()),
+                "ref_longest_chars": bool((chars[others] < chars[a]).all()),
+                "ref_shortest_chars": bool((chars[others] > chars[a]).all()),
+                "shared_first_word": int(
+                    sum(bool(first[a]) and first[j][:1] == first[a][:1] for j in others)
+                ),
+                "shared_first_two": int(sum(first[j] == first[a] and len(first[a]) == 2 for j in others)),
+            }
+        )
+    return pd.concat([_base(questions), pd.DataFrame(rows)], axis=1)
+
+
+def test_length_audit_equals_the_per_row_loop_on_ties_blanks_and_punctuation():
+    rng = np.random.default_rng(7)
+    vocab = ["Go", "go,", "walk", "Walk.", "...", ";", "the", "a", "park", "home"]
+    rows = []
+    for q in range(400):
+        choices = [" ".join(rng.choice(vocab, size=rng.integers(0, 4))) for _ in range(5)]
+        a = int(rng.integers(5))
+        choices[a] = choices[a] or "Go home"  # the answer must be a non-empty choice
+        if len(set(c.strip() for c in choices)) < 5:  # the answer's text must be its own
+            choices = [
+                c if j == a or c.strip() != choices[a].strip() else c + " x" for j, c in enumerate(choices)
+            ]
+        rows.append(
+            {
+                "user_id": 1 + q % 3,
+                "question_index": q,
+                "split": "test",
+                "choices": choices,
+                "answer": choices[a],
+            }
+        )
+    questions = pd.DataFrame(rows)
+    pd.testing.assert_frame_equal(audit.length_audit(questions), _length_audit_loop(questions))
+    assert audit.length_audit(questions)["shared_first_two"].max() >= 1  # the draw exercises each rule
+    assert (
+        audit.length_audit(questions)["ref_longest"].any()
+        and audit.length_audit(questions)["ref_shortest"].any()
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.audit.common import CHANCE, _base, _words
+from pv4kit.analysis.audit.common import CHANCE, _base
 from pv4kit.schema import LETTERS, answer_indices
 from pv4kit.scoring.stats import bootstrap_ci
 
@@ -23,38 +23,65 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
         ``ref_longest_chars`` / ``ref_shortest_chars`` (uniquely, by characters), ``shared_first_word``
         and ``shared_first_two`` (how many of the four distractors start like the reference).
     """
-    idx = answer_indices(questions)
-    rows = []
-    for choices, a in zip(questions["choices"], idx, strict=True):
-        choices = [c if isinstance(c, str) else "" for c in choices]
-        words = np.array([len(_words(c)) for c in choices])
-        chars = np.array([len(c.strip()) for c in choices])
-        others = [j for j in range(5) if j != a]
-        key = words * 10_000 + chars  # words first, characters break ties
-        first = [tuple(w.lower().strip(",.;:") for w in _words(c)[:2]) for c in choices]
-        rows.append(
-            {
-                "answer_letter": LETTERS[a],
-                "ref_words": int(words[a]),
-                "ref_chars": int(chars[a]),
-                "distractor_words_mean": float(words[others].mean()),
-                "distractor_words_min": int(words[others].min()),
-                "distractor_words_max": int(words[others].max()),
-                "distractor_chars_mean": float(chars[others].mean()),
-                "word_spread": int(words.max() - words.min()),
-                "within_2_words": bool(words.max() - words.min() <= 2),
-                "ref_word_rank": int(1 + (words[others] > words[a]).sum()),
-                "ref_longest": bool((key[others] < key[a]).all()),
-                "ref_shortest": bool((key[others] > key[a]).all()),
-                "ref_longest_chars": bool((chars[others] < chars[a]).all()),
-                "ref_shortest_chars": bool((chars[others] > chars[a]).all()),
-                "shared_first_word": int(
-                    sum(bool(first[a]) and first[j][:1] == first[a][:1] for j in others)
-                ),
-                "shared_first_two": int(sum(first[j] == first[a] and len(first[a]) == 2 for j in others)),
-            }
-        )
-    return pd.concat([_base(questions), pd.DataFrame(rows)], axis=1)
+    a = answer_indices(questions)
+    n = len(a)
+    choices = [[c if isinstance(c, str) else "" for c in cs] for cs in questions["choices"]]
+    tokens = [[c.split() for c in cs] for cs in choices]
+    words = np.array([[len(t) for t in ts] for ts in tokens], dtype=np.int64).reshape(n, 5)
+    chars = np.array([[len(c.strip()) for c in cs] for cs in choices], dtype=np.int64).reshape(n, 5)
+    # the first one and two words, lower-cased and stripped of ",.;:", as codes (-1: none)
+    heads = [[[w.lower().strip(",.;:") for w in t[:2]] for t in ts] for ts in tokens]
+    one = _codes([h[0] if h else None for hs in heads for h in hs]).reshape(n, 5)
+    two = _codes(["\x1f".join(h) if len(h) == 2 else None for hs in heads for h in hs]).reshape(n, 5)
+    rows = np.arange(n)
+    others = np.ones((n, 5), dtype=bool)
+    others[rows, a] = False
+    ref = {
+        name: arr[rows, a] for name, arr in (("words", words), ("chars", chars), ("one", one), ("two", two))
+    }
+    key = words * 10_000 + chars  # words first, characters break ties
+    big = np.iinfo(np.int64).max
+    d_min = np.where(others, words, big).min(axis=1)
+    d_max = np.where(others, words, -1).max(axis=1)
+    spread = words.max(axis=1) - words.min(axis=1)
+
+    def beats(arr: np.ndarray, ref_arr: np.ndarray) -> np.ndarray:  # every distractor below the reference
+        return ((arr < ref_arr[:, None]) | ~others).all(axis=1)
+
+    def loses(arr: np.ndarray, ref_arr: np.ndarray) -> np.ndarray:
+        return ((arr > ref_arr[:, None]) | ~others).all(axis=1)
+
+    frame = pd.DataFrame(
+        {
+            "answer_letter": np.array(list(LETTERS))[a] if n else np.array([], dtype=object),
+            "ref_words": ref["words"],
+            "ref_chars": ref["chars"],
+            "distractor_words_mean": (words * others).sum(axis=1) / 4.0,
+            "distractor_words_min": d_min,
+            "distractor_words_max": d_max,
+            "distractor_chars_mean": (chars * others).sum(axis=1) / 4.0,
+            "word_spread": spread,
+            "within_2_words": spread <= 2,
+            "ref_word_rank": 1 + ((words > ref["words"][:, None]) & others).sum(axis=1),
+            "ref_longest": beats(key, key[rows, a]),
+            "ref_shortest": loses(key, key[rows, a]),
+            "ref_longest_chars": beats(chars, ref["chars"]),
+            "ref_shortest_chars": loses(chars, ref["chars"]),
+            "shared_first_word": ((one == ref["one"][:, None]) & others & (ref["one"] >= 0)[:, None]).sum(
+                axis=1
+            ),
+            "shared_first_two": ((two == ref["two"][:, None]) & others & (ref["two"] >= 0)[:, None]).sum(
+                axis=1
+            ),
+        }
+    )
+    return pd.concat([_base(questions), frame], axis=1)
+
+
+def _codes(values: list[str | None]) -> np.ndarray:
+    """Integer codes of ``values``, equal strings equal codes, ``None`` as -1."""
+    codes, _ = pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)
+    return np.asarray(codes, dtype=np.int64)
 
 
 def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
