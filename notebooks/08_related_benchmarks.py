@@ -53,7 +53,8 @@ LLM_CACHE = PATHS["LLM_CACHE"]
 PF_DATA, RC_DATA = DATA / "personafeedback", DATA / "recenter"
 SEED = 0
 ON_FIXTURES = "tests/fixtures" in DATA.resolve().as_posix()
-EMBED_CACHE = not ON_FIXTURES  # keep the fixtures out of the on-disk embedding cache
+# the fixtures' vectors are kept apart from the real data's (a folder of their own beside the cache)
+EMBED_CACHE = PATHS["CACHE"].with_name("embeddings-fixtures") if ON_FIXTURES else PATHS["CACHE"]
 BASE_URL = os.environ.get("PV4KIT_BASE_URL")
 MODEL = os.environ.get("PV4KIT_MODEL", "gpt-4.1-mini")
 print(f"data: {DATA.resolve()}  (fixtures: {ON_FIXTURES}); LLM endpoint: {BASE_URL or 'none'}")
