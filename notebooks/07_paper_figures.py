@@ -27,7 +27,7 @@
 # %%
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.audit_report import run_audit
-from pv4kit.analysis.figures import browser_path, save_figure
+from pv4kit.analysis.figures import browser_path, save_figures
 from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths, stack_runs
 from pv4kit.analysis.projection import with_category_umap, with_question_umap
 from pv4kit.baselines.hard import with_fallback_subset
@@ -93,7 +93,7 @@ else:
     print("no scored runs: the error-analysis figures are skipped")
 
 # %%
-written = [p for name, fig in figures.items() for p in save_figure(fig, name, figures_dir=FIGURES)]
+written = save_figures(figures, figures_dir=FIGURES)  # the PNGs and PDFs in one batch
 print(f"wrote {len(written)} files for {len(figures)} figures into {FIGURES}")
 print(result.summary)
 

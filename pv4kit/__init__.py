@@ -68,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "write_audit": "pv4kit.analysis.audit_report",
     "letter_sequence_audit": "pv4kit.analysis.audit_sequence",
     "save_figure": "pv4kit.analysis.figures",
+    "save_figures": "pv4kit.analysis.figures",
     "browser": "pv4kit.analysis.widgets",
     "execute_notebooks": "pv4kit.analysis.notebooks",
     "project_paths": "pv4kit.analysis.notebooks",

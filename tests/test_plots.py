@@ -141,6 +141,54 @@ def test_save_figure_png_pdf(tmp_path):
     assert (tmp_path / "spread.pdf").read_bytes()[:4] == b"%PDF"
 
 
+@pytest.mark.skipif(browser_path() is None, reason="no Chromium: static export unavailable")
+def test_save_figures_renders_every_static_file_in_one_batch(tmp_path, monkeypatch):
+    import kaleido
+
+    from pv4kit.analysis.figures import save_figures
+
+    figs = {
+        "spread": plots.word_spread(audit.length_audit(_questions())),
+        "positions": plots.answer_positions(audit.position_audit(_questions())),
+    }
+    calls = []
+    real = kaleido.write_fig_from_object_sync
+    monkeypatch.setattr(
+        kaleido, "write_fig_from_object_sync", lambda specs, **kw: calls.append(specs) or real(specs, **kw)
+    )
+    written = save_figures(figs, figures_dir=tmp_path)
+    assert [p.name for p in written] == [f"{n}.{f}" for n in figs for f in ("html", "png", "pdf")]
+    assert len(calls) == 1 and len(calls[0]) == 4  # one batch: two figures x PNG and PDF
+    for name in figs:
+        png = (tmp_path / f"{name}.png").read_bytes()
+        assert png[:4] == b"\x89PNG" and (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
+        (single,) = save_figure(figs[name], name, figures_dir=tmp_path / "one", formats=("png",))
+        assert png[16:24] == single.read_bytes()[16:24]  # the same width and height as one by one
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+
+
+def test_save_figures_keeps_the_html_when_the_export_fails(tmp_path, monkeypatch):
+    import kaleido
+
+    from pv4kit.analysis import figures as figmod
+
+    monkeypatch.setattr(figmod, "static_export_available", lambda: True)
+    monkeypatch.setattr(figmod, "start_export_server", lambda **kw: True)
+
+    def broken(specs, **kw):
+        raise RuntimeError("the browser went away")
+
+    monkeypatch.setattr(kaleido, "write_fig_from_object_sync", broken)
+    figmod._warn_html_only.cache_clear()
+    fig = plots.word_spread(audit.length_audit(_questions()))
+    with pytest.warns(RuntimeWarning, match="the browser went away"):
+        written = figmod.save_figures({"spread": fig}, figures_dir=tmp_path)
+    assert [p.name for p in written] == ["spread.html"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["plotly.min.js", "spread.html"]
+    with pytest.raises(ValueError, match="file stem"):
+        figmod.save_figures({"a.png": fig}, figures_dir=tmp_path)
+
+
 def test_paired_comparison_marks_p_zero_as_significant():
     table = pd.DataFrame(
         {
