@@ -27,7 +27,14 @@ import pandas as pd
 from pv4kit.dataset.formats import check_answer_letters
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
-from pv4kit.dataset.tree import input_fingerprint, list_users, read_hard_subset, read_user, users_dir_of
+from pv4kit.dataset.tree import (
+    input_fingerprint,
+    list_users,
+    read_hard_subset,
+    read_persona_seeds,
+    read_user,
+    users_dir_of,
+)
 from pv4kit.schema import (
     CHOICE_COLUMNS,
     DEFAULT_TEST_USERS,
@@ -165,11 +172,12 @@ def _load_raw(
     users_dir = users_dir_of(raw_dir)
     root = users_dir.parent
     users, tables = [], {}
+    seeds = read_persona_seeds(root)
     for uid in list_users(users_dir):
         role = user_role(uid, train_users=train_users, test_users=test_users)
         if role is None:
             continue
-        u = read_user(users_dir / f"user_{uid}", raw_dir=root)
+        u = read_user(users_dir / f"user_{uid}", raw_dir=root, seeds=seeds)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
         check_answer_letters(u.qa, u.path / "qa.csv")
@@ -406,11 +414,12 @@ def _enrich_from_raw(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     users = users.copy()
     parts = []
+    seeds = read_persona_seeds(raw_root)
     for i, uid in enumerate(users["user_id"]):
         udir = raw_root / "users" / f"user_{uid}"
         if not udir.is_dir():
             continue
-        u = read_user(udir, raw_dir=raw_root, chats=False)  # the parquet already holds the chats
+        u = read_user(udir, raw_dir=raw_root, chats=False, seeds=seeds)  # the parquet holds the chats
         users.at[i, "persona"] = u.persona
         users.at[i, "seed"] = u.seed
         users.at[i, "categories"] = u.categories or None

@@ -175,10 +175,17 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     return frame.astype("int64").drop_duplicates().reset_index(drop=True)
 
 
-def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None, chats: bool = True) -> RawUser:
+def read_user(
+    user_dir: str | Path,
+    *,
+    raw_dir: str | Path | None = None,
+    chats: bool = True,
+    seeds: dict[int, str] | None = None,
+) -> RawUser:
     """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
 
     ``chats=False`` skips reading the chats (``chats`` stays empty), for callers that have them already.
+    ``seeds`` is ``read_persona_seeds(raw_dir)`` for a caller reading many users (read once, not per user).
     """
     user_dir = Path(user_dir)
     m = USER_DIR_RE.match(user_dir.name)
@@ -200,7 +207,7 @@ def read_user(user_dir: str | Path, *, raw_dir: str | Path | None = None, chats:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
         if persona.is_file():
             user.persona = read_text(persona).strip()
-        user.seed = read_persona_seeds(raw_dir).get(uid)
+        user.seed = (seeds if seeds is not None else read_persona_seeds(raw_dir)).get(uid)
     return user
 
 
