@@ -65,7 +65,17 @@ def test_error_analysis_figures_build():
     assert plots.margin_distribution(preds).data
     assert plots.per_user_accuracy(preds).data
     grid = preds.assign(x=np.arange(len(preds), dtype=float), y=np.ones(len(preds)))
-    assert len(plots.question_map(grid).data) == 4
+    qmap = plots.question_map(grid)
+    runs = list(dict.fromkeys(grid["run"]))
+    assert [t.name for t in qmap.data] == [*runs, "correct", "wrong"]  # a trace per panel, two for the legend
+    for run, trace in zip(runs, qmap.data, strict=False):
+        sub = grid[grid["run"] == run]
+        assert len(trace.x) == len(sub) and sorted(trace.customdata) == sorted(
+            np.where(sub["correct"].astype(bool), "correct", "wrong")
+        )
+        assert f"{run} ({sub['correct'].astype(bool).mean():.0%} correct)" in [
+            a.text for a in qmap.layout.annotations
+        ]
 
 
 def test_umap_2d_keeps_its_fit_and_refits_when_anything_differs(tmp_path, monkeypatch, caplog):

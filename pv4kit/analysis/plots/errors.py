@@ -126,36 +126,54 @@ def margin_distribution(predictions: pd.DataFrame) -> Any:
     return _layout(fig, "Scorer margins: how decisive are correct and wrong answers?")
 
 
-def question_map(frame: pd.DataFrame) -> Any:
-    """Question embeddings on a UMAP (columns ``x, y``) coloured by correctness, one panel per run."""
+def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
+    """Question embeddings on a UMAP (columns ``x, y``) coloured by correctness, one panel per run.
+
+    Each panel is one trace whose points are drawn in a seeded random order, so neither colour is
+    always on top: where thousands of questions overlap (release size), the mix of colours shows the
+    share correct instead of whichever class was drawn last. Panel titles give each run's accuracy;
+    two legend-only traces name the colours; hover shows the question and whether it was right.
+    """
     _go()
+    import numpy as np
     from plotly.subplots import make_subplots
 
     runs = list(dict.fromkeys(frame["run"]))
     cols = min(len(runs), 3)
     rows = -(-len(runs) // cols)
-    fig = make_subplots(rows=rows, cols=cols, subplot_titles=runs, horizontal_spacing=0.04)
-    # thousands of points per panel (release size): small, see-through markers so the colour drawn last
-    # does not hide the other
+    correct = frame["correct"].astype(bool)
+    titles = [f"{run} ({correct[frame['run'] == run].mean():.0%} correct)" for run in runs]
+    fig = make_subplots(rows=rows, cols=cols, subplot_titles=titles, horizontal_spacing=0.04)
     per_panel = len(frame) / max(len(runs), 1)
     size, opacity = (7, 0.8) if per_panel <= 1000 else ((4, 0.6) if per_panel <= 5000 else (3, 0.5))
+    rng = np.random.default_rng(seed)
     for i, run in enumerate(runs):
         sub = frame[frame["run"] == run]
-        for label, flag in (("correct", True), ("wrong", False)):
-            part = sub[sub["correct"].astype(bool) == flag]
-            fig.add_scatter(
-                x=part["x"],
-                y=part["y"],
-                mode="markers",
-                name=label,
-                legendgroup=label,
-                showlegend=i == 0,
-                marker={"color": COLORS[label], "size": size, "opacity": opacity},
-                text=part["question"].str.slice(0, 90) if "question" in part else None,
-                hovertemplate="%{text}<extra></extra>",
-                row=i // cols + 1,
-                col=i % cols + 1,
-            )
+        sub = sub.iloc[rng.permutation(len(sub))]
+        ok = sub["correct"].astype(bool)
+        label = np.where(ok, "correct", "wrong")
+        text = sub["question"].str.slice(0, 90) if "question" in sub else pd.Series("", index=sub.index)
+        fig.add_scatter(
+            x=sub["x"],
+            y=sub["y"],
+            mode="markers",
+            name=run,
+            showlegend=False,
+            marker={
+                "color": np.where(ok, COLORS["correct"], COLORS["wrong"]),
+                "size": size,
+                "opacity": opacity,
+            },
+            customdata=label,
+            text=text,
+            hovertemplate="%{text}<br>%{customdata}<extra></extra>",
+            row=i // cols + 1,
+            col=i % cols + 1,
+        )
+    for label in ("correct", "wrong"):  # the legend only
+        fig.add_scatter(
+            x=[None], y=[None], mode="markers", name=label, marker={"color": COLORS[label], "size": 9}
+        )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
     return _layout(
