@@ -12,6 +12,10 @@ cold, peak <= 3 GB with 5 scored runs.
     .venv/bin/python benchmarks/bench_notebooks.py --workdir DIR --profile 02   # pyinstrument, cold cache
     .venv/bin/python benchmarks/bench_notebooks.py --workdir DIR --profile 01 --profile-cache warm
 
+Where a cold kernel spends its time: attach ``py-spy record -r 5 -f raw --nonblocking`` to its pid while it
+runs and sum the stacks with ``benchmarks/pyspy_buckets.py`` (``--profile`` runs the script without a
+kernel under pyinstrument instead).
+
 The executed ``.ipynb`` files land beside the scripts in ``notebooks/`` (git-ignored), figures under the
 work dir.
 """
