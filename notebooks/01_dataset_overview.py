@@ -20,9 +20,10 @@
 # the sample in `data/` (once built) or `raw/` is loaded instead, with a warning saying why.
 # `PV4KIT_DATA=DIR` (what the tests and `pv4kit demo` set) overrides it.
 #
-# Time at release size (149 users, 21,050 questions): the whole notebook takes 55 s with an empty
-# embedding cache on a 2-core CPU with the MiniLM embedder (peak 1,058 MiB; loading the release alone
-# takes 27 s); not measured on a GPU.
+# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
+# otherwise idle 2-core CPU with MiniLM): 48 s with an empty cache (peak 1,133 MiB), 16 s with it filled (the
+# category embeddings and their UMAP are read back; loading the release takes about 5 s of it). Not measured
+# on a GPU.
 
 # %%
 import pandas as pd
@@ -67,7 +68,8 @@ plots.category_balance(data.questions).show()
 
 # %% [markdown]
 # Category names grouped across users by embedding, then placed on a UMAP (1,490 names at release size;
-# part of the notebook's 55 s on a 2-core CPU, not timed on its own; not measured on a GPU).
+# the UMAP fit takes about 22 s on a 2-core CPU the first time, then it is read from the cache; not
+# measured on a GPU).
 
 # %%
 embedder = get_embedder(EMBEDDER)

@@ -42,12 +42,13 @@ embedder = get_embedder(EMBEDDER)
 # OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
 # OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
 #
-# **Time at release size** (the next cell, `run_audit`): it embeds every question, candidate, rationale
-# and category name (about 150,000 texts) and is bound by that: 9-11 min with an empty embedding cache on
-# a 2-core CPU with MiniLM (measured before this session's speed-ups; the audit's other work takes 33 s
-# at full size). With the embedding cache filled the whole notebook took 64 s (issue 15's table), and a
-# stored result (`store=`) is read back without recomputing (notebook 07 does). Not measured on a GPU;
-# the embedding is the part a GPU would shorten (an estimate, not a measurement).
+# **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
+# questions, 5 scored runs, on an otherwise idle 2-core CPU with MiniLM): it embeds every question, candidate,
+# rationale and category name (146,765 distinct texts, 6.1 M tokens) and is bound by that: 32 min with an
+# empty cache (1,933 s; 97% of it MiniLM's forward pass, by py-spy), 13 s for the whole notebook with the
+# cache filled and the audit stored (`store=`, read back without recomputing; notebook 07 reads it too). Even
+# at the CPU's fp32 peak the embedding would take about 14 min (`benchmarks/bench_audit_floor.py`). Not
+# measured on a GPU; the embedding is the part a GPU would shorten (an estimate, not a measurement).
 
 # %%
 llm_config = None

@@ -19,14 +19,12 @@
 # data (the dataset card's hub id), the sample when the hub cannot be reached (`PV4KIT_DATA=DIR`
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
-# Time at release size, on a 2-core CPU with MiniLM: 27 s when notebook 02 ran first in the same pass
-# (its embeddings of the questions and candidates are in the cache), 24 s with the cache filled (issue
-# 15's table). Alone with an empty cache the candidate-only solvers below first embed all 20,860
-# questions and 104,300 candidates of the grown release-sized tree: that took 3,868 s (64 min) on a
-# machine shared with other jobs (load average 5-12 on its 2 cores for most of the run), peak 1,405 MiB;
-# run again with the cache filled, 35 s (`benchmarks/bench_notebooks.py --notebooks 03,05`). On an
-# unshared machine expect about notebook 02's cold time (9-11 min, similar number of texts; an estimate).
-# Not measured on a GPU.
+# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
+# otherwise idle 2-core CPU with MiniLM): 17 s right after notebook 02 ran cold (its embeddings of the
+# questions and candidates are in the cache), 20 s with the cache filled. Alone with an empty cache the
+# candidate-only solvers below first embed all 20,860 questions and 103,555 distinct candidates (3.1 M
+# tokens): at the 3,124 tokens/s MiniLM reaches on two cores that is about 17 min (an estimate from
+# `benchmarks/bench_audit_floor.py`, not timed alone). Not measured on a GPU.
 
 # %%
 from pv4kit.analysis import audit, plots

@@ -20,9 +20,10 @@
 # `DATA` is the released data (the dataset card's hub id), the sample when the hub cannot be reached
 # (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size with 3 scored runs: 79 s with an empty embedding cache, 93 s with it filled, on a
-# 2-core CPU with MiniLM (issue 15's table, measured before this session's changes); the paired
-# comparison of two runs (302 category rows) takes 3.1 s. Not measured on a GPU.
+# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
+# otherwise idle 2-core CPU with MiniLM): 34 s with an empty cache (the question UMAP's fit, about 22 s, is
+# most of it), 19 s with it filled; the paired comparison of two runs (302 category rows) takes 3 s. Not
+# measured on a GPU.
 
 # %%
 import numpy as np

@@ -20,10 +20,9 @@
 # some run got wrong. `DATA` is the released data (the dataset card's hub id), the sample when the hub
 # cannot be reached (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size with 5 scored runs, on a 2-core CPU: 9.8 s with an empty embedding cache, 7.9 s
-# with it filled, peak 373 MiB (`benchmarks/bench_notebooks.py --notebooks 03,05`, load average 2-3);
-# 21 s and 18.5 s in a run while the machine was busier (load 6-7). The browser embeds nothing: the
-# time is loading the data. Not measured on a GPU.
+# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
+# otherwise idle 2-core CPU with MiniLM): 4.3 s with an empty cache, 5.0 s with it filled, peak 363 MiB. The
+# browser embeds nothing: the time is loading the data. Not measured on a GPU.
 
 # %%
 from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths

@@ -19,10 +19,10 @@
 # --only 07_paper_figures`). `DATA` is the released data (the dataset card's hub id), the sample when
 # the hub cannot be reached (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size with 3 scored runs, on a 2-core CPU with MiniLM: 149 s with an empty embedding
-# cache, 179 s with it filled (issue 15's table, measured before this session's changes; the audit is
-# notebook 02's stored result when 02 ran first, else it is computed here, see 02). Not measured on a
-# GPU.
+# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
+# otherwise idle 2-core CPU with MiniLM): 40 s after notebook 02 ran cold (the audit is 02's stored result;
+# without it, it is computed here, see 02), 42 s with the cache filled. Writing the 17 PNGs and PDFs through
+# Chromium takes 27 s of it, in one batch. Not measured on a GPU.
 
 # %%
 from pv4kit.analysis import audit, plots
