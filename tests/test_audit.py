@@ -420,3 +420,27 @@ def test_length_audit_equals_the_per_row_loop_on_ties_blanks_and_punctuation():
         audit.length_audit(questions)["ref_longest"].any()
         and audit.length_audit(questions)["ref_shortest"].any()
     )
+
+
+def test_category_groups_keep_their_clustering_and_skip_scikit_learn_on_a_rerun(
+    tmp_path, monkeypatch, make_fake_embedder
+):
+    from pv4kit.analysis.audit import categories as catmod
+
+    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path))
+    q = _questions().assign(category=[0, 1, 0, 0, 1, 1][: len(_questions())])
+    q["category_name"] = [f"name {c} of {u}" for u, c in zip(q["user_id"], q["category"], strict=True)]
+    emb = make_fake_embedder()
+    fresh = audit.category_groups(q, embedder=emb, cache=False)
+    first = audit.category_groups(q, embedder=emb, cache=tmp_path / "emb")
+    assert len(list((tmp_path / "clusters").glob("*.npy"))) == 1
+
+    def no_sklearn(*args, **kwargs):
+        raise AssertionError("clustered again")
+
+    monkeypatch.setattr(catmod, "_agglomerative", no_sklearn)
+    again = audit.category_groups(q, embedder=emb, cache=tmp_path / "emb")
+    for frame in (first, again):
+        pd.testing.assert_frame_equal(frame.drop(columns="vector"), fresh.drop(columns="vector"))
+    with pytest.raises(AssertionError, match="clustered again"):
+        audit.category_groups(q, embedder=emb, cache=False)  # no cache: always clustered

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -100,7 +102,7 @@ def test_umap_2d_keeps_its_fit_and_refits_when_anything_differs(tmp_path, monkey
     assert len(fits) == 3 and len(list(tmp_path.glob("*.npy"))) == 4
     (stored,) = [p for p in tmp_path.glob("*.npy") if np.array_equal(np.load(p), fresh)]
     stored.write_bytes(b"not an array")
-    with caplog.at_level(logging.WARNING, logger=projection.__name__):
+    with caplog.at_level(logging.WARNING, logger="pv4kit.analysis.fitcache"):
         again = projection.umap_2d(x, seed=0, n_epochs=20, cache=tmp_path)
     np.testing.assert_array_equal(again, fresh)
     assert len(fits) == 4 and "unreadable" in caplog.text and np.array_equal(np.load(stored), fresh)
@@ -174,7 +176,23 @@ def test_save_figures_renders_every_static_file_in_one_batch(tmp_path, monkeypat
         assert png[:4] == b"\x89PNG" and (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
         (single,) = save_figure(figs[name], name, figures_dir=tmp_path / "one", formats=("png",))
         assert png[16:24] == single.read_bytes()[16:24]  # the same width and height as one by one
-    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []  # no temporary left
+    hidden = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
+    assert hidden == [".pv4kit-figures.json"]  # the record of what each file was made from; no temporary left
+    # nothing changed: nothing is rendered again (and no browser is needed)
+    before = {p: p.stat().st_mtime_ns for p in written if p.suffix != ".html"}
+    assert save_figures(figs, figures_dir=tmp_path) == written and len(calls) == 1
+    assert {p: p.stat().st_mtime_ns for p in before} == before
+    # a changed figure, a file replaced by hand and force=True are rendered again
+    figs["spread"].update_layout(title="another title")
+    (tmp_path / "positions.pdf").write_bytes(b"%PDF-1.4 replaced by hand")
+    save_figures(figs, figures_dir=tmp_path)
+    assert sorted(Path(s["path"]).suffix + ":" + Path(s["path"]).name.split(".")[1] for s in calls[1]) == [
+        ".pdf:positions",
+        ".pdf:spread",
+        ".png:spread",
+    ]
+    save_figures(figs, figures_dir=tmp_path, force=True)
+    assert len(calls) == 3 and len(calls[2]) == 4
 
 
 def test_save_figures_keeps_the_html_when_the_export_fails(tmp_path, monkeypatch):

@@ -12,17 +12,14 @@ The figures themselves are :func:`pv4kit.analysis.plots.errors.question_map` and
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_path, cache_root
+from pv4kit.analysis.fitcache import stored_fit
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.vectors import unit_rows
@@ -96,51 +93,21 @@ def umap_2d(
         out = u[:, :2] * s[:2]
         return np.pad(out, ((0, 0), (0, 2 - out.shape[1])))
     k = max(2, min(n_neighbors, n - 1))
-    path = _stored_path(cache, x, seed=seed, n_neighbors=k, min_dist=min_dist, n_epochs=n_epochs)
-    if path is not None and path.is_file():
-        try:
-            stored = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
-            logger.warning("UMAP cache %s unreadable (%s); fitting again", path, exc)
-        else:
-            if stored.shape == (n, 2):
-                logger.info("UMAP of %d points read from %s", n, path)
-                return stored
-            logger.warning(
-                "UMAP cache %s holds shape %s, expected (%d, 2); fitting again", path, stored.shape, n
-            )
-    xy = _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs)
-    if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-            np.save(fh, xy, allow_pickle=False)
-    return xy
-
-
-def _stored_path(cache: bool | str | os.PathLike[str] | None, x: np.ndarray, **options: Any) -> Path | None:
-    """The file of :func:`umap_2d`'s stored fit of ``x`` under ``options`` (None: no cache)."""
-    if cache is None or cache is False:
-        return None
-    from importlib.metadata import PackageNotFoundError, version
-
-    def _version(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "absent"
-
-    digest = hashlib.sha256()
-    meta = {
-        "shape": list(x.shape),
-        "dtype": str(x.dtype),
-        "options": options,
-        "knn": _KNN_BLOCK,
-        "versions": {d: _version(d) for d in ("umap-learn", "numba", "numpy")},
-    }
-    digest.update(json.dumps(meta, sort_keys=True).encode())
-    digest.update(np.ascontiguousarray(x).tobytes())
-    root = cache_root() / "umap" if cache is True else Path(cache)
-    return root / f"{digest.hexdigest()[:32]}.npy"
+    return stored_fit(
+        "umap",
+        x,
+        lambda: _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs),
+        options={
+            "seed": seed,
+            "n_neighbors": k,
+            "min_dist": min_dist,
+            "n_epochs": n_epochs,
+            "knn": _KNN_BLOCK,
+        },
+        packages=("umap-learn", "numba", "numpy"),
+        shape=(n, 2),
+        cache=cache,
+    )
 
 
 def _fit_umap(x: np.ndarray, *, seed: int, k: int, min_dist: float, n_epochs: int | None) -> np.ndarray:

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit.analysis.fitcache import stored_fit
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.vectors import unit_rows
 
@@ -17,14 +18,15 @@ def category_groups(
     """Group similar category names across users (their names differ per user) by embedding.
 
     Agglomerative clustering (average linkage, cosine distance below ``distance``) of the distinct
-    ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean.
+    ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean. The
+    labels are kept under ``cache_root()/clusters`` (:mod:`pv4kit.analysis.fitcache`, keyed by the vectors,
+    ``distance`` and the library versions) unless ``cache`` is off, so a rerun does not import
+    scikit-learn (about 3 s).
 
     Returns:
         One row per user and category: ``user_id, category, category_name, n_questions, group,
         group_label`` and the unit ``vector`` (for maps).
     """
-    from sklearn.cluster import AgglomerativeClustering
-
     cats = (
         questions.dropna(subset=["category_name"])
         .groupby(["user_id", "category", "category_name"], sort=True)
@@ -38,9 +40,15 @@ def category_groups(
     if len(cats) == 1:
         labels = np.zeros(1, dtype=int)
     else:
-        labels = AgglomerativeClustering(
-            n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
-        ).fit_predict(vecs)
+        labels = stored_fit(
+            "clusters",
+            vecs,
+            lambda: _agglomerative(vecs, distance=distance),
+            options={"method": "AgglomerativeClustering", "linkage": "average", "distance": distance},
+            packages=("scikit-learn", "numpy", "scipy"),
+            shape=(len(vecs),),
+            cache=cache is not None and cache is not False,
+        )
     # number groups by size (largest first) so colours are stable across runs
     order = pd.Series(labels).value_counts().index.tolist()
     renum = {g: i for i, g in enumerate(order)}
@@ -53,6 +61,15 @@ def category_groups(
     cats["group_label"] = cats["group"].map(names)
     cats["vector"] = list(vecs)
     return cats
+
+
+def _agglomerative(vecs: np.ndarray, *, distance: float) -> np.ndarray:
+    """Cluster labels: average linkage under cosine distance, merging below ``distance``."""
+    from sklearn.cluster import AgglomerativeClustering
+
+    return AgglomerativeClustering(
+        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
+    ).fit_predict(vecs)
 
 
 def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
