@@ -21,7 +21,7 @@
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
 # otherwise idle 2-core CPU with MiniLM): 17 s right after notebook 02 ran cold (its embeddings of the
-# questions and candidates are in the cache), 20 s with the cache filled. Alone with an empty cache the
+# questions and candidates are in the cache), 23 s with the cache filled. Alone with an empty cache the
 # candidate-only solvers below first embed all 20,860 questions and 103,555 distinct candidates (3.1 M
 # tokens): at the 3,124 tokens/s MiniLM reaches on two cores that is about 17 min (an estimate from
 # `benchmarks/bench_audit_floor.py`, not timed alone). Not measured on a GPU.
