@@ -81,7 +81,7 @@ shared[shared["users"] > 1].sort_values("users", ascending=False)
 plots.category_groups(categories).show()
 
 # %%
-plots.category_map(with_category_umap(categories, seed=0)).show()
+plots.category_map(with_category_umap(categories, seed=0, cache=CACHE.parent / "umap")).show()
 
 # %% [markdown]
 # ## Question and choice lengths

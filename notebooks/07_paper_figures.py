@@ -49,7 +49,7 @@ runs = load_scored_runs(RUNS)
 print(f"{data!r}\nscored runs: {list(runs) or 'none'}; static export: {browser_path() or 'off (HTML only)'}")
 
 # %%
-categories = with_category_umap(result["categories"], seed=0)
+categories = with_category_umap(result["categories"], seed=0, cache=CACHE.parent / "umap")
 lengths, note = with_fallback_subset(audit.with_category_groups(result["lengths"], categories), DERIVED)
 print(f"hard-subset figure: {note}")
 by_group = audit.with_category_groups(result["solver_predictions"], categories)

@@ -427,3 +427,15 @@ def test_mathjax_lives_under_the_cache_root(tmp_path, monkeypatch):
     script.parent.mkdir(parents=True)
     script.write_text("// mathjax")
     assert mathjax_path() == script
+
+
+def test_fits_made_from_cached_embeddings_are_kept_beside_that_cache(tmp_path, monkeypatch):
+    from pv4kit.analysis.fitcache import beside_embeddings
+    from pv4kit.embeddings.cache import EmbeddingCache
+
+    store = tmp_path / "proj" / ".cache" / "pv4kit" / "embeddings"
+    assert beside_embeddings(store, "umap") == store.parent / "umap"
+    assert beside_embeddings(str(store), "clusters") == store.parent / "clusters"
+    assert beside_embeddings(EmbeddingCache(store), "umap") == store.parent / "umap"
+    assert beside_embeddings(True, "umap") is True and beside_embeddings(None, "umap") is False
+    assert beside_embeddings(False, "clusters") is False

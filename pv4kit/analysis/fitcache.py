@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from pv4kit._io import atomic_path, cache_root
+from pv4kit.embeddings.cache import EmbeddingCache
 
 logger = logging.getLogger(__name__)
 
@@ -31,6 +32,21 @@ def _version(dist: str) -> str:
         return version(dist)
     except PackageNotFoundError:
         return "absent"
+
+
+def beside_embeddings(cache: Any, kind: str) -> bool | Path:
+    """Where a fit made from embeddings cached in ``cache`` is kept: ``kind/`` beside that store.
+
+    ``cache`` is an ``embed_texts`` cache argument: ``True`` (the default store, so ``cache_root()/kind``),
+    a folder or an :class:`~pv4kit.embeddings.cache.EmbeddingCache` (its parent folder gets ``kind/``;
+    ``.cache/pv4kit/embeddings`` -> ``.cache/pv4kit/umap``), or ``False``/``None`` (no fit is kept either).
+    """
+    if cache is None or cache is False:
+        return False
+    if cache is True:
+        return True
+    root = cache.root if isinstance(cache, EmbeddingCache) else Path(cache)
+    return root.parent / kind
 
 
 def stored_fit_path(

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.fitcache import stored_fit
+from pv4kit.analysis.fitcache import beside_embeddings, stored_fit
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.vectors import unit_rows
@@ -156,8 +156,8 @@ def with_question_umap(
         questions: The questions frame the texts come from (``user_id, question_index, question``).
         embedder: Any :class:`~pv4kit.embeddings.models.Embedder` (the embedding cache is shared with
             scoring and the audits).
-        cache: Embedding cache; ``False``/``None`` also fits the UMAP afresh (else its fit is kept
-            under ``cache_root()/umap``, see :func:`umap_2d`).
+        cache: Embedding cache; the UMAP's fit is kept in ``umap/`` beside it
+            (:func:`~pv4kit.analysis.fitcache.beside_embeddings`), and ``False``/``None`` fits afresh.
         seed: UMAP seed.
         n_epochs: UMAP epochs (default: UMAP's).
 
@@ -178,7 +178,7 @@ def with_question_umap(
         )
     logger.info("question UMAP: %d distinct questions", len(texts))
     vectors = embed_texts(list(texts["question"]), embedder=embedder, cache=cache, progress=False)
-    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=cache not in (None, False))
+    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=beside_embeddings(cache, "umap"))
     coords = keys.assign(x=xy[:, 0], y=xy[:, 1])
     out = frame.drop(columns=[c for c in ("x", "y") if c in frame])
     return out.merge(coords, on=QUESTION_KEY, how="left", validate="many_to_one")

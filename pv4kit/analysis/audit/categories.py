@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.fitcache import stored_fit
+from pv4kit.analysis.fitcache import beside_embeddings, stored_fit
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.vectors import unit_rows
 
@@ -18,10 +18,10 @@ def category_groups(
     """Group similar category names across users (their names differ per user) by embedding.
 
     Agglomerative clustering (average linkage, cosine distance below ``distance``) of the distinct
-    ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean. The
-    labels are kept under ``cache_root()/clusters`` (:mod:`pv4kit.analysis.fitcache`, keyed by the vectors,
-    ``distance`` and the library versions) unless ``cache`` is off, so a rerun does not import
-    scikit-learn (about 3 s).
+    ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean.
+    The labels are kept in ``clusters/`` beside the embedding cache (keyed by the vectors, ``distance``
+    and the library versions; :func:`pv4kit.analysis.fitcache.beside_embeddings`) unless ``cache`` is
+    off, so a rerun does not import scikit-learn (about 3 s).
 
     Returns:
         One row per user and category: ``user_id, category, category_name, n_questions, group,
@@ -47,7 +47,7 @@ def category_groups(
             options={"method": "AgglomerativeClustering", "linkage": "average", "distance": distance},
             packages=("scikit-learn", "numpy", "scipy"),
             shape=(len(vecs),),
-            cache=cache is not None and cache is not False,
+            cache=beside_embeddings(cache, "clusters"),
         )
     # number groups by size (largest first) so colours are stable across runs
     order = pd.Series(labels).value_counts().index.tolist()
