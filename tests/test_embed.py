@@ -361,3 +361,12 @@ def test_a_cpu_build_of_torch_is_known_from_its_version_file():
     assert version_py_may_have_gpu(cpu.replace("cuda: Optional[str] = None", "cuda = '12.8'")) is True
     assert version_py_may_have_gpu(cpu.replace("hip: Optional[str] = None", "hip = '6.2.4'")) is True
     assert version_py_may_have_gpu("__version__ = '9.9'\n") is True  # unknown layout: ask torch
+
+
+def test_an_unknown_dtype_is_refused_before_any_model_is_loaded():
+    from pv4kit.embeddings.models import get_embedder
+
+    with pytest.raises(
+        ValueError, match=r"dtype: expected one of \['bfloat16', 'float16', 'float32'\], got 'int8'"
+    ):
+        get_embedder("minilm", device="cpu", dtype="int8")

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from pv4kit._io import atomic_path, atomic_write_json, cache_root
+from pv4kit.analysis.fitcache import package_version
 
 logger = logging.getLogger(__name__)
 
@@ -335,15 +336,8 @@ def _read_stamps(out_dir: Path) -> dict[str, Any]:
 
 
 def _stamp_key(fig_json: str, opts: dict[str, Any]) -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    def _v(dist: str) -> str:
-        try:
-            return version(dist)
-        except PackageNotFoundError:
-            return "absent"
-
-    meta = {"opts": opts, "plotly": _v("plotly"), "kaleido": _v("kaleido"), "browser": browser_path()}
+    versions = {d: package_version(d) for d in ("plotly", "kaleido")}
+    meta = {"opts": opts, **versions, "browser": browser_path()}
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
     digest.update(fig_json.encode())
     return digest.hexdigest()

@@ -25,7 +25,8 @@ from pv4kit.embeddings.cache import EmbeddingCache
 logger = logging.getLogger(__name__)
 
 
-def _version(dist: str) -> str:
+def package_version(dist: str) -> str:
+    """The installed version of distribution ``dist`` (``"absent"`` when it is not installed)."""
     from importlib.metadata import PackageNotFoundError, version
 
     try:
@@ -64,7 +65,7 @@ def stored_fit_path(
         "shape": list(x.shape),
         "dtype": str(x.dtype),
         "options": options,
-        "versions": {d: _version(d) for d in packages},
+        "versions": {d: package_version(d) for d in packages},
     }
     digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
     digest.update(np.ascontiguousarray(x).tobytes())

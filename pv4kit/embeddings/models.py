@@ -318,10 +318,7 @@ def _model_kwargs(
     torch: Any, *, dtype: str, is_qwen: bool, on_gpu: bool
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """``(model_kwargs, processor_kwargs)`` for ``SentenceTransformer``."""
-    allowed = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
-    if dtype not in allowed:
-        raise ValueError(f"dtype: expected one of {sorted(allowed)}, got {dtype!r}")
-    model_kwargs: dict[str, Any] = {"dtype": allowed[dtype]}
+    model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}  # one of _DTYPES, checked by the builder
     processor_kwargs: dict[str, Any] = {}
     if is_qwen:
         # the model card: last-token pooling needs left padding; FlashAttention-2 when available
