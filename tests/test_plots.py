@@ -75,6 +75,13 @@ def test_error_analysis_figures_build():
         assert len(trace.x) == len(sub) and sorted(trace.customdata) == sorted(
             np.where(sub["correct"].astype(bool), "correct", "wrong")
         )
+        # each point's colour is its own class: 1 -> the "correct" colour, 0 -> "wrong", nothing between
+        assert list(trace.marker.color) == [int(c == "correct") for c in trace.customdata]
+        assert [tuple(s) for s in trace.marker.colorscale] == [
+            (0.0, plots.COLORS["wrong"]),
+            (1.0, plots.COLORS["correct"]),
+        ]
+        assert (trace.marker.cmin, trace.marker.cmax, trace.marker.showscale) == (0, 1, False)
         assert f"{run} ({sub['correct'].astype(bool).mean():.0%} correct)" in [
             a.text for a in qmap.layout.annotations
         ]
