@@ -145,7 +145,7 @@ def _read_plain_qa_csv(path: Path) -> pd.DataFrame | None:
         return None
     if any(len(row) != width for row in rows):  # a blank line ([]), a short or a long row
         return None
-    columns = dict(zip(header, zip(*rows[1:]), strict=True))
+    columns = dict(zip(header, zip(*rows[1:], strict=True), strict=True))
     data: dict[str, object] = {}
     for name in QA_COLUMNS:
         values = columns[name]
