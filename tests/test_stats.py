@@ -113,3 +113,34 @@ def test_grouped_bootstrap_ci_on_an_empty_frame():
 
     out = grouped_bootstrap_ci(pd.DataFrame({"user_id": [], "g": [], "correct": []}), by="g")
     assert out.empty and list(out.columns) == ["g", "estimate", "low", "high", "n", "n_clusters"]
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+def test_compare_rows_are_paired_bootstrap_and_mcnemar_of_each_group(seed):
+    """compare's one-pass totals give, bit for bit, what the public functions give on each group's rows."""
+    rng = np.random.default_rng(seed)
+    n = 900
+    fa = pd.DataFrame(
+        {
+            "user_id": rng.choice([3, 11, 7, 42, 5, 19, 8], size=n),  # unsorted ids, uneven sizes
+            "question_index": np.arange(n),
+            "category": rng.integers(0, 6, size=n),
+            "category_name": pd.Series(rng.choice(["b", "a", "c", None], size=n), dtype=object),
+            "hard": rng.random(n) < 0.2,
+            "correct": rng.random(n) < 0.6,
+        }
+    )
+    fb = fa.assign(correct=rng.random(n) < 0.5)
+    out = compare(fa, fb, n_boot=200, seed=seed)
+    pairs = fa.assign(correct_b=fb["correct"])
+    label = pairs["category_name"].astype(object).fillna("(none)")
+    expected = [("overall", "all", pairs), ("hard", "hard", pairs[pairs["hard"]])]
+    expected += [("category", name, sub) for name, sub in pairs.groupby(label, sort=True)]
+    assert list(zip(out["scope"], out["group"], strict=True)) == [(s, g) for s, g, _ in expected]
+    for (_, _, sub), (_, row) in zip(expected, out.iterrows(), strict=True):
+        pb = paired_bootstrap(sub, a="correct", b="correct_b", n_boot=200, seed=seed)
+        mc = mcnemar_exact(sub["correct"], sub["correct_b"])
+        assert (row["diff"], row["diff_low"], row["diff_high"]) == (pb["diff"], pb["low"], pb["high"])
+        assert (row["a_only"], row["b_only"], row["mcnemar_p"]) == (mc["a_only"], mc["b_only"], mc["pvalue"])
+        assert row["n"] == len(sub) and row["n_users"] == sub["user_id"].nunique()
+        assert row["accuracy_a"] == sub["correct"].mean() and row["accuracy_b"] == sub["correct_b"].mean()

