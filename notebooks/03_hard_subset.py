@@ -20,17 +20,17 @@
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 17 s right after notebook 02 ran cold (its embeddings of the
-# questions and candidates are in the cache), 23 s with the cache filled. Alone with an empty cache the
-# candidate-only solvers below first embed all 20,860 questions and 103,555 distinct candidates (3.1 M
-# tokens): at the 3,124 tokens/s MiniLM reaches on two cores that is about 17 min (an estimate from
-# `benchmarks/bench_audit_floor.py`, not timed alone). Not measured on a GPU.
+# otherwise idle 2-core CPU with MiniLM): TIMING_PLACEHOLDER. The length audit, the category groups and
+# the candidate-only solvers come from notebook 02's stored audit when it ran on the same data
+# (`hard_subset_tables`); alone with an empty cache they are computed, and the solvers first embed all
+# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): at the 3,124 tokens/s MiniLM reaches on
+# two cores that is about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone).
+# Not measured on a GPU.
 
 # %%
 from pv4kit.analysis import audit, plots
+from pv4kit.analysis.hard_report import hard_subset_tables
 from pv4kit.analysis.notebooks import load_notebook_data, project_paths
-from pv4kit.baselines.hard import with_fallback_subset
-from pv4kit.embeddings.models import get_embedder
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
@@ -39,13 +39,17 @@ EMBEDDER = None
 DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
 data = load_notebook_data(DATA)
-q, note = with_fallback_subset(data.questions, DERIVED)
-print(note)
+tables = hard_subset_tables(
+    data,
+    derived=DERIVED,
+    embedder=EMBEDDER,
+    cache=CACHE,
+    store=CACHE.parent / "audits",  # 02's audit
+)
+q, lengths, solvers = tables["questions"], tables["lengths"], tables["solvers"]
+print(f"{tables['note']}; tables: {tables['source']}")
 
 # %%
-embedder = get_embedder(EMBEDDER)
-categories = audit.category_groups(q, embedder=embedder, cache=CACHE)
-lengths = audit.with_category_groups(audit.length_audit(q), categories)
 lengths.groupby("hard")[
     ["ref_words", "distractor_words_mean", "word_spread", "ref_longest", "ref_shortest"]
 ].mean().round(3)
@@ -58,11 +62,10 @@ q.groupby(["split", "hard"]).size().rename("questions").reset_index()
 
 # %% [markdown]
 # ## Shortcuts on hard vs other questions
-# The heaviest cell: it embeds every question and candidate (read from the cache when notebook 02 ran
-# first; see the timing at the top).
+# The candidate-only solvers' predictions (`tables["solvers"]`, from the first cell) on hard and other
+# questions.
 
 # %%
-solvers = audit.candidate_only_predictions(q, embedder=embedder, cache=CACHE)
 acc = audit.solver_accuracy(
     solvers.assign(hard=solvers["hard"].map({True: "hard", False: "not hard"})), by="hard"
 )

@@ -31,7 +31,7 @@ from pv4kit.analysis.audit_sequence import (
     row_letter_predictions,
 )
 
-__all__ = ["AuditOptions", "AuditResult", "run_audit", "summarize", "write_audit"]
+__all__ = ["AuditOptions", "AuditResult", "run_audit", "stored_audit", "summarize", "write_audit"]
 
 logger = logging.getLogger(__name__)
 
@@ -98,11 +98,7 @@ def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: An
         TypeError: An unknown option (with the closest name).
     """
     opts = merge_options(AuditOptions, options, overrides, where="run_audit")
-    embedder = opts.embedder
-    if embedder is None or isinstance(embedder, str):
-        from pv4kit.embeddings.models import get_embedder
-
-        embedder = get_embedder(embedder)
+    embedder = _resolve_embedder(opts.embedder)
     key = None
     if opts.store is not None and opts.llm_config is None:
         key = _audit_key(data, embedder, n_boot=opts.n_boot, seed=opts.seed)
@@ -113,6 +109,28 @@ def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: An
     if key is not None:
         _write_stored(Path(opts.store), key, result)
     return result
+
+
+def stored_audit(data: Any, *, options: AuditOptions | None = None, **overrides: Any) -> AuditResult | None:
+    """The result :func:`run_audit` would read back from its ``store`` for these options, or ``None``.
+
+    Nothing is computed: ``None`` when no ``store`` is given, with ``llm_config`` (never stored), or when
+    the store holds no result for the same questions, data files, embedder, options and audit code.
+    Takes the same options as :func:`run_audit`.
+    """
+    opts = merge_options(AuditOptions, options, overrides, where="stored_audit")
+    if opts.store is None or opts.llm_config is not None:
+        return None
+    key = _audit_key(data, _resolve_embedder(opts.embedder), n_boot=opts.n_boot, seed=opts.seed)
+    return _read_stored(Path(opts.store), key)
+
+
+def _resolve_embedder(embedder: Any) -> Any:
+    if embedder is None or isinstance(embedder, str):
+        from pv4kit.embeddings.models import get_embedder
+
+        return get_embedder(embedder)
+    return embedder
 
 
 def _run(data: Any, embedder: Any, opts: AuditOptions) -> AuditResult:
