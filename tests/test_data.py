@@ -151,3 +151,43 @@ def test_quick_fingerprint_sees_the_tail_of_mid_sized_files(tmp_path):
     data[-10:] = b"y" * 10
     path.write_bytes(data)
     assert _quick_fingerprint([path]) != before
+
+
+def test_load_cache_gives_the_same_data_and_reads_any_edit_again(built, tmp_path, caplog, monkeypatch):
+    import logging
+
+    from pv4kit.dataset import load as load_module
+
+    tree, data_dir = built
+    cache = tmp_path / "loads"
+    plain = load(data_dir)
+    reads = []
+    real = load_module._read_raw_side
+    monkeypatch.setattr(load_module, "_read_raw_side", lambda *a, **k: reads.append(1) or real(*a, **k))
+    first = load(data_dir, cache=cache)
+    again = load(data_dir, cache=cache)
+    assert len(reads) == 1 and len(list(cache.glob("*.pkl"))) == 1  # the second load read the cache
+    for got in (first, again):
+        pd.testing.assert_frame_equal(got.questions, plain.questions)
+        pd.testing.assert_frame_equal(got.users, plain.users)
+    # any edit to a file the load reads is another key: a rationale, a persona, a category name
+    qa = tree / "users" / "user_126" / "qa.csv"
+    table = pd.read_csv(qa, dtype=str, keep_default_na=False)
+    table.loc[0, "rationale"] = "An edited rationale."
+    table.to_csv(qa, index=False)
+    (tree / "personas" / "user_9.txt").write_text("An edited persona.")
+    edited = load(data_dir, cache=cache)
+    assert len(reads) == 2 and len(list(cache.glob("*.pkl"))) == 2
+    fresh = load(data_dir)  # no cache: reads the tree (a third read)
+    pd.testing.assert_frame_equal(edited.questions, fresh.questions)
+    pd.testing.assert_frame_equal(edited.users, fresh.users)
+    assert edited.persona(9) == "An edited persona."
+    row = edited.questions[(edited.questions["user_id"] == 126) & (edited.questions["question_index"] == 0)]
+    assert row["rationale"].tolist() == ["An edited rationale."]
+    # a damaged entry is read from the tree again, with a warning, never trusted
+    for entry in cache.glob("*.pkl"):
+        entry.write_bytes(b"not a pickle")
+    with caplog.at_level(logging.WARNING, logger="pv4kit.dataset.load"):
+        damaged = load(data_dir, cache=cache)
+    assert len(reads) == 4 and "unreadable load cache entry" in caplog.text
+    pd.testing.assert_frame_equal(damaged.questions, edited.questions)

@@ -18,12 +18,15 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from pv4kit._io import atomic_path, cache_root, sha256_file
 from pv4kit.dataset.formats import check_answer_letters
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
@@ -364,6 +367,7 @@ def _load_parquet(
     splits: list[str] | None,
     fraction: float,
     seed: int,
+    cache: Any = None,
 ) -> PV4Data:
     manifest = _read_manifest(root)
     fraction = manifest.get("validation_fraction", fraction)
@@ -397,7 +401,7 @@ def _load_parquet(
         raw_candidates.insert(0, Path(manifest["users_dir"]).parent)
     raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
     if raw_root is not None:
-        frame, users = _enrich_from_raw(frame, users, raw_root)
+        frame, users = _enrich_from_raw(frame, users, raw_root, cache=cache)
     if splits:
         frame = frame[frame["split"].isin(splits)]
     return PV4Data(
@@ -410,39 +414,21 @@ def _load_parquet(
 
 
 def _enrich_from_raw(
-    frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path
+    frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path, *, cache: Any = None
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     users = users.copy()
-    parts = []
-    seeds = read_persona_seeds(raw_root)
+    attrs, parts = _raw_side(raw_root, [int(u) for u in users["user_id"]], cache=cache)
     for i, uid in enumerate(users["user_id"]):
-        udir = raw_root / "users" / f"user_{uid}"
-        if not udir.is_dir():
+        if int(uid) not in attrs:
             continue
-        u = read_user(udir, raw_dir=raw_root, chats=False, seeds=seeds)  # the parquet holds the chats
-        users.at[i, "persona"] = u.persona
-        users.at[i, "seed"] = u.seed
-        users.at[i, "categories"] = u.categories or None
-        users.at[i, "topics"] = u.topics or None
-        if u.qa is None:
-            continue
-        names = u.categories or []
-        cats = u.qa["category"].to_numpy()
-        parts.append(
-            pd.DataFrame(
-                {
-                    "user_id": uid,
-                    "question_index": np.arange(len(u.qa), dtype="int64"),
-                    "_raw_question": u.qa["question"].to_numpy(),
-                    "_category": cats,
-                    "_category_name": [names[c] if c < len(names) else None for c in cats],
-                    "_rationale": u.qa["rationale"].to_numpy(),
-                }
-            )
-        )
+        persona, seed, categories, topics = attrs[int(uid)]
+        users.at[i, "persona"] = persona
+        users.at[i, "seed"] = seed
+        users.at[i, "categories"] = categories
+        users.at[i, "topics"] = topics
     raw_cols = ["_raw_question", "_category", "_category_name", "_rationale"]
-    if parts:
-        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
+    if parts is not None:
+        found = parts.astype({"user_id": frame["user_id"].dtype})
         merged = frame[["user_id", "question_index", "question"]].merge(found, on=QUESTION_KEY, how="left")
     else:
         merged = frame[["user_id", "question_index", "question"]].assign(**dict.fromkeys(raw_cols))
@@ -461,6 +447,92 @@ def _enrich_from_raw(
     return frame, users
 
 
+def _read_raw_side(
+    raw_root: Path, ids: list[int]
+) -> tuple[dict[int, tuple[Any, Any, Any, Any]], pd.DataFrame | None]:
+    """What a parquet load takes from the raw tree: per-user attributes and the question columns.
+
+    Returns:
+        ``({user_id: (persona, seed, categories, topics)}, frame)``, the frame holding ``user_id,
+        question_index, _raw_question, _category, _category_name, _rationale`` (``None``: no ``qa.csv``).
+    """
+    attrs: dict[int, tuple[Any, Any, Any, Any]] = {}
+    parts = []
+    seeds = read_persona_seeds(raw_root)
+    for uid in ids:
+        udir = raw_root / "users" / f"user_{uid}"
+        if not udir.is_dir():
+            continue
+        u = read_user(udir, raw_dir=raw_root, chats=False, seeds=seeds)  # the parquet holds the chats
+        attrs[uid] = (u.persona, u.seed, u.categories or None, u.topics or None)
+        if u.qa is None:
+            continue
+        names = u.categories or []
+        cats = u.qa["category"].to_numpy()
+        parts.append(
+            pd.DataFrame(
+                {
+                    "user_id": uid,
+                    "question_index": np.arange(len(u.qa), dtype="int64"),
+                    "_raw_question": u.qa["question"].to_numpy(),
+                    "_category": cats,
+                    "_category_name": [names[c] if c < len(names) else None for c in cats],
+                    "_rationale": u.qa["rationale"].to_numpy(),
+                }
+            )
+        )
+    return attrs, (pd.concat(parts, ignore_index=True) if parts else None)
+
+
+#: bump when what :func:`_read_raw_side` returns changes shape (old entries are then never read)
+_RAW_SIDE_FORMAT = 1
+
+
+def _raw_side_key(raw_root: Path, ids: list[int]) -> str:
+    """The load cache's key: any edit to a file it reads, to the code that reads them, is another key.
+
+    SHA-256 over the bytes of every file :func:`_read_raw_side` reads (or their absence), the user ids,
+    the dataset modules' source and the entry format.
+    """
+    digest = hashlib.sha256(json.dumps({"format": _RAW_SIDE_FORMAT, "ids": ids}).encode())
+    for module in ("formats", "tree", "load"):
+        digest.update((Path(__file__).parent / f"{module}.py").read_bytes())
+    names = ["persona_seeds.csv"]
+    for uid in ids:
+        names += [f"users/user_{uid}/{f}" for f in ("categories.txt", "chat_topics.txt", "qa.csv")]
+        names.append(f"personas/user_{uid}.txt")
+    for name in names:
+        path = raw_root / name
+        digest.update(name.encode() + b"\0")
+        digest.update(sha256_file(path).encode() if path.is_file() else b"absent")
+    return digest.hexdigest()[:32]
+
+
+def _raw_side(
+    raw_root: Path, ids: list[int], *, cache: Any
+) -> tuple[dict[int, tuple[Any, Any, Any, Any]], pd.DataFrame | None]:
+    """:func:`_read_raw_side`, kept in ``cache`` (a folder, ``True`` for ``cache_root()/loads``, or off)."""
+    if cache is None or cache is False:
+        return _read_raw_side(raw_root, ids)
+    import pickle
+
+    folder = cache_root() / "loads" if cache is True else Path(cache)
+    path = folder / f"{_raw_side_key(raw_root, ids)}.pkl"
+    if path.is_file():
+        try:
+            with open(path, "rb") as fh:
+                kept = pickle.load(fh)
+            logger.info("raw-tree columns of %s read from %s", raw_root, path)
+            return kept
+        except Exception as exc:  # a damaged entry is read again from the tree, never trusted
+            logger.warning("%s: unreadable load cache entry (%s); reading %s again", path, exc, raw_root)
+    out = _read_raw_side(raw_root, ids)
+    folder.mkdir(parents=True, exist_ok=True)
+    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+        pickle.dump(out, fh, protocol=5)
+    return out
+
+
 # --------------------------------------------------------------------------- hub
 
 
@@ -473,6 +545,7 @@ def load(
     validation_fraction: float = 0.1,
     seed: int = 23,
     revision: str | None = None,
+    cache: bool | str | os.PathLike[str] | None = None,
 ) -> PV4Data:
     """Load PV4 from a local folder or a hub dataset id.
 
@@ -489,6 +562,10 @@ def load(
         validation_fraction: Held-out share used by the split rule (read from ``manifest.json`` if present).
         seed: Seed of the split rule (read from ``manifest.json`` if present).
         revision: Hub revision (branch, tag or commit) when ``source`` is a hub id.
+        cache: Keep what a parquet load reads from the raw tree beside it (category names, rationales,
+            personas: 149 ``qa.csv`` at release size, ~1 s) in this folder (``True``: ``cache_root()/loads``),
+            keyed by the SHA-256 of every file read and of the code that reads them, so a rerun reads one
+            file (~0.1 s) and any edit reads the tree again. Off by default; the notebooks use it.
 
     Returns:
         A :class:`PV4Data`.
@@ -519,7 +596,9 @@ def load(
         "seed": seed,
     }
     if found is not None:
-        data = _load_parquet(root, found[0], found[1], splits=splits, fraction=validation_fraction, seed=seed)
+        data = _load_parquet(
+            root, found[0], found[1], splits=splits, fraction=validation_fraction, seed=seed, cache=cache
+        )
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
         if splits:
