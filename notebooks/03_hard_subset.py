@@ -20,9 +20,10 @@
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): TIMING_PLACEHOLDER. The length audit, the category groups and
-# the candidate-only solvers come from notebook 02's stored audit when it ran on the same data
-# (`hard_subset_tables`); alone with an empty cache they are computed, and the solvers first embed all
+# otherwise idle 2-core CPU with MiniLM): 11.3 s after notebook 02 ran (cache filled, its audit stored).
+# The length audit, the category groups and the candidate-only solvers come from notebook 02's stored
+# audit when it ran on the same data (`hard_subset_tables`; computing them took 8-10 s of a 20 s run with
+# every vector cached); alone with an empty cache they are computed, and the solvers first embed all
 # 20,860 questions and 103,555 distinct candidates (3.1 M tokens): at the 3,124 tokens/s MiniLM reaches on
 # two cores that is about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone).
 # Not measured on a GPU.
