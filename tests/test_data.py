@@ -191,3 +191,14 @@ def test_load_cache_gives_the_same_data_and_reads_any_edit_again(built, tmp_path
         damaged = load(data_dir, cache=cache)
     assert len(reads) == 4 and "unreadable load cache entry" in caplog.text
     pd.testing.assert_frame_equal(damaged.questions, edited.questions)
+    # the newest entries are kept, the older pruned
+    monkeypatch.setattr(load_module, "_KEEP_LOADS", 1)
+    (tree / "personas" / "user_9.txt").write_text("Edited again.")
+    load(data_dir, cache=cache)
+    assert len(list(cache.glob("*.pkl"))) == 1
+    # a cache that cannot be written never costs the load
+    blocked = tmp_path / "blocked"
+    blocked.write_text("a file where the cache folder would be")
+    with caplog.at_level(logging.WARNING, logger="pv4kit.dataset.load"):
+        kept_out = load(data_dir, cache=blocked / "loads")
+    assert "could not keep the raw-tree columns" in caplog.text and kept_out.persona(9) == "Edited again."

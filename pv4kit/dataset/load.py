@@ -486,6 +486,8 @@ def _read_raw_side(
 
 #: bump when what :func:`_read_raw_side` returns changes shape (old entries are then never read)
 _RAW_SIDE_FORMAT = 1
+#: entries the load cache keeps, newest first (one per tree and version of it; ~19 MB at release size)
+_KEEP_LOADS = 4
 
 
 def _raw_side_key(raw_root: Path, ids: list[int]) -> str:
@@ -527,9 +529,15 @@ def _raw_side(
         except Exception as exc:  # a damaged entry is read again from the tree, never trusted
             logger.warning("%s: unreadable load cache entry (%s); reading %s again", path, exc, raw_root)
     out = _read_raw_side(raw_root, ids)
-    folder.mkdir(parents=True, exist_ok=True)
-    with atomic_path(path) as tmp, open(tmp, "wb") as fh:
-        pickle.dump(out, fh, protocol=5)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            pickle.dump(out, fh, protocol=5)
+    except OSError as exc:  # a cache that cannot be written costs a re-read next time, not the load
+        logger.warning("%s: could not keep the raw-tree columns (%s); the load goes on without", folder, exc)
+        return out
+    for stale in sorted(folder.glob("*.pkl"), key=lambda f: f.stat().st_mtime, reverse=True)[_KEEP_LOADS:]:
+        stale.unlink(missing_ok=True)  # an entry pruned here is read from the tree again when needed
     return out
 
 
