@@ -156,14 +156,14 @@ def test_quick_fingerprint_sees_the_tail_of_mid_sized_files(tmp_path):
 def test_load_cache_gives_the_same_data_and_reads_any_edit_again(built, tmp_path, caplog, monkeypatch):
     import logging
 
-    from pv4kit.dataset import load as load_module
+    from pv4kit.dataset import enrich as enrich_module
 
     tree, data_dir = built
     cache = tmp_path / "loads"
     plain = load(data_dir)
     reads = []
-    real = load_module._read_raw_side
-    monkeypatch.setattr(load_module, "_read_raw_side", lambda *a, **k: reads.append(1) or real(*a, **k))
+    real = enrich_module._read_raw_side
+    monkeypatch.setattr(enrich_module, "_read_raw_side", lambda *a, **k: reads.append(1) or real(*a, **k))
     first = load(data_dir, cache=cache)
     again = load(data_dir, cache=cache)
     assert len(reads) == 1 and len(list(cache.glob("*.pkl"))) == 1  # the second load read the cache
@@ -192,7 +192,7 @@ def test_load_cache_gives_the_same_data_and_reads_any_edit_again(built, tmp_path
     assert len(reads) == 4 and "unreadable load cache entry" in caplog.text
     pd.testing.assert_frame_equal(damaged.questions, edited.questions)
     # the newest entries are kept, the older pruned
-    monkeypatch.setattr(load_module, "_KEEP_LOADS", 1)
+    monkeypatch.setattr(enrich_module, "_KEEP_LOADS", 1)
     (tree / "personas" / "user_9.txt").write_text("Edited again.")
     load(data_dir, cache=cache)
     assert len(list(cache.glob("*.pkl"))) == 1
