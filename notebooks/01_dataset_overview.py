@@ -21,7 +21,7 @@
 # `PV4KIT_DATA=DIR` (what the tests and `pv4kit demo` set) overrides it.
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 48 s with an empty cache (peak 1,133 MiB), 13.6 s with it filled
+# otherwise idle 2-core CPU with MiniLM): 53 s with an empty cache (peak 1,136 MiB), 13.2 s with it filled
 # (the category embeddings and their UMAP are read back; loading the release takes 1.1 s once its raw-tree
 # columns are in `loads/`, 2 s the first time). Not measured on a GPU.
 

@@ -20,7 +20,7 @@
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 11.3 s after notebook 02 ran (cache filled, its audit stored).
+# otherwise idle 2-core CPU with MiniLM): 9.5 s right after notebook 02 ran cold, 9.8 s with the cache filled.
 # The length audit, the category groups and the candidate-only solvers come from notebook 02's stored
 # audit when it ran on the same data (`hard_subset_tables`; computing them took 8-10 s of a 20 s run with
 # every vector cached); alone with an empty cache they are computed, and the solvers first embed all

@@ -21,8 +21,8 @@
 # (`PV4KIT_DATA=DIR` overrides it).
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 34 s with an empty cache (the question UMAP's fit, about 22 s, is
-# most of it), 13.3 s with it filled; the paired comparison of two runs (302 category rows) takes about
+# otherwise idle 2-core CPU with MiniLM): 31 s with an empty cache (the question UMAP's fit, about 22 s, is
+# most of it), 12.3 s with it filled; the paired comparison of two runs (302 category rows) takes about
 # 1 s. Not measured on a GPU.
 
 # %%

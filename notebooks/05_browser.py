@@ -21,7 +21,7 @@
 # cannot be reached (`PV4KIT_DATA=DIR` overrides it).
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 4.3 s with an empty cache, 4.2 s with it filled, peak 372 MiB. The
+# otherwise idle 2-core CPU with MiniLM): 3.9 s with an empty cache, 4.1 s with it filled, peak 363 MiB. The
 # browser embeds nothing: the time is loading the data. Not measured on a GPU.
 
 # %%
