@@ -30,6 +30,7 @@ from pv4kit.analysis.audit_sequence import (
     letter_sequence_summary,
     row_letter_predictions,
 )
+from pv4kit.embeddings.models import resolve_embedder
 
 __all__ = ["AuditOptions", "AuditResult", "run_audit", "stored_audit", "summarize", "write_audit"]
 
@@ -98,7 +99,7 @@ def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: An
         TypeError: An unknown option (with the closest name).
     """
     opts = merge_options(AuditOptions, options, overrides, where="run_audit")
-    embedder = _resolve_embedder(opts.embedder)
+    embedder = resolve_embedder(opts.embedder)
     key = None
     if opts.store is not None and opts.llm_config is None:
         key = _audit_key(data, embedder, n_boot=opts.n_boot, seed=opts.seed)
@@ -121,16 +122,8 @@ def stored_audit(data: Any, *, options: AuditOptions | None = None, **overrides:
     opts = merge_options(AuditOptions, options, overrides, where="stored_audit")
     if opts.store is None or opts.llm_config is not None:
         return None
-    key = _audit_key(data, _resolve_embedder(opts.embedder), n_boot=opts.n_boot, seed=opts.seed)
+    key = _audit_key(data, resolve_embedder(opts.embedder), n_boot=opts.n_boot, seed=opts.seed)
     return _read_stored(Path(opts.store), key)
-
-
-def _resolve_embedder(embedder: Any) -> Any:
-    if embedder is None or isinstance(embedder, str):
-        from pv4kit.embeddings.models import get_embedder
-
-        return get_embedder(embedder)
-    return embedder
 
 
 def _run(data: Any, embedder: Any, opts: AuditOptions) -> AuditResult:

@@ -4,8 +4,9 @@
 the category groups, the length audit and the candidate-only solvers' predictions. Notebook 02's audit
 (:func:`~pv4kit.analysis.audit_report.run_audit` with a ``store``) already holds the last three for the
 same questions; when the store has that result they are taken from it, with this subset's flags, instead
-of being computed again (at release size ~0.5 s instead of ~10 s with every vector cached, and instead of
-~17 min on two cores with none). Either way the tables are the same (``tests/test_hard_report.py``).
+of being computed again (at release size notebook 03 takes 9.8 s instead of 19.8 s with every vector
+cached, and computing the solvers with no vector cached would take ~17 min on two cores, an estimate).
+Either way the tables are the same (``tests/test_hard_report.py``).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pv4kit.analysis.audit.solvers import SOLVERS, candidate_only_predictions
 from pv4kit.analysis.audit.structure import length_audit
 from pv4kit.analysis.audit_report import stored_audit
 from pv4kit.baselines.hard import with_fallback_subset
+from pv4kit.embeddings.models import resolve_embedder
 from pv4kit.schema import QUESTION_KEY
 
 logger = logging.getLogger(__name__)
@@ -56,10 +58,7 @@ def hard_subset_tables(
         ``"stored audit <folder>"`` or ``"computed"``.
     """
     questions, note = with_fallback_subset(data.questions, derived)
-    if embedder is None or isinstance(embedder, str):
-        from pv4kit.embeddings.models import get_embedder
-
-        embedder = get_embedder(embedder)
+    embedder = resolve_embedder(embedder)
     kept = None
     if store is not None:
         kept = stored_audit(data, embedder=embedder, cache=cache, store=store, n_boot=n_boot, seed=seed)
@@ -93,6 +92,6 @@ def _with_flags(table: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     flags = questions.set_index(list(QUESTION_KEY))["hard"]
     keys = pd.MultiIndex.from_frame(table[list(QUESTION_KEY)])
     hard = flags.reindex(keys)
-    if hard.isna().any() and not flags.isna().any():
+    if hard.isna().any():  # the key covers the questions, so this means a damaged store
         raise ValueError("stored audit: rows for questions the data does not hold; rerun the audit")
     return table.assign(hard=hard.to_numpy())

@@ -478,6 +478,13 @@ def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> E
     return EmbeddingCache(cache)
 
 
+def resolve_embedder(embedder: Embedder | str | None) -> Embedder:
+    """``embedder`` itself, or :func:`get_embedder` of it for a name or ``None`` (the default model)."""
+    if embedder is None or isinstance(embedder, str):
+        return get_embedder(embedder)
+    return embedder
+
+
 def embed_texts(
     texts: Sequence[str],
     *,

@@ -144,10 +144,9 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
     if callable(embedder) and not hasattr(embedder, "encode"):
         vectors = np.asarray(embedder(texts), dtype=np.float32)
     else:
-        from pv4kit.embeddings.models import embed_texts, get_embedder
+        from pv4kit.embeddings.models import embed_texts, resolve_embedder
 
-        if embedder is None or isinstance(embedder, str):
-            embedder = get_embedder(embedder)
+        embedder = resolve_embedder(embedder)
         vectors = np.asarray(embed_texts(texts, embedder=embedder, cache=cache), dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise ValueError(f"embedder returned shape {vectors.shape} for {len(texts)} texts")

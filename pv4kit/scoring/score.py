@@ -30,7 +30,7 @@ from pv4kit._io import atomic_path, atomic_write_json, provenance
 from pv4kit._options import merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
-from pv4kit.embeddings.models import Embedder, embed_texts, get_embedder
+from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring import failures, runs
 from pv4kit.scoring.accuracy import accuracy_table
@@ -333,8 +333,7 @@ def score_run(
     generations = failures.rows_to_score(generations, failed_rows, failed=opts.failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
     questions, data_info = _load_questions(data, run_dir, config, splits=sorted(set(generations["split"])))
-    if embedder is None or isinstance(embedder, str):
-        embedder = get_embedder(embedder)
+    embedder = resolve_embedder(embedder)
     predictions = score_frame(
         questions,
         generations,
