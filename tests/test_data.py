@@ -170,7 +170,7 @@ def test_load_cache_gives_the_same_data_and_reads_any_edit_again(built, tmp_path
     for got in (first, again):
         pd.testing.assert_frame_equal(got.questions, plain.questions)
         pd.testing.assert_frame_equal(got.users, plain.users)
-    # any edit to a file the load reads is another key: a rationale, a persona, a category name
+    # any edit to a file the load reads is another key: a rationale, a persona
     qa = tree / "users" / "user_126" / "qa.csv"
     table = pd.read_csv(qa, dtype=str, keep_default_na=False)
     table.loc[0, "rationale"] = "An edited rationale."

@@ -3,8 +3,9 @@
 The released parquet files hold the questions and chats but not the category names, rationales,
 personas and seeds; :func:`enrich_from_raw` adds them from ``users/user_N`` (``qa.csv``, ``categories.txt``,
 ``chat_topics.txt``), ``personas/`` and ``persona_seeds.csv`` when the tree is there. With a ``cache``
-folder what the tree gave is kept there, keyed by the SHA-256 of every file read and of the code that
-reads them (any edit is another key), so a rerun reads one file instead of 149 ``qa.csv``.
+folder what the tree gave is kept there, keyed by the SHA-256 of every file read, the code that reads
+them and the pandas version (any edit is another key), so a rerun hashes the files instead of parsing
+149 ``qa.csv`` (release: a load takes 1.1 s instead of 2.0 s).
 """
 
 from __future__ import annotations
@@ -117,9 +118,10 @@ def _raw_side_key(raw_root: Path, ids: list[int]) -> str:
     """The load cache's key: any edit to a file it reads, to the code that reads them, is another key.
 
     SHA-256 over the bytes of every file :func:`_read_raw_side` reads (or their absence), the user ids,
-    the dataset modules' source and the entry format.
+    the dataset modules' source, the entry format and the pandas version.
     """
-    digest = hashlib.sha256(json.dumps({"format": _RAW_SIDE_FORMAT, "ids": ids}).encode())
+    meta = {"format": _RAW_SIDE_FORMAT, "ids": ids, "pandas": pd.__version__}  # the entry is pickled frames
+    digest = hashlib.sha256(json.dumps(meta).encode())
     for module in ("formats", "tree", "enrich"):
         digest.update((Path(__file__).parent / f"{module}.py").read_bytes())
     names = ["persona_seeds.csv"]

@@ -98,8 +98,8 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
 
     A plain file (UTF-8 without a BOM, a header of distinct names holding every column, every row as
     wide as the header, no blank line, quotes only where CSV puts them, integers of at most 18 digits)
-    is parsed with the standard library's ``csv`` module, which reads the release's 149 tables about
-    7x faster than ``pandas.read_csv`` does. Anything else is read by pandas, which defines the result
+    is parsed with the standard library's ``csv`` module: 0.51 s instead of 1.30 s for the grown
+    release's 149 tables and the sample's 6. Anything else is read by pandas, which defines the result
     and words every error; both give equal frames on plain files (``tests/test_qa_csv_reader.py``).
     """
     frame = _read_plain_qa_csv(Path(path))

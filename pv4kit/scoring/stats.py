@@ -329,8 +329,8 @@ def _paired_row(
 
     The same numbers as :func:`paired_bootstrap` and :func:`mcnemar_exact` on the group's rows: the
     per-user totals of ``a - b`` (in {-1, 0, 1}, so every sum is exact) come from one ``bincount`` over
-    the users in sorted order, as ``groupby`` orders them, instead of a frame per group (300 categories
-    at release size: 0.2 s instead of 2 s).
+    the users in sorted order, as ``groupby`` orders them, instead of a frame per group (two compares
+    of 302 groups at release size, runs read included: 2.8 s instead of 5.5 s).
     """
     n = len(a)
     if n:

@@ -159,7 +159,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
             mode="markers",
             name=run,
             showlegend=False,
-            marker={  # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.5 s)
+            marker={  # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
                 "color": ok.to_numpy().astype(np.int8),
                 "colorscale": [[0, COLORS["wrong"]], [1, COLORS["correct"]]],
                 "cmin": 0,
