@@ -138,7 +138,9 @@ METRICS_COLUMNS = (
     "run", "method", "model", "split", "subset", "group", "metric", "value", "ci_low", "ci_high", "n"
 )  # fmt: skip
 #: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
-COUNT_METRICS = ("n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed")
+COUNT_METRICS = (
+    "n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed", "n_unparsed"
+)  # fmt: skip
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
