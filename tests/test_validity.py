@@ -1,4 +1,4 @@
-"""Scorer validity against a loopback judge whose answers are scripted, checked against hand-computed values."""
+"""Scorer validity against a loopback judge with scripted answers, checked against hand-computed values."""
 
 from __future__ import annotations
 
@@ -136,7 +136,9 @@ def test_agreement_kappa_and_none_rate_match_the_hand_computed_values(scored, se
     failed = judgments[judgments["status"] == "failed"].iloc[0]
     assert pd.isna(failed["judge_pick"]) and "scripted failure" in failed["error"]
     text = (run / "validity" / "summary.txt").read_text()
-    assert "1 unparsed replies, 1 failed requests" in text and "agreement with the scorer's pick 60.0%" in text
+    assert (
+        "1 unparsed replies, 1 failed requests" in text and "agreement with the scorer's pick 60.0%" in text
+    )
 
 
 def test_intervals_resample_users(scored, server):
@@ -165,7 +167,9 @@ def test_intervals_resample_users(scored, server):
     kappas = kappas[~np.isnan(kappas)]
     assert got["kappa"]["ci_low"] == pytest.approx(np.quantile(kappas, 0.025))
     assert got["kappa"]["ci_high"] == pytest.approx(np.quantile(kappas, 0.975))
-    assert got["kappa"]["value"] == pytest.approx(cohen_kappa_score(rows["predicted_letter"], rows["judge_pick"]))
+    assert got["kappa"]["value"] == pytest.approx(
+        cohen_kappa_score(rows["predicted_letter"], rows["judge_pick"])
+    )
 
 
 def test_two_judges_agree_with_each_other_as_one_agrees_with_the_scorer(scored, server):

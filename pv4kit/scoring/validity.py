@@ -504,6 +504,8 @@ def _variants(
     for item in against:
         emb = get_embedder(item) if isinstance(item, str) else item
         label = item if isinstance(item, str) else getattr(emb, "name", str(emb))
+        if getattr(emb, "instruction", None):
+            label += f" + instruction {emb.instruction!r}"
         out[f"against {label}"] = (emb, run_numerics)
     return out
 
