@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pandas as pd
 import pytest
 
@@ -127,5 +129,7 @@ def test_the_command_line_takes_mcq_with_a_memory_setting(tmp_path, capsys):
     config = read_run_config(tmp_path / "fake-model_mcq_persona")
     assert config["method"] == "mcq_persona" and config["mcq"]["memory"] == "persona"
     assert "--memory is for --method mcq" in capsys.readouterr().err
-    _, metrics = score_run(tmp_path / "fake-model_mcq_persona", n_boot=100)
-    assert metrics["n"] == 4 and metrics["n_unparsed"] == 0 and metrics["scored_by"] == "letter"
+    assert main(["score", str(tmp_path / "fake-model_mcq_persona"), "--n-boot", "100"]) == 0
+    assert "on 4 questions, 1 users" in capsys.readouterr().out  # no embedder loaded for it
+    metrics = json.loads((tmp_path / "fake-model_mcq_persona" / "metrics.json").read_text())
+    assert metrics["n_unparsed"] == 0 and metrics["scored_by"] == "letter" and metrics["embedder"] is None

@@ -33,7 +33,17 @@ def _score(args: argparse.Namespace) -> int:
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
-    embedder = get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
+    import pyarrow.parquet as pq
+
+    from pv4kit.scoring.choices import ORDER_COLUMN
+
+    # a multiple-choice run is scored by the letter: the embedder loads only for a free-text run
+    free = [r for r in args.run_dirs if ORDER_COLUMN not in pq.read_schema(Path(r) / GENERATIONS_FILE).names]
+    embedder = (
+        get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
+        if free
+        else None
+    )
     cache = False if args.no_cache else (args.cache_dir or True)
     for run_dir in args.run_dirs:
         _, m = score_run(
@@ -58,6 +68,11 @@ def _score(args: argparse.Namespace) -> int:
             f"{m['n_users']} users; hard {hard_txt}; ties {m['n_ties']}"
             + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
             + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
+            + (
+                f"; scored by the letter, {m['n_unparsed']} unparsed"
+                if m.get("scored_by") == "letter"
+                else ""
+            )
         )
     return 0
 
