@@ -180,11 +180,22 @@ def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _table(frame: pd.DataFrame, *, by: dict[str, str], boot: dict[str, Any]) -> pd.DataFrame:
-    """:func:`accuracy_table` of the four rates, renamed to tidy ``metric, value, ci_low, ci_high, n``."""
-    metrics = ["agreement", "none_rate", "judge_accuracy", "scorer_accuracy"]
-    t = accuracy_table(frame, by=by, value=metrics, **boot)
+_RATES = ("agreement", "none_rate", "judge_accuracy", "scorer_accuracy")
+_COLUMNS = ["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"]
+
+
+def _rates(
+    frame: pd.DataFrame, *, by: dict[str, str], boot: dict[str, Any], metrics: Sequence[str] = _RATES
+) -> pd.DataFrame:
+    """:func:`accuracy_table` of the rate columns, as tidy ``metric, value, ci_low, ci_high, n`` rows."""
+    t = accuracy_table(frame, by=by, value=list(metrics), **boot)
     return t.rename(columns={"accuracy": "value"}).drop(columns="n_correct")
+
+
+def _kappa_row(frame: pd.DataFrame, a: str, b: str, boot: dict[str, Any]) -> dict[str, Any]:
+    """The ``kappa`` row between the labels in columns ``a`` and ``b`` (A-E and NONE)."""
+    k = cohen_kappa_ci(frame, a=a, b=b, labels=[*LETTERS, NONE], **boot)
+    return {"metric": "kappa", "value": k["estimate"], "ci_low": k["low"], "ci_high": k["high"], "n": k["n"]}
 
 
 def agreement_table(
@@ -206,52 +217,34 @@ def agreement_table(
         between their picks.
     """
     boot = {"n_boot": n_boot, "seed": seed}
-    labels = [*LETTERS, NONE]
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        overall = _table(rows, by={}, boot=boot).assign(scope="all", group="all")
-        parts = [overall]
-        if "category_name" in rows:
-            cats = _table(rows, by={"group": "category_name"}, boot=boot).assign(scope="category")
-            parts.append(cats)
-        kappa = cohen_kappa_ci(rows, a="scorer_label", b="judge_label", labels=labels, **boot)
         counts = rows["status"].value_counts()
-        extra = (
-            [
-                {
-                    "metric": "kappa",
-                    "value": kappa["estimate"],
-                    "ci_low": kappa["low"],
-                    "ci_high": kappa["high"],
-                }
-            ]
-            + [{"metric": f"n_{s}", "value": int(counts.get(s, 0))} for s in ("unparsed", "failed")]
-            + [{"metric": "n_judged", "value": int(len(rows))}]
-        )
-        parts.append(pd.DataFrame(extra).assign(scope="all", group="all", n=int(kappa["n"])))
+        extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)] + [
+            {"metric": f"n_{s}", "value": int(counts.get(s, 0)), "n": len(rows)}
+            for s in ("unparsed", "failed")
+        ]
+        extra.append({"metric": "n_judged", "value": len(rows), "n": len(rows)})
+        parts = [_rates(rows, by={}, boot=boot), pd.DataFrame(extra)]
+        parts = [p.assign(scope="all", group="all") for p in parts]
+        if "category_name" in rows:
+            parts.append(_rates(rows, by={"group": "category_name"}, boot=boot).assign(scope="category"))
         frames.append(pd.concat(parts, ignore_index=True).assign(judge=name))
     for (na, ra), (nb, rb) in itertools.combinations(per_judge.items(), 2):
         both = ra[[*QUESTION_KEY, "judge_label"]].merge(
             rb[[*QUESTION_KEY, "judge_label"]], on=list(QUESTION_KEY), suffixes=("_a", "_b")
         )
         read = both["judge_label_a"].notna() & both["judge_label_b"].notna()
-        both["agreement"] = np.where(
-            read, (both["judge_label_a"] == both["judge_label_b"]).astype(float), np.nan
-        )
-        agree = accuracy_table(both, value="agreement", **boot).iloc[0]
-        kappa = cohen_kappa_ci(both, a="judge_label_a", b="judge_label_b", labels=labels, **boot)
-        rows_ = [
-            {"metric": "agreement", "value": agree["accuracy"], "ci_low": agree["ci_low"],
-             "ci_high": agree["ci_high"], "n": int(read.sum())},
-            {"metric": "kappa", "value": kappa["estimate"], "ci_low": kappa["low"], "ci_high": kappa["high"],
-             "n": int(kappa["n"])},
-        ]  # fmt: skip
-        frames.append(pd.DataFrame(rows_).assign(judge=f"{na} vs {nb}", scope="all", group="all"))
+        same = (both["judge_label_a"] == both["judge_label_b"]).astype(float)
+        both["agreement"] = np.where(read, same, np.nan)
+        agree = _rates(both, by={}, boot=boot, metrics=["agreement"])
+        kappa = pd.DataFrame([_kappa_row(both, "judge_label_a", "judge_label_b", boot)])
+        pair = pd.concat([agree, kappa], ignore_index=True)
+        frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
-        return pd.DataFrame(columns=["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"])
-    out = pd.concat(frames, ignore_index=True)
-    out = out[["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"]]
+        return pd.DataFrame(columns=_COLUMNS)
+    out = pd.concat(frames, ignore_index=True)[_COLUMNS]
     for col in ("value", "ci_low", "ci_high"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
     out["n"] = out["n"].astype("Int64")
