@@ -30,6 +30,7 @@ SHOWN = ["green tea", "black coffee", "water", "milk", "orange juice"]
         ("The answer is B.", "B"),
         ("Option C", "C"),
         ("B. black coffee", "B"),
+        ("B. black cof", "B"),  # cut by the output cap
         ("Black coffee.", "B"),
         ("E\n\nBecause the user likes citrus.", "E"),
         ("B. water", None),  # a letter with another candidate's text: ambiguous

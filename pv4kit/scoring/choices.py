@@ -8,7 +8,8 @@ candidates are shown in that order labelled A-E, and the reply is read back to a
 
 A reply is read strictly enough that prose is never taken for a pick: the whole reply (or its first
 line) must be a letter (``B``, ``(B)``, ``b.``, ``**B**``, ``Answer: b``, ``The answer is B``), a letter
-followed by that candidate's text (``B. the text``), or one candidate's text alone (case and surrounding
+followed by that candidate's text or its beginning (``B. the te``: cut by the output cap), or one
+candidate's text alone (case and surrounding
 punctuation ignored). ``NONE`` is read only where the listing offered it (the judge). Anything else is
 ``None``: unparsed, counted and shown, never a pick.
 """
@@ -101,7 +102,8 @@ def _parse_one(text: str, shown: Sequence[str], *, none: bool) -> str | None:
     if m := _LETTER_AND_TEXT.match(text):
         letter, rest = m.group(1), _norm(m.group(2))
         pos = LETTERS.index(letter)
-        return letter if pos < len(texts) and rest == texts[pos] else None
+        # that candidate's text, or its beginning (a reply cut by the output cap)
+        return letter if pos < len(texts) and texts[pos].startswith(rest) else None
     hits = [i for i, s in enumerate(texts) if s and s == _norm(text)]
     return LETTERS[hits[0]] if len(hits) == 1 else None
 
