@@ -555,7 +555,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
         s.embedder = get_embedder("minilm", device="cpu")
     logger.info(
         "%s on %s: %d questions of %d users, model %s",
-        s.method.name,
+        f"mcq_{s.method.name}" if opts.mcq else s.method.name,
         opts.split,
         len(questions),
         questions["user_id"].nunique(),
