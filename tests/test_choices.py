@@ -16,7 +16,7 @@ from pv4kit.scoring.stats import compare
 from tests.llm_server import FakeLLMServer, prompt_of
 from tests.test_baselines import _data
 
-SHOWN = ["green tea", "black coffee", "water", "milk", "orange juice"]
+SHOWN = ["green tea", "black coffee", "water", "milk", "orange juice, freshly squeezed, no ice"]
 
 
 @pytest.mark.parametrize(
@@ -31,6 +31,9 @@ SHOWN = ["green tea", "black coffee", "water", "milk", "orange juice"]
         ("Option C", "C"),
         ("B. black coffee", "B"),
         ("B. black cof", "B"),  # cut by the output cap
+        ("Orange juice, freshly", "E"),  # the beginning of one candidate, cut by the output cap
+        ("orange juice with ice", None),  # more than the candidate
+        ("green", None),  # too short to name a candidate by its beginning
         ("Black coffee.", "B"),
         ("E\n\nBecause the user likes citrus.", "E"),
         ("B. water", None),  # a letter with another candidate's text: ambiguous

@@ -9,9 +9,9 @@ candidates are shown in that order labelled A-E, and the reply is read back to a
 A reply is read strictly enough that prose is never taken for a pick: the whole reply (or its first
 line) must be a letter (``B``, ``(B)``, ``b.``, ``**B**``, ``Answer: b``, ``The answer is B``), a letter
 followed by that candidate's text or its beginning (``B. the te``: cut by the output cap), or one
-candidate's text alone (case and surrounding
-punctuation ignored). ``NONE`` is read only where the listing offered it (the judge). Anything else is
-``None``: unparsed, counted and shown, never a pick.
+candidate's text alone (or its first three words or more, when they begin no other candidate; case and
+surrounding punctuation ignored). ``NONE`` is read only where the listing offered it (the judge).
+Anything else is ``None``: unparsed, counted and shown, never a pick.
 """
 
 from __future__ import annotations
@@ -39,6 +39,8 @@ _LETTER = re.compile(
 _NONE = re.compile(r"^(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict)(?:\s+is)?\s*[:\-]?\s*)?none[.!]?$", re.I)
 _LETTER_AND_TEXT = re.compile(r"^[(\[]?([A-E])[)\].:]\s+(.+)$", re.DOTALL)
 _DECORATION = "*_`\"' \t\n"
+#: a reply this many words long or more that begins exactly one candidate's text names that candidate
+_MIN_PREFIX_WORDS = 3
 
 
 def choice_order(user_id: int, question_index: int, *, seed: int) -> list[int]:
@@ -104,7 +106,10 @@ def _parse_one(text: str, shown: Sequence[str], *, none: bool) -> str | None:
         pos = LETTERS.index(letter)
         # that candidate's text, or its beginning (a reply cut by the output cap)
         return letter if pos < len(texts) and texts[pos].startswith(rest) else None
-    hits = [i for i, s in enumerate(texts) if s and s == _norm(text)]
+    reply = _norm(text)
+    hits = [i for i, s in enumerate(texts) if s and s == reply]
+    if not hits and len(reply.split()) >= _MIN_PREFIX_WORDS:  # the beginning of one candidate's text
+        hits = [i for i, s in enumerate(texts) if s.startswith(reply)]
     return LETTERS[hits[0]] if len(hits) == 1 else None
 
 
