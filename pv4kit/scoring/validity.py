@@ -602,7 +602,7 @@ def summary_text(summary: dict[str, Any]) -> str:
             continue
         lines.append(
             f"{s['variant']} ({s['numerics']}): accuracy {_interval(s, 'accuracy', 'ci_low', 'ci_high')}; "
-            f"{s['n_flips']} of {s['n']} predictions flip ({100 * s['flip_rate']:.1f}%); difference "
+            f"{int(s['n_flips'])} of {s['n']} predictions flip ({100 * s['flip_rate']:.1f}%); difference "
             f"{_interval(s, 'diff', 'diff_low', 'diff_high')}, McNemar p={s['mcnemar_p']:.3g}"
         )
     m = summary["margins"]
@@ -677,8 +677,10 @@ def compare_agreed(
         force: As for :func:`~pv4kit.scoring.stats.compare`.
     """
     full = compare(run_a, run_b, n_boot=n_boot, seed=seed, level=level, force=force)
-    kept = [_agreed(Path(r), judge) for r in (run_a, run_b)]
-    sub = compare(*kept, n_boot=n_boot, seed=seed, level=level, force=True)
+    kept_a, kept_b = (_agreed(Path(r), judge) for r in (run_a, run_b))
+    both = kept_a[list(QUESTION_KEY)].merge(kept_b[list(QUESTION_KEY)])  # compare both on the same questions
+    kept_a, kept_b = (k.merge(both) for k in (kept_a, kept_b))
+    sub = compare(kept_a, kept_b, n_boot=n_boot, seed=seed, level=level, force=True)
     sub = sub[["scope", "group", "n", "diff", "diff_low", "diff_high"]].rename(
         columns={
             "n": "n_agreed",
