@@ -17,6 +17,10 @@ def _errors(frame: pd.DataFrame, value: str = "value") -> dict[str, Any]:
     }
 
 
+def _short(label: str, width: int = 40) -> str:
+    return label if len(label) <= width else label[: width - 1] + "…"
+
+
 def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
     """Accuracy (and each judge's agreement with the scorer) by bins of the scorer's margin.
 
@@ -64,10 +68,15 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         )
     if sensitivity is not None and "flip_rate" in sensitivity:
         s = sensitivity.dropna(subset=["flip_rate"])
+        labels = [_short(f"flips: {v}") for v in s["variant"]]
         fig.add_scatter(
-            x=s["flip_rate"], y=[f"flips: {v}" for v in s["variant"]], mode="markers", name="rescored",
-            marker_symbol="diamond", marker_size=10,
-        )  # fmt: skip
+            x=s["flip_rate"],
+            y=labels,
+            mode="markers",
+            name="rescored",
+            marker_symbol="diamond",
+            marker_size=10,
+        )
     fig.update_xaxes(title="share (user-bootstrap 95% CI)", range=[0, 1.02], tickformat=".0%")
     fig.update_yaxes(title="")
     return _layout(fig, "Scorer validity: the judge's reading and the rescorings", margin_l=160)
