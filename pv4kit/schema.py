@@ -80,7 +80,8 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
     """What is wrong with a ``qa.csv`` row's ``correct_choice``, or ``None`` when it is fine.
 
     The one rule, used by ``validate``, ``build`` and ``load``: the letter, read by :func:`normalise_letter`,
-    is one of :data:`LETTERS`, and the choice it names is not empty.
+    is one of :data:`LETTERS`, and the choice it names is not empty (whitespace counts as text, as in the
+    reference's ``build_dataset.py: read_questions``).
 
     Args:
         letter: The ``correct_choice`` cell.
@@ -94,7 +95,7 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
     if len(text) != 1 or text not in LETTERS:
         return "bad_letter", f"correct_choice must be one of A-E, found {letter!r}"
     chosen = choices[LETTERS.index(text)]
-    if not isinstance(chosen, str) or not chosen.strip():
+    if not isinstance(chosen, str) or not chosen:
         return "empty_answer", f"the correct choice {text} is empty"
     return None
 
