@@ -157,7 +157,7 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--embedder",
         default="qwen3",
-        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, a model id",
+        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, model id",
     )
     p.add_argument(
         "--dense-ranking",

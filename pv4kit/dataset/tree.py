@@ -126,7 +126,7 @@ def is_chat_file(p: Path) -> bool:
 
 
 def chat_files(user_dir: str | Path) -> list[Path]:
-    """The ``chats/{i}.txt`` files ordered by integer stem (``10.txt`` after ``9.txt``; see :func:`is_chat_file`).
+    """The ``chats/{i}.txt`` files by integer stem (``10.txt`` after ``9.txt``; see :func:`is_chat_file`).
 
     Raises:
         ValueError: When a file name is not ``<integer>.txt``, or a chat number is given twice.

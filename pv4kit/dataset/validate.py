@@ -20,14 +20,14 @@ from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import (
-    user_folder_id,
     chat_files,
     duplicate_chats,
-    is_chat_file,
     duplicate_message,
+    is_chat_file,
     list_personas,
     read_hard_subset,
     read_persona_seeds,
+    user_folder_id,
     users_dir_of,
 )
 from pv4kit.schema import (
