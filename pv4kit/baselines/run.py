@@ -46,6 +46,7 @@ from pv4kit.baselines.tokens import (
     ServerInfo,
     get_chat_tokenizer,
     probe_server,
+    reference_budget,
     vllm_serve_flags,
 )
 from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
@@ -218,7 +219,15 @@ def _settle(opts: AnswerOptions) -> _Settings:
     if opts.dense_ranking not in DENSE_RANKINGS:
         raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {opts.dense_ranking!r}")
     max_model_len = opts.max_model_len or default_max_model_len(llms[0].model, method=method.name)
-    budget = max_model_len - opts.max_new_tokens - opts.margin
+    budget = reference_budget(max_model_len, opts.max_new_tokens, margin=opts.margin)
+    if max_model_len - opts.max_new_tokens - opts.margin < 1:
+        logger.warning(
+            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget is "
+            "clamped to 1 token, as the reference does, so every prompt is cut to its last token",
+            max_model_len,
+            opts.max_new_tokens,
+            opts.margin,
+        )
     server = None
     if opts.check_server and opts.client is None:
         server = _check_server(llms, max_model_len, method=method)
@@ -227,11 +236,6 @@ def _settle(opts: AnswerOptions) -> _Settings:
             dataclasses.replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c
             for c in llms
         ]
-    if budget <= 0:
-        raise ValueError(
-            f"max_model_len ({max_model_len}) leaves no room for a prompt after max_new_tokens "
-            f"({opts.max_new_tokens}) and margin ({opts.margin})"
-        )
     chat_tok = None
     if opts.truncation == "front":
         tok, llm = opts.tokenizer, llms[0]
