@@ -222,8 +222,8 @@ def _settle(opts: AnswerOptions) -> _Settings:
     budget = reference_budget(max_model_len, opts.max_new_tokens, margin=opts.margin)
     if max_model_len - opts.max_new_tokens - opts.margin < 1:
         logger.warning(
-            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget is "
-            "clamped to 1 token, as the reference does, so every prompt is cut to its last token",
+            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget "
+            "is clamped to 1 token, as the reference does, so every prompt is cut to its last token",
             max_model_len,
             opts.max_new_tokens,
             opts.margin,
