@@ -615,11 +615,14 @@ def _whitespace_answer(users, root):
     path.write_text(buf.getvalue(), encoding="utf-8")
 
 
-def _long_row(users, root):
-    path = users / "user_126" / "qa.csv"
-    lines = path.read_text(encoding="utf-8").split("\n")
-    lines[2] += ",an 11th field"
-    path.write_text("\n".join(lines), encoding="utf-8")
+def _long_row(line):
+    def make(users, root):
+        path = users / "user_126" / "qa.csv"
+        lines = path.read_text(encoding="utf-8").split("\n")
+        lines[line - 1] += ",an 11th field"
+        path.write_text("\n".join(lines), encoding="utf-8")
+
+    return make
 
 
 def _hard_columns(header, rows):
@@ -704,7 +707,8 @@ def _nul_in_chat(users, root):
         # the reference keeps a NUL byte in a chat as read_text gives it
         (_nul_in_chat, {}, r"chats/0\.txt:1: holds a NUL byte"),
         # the reference's csv.DictReader keeps an 11th field under the key None and builds
-        (_long_row, {}, r"qa\.csv:3: not a readable CSV \(Expected 10 fields in line 3, saw 11\)"),
+        (_long_row(3), {}, r"qa\.csv:3: not a readable CSV \(Expected 10 fields in line 3, saw 11\)"),
+        (_long_row(2), {}, r"qa\.csv:2: not a readable CSV \(Expected 10 fields in line 2, saw 11\)"),
     ],
     ids=[
         "leading_zeros",
@@ -714,6 +718,7 @@ def _nul_in_chat(users, root):
         "dot_chat",
         "nul_in_chat",
         "long_row",
+        "long_first_row",
     ],
 )
 def test_step6_edges_refused_with_the_file_and_what_to_do(tmp_path, edit, ranges, message):
