@@ -104,8 +104,8 @@ def answer_indices(questions: pd.DataFrame) -> np.ndarray:
     """Index (0-4) of each row's answer among its choices, by stripped string equality (first match).
 
     Raises:
-        ValueError: Naming every row (user, question index) whose answer is not among its choices, or
-            whose choices are not a list of 5 strings.
+        ValueError: Naming every row (user, question index) whose answer is whitespace only or not among
+            its choices, or whose choices are not a list of 5 strings.
     """
     import numpy as np
 
@@ -117,6 +117,9 @@ def answer_indices(questions: pd.DataFrame) -> np.ndarray:
         stripped = [str(c).strip() if c is not None else "" for c in choices]
         if len(choices) != len(LETTERS):
             bad.append((pos, f"expected 5 choices, got {len(choices)}"))
+        elif target == "" and answer:
+            why = "the reference's scorer offers no blank choice, so it is never answered right"
+            bad.append((pos, f"answer {answer!r} is whitespace only: {why}"))
         elif not target or target not in stripped:
             bad.append((pos, f"answer {answer!r} is not among the choices {choices!r}"))
         else:

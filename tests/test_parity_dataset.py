@@ -657,6 +657,17 @@ def test_step6_edges_build_the_reference_bytes(tmp_path, edit):
         assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
 
 
+def test_whitespace_answer_is_built_but_refused_when_loaded(tmp_path):
+    # the reference builds it; its scorer drops blank candidates, so the question is always wrong
+    import pv4kit
+
+    users = _edge_tree(tmp_path)
+    _whitespace_answer(users, tmp_path)
+    build_dataset(users, tmp_path / "data", progress=False)
+    with pytest.raises(ValueError, match=r"user 126 question 0: answer '   ' is whitespace only"):
+        pv4kit.load(tmp_path / "data")
+
+
 def test_step6_bom_is_read_as_an_encoding_mark_where_the_reference_stops(tmp_path):
     # the reference's csv.DictReader keeps a BOM in the first header: KeyError 'index' (qa.csv) or
     # 'user_id' (hard_subset.csv), nothing built; pv4kit builds the bytes of the same files without it
