@@ -71,7 +71,7 @@ class AnswerOptions:
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
         embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval (default: the
-            scorer's and the reference's ``Qwen/Qwen3-Embedding-4B``, loaded when a dense ranking is needed;
+            reference's ``Qwen/Qwen3-Embedding-4B`` on any device, loaded when a dense ranking is needed;
             MiniLM only when passed, e.g. ``get_embedder("minilm")``).
         dense_ranking: ``"reference"`` (float16 vectors ranked with the reference's torch lines, ties as
             torch orders them) or ``"stable"`` (float32 cosines, ties in chat order); see
