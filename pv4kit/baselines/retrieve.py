@@ -58,22 +58,27 @@ def dense_scores(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarr
     return q @ d.T
 
 
-def reference_ranking(query_vector: np.ndarray, doc_vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The reference's dense ranking of one question: ``(positions most similar first, similarities)``.
+def reference_ranking(
+    query_vectors: np.ndarray, doc_vectors: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The reference's dense ranking of each question: ``(positions most similar first, similarities)``.
 
     The lines of ``evaluate_baselines.py: retrieve`` on vectors cast to float16 (the reference's store):
-    ``F.normalize(docs.float(), dim=1)``, the question likewise, ``docs @ question.T``,
-    ``argsort(descending=True)``. The similarities are per document (float32), not in ranked order.
+    ``F.normalize(docs.float(), dim=1)``, the question likewise, ``docs @ question.T`` one question at a
+    time (the shapes the reference multiplies), ``argsort(descending=True)``. The documents are normalised
+    once for all the questions (the reference does it per question: the same operation on the same input,
+    the same values). The similarities are per document (float32), not in ranked order.
     """
     import torch
     import torch.nn.functional as F
 
-    docs = torch.from_numpy(np.asarray(doc_vectors, dtype=np.float16))
-    question = torch.from_numpy(np.asarray(query_vector, dtype=np.float16))
-    docs = F.normalize(docs.float(), dim=1)
-    question = F.normalize(question.float().unsqueeze(0), dim=1)
-    similarities = (docs @ question.T).squeeze(1)
-    return similarities.argsort(descending=True).numpy(), similarities.numpy()
+    docs = F.normalize(torch.from_numpy(np.asarray(doc_vectors, dtype=np.float16)).float(), dim=1)
+    out = []
+    for vector in np.asarray(query_vectors, dtype=np.float16):
+        question = F.normalize(torch.from_numpy(vector).float().unsqueeze(0), dim=1)
+        similarities = (docs @ question.T).squeeze(1)
+        out.append((similarities.argsort(descending=True).numpy(), similarities.numpy()))
+    return out
 
 
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
@@ -161,7 +166,7 @@ def rank_questions(
         if by_torch and docs:
             doc_vecs = embed_texts(list(docs), embedder=embedder, cache=cache, progress=False)
             q_vecs = embed_texts(texts, embedder=embedder, cache=cache, progress=False)
-            ranked = [reference_ranking(v, doc_vecs) for v in q_vecs]
+            ranked = reference_ranking(q_vecs, doc_vecs)
         else:
             scores = score_documents(texts, docs, retriever=retriever, embedder=embedder, cache=cache)
             ranked = [(stable_ranking(row), row) for row in scores]
