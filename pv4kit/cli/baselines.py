@@ -88,7 +88,7 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
         tokenizer=args.tokenizer if args.truncation == "front" else None,
         users=[int(u) for u in args.users.split(",")] if args.users else None,
         **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit"),
+        **pick(args, "truncation", "limit", "dense_ranking"),
         progress=not args.quiet,
     )
 
@@ -154,7 +154,18 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--method", required=True, choices=METHODS)
     p.add_argument("--top-k", type=int, default=5, help="chats per question for rag (reference: 1 and 5)")
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
-    p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
+    p.add_argument(
+        "--embedder",
+        default="qwen3",
+        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, model id",
+    )
+    p.add_argument(
+        "--dense-ranking",
+        default="reference",
+        choices=["reference", "stable"],
+        help="reference: float16 vectors ranked by torch as the reference (ties as torch orders them); "
+        "stable: float32 cosines, ties in chat order [reference]",
+    )
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     _add_answer_endpoint(p)
     p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
@@ -190,7 +201,11 @@ def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
 def _add_answer_budget(p: argparse.ArgumentParser) -> None:
     """The context budget: context length, output cap, margin, token counting and truncation."""
     p.add_argument(
-        "--max-model-len", type=int, default=None, help="context length (default 8192 local, 32768 otherwise)"
+        "--max-model-len",
+        type=int,
+        default=None,
+        help="context length (default: 8192 for the local model; else 65536 for full, the reference's "
+        "YaRN x2 window, and 32768 for the other methods)",
     )
     p.add_argument("--max-new-tokens", type=int, default=256)
     p.add_argument("--margin", type=int, default=32, help="tokens kept free besides the output [32]")
