@@ -25,7 +25,6 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_json
 from pv4kit.baselines.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
@@ -568,8 +567,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     config = _config(data, questions, planned, got, opts, s)
     out_dir = None
     if opts.run_dir is not None:
-        out_dir = write_generations(opts.run_dir, gens, config=config)
-        atomic_write_json(out_dir / CONTEXT_FILE, context)
+        out_dir = write_generations(opts.run_dir, gens, config=config, files={CONTEXT_FILE: context})
         logger.info(
             "%s: wrote %s (%d generations; %d called, %d cached)",
             s.method.name,
