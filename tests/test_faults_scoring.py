@@ -82,6 +82,21 @@ def test_hard_refuses_runs_scored_on_different_data(two_trees, tmp_path, make_fa
     assert len(hard_flags(*runs, force=True)) == len(da.split("test"))
 
 
+def test_the_notebooks_runs_refuse_runs_scored_on_different_data(two_trees, tmp_path, make_fake_embedder):
+    """Notebooks 04, 05 and 07 combine every run of a folder: the same check as compare (issue 23.4)."""
+    from pv4kit.analysis.notebooks import load_scored_runs
+
+    da, db = load(two_trees[0]), load(two_trees[1])
+    emb = make_fake_embedder()
+    _score(tmp_path / "runs" / "a", da, emb, _answers(da))
+    _score(tmp_path / "runs" / "b", db, emb, _answers(db))
+    with pytest.raises(
+        ValueError, match=r"runs A \(.*runs/a\) and B \(.*runs/b\) were scored on different data"
+    ):
+        load_scored_runs(tmp_path / "runs")
+    assert sorted(load_scored_runs(tmp_path / "runs", force=True)) == ["a", "b"]
+
+
 def test_compare_refuses_data_whose_chats_differ(tmp_path, make_fake_embedder):
     a = make_tree(tmp_path / "a", train=[6], test=[126], n_categories=1, per_category=3)
     b = tmp_path / "b"

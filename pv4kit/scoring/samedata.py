@@ -80,8 +80,8 @@ def check_same_data(
 ) -> bool:
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
-    Every function that pairs runs calls it (:func:`pv4kit.scoring.stats.compare`,
-    :func:`pv4kit.baselines.hard.hard_flags`).
+    Every function that combines runs calls it (:func:`pv4kit.scoring.stats.compare`,
+    :func:`pv4kit.baselines.hard.hard_flags`, :func:`pv4kit.analysis.notebooks.load_scored_runs`).
 
     The data differ when both runs recorded a ``data_fingerprint`` and the two are not equal, or when a
     question scored in both has another text, other choices or another answer.
