@@ -622,3 +622,18 @@ def test_a_parquet_row_with_null_choices_is_an_error_naming_the_file_and_row(sam
         load(out)
     rc, _, err = run_cli(capsys, "info", str(out))
     assert rc == 1 and "row 4 has no 'choices'" in err and "Traceback" not in err, err
+
+
+def test_a_question_differing_from_qa_csv_is_named_in_the_warning(sample, tmp_path, capsys, caplog):
+    out = tmp_path / "data"
+    assert run_cli(capsys, *build_args(sample, out))[0] == 0
+
+    def edit(frame):
+        frame.at[1, "question"] = "An edited question?"
+        return frame
+
+    _edit_parquet(out / "test.parquet", edit)
+    with caplog.at_level("WARNING", logger="pv4kit.dataset.enrich"):
+        load(out)
+    assert "1 question(s) differ" in caplog.text and "user 131 question 1" in caplog.text, caplog.text
+    assert "'An edited question?' in the parquet" in caplog.text
