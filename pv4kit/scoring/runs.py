@@ -78,6 +78,8 @@ def rewrite_run(run_dir: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) 
     ``drop``. On an exception nothing in the run changes (:func:`pv4kit._io.replace_directory`).
     """
     run_dir = Path(run_dir)
+    if run_dir.is_dir() and not os.access(run_dir, os.W_OK):  # a run kept read-only stays as it is
+        raise PermissionError(f"{run_dir}: the run folder is read-only; nothing was written")
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     lock_path = run_dir.resolve().parent / f".{run_dir.name}.lock"
     with open(lock_path, "a") as lock:
