@@ -81,8 +81,8 @@ def rewrite_run(run_dir: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) 
     if run_dir.is_dir() and not os.access(run_dir, os.W_OK):  # a run kept read-only stays as it is
         raise PermissionError(f"{run_dir}: the run folder is read-only; nothing was written")
     run_dir.parent.mkdir(parents=True, exist_ok=True)
-    lock_path = run_dir.resolve().parent / f".{run_dir.name}.lock"
-    with open(lock_path, "a") as lock:
+    real = run_dir.resolve()  # one lock whatever path or link names the run
+    with open(real.parent / f".{real.name}.lock", "a") as lock:
         try:
             import fcntl
         except ImportError:  # pragma: no cover - not POSIX: the swap alone
