@@ -373,8 +373,11 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
 
 
 def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
-    """Refuse a null cell, or a question twice for one user (it would shift every question index after it)."""
-    for column in table.columns:
+    """Refuse a null id, question, answer or choices, or a question twice for one user.
+
+    A duplicate would shift the index of every question after it (``hard`` may be null: not hard).
+    """
+    for column in (id_column, "question", "answer", "choices"):
         nulls = np.flatnonzero(table[column].isna().to_numpy())
         if len(nulls):
             raise ValueError(
