@@ -28,6 +28,7 @@ import pandas as pd
 from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
 from pv4kit.dataset.load import load
 from pv4kit.scoring import runs
+from pv4kit.scoring.samedata import check_same_data
 
 logger = logging.getLogger(__name__)
 
@@ -117,12 +118,14 @@ def load_notebook_data(
         return load(other, cache=cache)
 
 
-def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame]:
+def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -> dict[str, pd.DataFrame]:
     """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
 
     Extra per-question columns of the run's generations (``retrieved_ids``, ``retrieved_scores`` ...) are
     joined on, so the browser can show what a method retrieved. A folder without
-    ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet.
+    ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet. Runs scored on other
+    data than the first are refused as :func:`pv4kit.scoring.stats.compare` refuses them
+    (:func:`pv4kit.scoring.samedata.check_same_data`; ``force``: a warning instead).
     """
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}
@@ -141,6 +144,9 @@ def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame
                     gens[["user_id", "question_index", *extra]], on=["user_id", "question_index"], how="left"
                 )
         out[folder.name] = preds
+    names = list(out)
+    for name in names[1:]:
+        check_same_data(root / names[0], root / name, out[names[0]], out[name], force=force)
     return out
 
 

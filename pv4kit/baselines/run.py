@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_json
 from pv4kit.baselines.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
@@ -56,7 +56,7 @@ from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.failures import STATUS_FAILED, STATUS_OK, previous_answers
-from pv4kit.scoring.runs import write_generations
+from pv4kit.scoring.runs import read_run_config, write_generations
 
 __all__ = [
     "METHODS",
@@ -479,6 +479,29 @@ def _frame(
     return gens
 
 
+def _served_model(got: _Answers, opts: AnswerOptions, s: _Settings) -> str | list[str] | None:
+    """The model(s) the responses name (for answers kept from the run, its ``config.json``'s record).
+
+    A name that is not the requested model (nor a dated snapshot of it, as the OpenAI API reports) is
+    warned about: the server, or a gateway before it, answered with another model.
+    """
+    names = {r.model for r in got.responses if r.model}
+    if any(got.resumed):
+        before = read_run_config(opts.run_dir).get("served_model")
+        names.update([before] if isinstance(before, str) else before or [])
+    snapshot = re.compile(re.escape(s.llm.model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
+    other = sorted(n for n in names if not snapshot.fullmatch(n))
+    if other:
+        logger.warning(
+            "%s: the server answered as %s, not the requested model %r (recorded as served_model)",
+            s.method.name,
+            other,
+            s.llm.model,
+        )
+    ordered = sorted(names)
+    return ordered[0] if len(ordered) == 1 else (ordered or None)
+
+
 def _config(
     data: Any, questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: AnswerOptions, s: _Settings
 ) -> dict[str, Any]:
@@ -491,6 +514,7 @@ def _config(
         "method": method.name,
         "reference_method": method.reference_method(opts.top_k),
         "model": llm.model,
+        "served_model": _served_model(got, opts, s),
         "base_url": base_urls[0] if len(base_urls) == 1 else base_urls,
         "protocol": llm.protocol,
         "split": opts.split,
@@ -576,8 +600,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     config = _config(data, questions, planned, got, opts, s)
     out_dir = None
     if opts.run_dir is not None:
-        out_dir = write_generations(opts.run_dir, gens, config=config)
-        atomic_write_json(out_dir / CONTEXT_FILE, context)
+        out_dir = write_generations(opts.run_dir, gens, config=config, files={CONTEXT_FILE: context})
         logger.info(
             "%s: wrote %s (%d generations; %d called, %d cached)",
             s.method.name,

@@ -110,8 +110,8 @@ def _print_run(run: Any, args: argparse.Namespace) -> None:
 def _hard(args: argparse.Namespace) -> int:
     from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
 
-    report = hard_report(args.no_docs, args.rag, existing=args.existing)
-    subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule)
+    report = hard_report(args.no_docs, args.rag, existing=args.existing, force=args.force)
+    subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule, force=args.force)
     if args.output:
         write_subset(subset, args.output)
         print(f"wrote {args.output}: {len(subset)} hard questions (rule {args.rule})")
@@ -234,6 +234,9 @@ def _add_hard(sub: argparse._SubParsersAction) -> None:
         "--output", default=None, help="write user_id,question_index here (e.g. raw/hard_subset.csv)"
     )
     h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
+    h.add_argument(
+        "--force", action="store_true", help="use runs scored on different data (refused by default)"
+    )
     h.set_defaults(func=_hard)
 
 

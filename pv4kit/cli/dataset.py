@@ -76,6 +76,9 @@ def _info(args: argparse.Namespace) -> int:
     data = load(args.source)
     print(repr(data))
     print(data.summary().to_string(index=False))
+    if data.users_outside:
+        n = len(data.users_outside)
+        print(f"left out {n} user(s) outside the id ranges of train and test users: {data.users_outside}")
     print("\nper user:\n" + data.per_user().to_string())
     print("\ncorrect letters:", data.questions["answer_letter"].value_counts().sort_index().to_dict())
     return 0

@@ -392,14 +392,21 @@ def _check_hard_subset(
             _problem(rows, hard, i + 2, "error", "hard_unknown", message)
 
 
+def _role(
+    user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
+) -> tuple[str | None, str]:
+    """``(role, the ranges in words)`` of ``user_id`` under the ranges ``build`` would use."""
+    train = train_users or DEFAULT_TRAIN_USERS
+    test = test_users or DEFAULT_TEST_USERS
+    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
+    return user_role(user_id, train_users=train, test_users=test), ranges
+
+
 def _hard_role_problem(
     user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
 ) -> tuple[str, str] | None:
     """``(code, message)`` when ``build`` would refuse a hard entry of ``user_id`` for its role."""
-    train = train_users or DEFAULT_TRAIN_USERS
-    test = test_users or DEFAULT_TEST_USERS
-    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
-    role = user_role(user_id, train_users=train, test_users=test)
+    role, ranges = _role(user_id, train_users=train_users, test_users=test_users)
     if role == "train":
         return (
             "hard_training",
@@ -456,6 +463,10 @@ def validate_raw(
     if not ids:
         _problem(rows, users_dir, None, "error", "no_users", "no user_N folders found")
     for uid in sorted(ids):
+        role, ranges = _role(uid, train_users=train_users, test_users=test_users)
+        if role is None:
+            message = f"user {uid} is outside both ranges ({ranges}); build and load leave it out"
+            _problem(rows, users_dir / f"user_{uid}", None, "warning", "user_outside", message)
         _validate_user(users_dir / f"user_{uid}", rows)
     _check_personas(root, rows, ids)
     _check_hard_subset(root, users_dir, rows, ids, train_users=train_users, test_users=test_users)

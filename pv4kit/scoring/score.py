@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_path, atomic_write_json, provenance
+from pv4kit._io import atomic_write_json, provenance, sha256_file
 from pv4kit._options import merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
@@ -324,6 +324,7 @@ def score_run(
     check_numerics(opts.numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
+    scored_sha = generations.attrs[runs.GENERATIONS_SHA]
     failed_rows = failures.check_failed(generations, failed=opts.failed, where=str(run_dir))
     failed_keys = (
         generations.loc[failed_rows, QUESTION_KEY]
@@ -360,17 +361,28 @@ def score_run(
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
         "numerics": opts.numerics,
+        runs.GENERATIONS_SHA: scored_sha,
         "provenance": provenance(**data_info),
     }
+    predictions.attrs[runs.GENERATIONS_SHA] = scored_sha
     _write_scored(run_dir, predictions, metrics)
     return predictions, metrics
 
 
 def _write_scored(run_dir: Path, predictions: pd.DataFrame, metrics: dict[str, Any]) -> None:
-    """Write ``predictions.parquet`` and ``metrics.json`` (each atomically) and log the accuracy."""
-    with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:
-        predictions.to_parquet(tmp, index=False)
-    atomic_write_json(run_dir / runs.METRICS_FILE, metrics)
+    """Write ``predictions.parquet`` and ``metrics.json`` into the run as one unit and log the accuracy.
+
+    Raises:
+        RuntimeError: When the run's generations are no longer those scored (nothing is written).
+    """
+    with runs.rewrite_run(run_dir) as tmp:
+        if sha256_file(run_dir / runs.GENERATIONS_FILE) != metrics[runs.GENERATIONS_SHA]:
+            raise RuntimeError(
+                f"{run_dir / runs.GENERATIONS_FILE} changed while it was scored (another process rewrote "
+                "the run); nothing was written: score it again"
+            )
+        predictions.to_parquet(tmp / runs.PREDICTIONS_FILE, index=False)
+        atomic_write_json(tmp / runs.METRICS_FILE, metrics)
     acc, lo, hi = metrics["accuracy"], *metrics["accuracy_ci"]
     if acc is not None:
         logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, acc, lo, hi, metrics["n"])
