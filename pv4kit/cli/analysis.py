@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from pv4kit.cli._args import llm_cache_arg
+from pv4kit.cli._args import llm_cache_arg, nonnegative_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -68,7 +68,7 @@ def _nb_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
     )
-    p.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell [600]")
+    p.add_argument("--timeout", type=positive_int, default=600, help="seconds allowed per cell [600]")
     p.add_argument(
         "--param",
         action="append",
@@ -95,10 +95,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--llm-model", default=None, help="also run an LLM that sees only question and choices")
     a.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL of --llm-model")
     a.add_argument("--llm-protocol", choices=["responses", "chat"], default=None)
-    a.add_argument("--llm-max-tokens", type=int, default=None)
+    a.add_argument("--llm-max-tokens", type=positive_int, default=None)
     a.add_argument("--llm-cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
-    a.add_argument("--n-boot", type=int, default=2000)
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--n-boot", type=positive_int, default=2000)
+    a.add_argument("--seed", type=nonnegative_int, default=0)
     a.set_defaults(func=_audit)
 
     n = subparsers.add_parser("notebooks", help="list the notebooks, or execute them headless (--execute)")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pv4kit.cli._args import add_user_ranges, pick, user_ranges
+from pv4kit.cli._args import add_user_ranges, nonnegative_int, pick, user_ranges, validation_fraction
 
 logger = logging.getLogger(__name__)
 
@@ -95,7 +95,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
-    p.add_argument("--seed", type=int, default=42, help="seed of the answer shuffle (default 42)")
+    p.add_argument("--seed", type=nonnegative_int, default=42, help="seed of the answer shuffle (default 42)")
     p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
     p.add_argument(
         "--force", action="store_true", help="with --overwrite: write tables with fewer questions too"
@@ -111,8 +111,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         train_help="inclusive id range of training users",
         test_help="inclusive id range of evaluation users",
     )
-    p.add_argument("--validation-fraction", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=23)
+    p.add_argument("--validation-fraction", type=validation_fraction, default=0.1)
+    p.add_argument("--seed", type=nonnegative_int, default=23)
     p.add_argument("--id-column", default="user_id", choices=["user_id", "collection_id"])
     p.set_defaults(func=_build)
 
