@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_path, atomic_write_json, provenance
-from pv4kit._options import merge_options
+from pv4kit._options import check_number, merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
@@ -292,6 +292,11 @@ class ScoreOptions:
     batch_size: int | None = None
     progress: bool | None = None
     failed: str | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.n_boot, "n_boot", ge=1, integer=True)
+        check_number(self.seed, "seed", ge=0, integer=True)
+        check_number(self.batch_size, "batch_size", ge=1, integer=True, allow_none=True)
 
 
 def score_run(
