@@ -44,6 +44,14 @@ def _audit(args: argparse.Namespace) -> int:
     return 0
 
 
+def _name_value(text: str) -> tuple[str, str]:
+    """An argparse ``type`` for ``--param``: ``NAME=VALUE`` as ``(NAME, VALUE)``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (e.g. data=/path/to/data), got {text!r}")
+    return name.strip(), value
+
+
 def _notebooks(args: argparse.Namespace) -> int:
     from pv4kit.analysis.notebooks import execute_notebooks, list_notebooks
 
@@ -51,7 +59,7 @@ def _notebooks(args: argparse.Namespace) -> int:
         for name in list_notebooks(args.notebooks_dir):
             print(name)
         return 0
-    params = dict(p.split("=", 1) for p in args.param or [])
+    params = dict(args.param or [])
     table = execute_notebooks(
         args.only or None, notebooks_dir=args.notebooks_dir, timeout=args.timeout, params=params
     )
@@ -72,6 +80,7 @@ def _nb_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--param",
         action="append",
+        type=_name_value,
         metavar="NAME=VALUE",
         help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
     )
