@@ -161,3 +161,34 @@ def test_numeric_options_out_of_range_name_the_option(argv, message, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--users", "abc", "argument --users: expected comma-separated user ids like '126,127', got 'abc'"),
+        (
+            "--users",
+            "126,,x",
+            "argument --users: expected comma-separated user ids like '126,127', got '126,,x'",
+        ),
+        ("--name", "../outside", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "/tmp/elsewhere", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "a/../../b", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "..", "argument --name: expected a folder name inside --runs-dir"),
+    ],
+)
+def test_answer_users_and_run_name_are_checked_before_anything_runs(option, value, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["answer", "--model", "m", "--method", "no_docs", option, value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_answer_users_parse_to_ids():
+    args = build_parser().parse_args(["answer", "--model", "m", "--method", "no_docs", "--users", "126, 127"])
+    assert args.users == [126, 127]
+    assert (
+        build_parser().parse_args(["answer", "--model", "m", "--method", "no_docs", "--name", "x_1"]).name
+        == "x_1"
+    )

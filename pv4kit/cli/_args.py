@@ -67,6 +67,25 @@ def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     return lo, hi
 
 
+def user_ids(text: str) -> list[int]:
+    """An argparse ``type``: ``"126,127"`` as ``[126, 127]``."""
+    try:
+        return [int(u) for u in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated user ids like '126,127', got {text!r}"
+        ) from None
+
+
+def run_name(text: str) -> str:
+    """An argparse ``type``: a run's folder name, one path part, so the run stays inside ``--runs-dir``."""
+    if not text or text in (".", "..") or Path(text).name != text or "\\" in text:
+        raise argparse.ArgumentTypeError(
+            f"expected a folder name inside --runs-dir (no '/', '..' or absolute path), got {text!r}"
+        )
+    return text
+
+
 def id_range_text(ids: tuple[int, int]) -> str:
     """``(6, 125)`` as an option value, ``"6-125"``."""
     return f"{ids[0]}-{ids[1]}"

@@ -21,7 +21,9 @@ from pv4kit.cli._args import (
     pick,
     positive_float,
     positive_int,
+    run_name,
     threads,
+    user_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -90,7 +92,7 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
         cache=llm_cache_arg(args.cache),
         token_counter=counter,
         tokenizer=args.tokenizer if args.truncation == "front" else None,
-        users=[int(u) for u in args.users.split(",")] if args.users else None,
+        users=args.users,
         **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
         **pick(args, "truncation", "limit"),
         progress=not args.quiet,
@@ -163,11 +165,15 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     _add_answer_endpoint(p)
-    p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
+    p.add_argument(
+        "--name", type=run_name, default=None, help="run name (default: <model>_<method>[_top<k>])"
+    )
     p.add_argument("--runs-dir", default="runs")
     add_llm_cache(p)
     _add_answer_budget(p)
-    p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
+    p.add_argument(
+        "--users", type=user_ids, default=None, help="comma-separated user ids (default: all of the split)"
+    )
     p.add_argument(
         "--limit", type=positive_int, default=None, help="only the first N questions (smoke tests)"
     )
