@@ -43,6 +43,31 @@ def test_errors(tmp_path):
         read_run_config(tmp_path / "bad")
 
 
+@pytest.mark.parametrize(
+    ("column", "values", "found"),
+    [
+        ("user_id", [1.0, None], "null"),
+        ("question_index", [0.0, float("nan")], "null"),
+        ("user_id", [1.5, 1.0], "not an integer"),
+        ("user_id", ["u1", "u2"], "not an integer"),
+    ],
+)
+def test_a_bad_key_in_generations_names_the_file_column_and_rows(tmp_path, column, values, found, capsys):
+    from pv4kit.cli import main
+
+    (tmp_path / "x").mkdir()
+    path = tmp_path / "x" / "generations.parquet"
+    _gens().assign(**{column: values}).to_parquet(path)
+    message = rf"{path}: {column} is {found} in 1 row\(s\) \(row\(s\) \[\d\]\); expected an integer"
+    if column == "user_id" and values[0] == "u1":
+        message = message.replace("1 row", "2 row").replace(r"\[\d\]", r"\[0, 1\]")
+    with pytest.raises(ValueError, match=message):
+        read_generations(tmp_path / "x")
+    assert main(["score", str(tmp_path / "x"), "--embedder", "minilm"]) == 1
+    err = capsys.readouterr().err
+    assert str(path) in err and column in err and "Traceback" not in err
+
+
 def test_foreign_run_without_config(tmp_path):
     (tmp_path / "x").mkdir()
     _gens().drop(columns="retrieved_ids").to_parquet(tmp_path / "x" / "generations.parquet")

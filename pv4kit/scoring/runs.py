@@ -33,6 +33,21 @@ PREDICTIONS_FILE = "predictions.parquet"
 METRICS_FILE = "metrics.json"
 
 
+def _int_key(column: pd.Series, *, where: str) -> pd.Series:
+    """A key column as int64; a null or non-integer value is an error naming the column and the rows."""
+    values = pd.to_numeric(column, errors="coerce")
+    null = column.isna().to_numpy()
+    bad = ~null & (values.isna() | (values % 1 != 0)).to_numpy()
+    for found, mask in (("null", null), ("not an integer", bad)):
+        if mask.any():
+            rows = mask.nonzero()[0][:5].tolist()
+            raise ValueError(
+                f"{where}: {column.name} is {found} in {int(mask.sum())} row(s) (row(s) {rows}); expected an "
+                "integer in every row (generations are keyed by user_id and question_index)"
+            )
+    return values.astype("int64")
+
+
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     missing = [c for c in GENERATION_COLUMNS if c not in frame.columns]
     if missing:
@@ -41,8 +56,8 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
             f"got {list(frame.columns)}"
         )
     out = frame.copy()
-    out["user_id"] = out["user_id"].astype("int64")
-    out["question_index"] = out["question_index"].astype("int64")
+    for key in QUESTION_KEY:
+        out[key] = _int_key(out[key], where=where)
     out["split"] = out["split"].astype(str)
     gen = out["generation"]
     text = gen.where(gen.notna(), "").astype(str).astype(object)

@@ -68,7 +68,8 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     g = generations[
         [c for c in ("user_id", "question_index", "split", "generation") if c in generations]
     ].copy()
-    g[QUESTION_KEY] = g[QUESTION_KEY].astype("int64")
+    for key in QUESTION_KEY:
+        g[key] = runs._int_key(g[key], where="generations")
     merged = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
     orphan = merged[merged["_merge"] == "left_only"]
     if len(orphan):
