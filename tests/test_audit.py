@@ -444,3 +444,15 @@ def test_category_groups_keep_their_clustering_and_skip_scikit_learn_on_a_rerun(
         pd.testing.assert_frame_equal(frame.drop(columns="vector"), fresh.drop(columns="vector"))
     with pytest.raises(AssertionError, match="clustered again"):
         audit.category_groups(q, embedder=emb, cache=False)  # no cache: always clustered
+
+
+def test_cli_audit_refuses_an_output_file_before_auditing(tmp_path, monkeypatch, capsys):
+    import pv4kit.analysis.audit_report as audit_report
+    from pv4kit.cli import main
+
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    monkeypatch.setattr(audit_report, "run_audit", lambda *a, **k: pytest.fail("audited before checking -o"))
+    assert main(["audit", "--data", str(tmp_path / "data"), "-o", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert f"--output-dir {target}: is a file, not a directory" in err and target.read_text() == "mine"

@@ -55,6 +55,15 @@ def threads(text: str) -> int:
     return value
 
 
+def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
+    """Refuse an output folder that names an existing file, before any work (``option`` names the flag)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise NotADirectoryError(
+            f"{option} {path}: is a file, not a directory; name a folder for the output (it is created when "
+            "absent)"
+        )
+
+
 def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     """Parse ``"6-125"`` into ``(6, 125)`` (``"7"`` into ``(7, 7)``); the error names the option ``name``."""
     parts = str(text).split("-")

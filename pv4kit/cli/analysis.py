@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from pv4kit.cli._args import llm_cache_arg, nonnegative_int, positive_int
+from pv4kit.cli._args import check_output_dir, llm_cache_arg, nonnegative_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -16,6 +16,8 @@ def _audit(args: argparse.Namespace) -> int:
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
 
+    out = args.output_dir or os.path.join(args.data, "audit")
+    check_output_dir(out, option="-o/--output-dir")
     data = load(args.data)
     embedder = get_embedder(args.embedder, device=args.device)
     llm_config = None
@@ -37,7 +39,6 @@ def _audit(args: argparse.Namespace) -> int:
         n_boot=args.n_boot,
         seed=args.seed,
     )
-    out = args.output_dir or os.path.join(args.data, "audit")
     paths = write_audit(result, out)
     print(result.summary)
     print(f"wrote {len(paths)} files to {out}")

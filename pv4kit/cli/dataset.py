@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pv4kit.cli._args import add_user_ranges, nonnegative_int, pick, user_ranges, validation_fraction
+from pv4kit.cli._args import (
+    add_user_ranges,
+    check_output_dir,
+    nonnegative_int,
+    pick,
+    user_ranges,
+    validation_fraction,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +55,9 @@ def _qa_table(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from pv4kit.dataset.splits import build_dataset
 
-    if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
-        raise NotADirectoryError(
-            f"--output-dir {args.output_dir}: is a file, not a directory; name a folder for the parquet "
-            "files (it is created when absent)"
-        )
+    check_output_dir(args.output_dir, option="--output-dir")
     frame = build_dataset(
         args.users_dir,
         args.output_dir,
