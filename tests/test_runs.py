@@ -155,3 +155,19 @@ def test_results_table_prints_missing_hard_accuracy_as_na():
             "n_hard": 0,
         }
     ]
+
+
+def test_metrics_frame_and_load_scored_runs_say_which_runs_they_leave_out(tmp_path, caplog):
+    from pv4kit.analysis.notebooks import load_scored_runs
+    from pv4kit.scoring.runs import metrics_frame
+
+    write_generations(tmp_path / "unscored", _gens(), config={"method": "m"})
+    (tmp_path / "notes").mkdir()  # not a run: nothing to say
+    with caplog.at_level("WARNING"):
+        assert metrics_frame(tmp_path).empty
+        assert load_scored_runs(tmp_path) == {}
+    warned = [r.getMessage() for r in caplog.records if "unscored" in r.getMessage()]
+    assert len(warned) == 2, caplog.text
+    assert all(m.endswith("left out") for m in warned)
+    assert "no metrics.json" in warned[0] and "no predictions.parquet" in warned[1]
+    assert "notes" not in caplog.text

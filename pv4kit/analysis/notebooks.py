@@ -124,16 +124,14 @@ def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame
     """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
 
     Extra per-question columns of the run's generations (``retrieved_ids``, ``retrieved_scores`` ...) are
-    joined on, so the browser can show what a method retrieved. A folder without
-    ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet.
+    joined on, so the browser can show what a method retrieved. A run without ``predictions.parquet``
+    is left out with a warning naming it; an empty dict means nothing is scored yet.
     """
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}
     if not root.is_dir():
         return out
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not (folder / runs.PREDICTIONS_FILE).is_file():
-            continue
+    for folder in runs.scored_runs(root, runs.PREDICTIONS_FILE):
         preds = runs.read_predictions(folder)
         gen_path = folder / runs.GENERATIONS_FILE
         if gen_path.is_file():

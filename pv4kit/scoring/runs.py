@@ -200,6 +200,19 @@ def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataF
     return out
 
 
+def scored_runs(root: Path, needed: str) -> list[Path]:
+    """The run folders under ``root`` that hold ``needed``, sorted; a run without it is named in a warning."""
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (folder / needed).is_file():
+            found.append(folder)
+        elif (folder / GENERATIONS_FILE).is_file():
+            logger.warning(
+                "%s: no %s (not scored yet, or its scoring did not finish): left out", folder, needed
+            )
+    return found
+
+
 def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pd.DataFrame:
     """Every scored run's ``metrics.json`` as one tidy frame (nothing to flatten by hand).
 
@@ -213,6 +226,9 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         :data:`COUNT_METRICS`), ``value``, ``ci_low``, ``ci_high`` (the user-bootstrap interval of an
         accuracy) and ``n`` (questions in the subset); empty with those columns when nothing is scored.
 
+    A run of the folder (a directory with ``generations.parquet``) that has no ``metrics.json`` is left
+    out with a warning naming it.
+
     Raises:
         FileNotFoundError: A listed run directory has no ``metrics.json``, or the folder does not exist.
     """
@@ -220,11 +236,7 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         root = Path(runs)
         if not root.is_dir():
             raise FileNotFoundError(f"runs: no such folder {root}")
-        folders = (
-            [root]
-            if (root / METRICS_FILE).is_file()
-            else sorted(p for p in root.iterdir() if (p / METRICS_FILE).is_file())
-        )
+        folders = [root] if (root / METRICS_FILE).is_file() else scored_runs(root, METRICS_FILE)
     else:
         folders = [Path(p) for p in runs]
     frames = [tidy_metrics(read_metrics(folder), run=folder.name) for folder in folders]
