@@ -192,3 +192,29 @@ def test_answer_users_parse_to_ids():
         build_parser().parse_args(["answer", "--model", "m", "--method", "no_docs", "--name", "x_1"]).name
         == "x_1"
     )
+
+
+@pytest.mark.parametrize(
+    ("error", "printed"),
+    [
+        (
+            ImportError("executing notebooks needs jupytext and nbclient: pip install -e '.[notebooks]'"),
+            "pip install -e '.[notebooks]'",
+        ),
+        (KeyError("no audit table 'x'; tables: ['a']"), "error: no audit table 'x'; tables: ['a']\n"),
+        (
+            ValueError("n_boot must be an integer >= 1, got 0"),
+            "error: n_boot must be an integer >= 1, got 0\n",
+        ),
+    ],
+)
+def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
+    import pv4kit.analysis.notebooks as notebooks
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(notebooks, "execute_notebooks", fail)
+    assert main(["notebooks", "--execute"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pv4kit notebooks: error: ") and printed in err and err.count("\n") == 1, err
