@@ -24,6 +24,7 @@ from pv4kit.dataset.splits import BuildOptions
 from pv4kit.llm.client import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
+from pv4kit.related.recenter.stage2 import stage2_predictions
 from pv4kit.scoring.accuracy import accuracy_table as score_accuracy_table
 from pv4kit.scoring.score import ScoreOptions
 from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, paired_bootstrap
@@ -177,6 +178,7 @@ def _preds() -> pd.DataFrame:
             "max_model_len must be an integer >= 1",
         ),
         (lambda: BuildOptions(validation_fraction=1.5), "validation_fraction must be a number >= 0 and < 1"),
+        (lambda: stage2_predictions(None, tune_fraction=2.0), "tune_fraction must be a number > 0 and < 1"),
         (
             lambda: execute_notebooks(timeout=0, notebooks_dir="nowhere"),
             "timeout must be an integer >= 1, got 0",
