@@ -39,13 +39,14 @@ from pv4kit.baselines.methods import (
     register_method,
 )
 from pv4kit.baselines.prompting import PROMPT_VERSION, CharEstimate, FitResult, TokenCounter, build_messages
-from pv4kit.baselines.retrieve import rank_questions
+from pv4kit.baselines.retrieve import DENSE_RANKINGS, rank_questions
 from pv4kit.baselines.tokens import (
     NO_THINKING,
     ChatTokenizer,
     ServerInfo,
     get_chat_tokenizer,
     probe_server,
+    reference_budget,
     vllm_serve_flags,
 )
 from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
@@ -215,8 +216,18 @@ def _settle(opts: AnswerOptions) -> _Settings:
     llms = _endpoints(opts)
     if opts.truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {opts.truncation!r}")
+    if opts.dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {opts.dense_ranking!r}")
     max_model_len = opts.max_model_len or default_max_model_len(llms[0].model, method=method.name)
-    budget = max_model_len - opts.max_new_tokens - opts.margin
+    budget = reference_budget(max_model_len, opts.max_new_tokens, margin=opts.margin)
+    if max_model_len - opts.max_new_tokens - opts.margin < 1:
+        logger.warning(
+            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget "
+            "is clamped to 1 token, as the reference does, so every prompt is cut to its last token",
+            max_model_len,
+            opts.max_new_tokens,
+            opts.margin,
+        )
     server = None
     if opts.check_server and opts.client is None:
         server = _check_server(llms, max_model_len, method=method)
@@ -225,11 +236,6 @@ def _settle(opts: AnswerOptions) -> _Settings:
             dataclasses.replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c
             for c in llms
         ]
-    if budget <= 0:
-        raise ValueError(
-            f"max_model_len ({max_model_len}) leaves no room for a prompt after max_new_tokens "
-            f"({opts.max_new_tokens}) and margin ({opts.margin})"
-        )
     chat_tok = None
     if opts.truncation == "front":
         tok, llm = opts.tokenizer, llms[0]
@@ -269,6 +275,7 @@ def _plan(data: Any, questions: pd.DataFrame, opts: AnswerOptions, s: _Settings)
             embedder=s.embedder,
             cache=opts.embed_cache,
             top_k=opts.top_k if s.method.top_k else None,
+            dense_ranking=opts.dense_ranking,
         )
     request = PlanRequest(data, questions, opts, ranked, s.llms, s.counter, s.budget)
     planned = s.method.plan(request)
@@ -493,6 +500,7 @@ def _config(
         "top_k": opts.top_k if method.top_k else None,
         "retriever": opts.retriever if s.ranks else None,
         "embedder": getattr(s.embedder, "name", None) if s.dense else None,
+        **({"dense_ranking": opts.dense_ranking} if s.dense else {}),  # only runs that rank by embeddings
         "system_prompt": opts.system,
         "prompt_version": PROMPT_VERSION,
         "temperature": 0.0,
@@ -541,7 +549,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     s = _settle(opts)
     questions = select_questions(data, split=opts.split, users=opts.users, limit=opts.limit)
     if s.dense and s.embedder is None:
-        s.embedder = get_embedder("minilm", device="cpu")
+        s.embedder = get_embedder("qwen3")
     logger.info(
         "%s on %s: %d questions of %d users, model %s",
         s.method.name,

@@ -94,7 +94,7 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
         tokenizer=args.tokenizer if args.truncation == "front" else None,
         users=args.users,
         **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit"),
+        **pick(args, "truncation", "limit", "dense_ranking"),
         progress=not args.quiet,
     )
 
@@ -162,7 +162,18 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
         "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1 and 5)"
     )
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
-    p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
+    p.add_argument(
+        "--embedder",
+        default="qwen3",
+        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, model id",
+    )
+    p.add_argument(
+        "--dense-ranking",
+        default="reference",
+        choices=["reference", "stable"],
+        help="reference: float16 vectors ranked by torch as the reference (ties as torch orders them); "
+        "stable: float32 cosines, ties in chat order [reference]",
+    )
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     _add_answer_endpoint(p)
     p.add_argument(
@@ -207,7 +218,8 @@ def _add_answer_budget(p: argparse.ArgumentParser) -> None:
         "--max-model-len",
         type=positive_int,
         default=None,
-        help="context length (default 8192 local, 32768 otherwise)",
+        help="context length (default: 8192 for the local model; else 65536 for full, the reference's "
+        "YaRN x2 window, and 32768 for the other methods)",
     )
     p.add_argument("--max-new-tokens", type=positive_int, default=256)
     p.add_argument(
