@@ -7,6 +7,7 @@ half-written file behind (write to a temporary file in the same folder, then ``o
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -40,9 +41,26 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if tmp_path.exists():  # mkstemp makes the file 0600; give it the mode a plain open() would
             os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise _naming(exc, path) from exc
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+#: write errors that pyarrow and the file system report without the file: a full disk or quota, a
+#: read-only or failing file system, a file too large
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` of a write to ``path`` that names no file, as one that names ``path`` and says what is left."""
+    if exc.errno not in _WRITE_ERRNOS or str(path) in str(exc):
+        return exc
+    return OSError(
+        exc.errno, f"{path}: {os.strerror(exc.errno)} while writing it; it was left as it was ({exc})"
+    )
 
 
 @functools.cache
@@ -311,6 +329,9 @@ def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = (
         else:
             os.chmod(new, 0o777 & ~_umask())  # mkdtemp makes it 0700
         os.rename(new, ready)
+    except OSError as exc:
+        shutil.rmtree(new, ignore_errors=True)
+        raise _naming(exc, path) from exc
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise

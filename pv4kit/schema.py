@@ -100,6 +100,18 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
     return None
 
 
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, name: str) -> None:
+    """Raise naming the frame (``name``, its parameter) and the ``columns`` it lacks.
+
+    Raises:
+        ValueError: ``"questions: missing column(s) ['choices']; found [...]"`` (where pandas would raise a
+            bare ``KeyError('choices')``).
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name}: missing column(s) {missing}; found {list(frame.columns)}")
+
+
 def answer_indices(questions: pd.DataFrame) -> np.ndarray:
     """Index (0-4) of each row's answer among its choices, by stripped string equality (first match).
 
@@ -109,6 +121,7 @@ def answer_indices(questions: pd.DataFrame) -> np.ndarray:
     """
     import numpy as np
 
+    require_columns(questions, [*QUESTION_KEY, "choices", "answer"], name="questions")
     out = np.full(len(questions), -1, dtype=np.int64)
     bad = []
     for pos, (choices, answer) in enumerate(zip(questions["choices"], questions["answer"], strict=True)):

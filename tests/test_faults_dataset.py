@@ -637,3 +637,32 @@ def test_a_question_differing_from_qa_csv_is_named_in_the_warning(sample, tmp_pa
         load(out)
     assert "1 question(s) differ" in caplog.text and "user 131 question 1" in caplog.text, caplog.text
     assert "'An edited question?' in the parquet" in caplog.text
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path, monkeypatch) -> Path:
+    """A folder whose disk is full: a 64 KiB tmpfs where mounting is allowed, else parquet writes fail as
+    pyarrow fails on a full disk (``OSError(28, ...)``, no file named)."""
+    import subprocess
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)]
+    if shutil.which("mount") and subprocess.run(mount, capture_output=True).returncode == 0:
+        yield folder
+        subprocess.run(["umount", str(folder)], check=False)
+        return
+    import pyarrow.parquet as pq
+
+    def full(self, *args, **kwargs):
+        raise OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    yield folder
+
+
+def test_build_on_a_full_disk_names_the_output_folder(sample, full_disk, capsys):
+    target = full_disk / "data"
+    rc, _, err = run_cli(capsys, *build_args(sample, target))
+    assert rc == 1 and f"{target}: No space left on device" in err, err
+    assert "it was left as it was" in err and not target.exists()

@@ -57,6 +57,31 @@ def test_errors(tmp_path):
         read_run_config(tmp_path / "bad")
 
 
+@pytest.mark.parametrize(
+    ("column", "values", "found"),
+    [
+        ("user_id", [1.0, None], "null"),
+        ("question_index", [0.0, float("nan")], "null"),
+        ("user_id", [1.5, 1.0], "not an integer"),
+        ("user_id", ["u1", "u2"], "not an integer"),
+    ],
+)
+def test_a_bad_key_in_generations_names_the_file_column_and_rows(tmp_path, column, values, found, capsys):
+    from pv4kit.cli import main
+
+    (tmp_path / "x").mkdir()
+    path = tmp_path / "x" / "generations.parquet"
+    _gens().assign(**{column: values}).to_parquet(path)
+    message = rf"{path}: {column} is {found} in 1 row\(s\) \(row\(s\) \[\d\]\); expected an integer"
+    if column == "user_id" and values[0] == "u1":
+        message = message.replace("1 row", "2 row").replace(r"\[\d\]", r"\[0, 1\]")
+    with pytest.raises(ValueError, match=message):
+        read_generations(tmp_path / "x")
+    assert main(["score", str(tmp_path / "x"), "--embedder", "minilm"]) == 1
+    err = capsys.readouterr().err
+    assert str(path) in err and column in err and "Traceback" not in err
+
+
 def test_foreign_run_without_config(tmp_path):
     (tmp_path / "x").mkdir()
     _gens().drop(columns="retrieved_ids").to_parquet(tmp_path / "x" / "generations.parquet")
@@ -237,3 +262,19 @@ def test_predictions_and_metrics_of_other_generations_are_refused(tmp_path, make
         with pytest.raises(ValueError, match=r"scored from other generations.*score the run again"):
             read(run)
     assert not (run / "reference").exists()
+
+
+def test_metrics_frame_and_load_scored_runs_say_which_runs_they_leave_out(tmp_path, caplog):
+    from pv4kit.analysis.notebooks import load_scored_runs
+    from pv4kit.scoring.runs import metrics_frame
+
+    write_generations(tmp_path / "unscored", _gens(), config={"method": "m"})
+    (tmp_path / "notes").mkdir()  # not a run: nothing to say
+    with caplog.at_level("WARNING"):
+        assert metrics_frame(tmp_path).empty
+        assert load_scored_runs(tmp_path) == {}
+    warned = [r.getMessage() for r in caplog.records if "unscored" in r.getMessage()]
+    assert len(warned) == 2, caplog.text
+    assert all(m.endswith("left out") for m in warned)
+    assert "no metrics.json" in warned[0] and "no predictions.parquet" in warned[1]
+    assert "notes" not in caplog.text

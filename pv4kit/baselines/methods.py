@@ -45,7 +45,7 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._options import check_option_names, merge_options
+from pv4kit._options import check_number, check_option_names, merge_options
 from pv4kit.baselines.attributes import attribute_contexts
 from pv4kit.baselines.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
 from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
@@ -125,6 +125,12 @@ class AnswerOptions:
     client: Any = None
     progress: bool = True
     extra_config: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.max_model_len, "max_model_len", ge=1, integer=True, allow_none=True)
+        check_number(self.max_new_tokens, "max_new_tokens", ge=1, integer=True)
+        check_number(self.margin, "margin", ge=0, integer=True)
+        check_number(self.limit, "limit", ge=1, integer=True, allow_none=True)
 
 
 def answer_options(options: AnswerOptions | None = None, /, **overrides: Any) -> AnswerOptions:

@@ -44,6 +44,21 @@ METRICS_FILE = "metrics.json"
 GENERATIONS_SHA = "generations_sha256"
 
 
+def _int_key(column: pd.Series, *, where: str) -> pd.Series:
+    """A key column as int64; a null or non-integer value is an error naming the column and the rows."""
+    values = pd.to_numeric(column, errors="coerce")
+    null = column.isna().to_numpy()
+    bad = ~null & (values.isna() | (values % 1 != 0)).to_numpy()
+    for found, mask in (("null", null), ("not an integer", bad)):
+        if mask.any():
+            rows = mask.nonzero()[0][:5].tolist()
+            raise ValueError(
+                f"{where}: {column.name} is {found} in {int(mask.sum())} row(s) (row(s) {rows}); expected an "
+                "integer in every row (generations are keyed by user_id and question_index)"
+            )
+    return values.astype("int64")
+
+
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     missing = [c for c in GENERATION_COLUMNS if c not in frame.columns]
     if missing:
@@ -52,8 +67,8 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
             f"got {list(frame.columns)}"
         )
     out = frame.copy()
-    out["user_id"] = out["user_id"].astype("int64")
-    out["question_index"] = out["question_index"].astype("int64")
+    for key in QUESTION_KEY:
+        out[key] = _int_key(out[key], where=where)
     out["split"] = out["split"].astype(str)
     gen = out["generation"]
     text = gen.where(gen.notna(), "").astype(str).astype(object)
@@ -254,6 +269,19 @@ def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataF
     return out
 
 
+def scored_runs(root: Path, needed: str) -> list[Path]:
+    """The run folders under ``root`` that hold ``needed``, sorted; a run without it is named in a warning."""
+    found = []
+    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
+        if (folder / needed).is_file():
+            found.append(folder)
+        elif (folder / GENERATIONS_FILE).is_file():
+            logger.warning(
+                "%s: no %s (not scored yet, or its scoring did not finish): left out", folder, needed
+            )
+    return found
+
+
 def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pd.DataFrame:
     """Every scored run's ``metrics.json`` as one tidy frame (nothing to flatten by hand).
 
@@ -267,6 +295,9 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         :data:`COUNT_METRICS`), ``value``, ``ci_low``, ``ci_high`` (the user-bootstrap interval of an
         accuracy) and ``n`` (questions in the subset); empty with those columns when nothing is scored.
 
+    A run of the folder (a directory with ``generations.parquet``) that has no ``metrics.json`` is left
+    out with a warning naming it.
+
     Raises:
         FileNotFoundError: A listed run directory has no ``metrics.json``, or the folder does not exist.
     """
@@ -274,11 +305,7 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         root = Path(runs)
         if not root.is_dir():
             raise FileNotFoundError(f"runs: no such folder {root}")
-        folders = (
-            [root]
-            if (root / METRICS_FILE).is_file()
-            else sorted(p for p in root.iterdir() if (p / METRICS_FILE).is_file())
-        )
+        folders = [root] if (root / METRICS_FILE).is_file() else scored_runs(root, METRICS_FILE)
     else:
         folders = [Path(p) for p in runs]
     frames = [tidy_metrics(read_metrics(folder), run=folder.name) for folder in folders]

@@ -27,7 +27,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, provenance, sha256_file
-from pv4kit._options import merge_options
+from pv4kit._options import check_number, merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
@@ -68,7 +68,8 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     g = generations[
         [c for c in ("user_id", "question_index", "split", "generation") if c in generations]
     ].copy()
-    g[QUESTION_KEY] = g[QUESTION_KEY].astype("int64")
+    for key in QUESTION_KEY:
+        g[key] = runs._int_key(g[key], where="generations")
     merged = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
     orphan = merged[merged["_merge"] == "left_only"]
     if len(orphan):
@@ -292,6 +293,11 @@ class ScoreOptions:
     batch_size: int | None = None
     progress: bool | None = None
     failed: str | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.n_boot, "n_boot", ge=1, integer=True)
+        check_number(self.seed, "seed", ge=0, integer=True)
+        check_number(self.batch_size, "batch_size", ge=1, integer=True, allow_none=True)
 
 
 def score_run(
