@@ -7,6 +7,7 @@ half-written file behind (write to a temporary file in the same folder, then ``o
 from __future__ import annotations
 
 import contextlib
+import errno
 import functools
 import hashlib
 import json
@@ -40,9 +41,26 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if tmp_path.exists():  # mkstemp makes the file 0600; give it the mode a plain open() would
             os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise _naming(exc, path) from exc
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
+
+
+#: write errors that pyarrow and the file system report without the file: a full disk or quota, a
+#: read-only or failing file system, a file too large
+_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
+
+
+def _naming(exc: OSError, path: Path) -> OSError:
+    """``exc`` of a write to ``path`` that names no file, as one that names ``path`` and says what is left."""
+    if exc.errno not in _WRITE_ERRNOS or str(path) in str(exc):
+        return exc
+    return OSError(
+        exc.errno, f"{path}: {os.strerror(exc.errno)} while writing it; it was left as it was ({exc})"
+    )
 
 
 @functools.cache
@@ -251,8 +269,8 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
                 shutil.rmtree(tmp, ignore_errors=True)
 
 
-def _carry_over(old: Path, new: Path) -> None:
-    """Hard-link (or copy) into ``new`` every entry of ``old`` that ``new`` does not have."""
+def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
+    """Hard-link (or copy) into ``new`` every entry of ``old`` that ``new`` does not have (but ``drop``)."""
 
     def link(src: str, dst: str) -> None:
         try:
@@ -262,7 +280,7 @@ def _carry_over(old: Path, new: Path) -> None:
 
     for entry in old.iterdir():
         leftover = entry.name.startswith(f".{old.name}.") and entry.name.endswith(".tmp")
-        if leftover or (new / entry.name).exists():
+        if leftover or entry.name in drop or (new / entry.name).exists():
             continue
         if entry.is_dir() and not entry.is_symlink():
             shutil.copytree(entry, new / entry.name, symlinks=True, copy_function=link)
@@ -273,16 +291,16 @@ def _carry_over(old: Path, new: Path) -> None:
 
 
 @contextlib.contextmanager
-def replace_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
+def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) -> Iterator[Path]:
     """Yield an empty temporary directory; on success it replaces ``path`` as a whole.
 
     At every instant ``path`` holds the whole old output or the whole new one, never a mix: the new
     folder is built beside ``path``, entries of the old ``path`` it does not write are carried over
-    (hard links), then the two are exchanged in one atomic step and the old copy is removed. Where the
-    system cannot exchange two folders atomically (not Linux, or a file system without
-    ``RENAME_EXCHANGE``), the old folder is set aside and the new one renamed in; a kill between those
-    two renames leaves ``path`` missing until the next call (or :func:`recover_directory`) moves the
-    new one in. A swap killed at any step is finished or undone by the next call; on an exception in
+    (hard links; not those named in ``drop``), then the two are exchanged in one atomic step and the
+    old copy is removed. Where the system cannot exchange two folders atomically (not Linux, or a file
+    system without ``RENAME_EXCHANGE``), the old folder is set aside and the new one renamed in; a kill
+    between those two renames leaves ``path`` missing until the next call (or :func:`recover_directory`)
+    moves the new one in. A swap killed at any step is finished or undone by the next call; on an exception in
     the ``with`` body nothing in ``path`` changes.
 
     Raises:
@@ -306,11 +324,14 @@ def replace_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
     try:
         yield new
         if path.is_dir():
-            _carry_over(path, new)
+            _carry_over(path, new, drop=drop)
             os.chmod(new, stat.S_IMODE(path.stat().st_mode))
         else:
             os.chmod(new, 0o777 & ~_umask())  # mkdtemp makes it 0700
         os.rename(new, ready)
+    except OSError as exc:
+        shutil.rmtree(new, ignore_errors=True)
+        raise _naming(exc, path) from exc
     except BaseException:
         shutil.rmtree(new, ignore_errors=True)
         raise

@@ -80,7 +80,8 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
     """What is wrong with a ``qa.csv`` row's ``correct_choice``, or ``None`` when it is fine.
 
     The one rule, used by ``validate``, ``build`` and ``load``: the letter, read by :func:`normalise_letter`,
-    is one of :data:`LETTERS`, and the choice it names is not empty.
+    is one of :data:`LETTERS`, and the choice it names is not empty (whitespace counts as text, as in the
+    reference's ``build_dataset.py: read_questions``).
 
     Args:
         letter: The ``correct_choice`` cell.
@@ -94,20 +95,33 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
     if len(text) != 1 or text not in LETTERS:
         return "bad_letter", f"correct_choice must be one of A-E, found {letter!r}"
     chosen = choices[LETTERS.index(text)]
-    if not isinstance(chosen, str) or not chosen.strip():
+    if not isinstance(chosen, str) or not chosen:
         return "empty_answer", f"the correct choice {text} is empty"
     return None
+
+
+def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, name: str) -> None:
+    """Raise naming the frame (``name``, its parameter) and the ``columns`` it lacks.
+
+    Raises:
+        ValueError: ``"questions: missing column(s) ['choices']; found [...]"`` (where pandas would raise a
+            bare ``KeyError('choices')``).
+    """
+    missing = [c for c in columns if c not in frame.columns]
+    if missing:
+        raise ValueError(f"{name}: missing column(s) {missing}; found {list(frame.columns)}")
 
 
 def answer_indices(questions: pd.DataFrame) -> np.ndarray:
     """Index (0-4) of each row's answer among its choices, by stripped string equality (first match).
 
     Raises:
-        ValueError: Naming every row (user, question index) whose answer is not among its choices, or
-            whose choices are not a list of 5 strings.
+        ValueError: Naming every row (user, question index) whose answer is whitespace only or not among
+            its choices, or whose choices are not a list of 5 strings.
     """
     import numpy as np
 
+    require_columns(questions, [*QUESTION_KEY, "choices", "answer"], name="questions")
     out = np.full(len(questions), -1, dtype=np.int64)
     bad = []
     for pos, (choices, answer) in enumerate(zip(questions["choices"], questions["answer"], strict=True)):
@@ -116,6 +130,9 @@ def answer_indices(questions: pd.DataFrame) -> np.ndarray:
         stripped = [str(c).strip() if c is not None else "" for c in choices]
         if len(choices) != len(LETTERS):
             bad.append((pos, f"expected 5 choices, got {len(choices)}"))
+        elif target == "" and answer:
+            why = "the reference's scorer offers no blank choice, so it is never answered right"
+            bad.append((pos, f"answer {answer!r} is whitespace only: {why}"))
         elif not target or target not in stripped:
             bad.append((pos, f"answer {answer!r} is not among the choices {choices!r}"))
         else:

@@ -23,3 +23,27 @@ def unit_rows(vectors: Any, *, eps: float = 1e-12) -> np.ndarray:
     """
     x = np.asarray(vectors, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
+
+
+def check_vectors(vectors: np.ndarray, *, where: str, error: type[Exception] = ValueError) -> None:
+    """Refuse a batch of embeddings that holds NaN or infinite values, or whose vectors are all zero.
+
+    Every encoder's output passes through here (:func:`pv4kit.embeddings.models.embed_texts`, and the
+    endpoint embedder per request batch, to name the server), before anything of it is cached.
+
+    Args:
+        vectors: The ``(n, dim)`` batch.
+        where: What made it (embedder or server, model, batch), for the message.
+        error: The exception class raised.
+
+    Raises:
+        error: Naming ``where`` and the first bad row.
+    """
+    bad = ~np.isfinite(vectors).all(axis=1)
+    if bad.any():
+        raise error(
+            f"{where}: {int(bad.sum())} of {len(vectors)} vectors hold NaN or infinite values (first: "
+            f"row {int(bad.argmax())}); nothing of this batch is cached"
+        )
+    if len(vectors) and not vectors.any():
+        raise error(f"{where}: all {len(vectors)} vectors are zero; nothing of this batch is cached")

@@ -122,6 +122,7 @@ class FakeLLMServer(LoopbackServer):
         self.max_model_len = max_model_len
         self.tokenizer = tokenizer
         self.tokenize_requests: list[dict[str, Any]] = []
+        self.served_as: str | None = None  # answer as this model, whatever was asked (a gateway's reroute)
         self.faults: list[Reply] = []
         self.requests: list[tuple[str, str, dict[str, Any]]] = []
         self._seen: dict[str, int] = {}
@@ -218,7 +219,7 @@ class FakeLLMServer(LoopbackServer):
                 reply.status, {"error": {"message": reply.error, "type": "scripted"}}, reply.headers
             )
             return
-        model = str(body.get("model"))
+        model = self.served_as or str(body.get("model"))
         build = {"chat": _chat_body, "completions": _completions_body}.get(protocol, _responses_body)
         payload = build(model, reply.text, count)
         handler._send(200, payload, reply.headers)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import logging
 import sqlite3
 
 import pytest
@@ -141,3 +142,19 @@ def test_unknown_and_missing_options_are_named():
         answer(_data(), llm=llm)
     with pytest.raises(TypeError, match="unknown option 'metod'; did you mean 'method'"):
         answer(_data(), AnswerOptions(method="rag", llm=llm), metod="full")
+
+
+def test_the_model_that_answered_is_recorded_and_a_mismatch_is_warned(server, tmp_path, caplog):
+    """config.json names the model the responses came from (issue 23.7), and a rerun keeps it."""
+    data, llm = _data(), _llm(server)
+    options = {"method": "no_docs", "llm": llm, "users": [130], "limit": 3, "cache": None, "progress": False}
+    assert answer(data, **options).config["served_model"] == "fake-model"
+    server.served_as = "other-model-7b"
+    with caplog.at_level(logging.WARNING, logger="pv4kit.baselines.run"):
+        answer(data, **options, run_dir=tmp_path / "run")
+    assert read_run_config(tmp_path / "run")["served_model"] == "other-model-7b"
+    assert "answered as ['other-model-7b'], not the requested model 'fake-model'" in caplog.text
+    server.served_as = None
+    sent = len(server.requests)
+    again = answer(data, **options, run_dir=tmp_path / "run")  # every answer kept from the run
+    assert len(server.requests) == sent and again.config["served_model"] == "other-model-7b"

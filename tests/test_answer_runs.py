@@ -3,7 +3,8 @@
 ``tests/fixtures/answer_runs/`` was written by the ``answer`` that branched on the method name (commit
 ade72a7) through the same fake loopback server; today's method table must write the same
 ``config.json`` and ``context.json`` bytes and the same ``generations.parquet`` (every cell, dtype and
-column; the file's bytes too with the pyarrow version the fixtures were written with).
+column; the file's bytes too with the pyarrow version the fixtures were written with). One line was
+added to each ``config.json`` since: ``served_model`` (issue 23.7).
 """
 
 from __future__ import annotations

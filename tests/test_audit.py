@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import numpy as np
@@ -444,3 +445,95 @@ def test_category_groups_keep_their_clustering_and_skip_scikit_learn_on_a_rerun(
         pd.testing.assert_frame_equal(frame.drop(columns="vector"), fresh.drop(columns="vector"))
     with pytest.raises(AssertionError, match="clustered again"):
         audit.category_groups(q, embedder=emb, cache=False)  # no cache: always clustered
+
+
+def test_cli_audit_refuses_an_output_file_before_auditing(tmp_path, monkeypatch, capsys):
+    import pv4kit.analysis.audit_report as audit_report
+    from pv4kit.cli import main
+
+    target = tmp_path / "notes.txt"
+    target.write_text("mine")
+    monkeypatch.setattr(audit_report, "run_audit", lambda *a, **k: pytest.fail("audited before checking -o"))
+    assert main(["audit", "--data", str(tmp_path / "data"), "-o", str(target)]) == 1
+    err = capsys.readouterr().err
+    assert f"--output-dir {target}: is a file, not a directory" in err and target.read_text() == "mine"
+
+
+def _without(frame: pd.DataFrame, column: str) -> pd.DataFrame:
+    return frame.drop(columns=column)
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (
+            lambda e: audit.length_audit(_without(_questions(), "choices")),
+            "questions: missing column(s) ['choices']",
+        ),
+        (
+            lambda e: audit.position_audit(_without(_questions(), "answer")),
+            "questions: missing column(s) ['answer']",
+        ),
+        (lambda e: audit.position_audit(_questions(), by="nope"), "questions: missing column(s) ['nope']"),
+        (
+            lambda e: audit.length_summary(_without(audit.length_audit(_questions()), "ref_longest")),
+            "lengths: missing column(s) ['ref_longest']",
+        ),
+        (
+            lambda e: audit.candidate_only_predictions(
+                _without(_questions(), "question"), embedder=e, cache=False
+            ),
+            "questions: missing column(s) ['question']",
+        ),
+        (
+            lambda e: audit.similarity_audit(_without(_questions(), "answer"), embedder=e, cache=False),
+            "questions: missing column(s) ['answer']",
+        ),
+        (
+            lambda e: audit.duplicate_questions(_without(_questions(), "question"), embedder=e, cache=False),
+            "questions: missing column(s) ['question']",
+        ),
+        (
+            lambda e: audit.leakage_audit(_questions(), _without(_data().users, "documents")),
+            "users: missing column(s) ['documents']",
+        ),
+        (
+            lambda e: audit.leakage_summary(
+                _without(audit.leakage_audit(_questions(), _data().users), "overlap")
+            ),
+            "leakage: missing column(s) ['overlap']",
+        ),
+        (
+            lambda e: audit.category_groups(_without(_questions(), "category_name"), embedder=e, cache=False),
+            "questions: missing column(s) ['category_name']",
+        ),
+        (
+            lambda e: audit.with_category_groups(
+                _questions(), pd.DataFrame({"user_id": [1], "category": [0]})
+            ),
+            "categories: missing column(s) ['group', 'group_label']",
+        ),
+        (
+            lambda e: audit.solver_accuracy(pd.DataFrame({"user_id": [1], "correct": [True]}), n_boot=10),
+            "predictions: missing column(s) ['solver']",
+        ),
+        (
+            lambda e: audit.question_flags(_without(audit.length_audit(_questions()), "within_2_words")),
+            "lengths: missing column(s) ['within_2_words']",
+        ),
+        (
+            lambda e: audit.solver_accuracy(
+                pd.DataFrame({"user_id": [1], "solver": ["x"], "correct": [True]}), n_boot=-1
+            ),
+            "n_boot must be an integer >= 1, got -1",
+        ),
+        (
+            lambda e: audit.length_summary(audit.length_audit(_questions()), n_boot=0),
+            "n_boot must be an integer >= 1, got 0",
+        ),
+    ],
+)
+def test_audit_functions_name_a_missing_column_and_its_frame(call, message, fake_embedder):
+    # pandas raised a bare KeyError('choices') naming neither the frame nor what it needs
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call(fake_embedder)

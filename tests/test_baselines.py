@@ -214,8 +214,9 @@ def test_rag_order_and_saved_ids(data, server, tmp_path, make_fake_embedder):
     )
     row = run.generations.iloc[0]
     assert list(row["retrieved_ids"]) == [2, 0]
+    # cosines of the reference's float16 store: 0.6 is 0.60009765625 in float16
     assert row["retrieved_scores"][0] == pytest.approx(1.0) and row["retrieved_scores"][1] == pytest.approx(
-        0.6
+        0.6, abs=2e-4
     )
     prompt = next(p for _, p, _ in server.requests if "question 0" in p)
     assert prompt == "I live in Oslo.\n\nI am vegan.\n\n  question 0 of user 131?"  # most similar first

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pv4kit.cli import build_parser
+from pv4kit.cli import build_parser, main
 from pv4kit.cli._args import add_embedder_endpoint, embedder_endpoint, pick
 from pv4kit.cli.baselines import _embedder
 from pv4kit.dataset.load import load
@@ -100,3 +100,121 @@ def test_per_user_counts_questions_by_split_and_chats():
             assert row.get(split, 0) == int((mine["split"] == split).sum())
         assert row["chats"] == len(data.documents(user_id))
     assert int(table[["train", "validation", "test"]].to_numpy().sum()) == len(q)
+
+
+def _numeric_actions(parser: argparse.ArgumentParser, prefix: str = ""):
+    """``(command, option, type)`` of every option of ``parser`` and its subcommands, recursively."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                yield from _numeric_actions(sub, f"{prefix} {name}".strip())
+        elif action.type in (int, float):
+            yield prefix, action.option_strings, action.type
+
+
+def test_every_numeric_option_is_range_checked():
+    # a bare int/float type lets --n-boot 0, --timeout 0 or --max-new-tokens -5 through to a traceback
+    assert list(_numeric_actions(build_parser())) == []
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["answer", "--model", "m", "--method", "rag", "--max-new-tokens", "-5"],
+            "argument --max-new-tokens: must be an integer >= 1, got -5",
+        ),
+        (
+            ["answer", "--model", "m", "--method", "rag", "--timeout", "0"],
+            "argument --timeout: must be a number > 0, got 0.0",
+        ),
+        (
+            ["answer", "--model", "m", "--method", "rag", "--threads", "0"],
+            "argument --threads: must be a positive",
+        ),
+        (
+            ["answer", "--model", "m", "--method", "rag", "--top-k", "x"],
+            "argument --top-k: expected an integer, got 'x'",
+        ),
+        (["score", "runs/a", "--n-boot", "-3"], "argument --n-boot: must be an integer >= 1, got -3"),
+        (["score", "runs/a", "--n-boot", "0"], "argument --n-boot: must be an integer >= 1, got 0"),
+        (["compare", "a", "b", "--n-boot", "0"], "argument --n-boot: must be an integer >= 1, got 0"),
+        (["audit", "--seed", "-1"], "argument --seed: must be an integer >= 0, got -1"),
+        (
+            ["build", "--users-dir", "u", "--output-dir", "o", "--validation-fraction", "1.5"],
+            "argument --validation-fraction: must be a number >= 0 and < 1, got 1.5",
+        ),
+        (
+            ["generate", "--persona-dir", "p", "--output-dir", "o", "--temperature", "nan"],
+            "argument --temperature: must be a number >= 0, got nan",
+        ),
+        (["notebooks", "--timeout", "0"], "argument --timeout: must be an integer >= 1, got 0"),
+        (
+            ["personafeedback", "reward-model", "--out", "o", "--test-fraction", "1"],
+            "argument --test-fraction: must be a number > 0 and < 1, got 1.0",
+        ),
+    ],
+)
+def test_numeric_options_out_of_range_name_the_option(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(argv)
+    assert exc.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "message"),
+    [
+        ("--users", "abc", "argument --users: expected comma-separated user ids like '126,127', got 'abc'"),
+        (
+            "--users",
+            "126,,x",
+            "argument --users: expected comma-separated user ids like '126,127', got '126,,x'",
+        ),
+        ("--name", "../outside", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "/tmp/elsewhere", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "a/../../b", "argument --name: expected a folder name inside --runs-dir"),
+        ("--name", "..", "argument --name: expected a folder name inside --runs-dir"),
+    ],
+)
+def test_answer_users_and_run_name_are_checked_before_anything_runs(option, value, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["answer", "--model", "m", "--method", "no_docs", option, value])
+    assert exc.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_answer_users_parse_to_ids():
+    args = build_parser().parse_args(["answer", "--model", "m", "--method", "no_docs", "--users", "126, 127"])
+    assert args.users == [126, 127]
+    assert (
+        build_parser().parse_args(["answer", "--model", "m", "--method", "no_docs", "--name", "x_1"]).name
+        == "x_1"
+    )
+
+
+@pytest.mark.parametrize(
+    ("error", "printed"),
+    [
+        (
+            ImportError("executing notebooks needs jupytext and nbclient: pip install -e '.[notebooks]'"),
+            "pip install -e '.[notebooks]'",
+        ),
+        (KeyError("no audit table 'x'; tables: ['a']"), "error: no audit table 'x'; tables: ['a']\n"),
+        (
+            ValueError("n_boot must be an integer >= 1, got 0"),
+            "error: n_boot must be an integer >= 1, got 0\n",
+        ),
+    ],
+)
+def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
+    import pv4kit.analysis.notebooks as notebooks
+
+    def fail(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(notebooks, "execute_notebooks", fail)
+    assert main(["notebooks", "--execute"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("pv4kit notebooks: error: ") and printed in err and err.count("\n") == 1, err

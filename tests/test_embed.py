@@ -370,3 +370,16 @@ def test_an_unknown_dtype_is_refused_before_any_model_is_loaded():
         ValueError, match=r"dtype: expected one of \['bfloat16', 'float16', 'float32'\], got 'int8'"
     ):
         get_embedder("minilm", device="cpu", dtype="int8")
+
+
+@pytest.mark.parametrize("bad", [[np.nan, 0.0], [np.inf, 1.0], [0.0, 0.0]])
+def test_an_in_process_encoder_giving_invalid_vectors_is_refused_and_nothing_is_cached(
+    tmp_path, make_fake_embedder, bad
+):
+    """The check that guards the endpoint guards every encoder: NaN/inf, or a chunk of zero vectors."""
+    table = {"x": bad, "y": [0.0, 0.0] if bad == [0.0, 0.0] else [1.0, 2.0]}
+    emb = make_fake_embedder(table, name="broken")
+    cache = EmbeddingCache(tmp_path)
+    with pytest.raises(ValueError, match=r"embedder 'broken'.*(NaN or infinite|all 2 vectors are zero)"):
+        embed_texts(["x", "y"], embedder=emb, cache=cache, progress=False)
+    assert cache.count(emb.cache_key) == 0

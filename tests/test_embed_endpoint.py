@@ -309,3 +309,31 @@ def test_score_through_the_endpoint_matches_in_process_minilm(server, minilm, tm
     assert 0 < m_local["accuracy"] < 1
     assert m_remote["embedder"]["served_model"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert m_remote["embedder"]["base_urls"] == [server.base_url]
+
+
+@pytest.mark.parametrize("bad", ["nan", "inf", "zero"])
+@pytest.mark.parametrize("encoding", ["base64", "float"])
+def test_invalid_vectors_are_an_error_naming_the_server_model_and_batch(minilm, tmp_path, bad, encoding):
+    """NaN/inf values, or a batch of all-zero vectors, are refused; nothing of that chunk is cached."""
+
+    def encode(texts):
+        vectors = minilm.encode(texts)
+        if "poison" in texts:
+            if bad == "zero":
+                vectors[:] = 0.0
+            else:
+                vectors[texts.index("poison"), 3] = np.nan if bad == "nan" else np.inf
+        return vectors
+
+    cache = EmbeddingCache(tmp_path)
+    with FakeEmbeddingServer(encode, model=MODEL) as srv:
+        emb = _fast(srv.base_url, batch_size=2, max_concurrency=1, encoding_format=encoding)
+        texts = ["aaaaaa", "bbbbbb", "cccccc", "poison"]  # one length: the batches keep this order
+        what = "all 2 vectors are zero" if bad == "zero" else "1 of 2 vectors hold NaN or infinite values"
+        with pytest.raises(EmbeddingEndpointError, match=rf"127\.0\.0\.1.*{MODEL}.*batch 2 of 2.*{what}"):
+            embed_texts(texts, embedder=emb, cache=cache, progress=False)
+        assert cache.count(emb.cache_key) == 0
+        # a chunk of good vectors before the bad one is kept, the bad chunk is not
+        with pytest.raises(EmbeddingEndpointError, match="batch 1 of 1"):
+            embed_texts(texts, embedder=emb, cache=cache, chunk_size=2, progress=False)
+        assert cache.count(emb.cache_key) == 2

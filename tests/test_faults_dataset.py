@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.cli import main
+from pv4kit.dataset.load import load
 from pv4kit.dataset.raw import format_report, validate_raw
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
@@ -565,3 +566,103 @@ def test_output_dir_holding_the_inputs_or_the_current_directory_is_refused(sampl
     rc, _, err = run_cli(capsys, *build_args(sample, sample / "personas"))
     assert rc == 1 and "current directory" in err, err
     assert sorted(p.relative_to(sample) for p in sample.rglob("*")) == before
+
+
+# ------------------------------------------------------------------ users outside the id ranges (issue 23.5)
+
+
+def test_users_outside_the_id_ranges_are_reported_by_load_info_and_validate(sample, capsys, caplog):
+    (sample / "users" / "user_12").rename(sample / "users" / "user_500")
+    with caplog.at_level("WARNING", logger="pv4kit.dataset.load"):
+        data = load(sample)
+    assert 500 not in set(data.users["user_id"])
+    assert any("user(s) outside" in r.getMessage() and "500" in r.getMessage() for r in caplog.records)
+    rc, out, _ = run_cli(capsys, "info", str(sample))
+    assert rc == 0 and "left out 1 user(s) outside" in out and "[500]" in out, out
+    report = validate_raw(sample)
+    rows = report[report["code"] == "user_outside"]
+    assert len(rows) == 1 and "user 500" in rows["message"].iloc[0], format_report(report)
+    assert rows["severity"].iloc[0] == "warning"
+    rc, out, _ = run_cli(capsys, "validate", str(sample))
+    assert "[user_outside] user 500" in out, out
+
+
+# ------------------------------------------------------------------ parquet rows (issue 23.6, 23.9)
+
+
+def _edit_parquet(path: Path, edit) -> None:
+    """Rewrite ``path`` with ``edit(frame)`` applied (every column, documents included)."""
+    frame = pd.read_parquet(path)
+    edit(frame).to_parquet(path, index=False)
+
+
+def test_a_duplicated_parquet_row_is_an_error_naming_the_file_and_rows(sample, tmp_path, capsys):
+    out = tmp_path / "data"
+    assert run_cli(capsys, *build_args(sample, out))[0] == 0
+    test = out / "test.parquet"
+    _edit_parquet(test, lambda f: pd.concat([f.iloc[:3], f.iloc[[2]], f.iloc[3:]], ignore_index=True))
+    with pytest.raises(ValueError, match=rf"{test}: rows 2 and 3 are the same question of user 131"):
+        load(out)
+    rc, _, err = run_cli(capsys, "info", str(out))
+    assert rc == 1 and "rows 2 and 3" in err and "Traceback" not in err, err
+
+
+def test_a_parquet_row_with_null_choices_is_an_error_naming_the_file_and_row(sample, tmp_path, capsys):
+    out = tmp_path / "data"
+    assert run_cli(capsys, *build_args(sample, out))[0] == 0
+    test = out / "test.parquet"
+
+    def null_choices(frame):
+        frame["choices"] = frame["choices"].astype(object)
+        frame.at[4, "choices"] = None
+        return frame
+
+    _edit_parquet(test, null_choices)
+    with pytest.raises(ValueError, match=rf"{test}: row 4 has no 'choices'"):
+        load(out)
+    rc, _, err = run_cli(capsys, "info", str(out))
+    assert rc == 1 and "row 4 has no 'choices'" in err and "Traceback" not in err, err
+
+
+def test_a_question_differing_from_qa_csv_is_named_in_the_warning(sample, tmp_path, capsys, caplog):
+    out = tmp_path / "data"
+    assert run_cli(capsys, *build_args(sample, out))[0] == 0
+
+    def edit(frame):
+        frame.at[1, "question"] = "An edited question?"
+        return frame
+
+    _edit_parquet(out / "test.parquet", edit)
+    with caplog.at_level("WARNING", logger="pv4kit.dataset.enrich"):
+        load(out)
+    assert "1 question(s) differ" in caplog.text and "user 131 question 1" in caplog.text, caplog.text
+    assert "'An edited question?' in the parquet" in caplog.text
+
+
+@pytest.fixture
+def full_disk(tmp_path: Path, monkeypatch) -> Path:
+    """A folder whose disk is full: a 64 KiB tmpfs where mounting is allowed, else parquet writes fail as
+    pyarrow fails on a full disk (``OSError(28, ...)``, no file named)."""
+    import subprocess
+
+    folder = tmp_path / "tiny"
+    folder.mkdir()
+    mount = ["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)]
+    if shutil.which("mount") and subprocess.run(mount, capture_output=True).returncode == 0:
+        yield folder
+        subprocess.run(["umount", str(folder)], check=False)
+        return
+    import pyarrow.parquet as pq
+
+    def full(self, *args, **kwargs):
+        raise OSError(28, "Error writing bytes to file. Detail: [errno 28] No space left on device")
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", full)
+    yield folder
+
+
+def test_build_on_a_full_disk_names_the_output_folder(sample, full_disk, capsys):
+    target = full_disk / "data"
+    rc, _, err = run_cli(capsys, *build_args(sample, target))
+    assert rc == 1 and f"{target}: No space left on device" in err, err
+    assert "it was left as it was" in err and not target.exists()

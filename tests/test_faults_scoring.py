@@ -9,6 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
+from pv4kit.baselines.hard import derive_hard_subset, hard_flags, hard_report
 from pv4kit.cli import main
 from pv4kit.dataset.load import load
 from pv4kit.scoring.refformat import export_reference, import_reference
@@ -59,6 +60,41 @@ def test_compare_refuses_runs_scored_on_different_data(two_trees, tmp_path, make
     table = compare(tmp_path / "run_a", tmp_path / "run_b", n_boot=20, force=True)
     assert table.attrs["data_differs"] is True
     assert main(["-q", "compare", str(tmp_path / "run_a"), str(tmp_path / "run_b"), "--force"]) == 0
+
+
+def test_hard_refuses_runs_scored_on_different_data(two_trees, tmp_path, make_fake_embedder, capsys):
+    """``hard`` (hard_flags, hard_report, derive_hard_subset) uses the check ``compare`` uses (issue 23.4)."""
+    da, db = load(two_trees[0]), load(two_trees[1])
+    emb = make_fake_embedder()
+    _score(tmp_path / "no_docs", da, emb, _answers(da))
+    _score(tmp_path / "rag", db, emb, _answers(db))
+    runs = (tmp_path / "no_docs", tmp_path / "rag")
+    for combine in (hard_flags, hard_report, derive_hard_subset):
+        with pytest.raises(ValueError, match=r"different data.*user 126 question \d+ \(question\)"):
+            combine(*runs)
+    out = tmp_path / "h.csv"
+    argv = ["-q", "hard", "--no-docs", str(runs[0]), "--rag", str(runs[1]), "--output", str(out)]
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert "different data" in err and "--force" in err and "Traceback" not in err, err
+    assert not out.exists()
+    assert main([*argv, "--force"]) == 0
+    assert len(hard_flags(*runs, force=True)) == len(da.split("test"))
+
+
+def test_the_notebooks_runs_refuse_runs_scored_on_different_data(two_trees, tmp_path, make_fake_embedder):
+    """Notebooks 04, 05 and 07 combine every run of a folder: the same check as compare (issue 23.4)."""
+    from pv4kit.analysis.notebooks import load_scored_runs
+
+    da, db = load(two_trees[0]), load(two_trees[1])
+    emb = make_fake_embedder()
+    _score(tmp_path / "runs" / "a", da, emb, _answers(da))
+    _score(tmp_path / "runs" / "b", db, emb, _answers(db))
+    with pytest.raises(
+        ValueError, match=r"runs A \(.*runs/a\) and B \(.*runs/b\) were scored on different data"
+    ):
+        load_scored_runs(tmp_path / "runs")
+    assert sorted(load_scored_runs(tmp_path / "runs", force=True)) == ["a", "b"]
 
 
 def test_compare_refuses_data_whose_chats_differ(tmp_path, make_fake_embedder):

@@ -22,7 +22,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-
 ROOT = Path(__file__).resolve().parents[1] / "pv4kit"
 
 LAYERS: dict[str, int] = {

@@ -1,9 +1,11 @@
 import json
 import math
+import re
 import time
 
 import pytest
 
+from pv4kit.cli import main
 from pv4kit.llm.client import (
     LLMConfig,
     LLMConfigError,
@@ -228,3 +230,24 @@ def test_usage_frame_prices(tmp_path, server):
     summary = usage_summary(frame, by=["model"])
     assert set(summary.columns) >= {"calls", "cached", "cost_usd"}
     json.dumps(load_prices())  # the shipped table is plain JSON
+
+
+def test_usage_by_cached_and_a_broken_price_file(tmp_path, server, capsys):
+    cache = tmp_path / "c.sqlite"
+    complete([MSGS], config=cfg(server, model="m"), cache=cache, step="s", progress=False)
+    complete([MSGS], config=cfg(server, model="m"), cache=cache, step="s", progress=False)
+    by_cached = usage_summary(usage_frame(cache), by=["cached"])
+    assert by_cached["cached"].tolist() == [False, True] and by_cached["calls"].tolist() == [1, 1]
+    assert main(["usage", "--cache", str(cache), "--by", "cached"]) == 0
+    with pytest.raises(ValueError, match=r"by: unknown column\(s\) \['nope'\]; choose from .*model"):
+        usage_summary(usage_frame(cache), by=["nope"])
+    broken = tmp_path / "prices.json"
+    broken.write_text('{"models": {"m": {"input": 1,}}}')
+    with pytest.raises(
+        ValueError, match=rf"prices: {re.escape(str(broken))}: not valid JSON \(line 1, column 30"
+    ):
+        load_prices(broken)
+    capsys.readouterr()
+    assert main(["usage", "--cache", str(cache), "--prices", str(broken)]) == 1
+    err = capsys.readouterr().err
+    assert str(broken) in err and "not valid JSON" in err and "Traceback" not in err

@@ -13,6 +13,7 @@ from pv4kit.analysis.notebooks import (
     load_notebook_data,
     project_paths,
 )
+from pv4kit.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = ROOT / "notebooks"
@@ -40,6 +41,42 @@ def test_failing_cell_names_notebook_and_cell(tmp_path):
         execute_notebooks(notebooks_dir=tmp_path, timeout=60)
     with pytest.raises(FileNotFoundError, match="available"):
         execute_notebooks(["nope"], notebooks_dir=tmp_path)
+
+
+def test_failing_cell_names_the_line_and_the_real_error_without_colour(tmp_path):
+    # the cell's first line is an import; the error is raised four lines down, inside a function
+    (tmp_path / "02_data.py").write_text(
+        "# %% [markdown]\n# title\n\n# %%\nimport os\n\n\ndef load_it(path):\n"
+        "    raise FileNotFoundError(f'{path}: found no parquet files')\n\n\n"
+        "data = load_it(os.environ['PV4KIT_DATA'])\ndata\n"
+    )
+    with pytest.raises(NotebookError) as exc:
+        execute_notebooks(notebooks_dir=tmp_path, timeout=60, params={"data": tmp_path / "none"})
+    message = str(exc.value)
+    assert "\x1b[" not in message and "\n" not in message  # one paragraph, no ANSI colour
+    assert """02_data: cell 1 failed at line 8 ("data = load_it(os.environ['PV4KIT_DATA'])")""" in message
+    assert f"FileNotFoundError: {tmp_path / 'none'}: found no parquet files" in message
+    assert "import os" not in message
+    assert f"PV4KIT_DATA={tmp_path / 'none'}" in message and "02_data.ipynb" in message
+
+
+def test_notebooks_dir_that_is_missing_or_holds_no_notebook_is_an_error(tmp_path, capsys):
+    with pytest.raises(FileNotFoundError, match=r"notebooks_dir: .*nowhere: no such folder"):
+        list_notebooks(tmp_path / "nowhere")
+    assert main(["notebooks", "--notebooks-dir", str(tmp_path / "nowhere")]) == 1
+    assert "no such folder" in capsys.readouterr().err
+    with pytest.raises(FileNotFoundError, match=r"holds no notebooks \(NN_name\.py"):
+        execute_notebooks(notebooks_dir=tmp_path)
+
+
+def test_param_without_equals_names_the_option(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["notebooks", "--execute", "--param", "data"])
+    assert exc.value.code == 2
+    assert (
+        "argument --param: expected NAME=VALUE (e.g. data=/path/to/data), got 'data'"
+        in capsys.readouterr().err
+    )
 
 
 def test_project_paths(monkeypatch, tmp_path):

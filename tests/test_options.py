@@ -6,6 +6,7 @@ same result, and an unknown keyword names the closest field.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,13 +14,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit._options import merge_options
+from pv4kit._options import check_number, merge_options
 from pv4kit.analysis.audit_report import AuditOptions, run_audit
+from pv4kit.analysis.notebooks import execute_notebooks
 from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
+from pv4kit.baselines.methods import AnswerOptions
 from pv4kit.baselines.prompting import CharEstimate
+from pv4kit.dataset.splits import BuildOptions
 from pv4kit.llm.client import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
+from pv4kit.related.recenter.stage2 import stage2_predictions
+from pv4kit.scoring.accuracy import accuracy_table as score_accuracy_table
+from pv4kit.scoring.score import ScoreOptions
+from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, paired_bootstrap
 
 
 @dataclass(frozen=True)
@@ -116,3 +124,67 @@ def test_related_accuracy_table_options_equal_keywords():
     assert set(by_keywords["chance"]) == {0.25}
     with pytest.raises(TypeError, match="did you mean 'confidence'"):
         accuracy_table(frame, confidance=0.9)
+
+
+def test_check_number_names_the_parameter_the_bound_and_the_value():
+    assert check_number(3, "n_boot", ge=1, integer=True) == 3
+    assert check_number(None, "temperature", ge=0, allow_none=True) is None
+    for value, bounds, message in [
+        (0, {"ge": 1, "integer": True}, "n_boot must be an integer >= 1, got 0"),
+        (float("nan"), {"gt": 0}, "n_boot must be a number > 0, got nan"),
+        (1.5, {"ge": 0, "lt": 1}, "n_boot must be a number >= 0 and < 1, got 1.5"),
+        (True, {"ge": 0, "integer": True}, "n_boot must be an integer >= 0, got True"),
+        ("3", {"ge": 0}, "n_boot must be a number >= 0, got '3'"),
+    ]:
+        with pytest.raises(ValueError, match=re.escape(message)):
+            check_number(value, "n_boot", **bounds)
+
+
+def _preds() -> pd.DataFrame:
+    return pd.DataFrame({"user_id": [1, 1, 2], "question_index": [0, 1, 0], "correct": [True, False, True]})
+
+
+@pytest.mark.parametrize(
+    ("call", "message"),
+    [
+        (lambda: bootstrap_ci(_preds(), n_boot=0), "n_boot must be an integer >= 1, got 0"),
+        (
+            lambda: grouped_bootstrap_ci(_preds(), by="user_id", n_boot=-1),
+            "n_boot must be an integer >= 1, got -1",
+        ),
+        (
+            lambda: paired_bootstrap(_preds().assign(b=False), a="correct", b="b", n_boot=0),
+            "n_boot must be an integer >= 1, got 0",
+        ),
+        (lambda: compare(_preds(), _preds(), n_boot=-1), "n_boot must be an integer >= 1, got -1"),
+        (lambda: score_accuracy_table(_preds(), n_boot=0), "n_boot must be an integer >= 1, got 0"),
+        (lambda: ScoreOptions(n_boot=0), "n_boot must be an integer >= 1, got 0"),
+        (lambda: ScoreOptions(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (lambda: AuditOptions(n_boot=-1), "n_boot must be an integer >= 1, got -1"),
+        (lambda: AuditOptions(seed=-2), "seed must be an integer >= 0, got -2"),
+        (lambda: LLMConfig(model="m", timeout=0), "timeout must be a number > 0, got 0"),
+        (
+            lambda: LLMConfig(model="m", max_output_tokens=-5),
+            "max_output_tokens must be an integer >= 1, got -5",
+        ),
+        (lambda: LLMConfig(model="m", temperature=-1.0), "temperature must be a number >= 0, got -1.0"),
+        (
+            lambda: AnswerOptions(method="rag", llm=None, max_new_tokens=-5),
+            "max_new_tokens must be an integer >= 1",
+        ),
+        (lambda: AnswerOptions(method="rag", llm=None, margin=-1), "margin must be an integer >= 0, got -1"),
+        (
+            lambda: AnswerOptions(method="rag", llm=None, max_model_len=0),
+            "max_model_len must be an integer >= 1",
+        ),
+        (lambda: BuildOptions(validation_fraction=1.5), "validation_fraction must be a number >= 0 and < 1"),
+        (lambda: stage2_predictions(None, tune_fraction=2.0), "tune_fraction must be a number > 0 and < 1"),
+        (
+            lambda: execute_notebooks(timeout=0, notebooks_dir="nowhere"),
+            "timeout must be an integer >= 1, got 0",
+        ),
+    ],
+)
+def test_numeric_parameters_of_the_api_are_range_checked(call, message):
+    with pytest.raises(ValueError, match=re.escape(message)):
+        call()

@@ -431,3 +431,28 @@ def test_cli_answer_failures_then_score_refuses_unless_told(tmp_path, capsys):
     with FakeLLMServer() as healthy:
         assert main(["-q", "answer", *common, "--base-url", healthy.base_url]) == 0
         assert len(healthy.requests) == n
+
+
+def test_budget_below_289_tokens_is_clamped_to_one_token_as_the_reference(tok, tmp_path, caplog):
+    # prepare_prompts: max(200 - 256 - 32, 1) = 1, so each prompt goes as its last token id
+    data = _data()
+    with FakeLLMServer(owned_by="vllm", max_model_len=200, tokenizer=tok) as server:
+        with caplog.at_level(logging.WARNING, logger="pv4kit.baselines.run"):
+            answer(
+                data,
+                method="no_docs",
+                llm=_llm(server),
+                run_dir=tmp_path / "r",
+                max_model_len=200,
+                users=[141],
+                cache=None,
+                progress=False,
+            )
+        sent = [b["prompt"] for p, _, b in server.requests if p == "completions"]
+        question = " question 0 of user 141? "
+        assert sent and all(len(ids) == 1 for ids in sent)
+        assert ref_prompt_ids(tok, question, [])[-1:] in sent  # the last token of the whole prompt
+    assert ref_budget(200, 256) == 1
+    ctx = json.loads((tmp_path / "r" / "context.json").read_text())
+    assert ctx["max_model_len"] == 200 and ctx["max_input_tokens"] == 1 and ctx["fit_rate"] == 0.0
+    assert "clamped to 1 token" in caplog.text

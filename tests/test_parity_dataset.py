@@ -589,3 +589,155 @@ def test_reference_prompts_errors_and_cli(tmp_path, capsys):
         main([*args, "--reference-prompts", str(STAND_IN)])
         assert srv.requests and all(p.startswith("STAND-IN") for _, p, _ in srv.requests)
     assert (tmp_path / "users" / "user_3" / "qa.csv").is_file()
+
+
+# --------------------------------------------------------------------------- step 6 edges (issue 24)
+# Each case was run through the reference's own build_dataset.py (a5c2d6f, scratch copy) beside pv4kit's.
+
+
+def _edge_tree(root: Path) -> Path:
+    users = root / "users"
+    for uid, n in ((6, 9), (126, 7)):
+        d = users / f"user_{uid}"
+        (d / "chats").mkdir(parents=True)
+        (d / "qa.csv").write_text(_qa_rows(uid, n), encoding="utf-8")
+        for i in range(3):
+            (d / "chats" / f"{i}.txt").write_text(f"Leo: chat {i} of {uid}\nAssistant: ok", encoding="utf-8")
+    return users
+
+
+def _whitespace_answer(users, root):
+    path = users / "user_126" / "qa.csv"
+    rows = list(csv.reader(io.StringIO(path.read_text(encoding="utf-8"))))
+    rows[1][3 + "ABCDE".index(rows[1][8])] = "   "  # the correct choice of question 0: whitespace only
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerows(rows)
+    path.write_text(buf.getvalue(), encoding="utf-8")
+
+
+def _long_row(line):
+    def make(users, root):
+        path = users / "user_126" / "qa.csv"
+        lines = path.read_text(encoding="utf-8").split("\n")
+        lines[line - 1] += ",an 11th field"
+        path.write_text("\n".join(lines), encoding="utf-8")
+
+    return make
+
+
+def _hard_columns(header, rows):
+    def make(users, root):
+        (root / "hard.csv").write_text(header + "\n" + "".join(r + "\n" for r in rows), encoding="utf-8")
+        return root / "hard.csv"
+
+    return make
+
+
+def _nul_in_question(users, root):
+    path = users / "user_126" / "qa.csv"
+    path.write_text(path.read_text(encoding="utf-8").replace("question 3", "question\x003"), encoding="utf-8")
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        _whitespace_answer,
+        _hard_columns("user_id,question_index,note", ["126,0,x", "126,3,y"]),
+        _hard_columns("question_index,user_id", ["0,126", "3,126"]),
+        _nul_in_question,
+    ],
+    ids=["whitespace_answer", "hard_extra_column", "hard_reordered", "nul_in_question"],
+)
+def test_step6_edges_build_the_reference_bytes(tmp_path, edit):
+    users = _edge_tree(tmp_path)
+    hard = edit(users, tmp_path)
+    _ref_build(users, tmp_path / "ref", range(6, 126), range(126, 156), hard)
+    build_dataset(users, tmp_path / "ours", hard_subset=hard, progress=False)
+    for name in ("train.parquet", "validation.parquet", "test.parquet", "user_splits.csv"):
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+def test_whitespace_answer_is_built_but_refused_when_loaded(tmp_path):
+    # the reference builds it; its scorer drops blank candidates, so the question is always wrong
+    import pv4kit
+
+    users = _edge_tree(tmp_path)
+    _whitespace_answer(users, tmp_path)
+    build_dataset(users, tmp_path / "data", progress=False)
+    with pytest.raises(ValueError, match=r"user 126 question 0: answer '   ' is whitespace only"):
+        pv4kit.load(tmp_path / "data")
+
+
+def test_step6_bom_is_read_as_an_encoding_mark_where_the_reference_stops(tmp_path):
+    # the reference's csv.DictReader keeps a BOM in the first header: KeyError 'index' (qa.csv) or
+    # 'user_id' (hard_subset.csv), nothing built; pv4kit builds the bytes of the same files without it
+    users = _edge_tree(tmp_path)
+    hard = tmp_path / "hard.csv"
+    hard.write_text("user_id,question_index\n126,2\n", encoding="utf-8")
+    _ref_build(users, tmp_path / "ref", range(6, 126), range(126, 156), hard)
+    for path in (users / "user_126" / "qa.csv", hard):
+        path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    build_dataset(users, tmp_path / "ours", hard_subset=hard, progress=False)
+    for name in ("train.parquet", "validation.parquet", "test.parquet", "user_splits.csv"):
+        assert (tmp_path / "ours" / name).read_bytes() == (tmp_path / "ref" / name).read_bytes(), name
+
+
+def _rename_user(name):
+    def make(users, root):
+        (users / "user_6").rename(users / name)
+
+    return make
+
+
+def _chat_named(name):
+    def make(users, root):
+        (users / "user_126" / "chats" / "1.txt").rename(users / "user_126" / "chats" / name)
+
+    return make
+
+
+def _nul_in_chat(users, root):
+    (users / "user_6" / "chats" / "0.txt").write_bytes(b"Leo: a\x00b\nAssistant: ok")
+
+
+@pytest.mark.parametrize(
+    ("edit", "ranges", "message"),
+    [
+        # the reference reads user_007 and user_<Arabic-Indic 6> as user 6 (int() of any Unicode digits)
+        (_rename_user("user_006"), {}, r"user_006.*no leading zeros.*found 'user_006'.*rename it user_6"),
+        (_rename_user("user_\u0666"), {}, r"ASCII digits.*rename it user_6"),
+        # the reference writes empty files (each split an empty table, user_splits.csv its header)
+        (
+            lambda u, r: None,
+            {"train_users": (1, 5), "test_users": (200, 210)},
+            r"no user falls in train users",
+        ),
+        # the reference reads +1.txt as chat 1; .1.txt stops it: ValueError invalid literal for int(): '.1'
+        (_chat_named("+1.txt"), {}, r"chats/\+1\.txt: chat file names must be '<integer>.txt'"),
+        (_chat_named(".1.txt"), {}, r"chats/\.1\.txt: chat file names must be '<integer>.txt'"),
+        # the reference keeps a NUL byte in a chat as read_text gives it
+        (_nul_in_chat, {}, r"chats/0\.txt:1: holds a NUL byte"),
+        # the reference's csv.DictReader keeps an 11th field under the key None and builds
+        (_long_row(3), {}, r"qa\.csv:3: not a readable CSV \(Expected 10 fields in line 3, saw 11\)"),
+        (_long_row(2), {}, r"qa\.csv:2: not a readable CSV \(Expected 10 fields in line 2, saw 11\)"),
+    ],
+    ids=[
+        "leading_zeros",
+        "non_ascii_digits",
+        "empty_ranges",
+        "plus_chat",
+        "dot_chat",
+        "nul_in_chat",
+        "long_row",
+        "long_first_row",
+    ],
+)
+def test_step6_edges_refused_with_the_file_and_what_to_do(tmp_path, edit, ranges, message):
+    users = _edge_tree(tmp_path)
+    edit(users, tmp_path)
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "train.parquet").write_bytes(b"previous")
+    with pytest.raises(ValueError, match=message):
+        build_dataset(users, tmp_path / "data", progress=False, **ranges)
+    assert (tmp_path / "data" / "train.parquet").read_bytes() == b"previous"  # nothing replaced
+    assert "qa.csv is missing" not in str(validate_raw(users)["message"].tolist())

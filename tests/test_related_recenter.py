@@ -401,3 +401,39 @@ def test_the_old_loader_module_still_offers_the_loaders():
 
     assert load_stage3 is rc.load_stage3 and STAGE1_LABELS == ("bad", "unsure", "ok")
     assert "stage1_agreement" not in recenter_io.__all__ and "relevance_label" in recenter_io.__all__
+
+
+@pytest.mark.parametrize(
+    ("relpath", "loader"),
+    [
+        ("stage1/annotations/ann01.jsonl", rc.load_stage1),
+        ("stage1/items.jsonl", rc.load_stage1),
+        ("stage2/annotations/ann04.jsonl", rc.load_stage2),
+        ("stage2/llm_judgments/llm-a.jsonl", rc.load_stage2),
+        ("stage3/annotations/ann04.jsonl", rc.load_stage3),
+    ],
+)
+def test_a_duplicated_record_names_the_file_and_both_lines(tmp_path, relpath, loader):
+    # the same item twice in one file: stage 1 failed in pivot ("Index contains duplicate entries"),
+    # stage 2 kept the first silently
+    root = _copy(tmp_path)
+    path = root / relpath
+    lines = path.read_text().splitlines()
+    path.write_text("\n".join([*lines, lines[0]]) + "\n")
+    message = (
+        rf"{re.escape(str(path))}:{len(lines) + 1}: a second .* record for item \d+ \(the first is line 1\)"
+    )
+    with pytest.raises(ValueError, match=message):
+        loader(root)
+
+
+def test_cli_recenter_duplicate_record_is_one_line(tmp_path, capsys):
+    from pv4kit.cli import main
+
+    root = _copy(tmp_path)
+    path = root / "stage1" / "annotations" / "ann02.jsonl"
+    path.write_text(path.read_text() + path.read_text().splitlines()[0] + "\n")
+    assert main(["recenter", "stage1", "--data", str(root), "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}:" in err and "a second" in err and "Traceback" not in err
+    assert not (tmp_path / "out").exists()

@@ -194,3 +194,12 @@ def test_score_with_real_minilm(minilm, tmp_path):
     pred = score_frame(q, gens, embedder=minilm, cache=tmp_path)
     assert list(pred["predicted_letter"]) == ["B", "B"]
     assert pred["correct"].all() and not pred["tie"].any() and (pred["margin"] > 0).all()
+
+
+def test_score_frame_names_a_null_key_of_the_generations():
+    questions = pd.DataFrame(
+        {"user_id": [1], "question_index": [0], "choices": [["a", "b", "c", "d", "e"]], "answer": ["a"]}
+    )
+    gens = pd.DataFrame({"user_id": [None], "question_index": [0], "generation": ["a"]})
+    with pytest.raises(ValueError, match=r"generations: user_id is null in 1 row\(s\) \(row\(s\) \[0\]\)"):
+        score_frame(questions, gens, embedder=None)

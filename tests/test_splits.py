@@ -85,7 +85,7 @@ def test_collection_id_column(tree, tmp_path):
         ("user_id,question_index\n6,0\n", "training user"),
         ("user_id,question_index\n999,0\n", "not among the users"),
         ("user_id,question_index\n126,99\n", "has no question 99"),
-        ("user,q\n126,1\n", "expected header"),
+        ("user,q\n126,1\n", "expected the columns user_id and question_index"),
         ("user_id,question_index\n126,x\n", "must be an integer"),
     ],
 )

@@ -247,3 +247,11 @@ def test_the_command_line_writes_the_report(scored, server, capsys):
         "agreement.csv", "judge_positions.csv", "judgments.parquet", "margins.csv", "summary.json",
         "summary.txt",
     ]  # fmt: skip
+
+
+def test_rescoring_the_run_drops_its_report(scored):
+    run, emb = scored
+    validity(run, embedder=emb, embed_cache=False, n_boot=50)
+    assert (run / "validity" / "summary.json").is_file()
+    score_run(run, data=_questions(), embedder=emb, cache=False, n_boot=50)
+    assert not (run / "validity").exists()  # a report on the scores before

@@ -17,7 +17,7 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._options import merge_options
+from pv4kit._options import check_number, merge_options
 from pv4kit.analysis.audit.categories import category_groups
 from pv4kit.analysis.audit.common import BASE_COLUMNS
 from pv4kit.analysis.audit.flags import question_flags
@@ -76,6 +76,10 @@ class AuditOptions:
     n_boot: int = 2000
     seed: int = 0
     store: str | os.PathLike[str] | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.n_boot, "n_boot", ge=1, integer=True)
+        check_number(self.seed, "seed", ge=0, integer=True)
 
 
 def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: Any) -> AuditResult:

@@ -25,13 +25,17 @@ from typing import Any
 
 import pandas as pd
 
+from pv4kit._options import check_number
 from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
 from pv4kit.dataset.load import load
 from pv4kit.scoring import runs
+from pv4kit.scoring.samedata import check_same_data
 
 logger = logging.getLogger(__name__)
 
 _NAME_RE = re.compile(r"^\d\d_[A-Za-z0-9_]+$")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+_CELL_LINE_RE = re.compile(r"Cell In\[\d+\], line (\d+)")
 
 
 class NotebookError(RuntimeError):
@@ -117,20 +121,20 @@ def load_notebook_data(
         return load(other, cache=cache)
 
 
-def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame]:
+def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -> dict[str, pd.DataFrame]:
     """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
 
     Extra per-question columns of the run's generations (``retrieved_ids``, ``retrieved_scores`` ...) are
-    joined on, so the browser can show what a method retrieved. A folder without
-    ``predictions.parquet`` is skipped; an empty dict means nothing is scored yet.
+    joined on, so the browser can show what a method retrieved. A run without ``predictions.parquet``
+    is left out with a warning naming it; an empty dict means nothing is scored yet. Runs scored on other
+    data than the first are refused as :func:`pv4kit.scoring.stats.compare` refuses them
+    (:func:`pv4kit.scoring.samedata.check_same_data`; ``force``: a warning instead).
     """
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}
     if not root.is_dir():
         return out
-    for folder in sorted(p for p in root.iterdir() if p.is_dir()):
-        if not (folder / runs.PREDICTIONS_FILE).is_file():
-            continue
+    for folder in runs.scored_runs(root, runs.PREDICTIONS_FILE):
         preds = runs.read_predictions(folder)
         gen_path = folder / runs.GENERATIONS_FILE
         if gen_path.is_file():
@@ -141,6 +145,9 @@ def load_scored_runs(runs_dir: str | os.PathLike[str]) -> dict[str, pd.DataFrame
                     gens[["user_id", "question_index", *extra]], on=["user_id", "question_index"], how="left"
                 )
         out[folder.name] = preds
+    names = list(out)
+    for name in names[1:]:
+        check_same_data(root / names[0], root / name, out[names[0]], out[name], force=force)
     return out
 
 
@@ -152,16 +159,37 @@ def stack_runs(runs: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def list_notebooks(notebooks_dir: str | os.PathLike[str] = "notebooks") -> list[str]:
-    """Names (``NN_name``) of the jupytext notebooks in ``notebooks_dir``, in order."""
-    return sorted(p.stem for p in Path(notebooks_dir).glob("*.py") if _NAME_RE.match(p.stem))
+    """Names (``NN_name``) of the jupytext notebooks in ``notebooks_dir``, in order.
+
+    Raises:
+        FileNotFoundError: ``notebooks_dir`` is no folder, or holds no ``NN_name.py`` script.
+    """
+    folder = Path(notebooks_dir)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"notebooks_dir: {folder}: no such folder")
+    names = sorted(p.stem for p in folder.glob("*.py") if _NAME_RE.match(p.stem))
+    if not names:
+        raise FileNotFoundError(
+            f"notebooks_dir: {folder} holds no notebooks (NN_name.py jupytext scripts, e.g. 01_overview.py)"
+        )
+    return names
 
 
-def _cell_error(nb: Any, exc: Exception) -> tuple[int | None, str]:
+def _cell_error(nb: Any) -> str:
+    """Where and why a cell failed, in one line: the cell, the line and its code, the error (no colour)."""
     for i, cell in enumerate(nb.cells):
         for out in cell.get("outputs", []):
-            if out.get("output_type") == "error":
-                return i, cell.source
-    return None, ""
+            if out.get("output_type") != "error":
+                continue
+            error = " ".join(_ANSI_RE.sub("", f"{out.get('ename')}: {out.get('evalue')}").split())
+            trace = _ANSI_RE.sub("", "\n".join(out.get("traceback", [])))
+            found = _CELL_LINE_RE.findall(trace)  # the cell's own frame is the first
+            lines = cell.source.splitlines()
+            if found and 0 < int(found[0]) <= len(lines):
+                line = int(found[0])
+                return f"cell {i} failed at line {line} ({lines[line - 1].strip()[:100]!r}): {error}"
+            return f"cell {i} failed: {error}"
+    return "a cell failed (no error output was recorded)"
 
 
 def _choose_notebooks(names: list[str] | None, folder: Path) -> list[str]:
@@ -218,7 +246,8 @@ def execute_notebooks(
 
     Raises:
         FileNotFoundError: For an unknown notebook name (the message lists the available ones).
-        NotebookError: Naming the notebook, the cell number and its first line when a cell fails.
+        NotebookError: When a cell fails: one paragraph naming the notebook, the cell, the line that
+            raised and its code, the error, the parameters given and the saved notebook.
     """
     try:
         import jupytext
@@ -229,6 +258,7 @@ def execute_notebooks(
             "executing notebooks needs jupytext and nbclient: pip install -e '.[notebooks]'"
         ) from None
 
+    check_number(timeout, "timeout", ge=1, integer=True)
     folder = Path(notebooks_dir).resolve()
     chosen = _choose_notebooks(names, folder)
     rows = []
@@ -248,12 +278,14 @@ def execute_notebooks(
             out_path = folder / f"{name}.ipynb"
             try:
                 client.execute()
-            except CellExecutionError as exc:
+            except CellExecutionError:
                 jupytext.write(nb, out_path)
-                index, source = _cell_error(nb, exc)
-                first = source.strip().splitlines()[0][:100] if source.strip() else ""
+                given = ", ".join(f"PV4KIT_{k.upper()}={v}" for k, v in (params or {}).items())
                 raise NotebookError(
-                    f"{name}: cell {index} failed ({first!r}); executed notebook saved to {out_path}\n{exc}"
+                    f"{name}: {_cell_error(nb)}. Fix what the error names"
+                    + (f" (the notebook ran with {given})" if given else "")
+                    + f" and run it again; the executed notebook, with the full traceback, is saved to "
+                    f"{out_path}"
                 ) from None
             jupytext.write(nb, out_path)
             seconds = time.monotonic() - start

@@ -26,17 +26,14 @@ from pv4kit._io import atomic_write_text
 from pv4kit.dataset.tree import read_hard_subset
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.runs import read_predictions
+from pv4kit.scoring.samedata import check_same_data
 
 logger = logging.getLogger(__name__)
 
 RULES = ("any", "all")
 
 
-def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd.DataFrame:
-    if isinstance(run, pd.DataFrame):
-        frame = run
-    else:
-        frame = read_predictions(run)
+def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
     missing = [c for c in [*QUESTION_KEY, "correct"] if c not in frame.columns]
     if missing:
         raise ValueError(
@@ -53,19 +50,25 @@ def _predictions(run: str | os.PathLike[str] | pd.DataFrame, *, name: str) -> pd
 def hard_flags(
     no_docs: str | os.PathLike[str] | pd.DataFrame,
     rag: str | os.PathLike[str] | pd.DataFrame,
+    *,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Per-question correctness of the two runs and the hard flag under each rule.
 
     Args:
         no_docs: The closed-book run (a scored run directory or its predictions frame).
         rag: The ``rag`` ``top_k=1`` run of the same decoder.
+        force: Combine runs scored on different data with a warning instead of the ``ValueError``
+            (:func:`pv4kit.scoring.samedata.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
 
     Returns:
         ``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all`` for the questions
         scored in both runs, sorted by key.
     """
-    a = _predictions(no_docs, name="no_docs")
-    b = _predictions(rag, name="rag")
+    pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
+    check_same_data(no_docs, rag, pa, pb, force=force)
+    a = _predictions(pa, name="no_docs")
+    b = _predictions(pb, name="rag")
     merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:
@@ -85,6 +88,7 @@ def derive_hard_subset(
     rag: str | os.PathLike[str] | pd.DataFrame,
     *,
     rule: str = "any",
+    force: bool = False,
 ) -> pd.DataFrame:
     """The hard questions (``user_id, question_index``) under ``rule``.
 
@@ -92,13 +96,14 @@ def derive_hard_subset(
         no_docs: The closed-book run (directory or predictions frame).
         rag: The ``rag`` top-1 run of the same decoder.
         rule: ``"any"``: wrong in at least one run (the dataset card's wording); ``"all"``: wrong in both.
+        force: Go on with runs scored on different data (:func:`hard_flags`).
 
     Returns:
         ``user_id, question_index`` sorted by key (the ``hard_subset.csv`` layout).
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
-    flags = hard_flags(no_docs, rag)
+    flags = hard_flags(no_docs, rag, force=force)
     return flags.loc[flags[f"hard_{rule}"], QUESTION_KEY].reset_index(drop=True)
 
 
@@ -198,14 +203,17 @@ def hard_report(
     rag: str | os.PathLike[str] | pd.DataFrame,
     *,
     existing: str | os.PathLike[str] | pd.DataFrame | None = None,
+    force: bool = False,
 ) -> pd.DataFrame:
     """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
+
+    ``force`` goes on with runs scored on different data (:func:`hard_flags`).
 
     Returns:
         One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
         ``existing``, the columns of :func:`overlap`.
     """
-    flags = hard_flags(no_docs, rag)
+    flags = hard_flags(no_docs, rag, force=force)
     old = None
     if existing is not None:
         old = existing if isinstance(existing, pd.DataFrame) else read_subset(existing)

@@ -45,7 +45,7 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._options import check_option_names, merge_options
+from pv4kit._options import check_number, check_option_names, merge_options
 from pv4kit.baselines.attributes import attribute_contexts
 from pv4kit.baselines.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
 from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
@@ -70,8 +70,12 @@ class AnswerOptions:
         split: ``"test"``, ``"validation"`` or ``"train"``.
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
-        embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval (default: MiniLM on CPU
-            when a dense ranking is needed).
+        embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval (default: the
+            reference's ``Qwen/Qwen3-Embedding-4B`` on any device, loaded when a dense ranking is needed;
+            MiniLM only when passed, e.g. ``get_embedder("minilm")``).
+        dense_ranking: ``"reference"`` (float16 vectors ranked with the reference's torch lines, ties as
+            torch orders them) or ``"stable"`` (float32 cosines, ties in chat order); see
+            :func:`~pv4kit.baselines.retrieve.rank_questions`.
         embed_cache: Embedding cache (see :func:`pv4kit.embeddings.models.embed_texts`).
         cache: SQLite response cache and usage ledger of :func:`pv4kit.llm.client.complete` (``True``: the
             shared default file; ``None``: off).
@@ -109,6 +113,7 @@ class AnswerOptions:
     top_k: int = 5
     retriever: str = "dense"
     embedder: Any = None
+    dense_ranking: str = "reference"
     embed_cache: Any = True
     cache: str | os.PathLike[str] | bool | None = True
     max_model_len: int | None = None
@@ -126,6 +131,12 @@ class AnswerOptions:
     client: Any = None
     progress: bool = True
     extra_config: dict[str, Any] | None = None
+
+    def __post_init__(self) -> None:
+        check_number(self.max_model_len, "max_model_len", ge=1, integer=True, allow_none=True)
+        check_number(self.max_new_tokens, "max_new_tokens", ge=1, integer=True)
+        check_number(self.margin, "margin", ge=0, integer=True)
+        check_number(self.limit, "limit", ge=1, integer=True, allow_none=True)
 
 
 def answer_options(options: AnswerOptions | None = None, /, **overrides: Any) -> AnswerOptions:

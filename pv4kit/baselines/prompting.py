@@ -5,9 +5,10 @@ assistant."``, then one user turn made of the documents joined by blank lines, a
 question (not stripped). With no documents the user turn is the question alone.
 
 **Context budget** (``truncation="relevance"``, an option; the default is the reference's front cut of the
-whole prompt's tokens, :mod:`pv4kit.baselines.truncation`). ``budget = max_model_len - max_new_tokens -
-margin``. When a prompt does not fit, the *least relevant* documents are dropped one at a time (never the
-system prompt or the question). Prompt sizes are counted as the sum of their parts (system, each document, the
+whole prompt's tokens, :mod:`pv4kit.baselines.truncation`). The budget is the reference's
+:func:`pv4kit.baselines.tokens.reference_budget`: ``max(max_model_len - max_new_tokens - margin, 1)``.
+When a prompt does not fit, the *least relevant* documents are dropped one at a time (never the system prompt
+or the question). Prompt sizes are counted as the sum of their parts (system, each document, the
 separators, the question) plus :data:`TEMPLATE_OVERHEAD` tokens per message for the chat template. BPE merges
 across the blank-line separators make that exact to within a few tokens, which the margin absorbs; each
 document is counted once per user, so long contexts are not re-tokenised for every question.

@@ -1,9 +1,14 @@
-"""Retrieval over one user's chats: dense (cosine of embeddings) or BM25, with a stable ranking.
+"""Retrieval over one user's chats: dense (cosine of embeddings) or BM25.
 
-As in the reference RAG baseline, a PV4 document is one whole chat (no chunking) and the query is
-``str(question).strip()``; documents and questions are embedded with no instruction prefix (unless the
-embedder sets one). Differences on purpose: the sort is **stable** (equal scores keep chat order, so the
-ranking is reproducible), similarities are float32, and chats are embedded once per user through the
+As in the reference RAG baseline (``evaluate_baselines.py: retrieve``), a PV4 document is one whole chat
+(no chunking) and the query is ``str(question).strip()``; documents and questions are embedded with no
+instruction prefix (unless the embedder sets one). By default (``dense_ranking="reference"``) dense retrieval
+ranks as the reference does: the vectors are cast to float16 (its vector store's type), then per question
+``F.normalize(docs.float(), dim=1)``, the same for the question, ``docs @ question.T`` and torch's
+``argsort(descending=True)``, so ties and near-ties fall as the reference's on the same torch build (torch
+sorts equal scores in an order of its own: 17 equal chats give chat 8 first on torch 2.13 CPU).
+``dense_ranking="stable"`` is pv4kit's option: float32 cosines and a stable sort (equal scores keep chat
+order). BM25 (no reference counterpart) always ranks stably. Chats are embedded once per user through the
 on-disk embedding cache (:func:`pv4kit.embeddings.models.embed_texts`), so a second method or run re-embeds
 nothing.
 
@@ -29,6 +34,8 @@ from pv4kit.vectors import unit_rows
 logger = logging.getLogger(__name__)
 
 RETRIEVERS = ("dense", "bm25")
+#: how dense similarities are ranked: the reference's (float16 vectors, torch's sort) or float32, stably
+DENSE_RANKINGS = ("reference", "stable")
 
 
 def stable_ranking(scores: np.ndarray) -> np.ndarray:
@@ -49,6 +56,29 @@ def dense_scores(query_vectors: np.ndarray, doc_vectors: np.ndarray) -> np.ndarr
     if q.ndim != 2 or d.ndim != 2 or q.shape[1] != d.shape[1]:
         raise ValueError(f"vectors: expected 2-D arrays of the same width, got {q.shape} and {d.shape}")
     return q @ d.T
+
+
+def reference_ranking(
+    query_vectors: np.ndarray, doc_vectors: np.ndarray
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The reference's dense ranking of each question: ``(positions most similar first, similarities)``.
+
+    The lines of ``evaluate_baselines.py: retrieve`` on vectors cast to float16 (the reference's store):
+    ``F.normalize(docs.float(), dim=1)``, the question likewise, ``docs @ question.T`` one question at a
+    time (the shapes the reference multiplies), ``argsort(descending=True)``. The documents are normalised
+    once for all the questions (the reference does it per question: the same operation on the same input,
+    the same values). The similarities are per document (float32), not in ranked order.
+    """
+    import torch
+    import torch.nn.functional as F
+
+    docs = F.normalize(torch.from_numpy(np.asarray(doc_vectors, dtype=np.float16)).float(), dim=1)
+    out = []
+    for vector in np.asarray(query_vectors, dtype=np.float16):
+        question = F.normalize(torch.from_numpy(vector).float().unsqueeze(0), dim=1)
+        similarities = (docs @ question.T).squeeze(1)
+        out.append((similarities.argsort(descending=True).numpy(), similarities.numpy()))
+    return out
 
 
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
@@ -83,7 +113,7 @@ def score_documents(
     if retriever == "bm25":
         return bm25_matrix(queries, documents)
     if embedder is None:
-        raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('minilm'))")
+        raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
     if not documents or not queries:
         return np.zeros((len(queries), len(documents)), dtype=np.float32)
     doc_vecs = embed_texts(list(documents), embedder=embedder, cache=cache, progress=False)
@@ -99,6 +129,7 @@ def rank_questions(
     embedder: Any = None,
     cache: str | os.PathLike[str] | bool | Any = True,
     top_k: int | None = None,
+    dense_ranking: str = "reference",
 ) -> pd.DataFrame:
     """Rank each question's user's chats by similarity to the question.
 
@@ -109,22 +140,38 @@ def rank_questions(
         embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
         top_k: Keep only the first ``top_k`` of each ranking (default: all chats).
+        dense_ranking: Dense only: ``"reference"`` (float16 vectors, torch's normalise, matmul and
+            ``argsort(descending=True)``, ties as torch orders them) or ``"stable"`` (float32 cosines,
+            ties in chat order).
 
     Returns:
-        ``user_id, question_index, ranked_ids`` (list of chat positions, most similar first; ties in chat
-        order) and ``ranked_scores`` (their similarities), in the input row order.
+        ``user_id, question_index, ranked_ids`` (list of chat positions, most similar first) and
+        ``ranked_scores`` (their similarities), in the input row order.
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
+    if dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+    if retriever == "dense" and embedder is None:
+        raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
+    by_torch = retriever == "dense" and dense_ranking == "reference"
     ids_col: list[list[int]] = [[] for _ in range(len(questions))]
     score_col: list[list[float]] = [[] for _ in range(len(questions))]
     frame = questions.reset_index(drop=True)
     for uid, rows in frame.groupby("user_id", sort=True):
         docs = data.documents(int(uid))
         texts = [str(q).strip() for q in rows["question"]]
-        scores = score_documents(texts, docs, retriever=retriever, embedder=embedder, cache=cache)
-        for pos, row_scores in zip(rows.index, scores, strict=True):
-            order = stable_ranking(row_scores)[: top_k or None]
+        if by_torch and docs:
+            doc_vecs = embed_texts(list(docs), embedder=embedder, cache=cache, progress=False)
+            q_vecs = embed_texts(texts, embedder=embedder, cache=cache, progress=False)
+            ranked = reference_ranking(q_vecs, doc_vecs)
+        else:
+            scores = score_documents(texts, docs, retriever=retriever, embedder=embedder, cache=cache)
+            ranked = [(stable_ranking(row), row) for row in scores]
+        for pos, (order, row_scores) in zip(rows.index, ranked, strict=True):
+            order = order[: min(top_k or len(docs), len(docs))]
             ids_col[pos] = [int(i) for i in order]
             score_col[pos] = [float(row_scores[i]) for i in order]
         logger.debug("user %s: ranked %d chats for %d questions (%s)", uid, len(docs), len(rows), retriever)
@@ -146,10 +193,20 @@ def retrieve(
     retriever: str = "dense",
     embedder: Any = None,
     cache: Any = True,
+    dense_ranking: str = "reference",
 ) -> pd.DataFrame:
     """The top-``k`` chats per question: ``user_id, question_index, retrieved_ids, retrieved_scores``.
 
-    ``k`` is ``min(top_k, number of chats)``, most similar first, as in the reference.
+    ``k`` is ``min(top_k, number of chats)``, most similar first, as in the reference (``dense_ranking``: see
+    :func:`rank_questions`).
     """
-    ranked = rank_questions(data, questions, retriever=retriever, embedder=embedder, cache=cache, top_k=top_k)
+    ranked = rank_questions(
+        data,
+        questions,
+        retriever=retriever,
+        embedder=embedder,
+        cache=cache,
+        top_k=top_k,
+        dense_ranking=dense_ranking,
+    )
     return ranked.rename(columns={"ranked_ids": "retrieved_ids", "ranked_scores": "retrieved_scores"})

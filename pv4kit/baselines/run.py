@@ -19,13 +19,13 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_json
 from pv4kit.baselines.methods import (
     DEFAULT_MAX_MODEL_LEN,
     METHODS,
@@ -39,13 +39,14 @@ from pv4kit.baselines.methods import (
     register_method,
 )
 from pv4kit.baselines.prompting import PROMPT_VERSION, CharEstimate, FitResult, TokenCounter, build_messages
-from pv4kit.baselines.retrieve import rank_questions
+from pv4kit.baselines.retrieve import DENSE_RANKINGS, rank_questions
 from pv4kit.baselines.tokens import (
     NO_THINKING,
     ChatTokenizer,
     ServerInfo,
     get_chat_tokenizer,
     probe_server,
+    reference_budget,
     vllm_serve_flags,
 )
 from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
@@ -56,7 +57,7 @@ from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_order, mcq_suffix
 from pv4kit.scoring.failures import STATUS_FAILED, STATUS_OK, previous_answers
-from pv4kit.scoring.runs import write_generations
+from pv4kit.scoring.runs import read_run_config, write_generations
 
 __all__ = [
     "METHODS",
@@ -216,8 +217,18 @@ def _settle(opts: AnswerOptions) -> _Settings:
     llms = _endpoints(opts)
     if opts.truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {opts.truncation!r}")
+    if opts.dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {opts.dense_ranking!r}")
     max_model_len = opts.max_model_len or default_max_model_len(llms[0].model, method=method.name)
-    budget = max_model_len - opts.max_new_tokens - opts.margin
+    budget = reference_budget(max_model_len, opts.max_new_tokens, margin=opts.margin)
+    if max_model_len - opts.max_new_tokens - opts.margin < 1:
+        logger.warning(
+            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget "
+            "is clamped to 1 token, as the reference does, so every prompt is cut to its last token",
+            max_model_len,
+            opts.max_new_tokens,
+            opts.margin,
+        )
     server = None
     if opts.check_server and opts.client is None:
         server = _check_server(llms, max_model_len, method=method)
@@ -226,11 +237,6 @@ def _settle(opts: AnswerOptions) -> _Settings:
             dataclasses.replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c
             for c in llms
         ]
-    if budget <= 0:
-        raise ValueError(
-            f"max_model_len ({max_model_len}) leaves no room for a prompt after max_new_tokens "
-            f"({opts.max_new_tokens}) and margin ({opts.margin})"
-        )
     chat_tok = None
     if opts.truncation == "front":
         tok, llm = opts.tokenizer, llms[0]
@@ -280,6 +286,7 @@ def _plan(data: Any, questions: pd.DataFrame, opts: AnswerOptions, s: _Settings)
             embedder=s.embedder,
             cache=opts.embed_cache,
             top_k=opts.top_k if s.method.top_k else None,
+            dense_ranking=opts.dense_ranking,
         )
     request = PlanRequest(data, questions, opts, ranked, s.llms, s.counter, s.budget)
     planned = s.method.plan(request)
@@ -483,6 +490,29 @@ def _frame(
     return gens
 
 
+def _served_model(got: _Answers, opts: AnswerOptions, s: _Settings) -> str | list[str] | None:
+    """The model(s) the responses name (for answers kept from the run, its ``config.json``'s record).
+
+    A name that is not the requested model (nor a dated snapshot of it, as the OpenAI API reports) is
+    warned about: the server, or a gateway before it, answered with another model.
+    """
+    names = {r.model for r in got.responses if r.model}
+    if any(got.resumed):
+        before = read_run_config(opts.run_dir).get("served_model")
+        names.update([before] if isinstance(before, str) else before or [])
+    snapshot = re.compile(re.escape(s.llm.model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
+    other = sorted(n for n in names if not snapshot.fullmatch(n))
+    if other:
+        logger.warning(
+            "%s: the server answered as %s, not the requested model %r (recorded as served_model)",
+            s.method.name,
+            other,
+            s.llm.model,
+        )
+    ordered = sorted(names)
+    return ordered[0] if len(ordered) == 1 else (ordered or None)
+
+
 def _config(
     data: Any, questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: AnswerOptions, s: _Settings
 ) -> dict[str, Any]:
@@ -495,6 +525,7 @@ def _config(
         "method": method.name,
         "reference_method": method.reference_method(opts.top_k),
         "model": llm.model,
+        "served_model": _served_model(got, opts, s),
         "base_url": base_urls[0] if len(base_urls) == 1 else base_urls,
         "protocol": llm.protocol,
         "split": opts.split,
@@ -504,6 +535,7 @@ def _config(
         "top_k": opts.top_k if method.top_k else None,
         "retriever": opts.retriever if s.ranks else None,
         "embedder": getattr(s.embedder, "name", None) if s.dense else None,
+        **({"dense_ranking": opts.dense_ranking} if s.dense else {}),  # only runs that rank by embeddings
         "system_prompt": opts.system,
         "prompt_version": PROMPT_VERSION,
         "temperature": 0.0,
@@ -552,7 +584,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     s = _settle(opts)
     questions = select_questions(data, split=opts.split, users=opts.users, limit=opts.limit)
     if s.dense and s.embedder is None:
-        s.embedder = get_embedder("minilm", device="cpu")
+        s.embedder = get_embedder("qwen3")
     logger.info(
         "%s on %s: %d questions of %d users, model %s",
         f"mcq_{s.method.name}" if opts.mcq else s.method.name,
@@ -594,8 +626,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
         }
     out_dir = None
     if opts.run_dir is not None:
-        out_dir = write_generations(opts.run_dir, gens, config=config)
-        atomic_write_json(out_dir / CONTEXT_FILE, context)
+        out_dir = write_generations(opts.run_dir, gens, config=config, files={CONTEXT_FILE: context})
         logger.info(
             "%s: wrote %s (%d generations; %d called, %d cached)",
             s.method.name,

@@ -60,9 +60,13 @@ NO_THINKING = {"enable_thinking": False}
 Message = dict[str, str]
 
 
-def reference_budget(max_model_len: int, max_new_tokens: int) -> int:
-    """The reference's prompt budget: ``max(max_model_len - max_new_tokens - 32, 1)``."""
-    return max(int(max_model_len) - int(max_new_tokens) - GENERATION_RESERVE, 1)
+def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = GENERATION_RESERVE) -> int:
+    """The reference's prompt budget: ``max(max_model_len - max_new_tokens - margin, 1)`` (``margin`` 32).
+
+    Below ``max_new_tokens + margin + 1`` (289 tokens by default) the budget is clamped to 1, as the
+    reference's ``prepare_prompts`` does: every prompt is then cut to its last token.
+    """
+    return max(int(max_model_len) - int(max_new_tokens) - int(margin), 1)
 
 
 def truncate_front(ids: Sequence[int], budget: int) -> list[int]:

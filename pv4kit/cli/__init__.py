@@ -72,11 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except (ValueError, FileNotFoundError, FileExistsError, KeyError, RuntimeError, OSError) as exc:
-        # clear one-line errors for bad input; tracebacks with -vv
+    except (ValueError, KeyError, RuntimeError, OSError, ImportError) as exc:
+        # clear one-line errors for bad input and missing extras (they name the install); tracebacks with -vv
         if args.verbose > 1:
             raise
         from pv4kit.redact import redact_text
 
-        print(f"pv4kit {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
+        text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # str(KeyError) adds quotes
+        print(f"pv4kit {args.command}: error: {redact_text(str(text))}", file=sys.stderr)
         return 1

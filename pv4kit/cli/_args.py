@@ -1,14 +1,67 @@
-"""Options and values the command groups share: user-id ranges, the LLM endpoint and cache, embedders."""
+"""Options and values the command groups share: numbers, user-id ranges, the LLM endpoint, embedders.
+
+Every numeric option takes one of the range-checked types below (:func:`number`), so a bad value is an
+argparse error naming the option (exit 2) before anything runs.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pv4kit._io import default_llm_cache
+from pv4kit._options import check_number
 from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, SPLITS
+
+
+def number(kind: type = int, **bounds: float) -> Callable[[str], Any]:
+    """An argparse ``type``: the text as a ``kind`` within ``bounds`` (:func:`~pv4kit._options.check_number`).
+
+    argparse names the option: ``argument --n-boot: must be an integer >= 1, got 0`` (exit 2).
+    """
+
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
+            ) from None
+        try:
+            return check_number(value, None, integer=kind is int, **bounds)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    return parse
+
+
+#: the argparse types of every numeric option
+positive_int = number(int, ge=1)
+nonnegative_int = number(int, ge=0)  # seeds (numpy takes none below 0), counts where 0 means none/all
+positive_float = number(float, gt=0)
+nonnegative_float = number(float, ge=0)
+fraction = number(float, gt=0, lt=1)
+validation_fraction = number(float, ge=0, lt=1)
+
+
+def threads(text: str) -> int:
+    """An argparse ``type`` for ``--threads``: a positive integer, or -1 for every core."""
+    value = number(int, ge=-1)(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be a positive integer or -1 (every core), got 0")
+    return value
+
+
+def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
+    """Refuse an output folder that names an existing file, before any work (``option`` names the flag)."""
+    if Path(path).exists() and not Path(path).is_dir():
+        raise NotADirectoryError(
+            f"{option} {path}: is a file, not a directory; name a folder for the output (it is created when "
+            "absent)"
+        )
 
 
 def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
@@ -21,6 +74,25 @@ def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     if lo > hi:
         raise ValueError(f"{name}: range start {lo} is above its end {hi} in {text!r}")
     return lo, hi
+
+
+def user_ids(text: str) -> list[int]:
+    """An argparse ``type``: ``"126,127"`` as ``[126, 127]``."""
+    try:
+        return [int(u) for u in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated user ids like '126,127', got {text!r}"
+        ) from None
+
+
+def run_name(text: str) -> str:
+    """An argparse ``type``: a run's folder name, one path part, so the run stays inside ``--runs-dir``."""
+    if not text or text in (".", "..") or Path(text).name != text or "\\" in text:
+        raise argparse.ArgumentTypeError(
+            f"expected a folder name inside --runs-dir (no '/', '..' or absolute path), got {text!r}"
+        )
+    return text
 
 
 def id_range_text(ids: tuple[int, int]) -> str:
@@ -90,7 +162,7 @@ def add_local_threads(parser: argparse.ArgumentParser) -> None:
     """Add ``--threads``, the decoding and prompt threads of the ``--model local`` server."""
     parser.add_argument(
         "--threads",
-        type=int,
+        type=threads,
         default=None,
         help="--model local: threads for decoding and prompt processing (default: the server's, half the "
         "cores / all cores)",
@@ -116,10 +188,13 @@ def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
         help="for openai:MODEL: environment variable with the API key [OPENAI_API_KEY]",
     )
     parser.add_argument(
-        "--embed-timeout", type=float, default=120.0, help="for openai:MODEL: seconds per request"
+        "--embed-timeout", type=positive_float, default=120.0, help="for openai:MODEL: seconds per request"
     )
     parser.add_argument(
-        "--embed-concurrency", type=int, default=4, help="for openai:MODEL: requests in flight per server [4]"
+        "--embed-concurrency",
+        type=positive_int,
+        default=4,
+        help="for openai:MODEL: requests in flight per server [4]",
     )
 
 

@@ -6,7 +6,7 @@ import argparse
 import logging
 import os
 
-from pv4kit.cli._args import llm_cache_arg
+from pv4kit.cli._args import check_output_dir, llm_cache_arg, nonnegative_int, positive_int
 
 logger = logging.getLogger(__name__)
 
@@ -16,6 +16,8 @@ def _audit(args: argparse.Namespace) -> int:
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
 
+    out = args.output_dir or os.path.join(args.data, "audit")
+    check_output_dir(out, option="-o/--output-dir")
     data = load(args.data)
     embedder = get_embedder(args.embedder, device=args.device)
     llm_config = None
@@ -37,11 +39,18 @@ def _audit(args: argparse.Namespace) -> int:
         n_boot=args.n_boot,
         seed=args.seed,
     )
-    out = args.output_dir or os.path.join(args.data, "audit")
     paths = write_audit(result, out)
     print(result.summary)
     print(f"wrote {len(paths)} files to {out}")
     return 0
+
+
+def _name_value(text: str) -> tuple[str, str]:
+    """An argparse ``type`` for ``--param``: ``NAME=VALUE`` as ``(NAME, VALUE)``."""
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE (e.g. data=/path/to/data), got {text!r}")
+    return name.strip(), value
 
 
 def _notebooks(args: argparse.Namespace) -> int:
@@ -51,7 +60,7 @@ def _notebooks(args: argparse.Namespace) -> int:
         for name in list_notebooks(args.notebooks_dir):
             print(name)
         return 0
-    params = dict(p.split("=", 1) for p in args.param or [])
+    params = dict(args.param or [])
     table = execute_notebooks(
         args.only or None, notebooks_dir=args.notebooks_dir, timeout=args.timeout, params=params
     )
@@ -68,10 +77,11 @@ def _nb_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
     )
-    p.add_argument("--timeout", type=int, default=600, help="seconds allowed per cell [600]")
+    p.add_argument("--timeout", type=positive_int, default=600, help="seconds allowed per cell [600]")
     p.add_argument(
         "--param",
         action="append",
+        type=_name_value,
         metavar="NAME=VALUE",
         help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
     )
@@ -95,10 +105,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     a.add_argument("--llm-model", default=None, help="also run an LLM that sees only question and choices")
     a.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL of --llm-model")
     a.add_argument("--llm-protocol", choices=["responses", "chat"], default=None)
-    a.add_argument("--llm-max-tokens", type=int, default=None)
+    a.add_argument("--llm-max-tokens", type=positive_int, default=None)
     a.add_argument("--llm-cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
-    a.add_argument("--n-boot", type=int, default=2000)
-    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--n-boot", type=positive_int, default=2000)
+    a.add_argument("--seed", type=nonnegative_int, default=0)
     a.set_defaults(func=_audit)
 
     n = subparsers.add_parser("notebooks", help="list the notebooks, or execute them headless (--execute)")

@@ -17,7 +17,13 @@ from pv4kit.cli._args import (
     add_protocol,
     add_split,
     llm_cache_arg,
+    nonnegative_int,
     pick,
+    positive_float,
+    positive_int,
+    run_name,
+    threads,
+    user_ids,
 )
 
 logger = logging.getLogger(__name__)
@@ -97,9 +103,9 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
         cache=llm_cache_arg(args.cache),
         token_counter=counter,
         tokenizer=args.tokenizer if args.truncation == "front" else None,
-        users=[int(u) for u in args.users.split(",")] if args.users else None,
+        users=args.users,
         **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit", "mcq"),
+        **pick(args, "truncation", "limit", "dense_ranking", "mcq"),
         progress=not args.quiet,
     )
 
@@ -121,8 +127,8 @@ def _print_run(run: Any, args: argparse.Namespace) -> None:
 def _hard(args: argparse.Namespace) -> int:
     from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
 
-    report = hard_report(args.no_docs, args.rag, existing=args.existing)
-    subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule)
+    report = hard_report(args.no_docs, args.rag, existing=args.existing, force=args.force)
+    subset = derive_hard_subset(args.no_docs, args.rag, rule=args.rule, force=args.force)
     if args.output:
         write_subset(subset, args.output)
         print(f"wrote {args.output}: {len(subset)} hard questions (rule {args.rule})")
@@ -175,17 +181,36 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
         choices=list(METHODS),
         help="--method mcq: the memory setting shown before the question [no_docs]",
     )
-    p.add_argument("--top-k", type=int, default=5, help="chats per question for rag (reference: 1 and 5)")
+    p.add_argument(
+        "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1 and 5)"
+    )
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
-    p.add_argument("--embedder", default="minilm", help="dense retriever's embedder [minilm]")
+    p.add_argument(
+        "--embedder",
+        default="qwen3",
+        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, model id",
+    )
+    p.add_argument(
+        "--dense-ranking",
+        default="reference",
+        choices=["reference", "stable"],
+        help="reference: float16 vectors ranked by torch as the reference (ties as torch orders them); "
+        "stable: float32 cosines, ties in chat order [reference]",
+    )
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     _add_answer_endpoint(p)
-    p.add_argument("--name", default=None, help="run name (default: <model>_<method>[_top<k>])")
+    p.add_argument(
+        "--name", type=run_name, default=None, help="run name (default: <model>_<method>[_top<k>])"
+    )
     p.add_argument("--runs-dir", default="runs")
     add_llm_cache(p)
     _add_answer_budget(p)
-    p.add_argument("--users", default=None, help="comma-separated user ids (default: all of the split)")
-    p.add_argument("--limit", type=int, default=None, help="only the first N questions (smoke tests)")
+    p.add_argument(
+        "--users", type=user_ids, default=None, help="comma-separated user ids (default: all of the split)"
+    )
+    p.add_argument(
+        "--limit", type=positive_int, default=None, help="only the first N questions (smoke tests)"
+    )
     p.add_argument("--score", action="store_true", help="score the run afterwards")
     p.add_argument(
         "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
@@ -205,18 +230,24 @@ def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
     add_protocol(p, default="chat")
     add_api_key_env(p, help="environment variable with the key")
     p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
-    p.add_argument("--concurrency", type=int, default=8, help="requests in flight (local: 1)")
-    p.add_argument("--timeout", type=float, default=120.0, help="seconds per request")
-    p.add_argument("--max-retries", type=int, default=6, help="retries of a failed request [6]")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 1)")
+    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
+    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
 
 
 def _add_answer_budget(p: argparse.ArgumentParser) -> None:
     """The context budget: context length, output cap, margin, token counting and truncation."""
     p.add_argument(
-        "--max-model-len", type=int, default=None, help="context length (default 8192 local, 32768 otherwise)"
+        "--max-model-len",
+        type=positive_int,
+        default=None,
+        help="context length (default: 8192 for the local model; else 65536 for full, the reference's "
+        "YaRN x2 window, and 32768 for the other methods)",
     )
-    p.add_argument("--max-new-tokens", type=int, default=256)
-    p.add_argument("--margin", type=int, default=32, help="tokens kept free besides the output [32]")
+    p.add_argument("--max-new-tokens", type=positive_int, default=256)
+    p.add_argument(
+        "--margin", type=nonnegative_int, default=32, help="tokens kept free besides the output [32]"
+    )
     p.add_argument(
         "--tokenizer",
         default=None,
@@ -242,6 +273,9 @@ def _add_hard(sub: argparse._SubParsersAction) -> None:
         "--output", default=None, help="write user_id,question_index here (e.g. raw/hard_subset.csv)"
     )
     h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
+    h.add_argument(
+        "--force", action="store_true", help="use runs scored on different data (refused by default)"
+    )
     h.set_defaults(func=_hard)
 
 
@@ -253,12 +287,17 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
     add_split(d, help="[test]")
     add_llm_cache(d, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
     d.add_argument(
-        "--max-new-tokens", type=int, default=32, help="output cap [32, for speed; the reference uses 256]"
+        "--max-new-tokens",
+        type=positive_int,
+        default=32,
+        help="output cap [32, for speed; the reference uses 256]",
     )
-    d.add_argument("--servers", type=int, default=None, help="llama.cpp processes (default: cores, max 2)")
     d.add_argument(
-        "--threads", type=int, default=1, help="threads per llama.cpp process (decode and prompt) [1]"
+        "--servers", type=positive_int, default=None, help="llama.cpp processes (default: cores, max 2)"
     )
-    d.add_argument("--limit", type=int, default=None, help="only the first N questions per run")
+    d.add_argument(
+        "--threads", type=threads, default=1, help="threads per llama.cpp process (decode and prompt) [1]"
+    )
+    d.add_argument("--limit", type=positive_int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
     d.set_defaults(func=_demo)

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pv4kit.cli._args import add_user_ranges, pick, user_ranges
+from pv4kit.cli._args import (
+    add_user_ranges,
+    check_output_dir,
+    nonnegative_int,
+    pick,
+    user_ranges,
+    validation_fraction,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -48,15 +55,9 @@ def _qa_table(args: argparse.Namespace) -> int:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from pv4kit.dataset.splits import build_dataset
 
-    if Path(args.output_dir).exists() and not Path(args.output_dir).is_dir():
-        raise NotADirectoryError(
-            f"--output-dir {args.output_dir}: is a file, not a directory; name a folder for the parquet "
-            "files (it is created when absent)"
-        )
+    check_output_dir(args.output_dir, option="--output-dir")
     frame = build_dataset(
         args.users_dir,
         args.output_dir,
@@ -76,6 +77,9 @@ def _info(args: argparse.Namespace) -> int:
     data = load(args.source)
     print(repr(data))
     print(data.summary().to_string(index=False))
+    if data.users_outside:
+        n = len(data.users_outside)
+        print(f"left out {n} user(s) outside the id ranges of train and test users: {data.users_outside}")
     print("\nper user:\n" + data.per_user().to_string())
     print("\ncorrect letters:", data.questions["answer_letter"].value_counts().sort_index().to_dict())
     return 0
@@ -95,7 +99,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
     p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
-    p.add_argument("--seed", type=int, default=42, help="seed of the answer shuffle (default 42)")
+    p.add_argument("--seed", type=nonnegative_int, default=42, help="seed of the answer shuffle (default 42)")
     p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
     p.add_argument(
         "--force", action="store_true", help="with --overwrite: write tables with fewer questions too"
@@ -111,8 +115,8 @@ def register(sub: argparse._SubParsersAction) -> None:
         train_help="inclusive id range of training users",
         test_help="inclusive id range of evaluation users",
     )
-    p.add_argument("--validation-fraction", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=23)
+    p.add_argument("--validation-fraction", type=validation_fraction, default=0.1)
+    p.add_argument("--seed", type=nonnegative_int, default=23)
     p.add_argument("--id-column", default="user_id", choices=["user_id", "collection_id"])
     p.set_defaults(func=_build)
 

@@ -13,7 +13,11 @@ from pv4kit.cli._args import (
     add_local_threads,
     add_protocol,
     llm_cache_arg,
+    nonnegative_float,
+    nonnegative_int,
     pick,
+    positive_float,
+    positive_int,
 )
 from pv4kit.generation.defaults import (
     DEFAULT_CHAT_MODEL,
@@ -45,12 +49,12 @@ def _add_generate(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
     p.add_argument("--output-dir", required=True, help="users folder to write user_N/ into")
-    p.add_argument("--user-start", type=int, default=None, help="first user id (inclusive)")
-    p.add_argument("--user-end", type=int, default=None, help="last user id (inclusive)")
+    p.add_argument("--user-start", type=nonnegative_int, default=None, help="first user id (inclusive)")
+    p.add_argument("--user-end", type=nonnegative_int, default=None, help="last user id (inclusive)")
     _add_models(p)
-    p.add_argument("--num-categories", type=int, default=10)
-    p.add_argument("--num-topics", type=int, default=200)
-    p.add_argument("--num-questions", type=int, default=15)
+    p.add_argument("--num-categories", type=positive_int, default=10)
+    p.add_argument("--num-topics", type=positive_int, default=200)
+    p.add_argument("--num-questions", type=positive_int, default=15)
     _add_requests(p)
     p.add_argument(
         "--regenerate-stale",
@@ -66,7 +70,9 @@ def _add_generate(subparsers: argparse._SubParsersAction) -> None:
         "[pv4kit's own prompts]",
     )
     _add_repairs(p)
-    p.add_argument("--n-ctx", type=int, default=8192, help="context length of the --model local server")
+    p.add_argument(
+        "--n-ctx", type=positive_int, default=8192, help="context length of the --model local server"
+    )
     add_local_threads(p)
     p.set_defaults(func=run_generate)
 
@@ -100,16 +106,18 @@ def _add_models(p: argparse.ArgumentParser) -> None:
 
 def _add_requests(p: argparse.ArgumentParser) -> None:
     """The endpoint, retries, timeout, sampling and cache of the requests."""
-    p.add_argument("--max-workers", type=int, default=50, help="requests in flight at once [50]")
+    p.add_argument("--max-workers", type=positive_int, default=50, help="requests in flight at once [50]")
     p.add_argument(
         "--max-retries",
-        type=int,
+        type=nonnegative_int,
         default=3,
         help="re-asks of an empty reply (and, with --reask-malformed, of a malformed one) [3]",
     )
-    p.add_argument("--http-retries", type=int, default=6, help="retries of a failed HTTP request [6]")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per HTTP request [300]")
-    p.add_argument("--seed", type=int, default=42, help="seed of the step-5 answer shuffle [42]")
+    p.add_argument(
+        "--http-retries", type=nonnegative_int, default=6, help="retries of a failed HTTP request [6]"
+    )
+    p.add_argument("--timeout", type=positive_float, default=300.0, help="seconds per HTTP request [300]")
+    p.add_argument("--seed", type=nonnegative_int, default=42, help="seed of the step-5 answer shuffle [42]")
     add_base_url(p, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)")
     add_protocol(
         p,
@@ -119,8 +127,12 @@ def _add_requests(p: argparse.ArgumentParser) -> None:
         "[responses without --base-url, else chat]",
     )
     add_api_key_env(p, help="environment variable with the API key")
-    p.add_argument("--temperature", type=float, default=None, help="sampling temperature [server default]")
-    p.add_argument("--max-output-tokens", type=int, default=None, help="output token cap [server default]")
+    p.add_argument(
+        "--temperature", type=nonnegative_float, default=None, help="sampling temperature [server default]"
+    )
+    p.add_argument(
+        "--max-output-tokens", type=positive_int, default=None, help="output token cap [server default]"
+    )
     add_llm_cache(
         p,
         help="SQLite response cache and usage ledger, 'none' to disable [$PV4KIT_CACHE/llm.sqlite, else "

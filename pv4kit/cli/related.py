@@ -10,7 +10,18 @@ import logging
 from pathlib import Path
 from typing import Any
 
-from pv4kit.cli._args import add_base_url, add_llm_cache, add_protocol, llm_cache_arg, pick
+from pv4kit.cli._args import (
+    add_base_url,
+    add_llm_cache,
+    add_protocol,
+    fraction,
+    llm_cache_arg,
+    nonnegative_float,
+    nonnegative_int,
+    pick,
+    positive_float,
+    positive_int,
+)
 from pv4kit.related.personafeedback.load import HUB_ID as PF_HUB_ID
 from pv4kit.related.recenter.records import HUB_ID as RC_HUB_ID
 
@@ -269,9 +280,9 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument("--model", required=True, help="model id sent to the endpoint")
     add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
     add_protocol(p, default="chat")
-    p.add_argument("--temperature", type=float, default=0.0)
-    p.add_argument("--max-output-tokens", type=int, default=None)
-    p.add_argument("--concurrency", type=int, default=8, help="requests in flight")
+    p.add_argument("--temperature", type=nonnegative_float, default=0.0)
+    p.add_argument("--max-output-tokens", type=positive_int, default=None)
+    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight")
     add_llm_cache(p)
     p.add_argument(
         "--interval",
@@ -310,8 +321,10 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
         help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
     )
     p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
-    p.add_argument("--limit", type=int, default=0, help="at most this many pairs per set x tier (0: all)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument(
+        "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
+    )
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", required=True, help="output folder for the tables")
 
 
@@ -346,8 +359,8 @@ def _add_personafeedback(subparsers: argparse._SubParsersAction) -> None:
     p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
     _add_pairs(p)
     _add_embed(p)
-    p.add_argument("--test-fraction", type=float, default=0.5)
-    p.add_argument("--l2", type=float, default=1e-2)
+    p.add_argument("--test-fraction", type=fraction, default=0.5)
+    p.add_argument("--l2", type=positive_float, default=1e-2)
     p.set_defaults(func=_pf_reward)
 
     p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
@@ -370,6 +383,8 @@ def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")
-            p.add_argument("--seed", type=int, default=0, help="seed of the tune/test split of prompts")
-            p.add_argument("--tune-fraction", type=float, default=0.5)
+            p.add_argument(
+                "--seed", type=nonnegative_int, default=0, help="seed of the tune/test split of prompts"
+            )
+            p.add_argument("--tune-fraction", type=fraction, default=0.5)
         p.set_defaults(func=func)

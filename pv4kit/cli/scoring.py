@@ -11,7 +11,9 @@ from pv4kit.cli._args import (
     add_protocol,
     embedder_endpoint,
     llm_cache_arg,
+    nonnegative_int,
     pick,
+    positive_int,
 )
 
 logger = logging.getLogger(__name__)
@@ -200,7 +202,7 @@ def _add_score(subparsers: argparse._SubParsersAction) -> None:
     add_embedder_endpoint(p)
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
     p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
-    p.add_argument("--batch-size", type=int, default=None)
+    p.add_argument("--batch-size", type=positive_int, default=None)
     p.add_argument(
         "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
     )
@@ -211,8 +213,8 @@ def _add_score(subparsers: argparse._SubParsersAction) -> None:
         default="float16",
         help="cosine arithmetic: float16 arrays as the reference scorer (default) or float32",
     )
-    p.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
+    p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument(
         "--failed",
         default=None,
@@ -226,8 +228,8 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
     c.add_argument("run_a")
     c.add_argument("run_b")
-    c.add_argument("--n-boot", type=int, default=2000)
-    c.add_argument("--seed", type=int, default=0)
+    c.add_argument("--n-boot", type=positive_int, default=2000)
+    c.add_argument("--seed", type=nonnegative_int, default=0)
     c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
     c.add_argument(
         "--force", action="store_true", help="compare runs scored on different data (refused by default)"

@@ -57,12 +57,18 @@ def enrich_from_raw(
     else:
         merged = frame[["user_id", "question_index", "question"]].assign(**dict.fromkeys(raw_cols))
     present = merged["_raw_question"].notna().to_numpy()
-    mismatched = int((present & (merged["_raw_question"] != merged["question"]).to_numpy()).sum())
-    if mismatched:
+    differ = present & (merged["_raw_question"] != merged["question"]).to_numpy()
+    if differ.any():
+        first = merged[differ].iloc[0]
         logger.warning(
-            "%d question(s) differ between the parquet and %s; raw columns may not match",
-            mismatched,
+            "%d question(s) differ between the parquet and %s (first: user %s question %s, %r in the "
+            "parquet, %r in qa.csv); their category names and rationales may belong to other questions",
+            int(differ.sum()),
             raw_root,
+            first["user_id"],
+            first["question_index"],
+            str(first["question"])[:60],
+            str(first["_raw_question"])[:60],
         )
     frame = frame.copy()
     frame["category"] = pd.array(merged["_category"], dtype="Int64")

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import read_csv, read_text
+from pv4kit._io import FileFormatError, read_csv, read_text
 from pv4kit.schema import CHOICE_COLUMNS, QA_COLUMNS, answer_letter_problem
 
 USER_TAG = "Leo:"
@@ -109,6 +109,14 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
 def _read_qa_csv_pandas(path: str | Path) -> pd.DataFrame:
     """:func:`read_qa_csv` through ``pandas.read_csv``: the definition, and the errors that name the line."""
     frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
+    if not isinstance(frame.index, pd.RangeIndex):  # pandas made a long first row's leading fields an index
+        width = len(frame.columns)
+        raise FileFormatError(
+            path,
+            2,
+            "unreadable",
+            f"not a readable CSV (Expected {width} fields in line 2, saw {width + frame.index.nlevels})",
+        )
     missing = [c for c in QA_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")

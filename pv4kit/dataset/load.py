@@ -75,6 +75,7 @@ class PV4Data:
         source: Where the data came from (path or hub id).
         fingerprint: SHA-256 identifying the input files (for provenance and caches).
         kind: ``"parquet"``, ``"memorilla"``, ``"raw"`` or ``"hub"``.
+        users_outside: Users of a raw tree outside both id ranges, left out (a warning is logged).
     """
 
     questions: pd.DataFrame
@@ -82,6 +83,7 @@ class PV4Data:
     source: str
     fingerprint: str
     kind: str = "parquet"
+    users_outside: list[int] = field(default_factory=list)
     _by_user: dict[int, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -173,11 +175,12 @@ def _load_raw(
 ) -> PV4Data:
     users_dir = users_dir_of(raw_dir)
     root = users_dir.parent
-    users, tables = [], {}
+    users, tables, outside = [], {}, []
     seeds = read_persona_seeds(root)
     for uid in list_users(users_dir):
         role = user_role(uid, train_users=train_users, test_users=test_users)
         if role is None:
+            outside.append(uid)
             continue
         u = read_user(users_dir / f"user_{uid}", raw_dir=root, seeds=seeds)
         if u.qa is None:
@@ -198,6 +201,15 @@ def _load_raw(
     if not users:
         raise ValueError(
             f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+    if outside:
+        logger.warning(
+            "%s: left out %d user(s) outside train users %s and test users %s: %s",
+            users_dir,
+            len(outside),
+            train_users,
+            test_users,
+            outside,
         )
     hard_path = root / "hard_subset.csv"
     hard = read_hard_subset(hard_path if hard_path.is_file() else None)
@@ -238,6 +250,7 @@ def _load_raw(
         source=str(raw_dir),
         fingerprint=input_fingerprint(users_dir, hard_subset=hard_path if hard_path.is_file() else None),
         kind="raw",
+        users_outside=outside,
     )
 
 
@@ -352,10 +365,36 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
                 t = pq.read_table(path, columns=need).to_pandas()
             except (OSError, ValueError) as exc:
                 raise _parquet_error(path, exc) from None
+            _check_rows(t, path, id_column)
             t = t.rename(columns={id_column: "user_id"})
             t.insert(1, "split", split)
             parts.append(t)
     return pd.concat(parts, ignore_index=True), id_column
+
+
+def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
+    """Refuse a null id, question, answer or choices, or a question twice for one user.
+
+    A duplicate would shift the index of every question after it (``hard`` may be null: not hard).
+    """
+    for column in (id_column, "question", "answer", "choices"):
+        nulls = np.flatnonzero(table[column].isna().to_numpy())
+        if len(nulls):
+            raise ValueError(
+                f"{path}: row {nulls[0]} has no {column!r} (null; {len(nulls)} such row(s)); every row needs "
+                f"one. Rebuild the file with `pv4kit build`"
+            )
+    key = [id_column, "question", "answer"]
+    seen = table[key].assign(_choices=[tuple(c) for c in table["choices"]])
+    dup = seen.duplicated(keep=False).to_numpy()
+    if dup.any():
+        first = seen[dup].iloc[0]
+        rows = np.flatnonzero((seen == first).all(axis=1).to_numpy())
+        raise ValueError(
+            f"{path}: rows {' and '.join(map(str, rows))} are the same question of user {first[id_column]} "
+            f"({first['question'][:80]!r}); a duplicate would shift the index of every question after it. "
+            f"{int(dup.sum())} row(s) in all are duplicates; rebuild the file with `pv4kit build`"
+        )
 
 
 def _load_parquet(
@@ -482,13 +521,7 @@ def load(
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
         if splits:
-            data = PV4Data(
-                data.questions[data.questions["split"].isin(splits)].reset_index(drop=True),
-                data.users,
-                data.source,
-                data.fingerprint,
-                data.kind,
-            )
+            data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     else:
         raise FileNotFoundError(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "

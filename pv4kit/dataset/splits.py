@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
-from pv4kit._options import merge_options
+from pv4kit._options import check_number, merge_options
 from pv4kit.dataset.formats import check_answer_letters, read_qa_csv
 from pv4kit.dataset.tree import (
     chat_files,
@@ -193,6 +193,8 @@ class BuildOptions:
 
     def __post_init__(self) -> None:
         check_ranges(self.train_users, self.test_users)
+        check_number(self.validation_fraction, "validation_fraction", ge=0, lt=1)
+        check_number(self.seed, "seed", ge=0, integer=True)
 
 
 @dataclass

@@ -72,39 +72,69 @@ def users_dir_of(raw_dir: str | Path) -> Path:
     raise FileNotFoundError(f"{raw_dir}: not a PV4 raw tree (expected a users/ folder with user_N folders)")
 
 
+def user_folder_id(path: Path) -> int | None:
+    """The id of a ``user_N`` folder, ``None`` for a name of another form.
+
+    Raises:
+        ValueError: For ``N`` not written in plain ASCII digits without leading zeros (``user_007``,
+            ``user_\u0667``): the reference reads them as user 7, but every file pv4kit and the reference
+            write or look up is ``user_7``, so such a folder is refused, with the name it should have.
+    """
+    m = USER_DIR_RE.match(path.name)
+    if not m:
+        return None
+    uid = int(m.group(1))
+    if path.name != f"user_{uid}":
+        raise ValueError(
+            f"{path}: a user folder is named user_<id> with the id in ASCII digits and no leading zeros; "
+            f"found {path.name!r} (read by the reference as user {uid}): rename it user_{uid}"
+        )
+    return uid
+
+
 def list_users(users_dir: str | Path) -> list[int]:
     """Sorted ids of the ``user_N`` folders in ``users_dir``.
 
     Raises:
         FileNotFoundError: When ``users_dir`` does not exist or holds no ``user_N`` folder.
+        ValueError: For a ``user_N`` folder whose ``N`` is not written plainly (:func:`user_folder_id`).
     """
     users_dir = Path(users_dir)
     if not users_dir.is_dir():
         raise FileNotFoundError(f"{users_dir}: users directory does not exist")
-    ids = sorted(
-        int(m.group(1)) for p in users_dir.iterdir() if p.is_dir() and (m := USER_DIR_RE.match(p.name))
-    )
+    ids = sorted(uid for p in users_dir.iterdir() if p.is_dir() and (uid := user_folder_id(p)) is not None)
     if not ids:
         raise FileNotFoundError(f"{users_dir}: no user_N folders found")
     return ids
 
 
-def chat_files(user_dir: str | Path) -> list[Path]:
-    """The ``chats/{i}.txt`` files ordered by integer stem (``10.txt`` after ``9.txt``).
+def is_chat_file(p: Path) -> bool:
+    """Whether a file in ``chats/`` is a chat (``<integer>.txt``); ``False`` for a hidden file passed over.
+
+    Hidden files other than ``*.txt`` (``.DS_Store``) are passed over. The reference reads every ``*.txt``
+    by ``int(stem)``: ``+1.txt`` as chat 1, while ``.1.txt`` stops it with a bare ``ValueError``; pv4kit
+    refuses both, and any other name, naming the file.
 
     Raises:
         ValueError: When a file name is not ``<integer>.txt``.
     """
+    if p.name.startswith(".") and p.suffix != ".txt":
+        return False
+    if p.suffix != ".txt" or not p.stem.isdecimal():
+        raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
+    return True
+
+
+def chat_files(user_dir: str | Path) -> list[Path]:
+    """The ``chats/{i}.txt`` files by integer stem (``10.txt`` after ``9.txt``; see :func:`is_chat_file`).
+
+    Raises:
+        ValueError: When a file name is not ``<integer>.txt``, or a chat number is given twice.
+    """
     chats_dir = Path(user_dir) / "chats"
     if not chats_dir.is_dir():
         return []
-    files = []
-    for p in chats_dir.iterdir():
-        if p.name.startswith("."):
-            continue
-        if p.suffix != ".txt" or not p.stem.isdigit():
-            raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
-        files.append(p)
+    files = [p for p in chats_dir.iterdir() if is_chat_file(p)]
     files.sort(key=lambda p: int(p.stem))
     for number, same in duplicate_chats(files).items():
         raise ValueError(f"{chats_dir}: {duplicate_message(number, same)}")
@@ -155,7 +185,12 @@ def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
 
 
 def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
-    """Read ``hard_subset.csv`` (``user_id, question_index``); an absent path gives an empty frame."""
+    """Read ``hard_subset.csv`` (``user_id, question_index``); an absent path gives an empty frame.
+
+    Columns are found by name, as the reference's ``csv.DictReader`` finds them: other columns and another
+    order are accepted (the other columns are not read). A UTF-8 byte-order mark is read as one (the
+    reference's reader keeps it in the first column's name and stops with ``KeyError: 'user_id'``).
+    """
     empty = pd.DataFrame({"user_id": pd.Series(dtype="int64"), "question_index": pd.Series(dtype="int64")})
     if path is None:
         return empty
@@ -163,8 +198,11 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     if not path.is_file():
         raise FileNotFoundError(f"{path}: hard subset file does not exist")
     frame = read_csv(path)
-    if list(frame.columns) != ["user_id", "question_index"]:
-        raise ValueError(f"{path}: expected header 'user_id,question_index', found {list(frame.columns)}")
+    if not {"user_id", "question_index"} <= set(frame.columns):
+        raise ValueError(
+            f"{path}: expected the columns user_id and question_index, found {list(frame.columns)}"
+        )
+    frame = frame[["user_id", "question_index"]]
     if frame.empty:
         return empty
     for col in frame.columns:

@@ -20,13 +20,14 @@ from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import (
-    USER_DIR_RE,
     chat_files,
     duplicate_chats,
     duplicate_message,
+    is_chat_file,
     list_personas,
     read_hard_subset,
     read_persona_seeds,
+    user_folder_id,
     users_dir_of,
 )
 from pv4kit.schema import (
@@ -115,11 +116,11 @@ def _chat_files(user_dir: Path, rows: list[dict]) -> list[Path]:
         pass
     files = []
     for p in sorted((user_dir / "chats").iterdir()):
-        if p.suffix == ".txt" and p.stem.isdigit():
-            files.append(p)
-        elif not p.name.startswith("."):
-            message = f"chat file names must be '<integer>.txt', found {p.name!r}"
-            _problem(rows, p, None, "error", "chat_name", message)
+        try:
+            if is_chat_file(p):
+                files.append(p)
+        except ValueError as exc:
+            _problem(rows, p, None, "error", "chat_name", str(exc).removeprefix(f"{p}: "))
     files.sort(key=lambda p: int(p.stem))
     for number, same in duplicate_chats(files).items():
         _problem(rows, user_dir / "chats", None, "error", "chat_duplicate", duplicate_message(number, same))
@@ -391,14 +392,21 @@ def _check_hard_subset(
             _problem(rows, hard, i + 2, "error", "hard_unknown", message)
 
 
+def _role(
+    user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
+) -> tuple[str | None, str]:
+    """``(role, the ranges in words)`` of ``user_id`` under the ranges ``build`` would use."""
+    train = train_users or DEFAULT_TRAIN_USERS
+    test = test_users or DEFAULT_TEST_USERS
+    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
+    return user_role(user_id, train_users=train, test_users=test), ranges
+
+
 def _hard_role_problem(
     user_id: int, *, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None
 ) -> tuple[str, str] | None:
     """``(code, message)`` when ``build`` would refuse a hard entry of ``user_id`` for its role."""
-    train = train_users or DEFAULT_TRAIN_USERS
-    test = test_users or DEFAULT_TEST_USERS
-    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
-    role = user_role(user_id, train_users=train, test_users=test)
+    role, ranges = _role(user_id, train_users=train_users, test_users=test_users)
     if role == "train":
         return (
             "hard_training",
@@ -439,13 +447,26 @@ def validate_raw(
         _problem(rows, raw_dir, None, "error", "no_tree", str(exc))
         return pd.DataFrame(rows, columns=REPORT_COLUMNS)
     root = users_dir.parent if users_dir.name == "users" else users_dir
+    ids = []
     for p in sorted(users_dir.iterdir()):
-        if p.is_dir() and not USER_DIR_RE.match(p.name) and not p.name.startswith("."):
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        try:
+            uid = user_folder_id(p)
+        except ValueError as exc:
+            _problem(rows, p, None, "error", "user_name", str(exc).removeprefix(f"{p}: "))
+            continue
+        if uid is None:
             _problem(rows, p, None, "warning", "user_name", f"folder {p.name!r} is not named user_N; ignored")
-    ids = [int(m.group(1)) for p in users_dir.iterdir() if p.is_dir() and (m := USER_DIR_RE.match(p.name))]
+        else:
+            ids.append(uid)
     if not ids:
         _problem(rows, users_dir, None, "error", "no_users", "no user_N folders found")
     for uid in sorted(ids):
+        role, ranges = _role(uid, train_users=train_users, test_users=test_users)
+        if role is None:
+            message = f"user {uid} is outside both ranges ({ranges}); build and load leave it out"
+            _problem(rows, users_dir / f"user_{uid}", None, "warning", "user_outside", message)
         _validate_user(users_dir / f"user_{uid}", rows)
     _check_personas(root, rows, ids)
     _check_hard_subset(root, users_dir, rows, ids, train_users=train_users, test_users=test_users)

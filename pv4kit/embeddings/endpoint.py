@@ -17,7 +17,8 @@ through :func:`pv4kit.embeddings.models.embed_texts`, so scoring, retrieval and 
   408/409/425/429 and 5xx retried, ``Retry-After`` honoured, capped, and shared by the workers of a
   server; 401/403/404 raise
   :class:`~pv4kit.llm.client.LLMConfigError`). A batch that still fails raises
-  :class:`EmbeddingEndpointError`; no vector is ever made up.
+  :class:`EmbeddingEndpointError`; no vector is ever made up. A batch holding NaN or infinite values,
+  or only zero vectors, is an error naming the server, the model and the batch, and nothing of it is cached.
 - **Cached by what the server serves**: the cache key names the model and revision that ``/v1/models``
   reports (vLLM's ``root``, a ``revision``/``model_sha`` field where a server has one), the width, the
   ``dimensions`` request and the instruction, never the URL, so the same model on another host shares
@@ -50,6 +51,7 @@ from pv4kit._options import merge_options
 from pv4kit.embeddings.cache import model_key
 from pv4kit.llm.config import LLMConfig, LLMConfigError
 from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
+from pv4kit.vectors import check_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -376,10 +378,14 @@ class EndpointEmbedder:
             start = starts[k]
             part = texts[start : start + size]
             vectors = self._embed_batch(part, k % n_servers)
+            where = f"{self._where(k % n_servers)}, model {self.model!r}, batch {k + 1} of {len(starts)}"
             if vectors.shape[1] != self.dim:
-                raise EmbeddingEndpointError(
-                    f"{self._where(k % n_servers)} answered {vectors.shape[1]}-d vectors, expected {self.dim}"
-                )
+                raise EmbeddingEndpointError(f"{where}: {vectors.shape[1]}-d vectors, expected {self.dim}")
+            check_vectors(
+                vectors,
+                where=f"{where} (texts {start}..{start + len(part) - 1})",
+                error=EmbeddingEndpointError,
+            )
             out[start : start + len(part)] = vectors
             return len(part)
 

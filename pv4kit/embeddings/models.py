@@ -41,6 +41,7 @@ from pv4kit.embeddings.backends import load_backend_embedder
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
 from pv4kit.embeddings.endpoint import PREFIX, EndpointEmbedder, endpoint_base_url
 from pv4kit.embeddings.options import EmbedderOptions
+from pv4kit.vectors import check_vectors
 
 logger = logging.getLogger(__name__)
 
@@ -577,6 +578,7 @@ def _encode_chunk(
             f"embedder {embedder.name!r} returned shape {encoded.shape}, expected ({len(texts)}, "
             f"{embedder.dim})"
         )
+    check_vectors(encoded, where=f"embedder {embedder.name!r}, {len(texts)} texts starting {texts[0][:60]!r}")
     if store is not None and store.dtype == "float16":  # same values whether cached or fresh
         encoded = encoded.astype(np.float16).astype(np.float32)
     if store is not None:

@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from pv4kit._options import check_number
 from pv4kit.redact import redact_url
 
 Message = dict[str, str]
@@ -71,10 +72,11 @@ class LLMConfig:
             raise ValueError(f"protocol must be one of {PROTOCOLS}, got {self.protocol!r}")
         if not self.model:
             raise ValueError("model must be a non-empty model id")
-        if self.max_concurrency < 1:
-            raise ValueError(f"max_concurrency must be >= 1, got {self.max_concurrency}")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+        check_number(self.max_concurrency, "max_concurrency", ge=1, integer=True)
+        check_number(self.max_retries, "max_retries", ge=0, integer=True)
+        check_number(self.timeout, "timeout", gt=0)
+        check_number(self.max_output_tokens, "max_output_tokens", ge=1, integer=True, allow_none=True)
+        check_number(self.temperature, "temperature", ge=0, allow_none=True)
 
     @property
     def greedy(self) -> bool:

@@ -208,7 +208,15 @@ def load_prices(
     if prices is None:
         prices = Path(__file__).with_name("prices.json")
     if not isinstance(prices, Mapping):
-        prices = json.loads(Path(prices).read_text(encoding="utf-8"))
+        path = Path(prices)
+        try:
+            prices = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(
+                f"prices: {path}: not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg}); "
+                'expected {"models": {MODEL: {"input": USD per 1M tokens, "output": ...}}}, as '
+                "pv4kit/llm/prices.json"
+            ) from None
     table = prices.get("models", prices)
     return {k: dict(v) for k, v in table.items() if not k.startswith("_") and isinstance(v, Mapping)}
 
@@ -274,15 +282,24 @@ def usage_frame(
 
 
 def usage_summary(frame: pd.DataFrame, *, by: Sequence[str] = ("step",)) -> pd.DataFrame:
-    """Sum calls, cached calls, tokens and cost of a :func:`usage_frame` by the given columns."""
+    """Sum calls, cached calls, tokens and cost of a :func:`usage_frame` by the given columns.
+
+    A ``by`` column that is also a sum (``cached``) is kept as the group key, not summed.
+
+    Raises:
+        ValueError: A ``by`` column that the frame does not have.
+    """
+    unknown = [c for c in by if c not in frame.columns]
+    if unknown:
+        raise ValueError(f"by: unknown column(s) {unknown}; choose from {list(frame.columns)}")
+    sums = {
+        "calls": ("calls", "sum"),
+        "cached": ("cached", "sum"),
+        "errors": ("error", lambda s: int(s.notna().sum())),
+        "prompt_tokens": ("prompt_tokens", "sum"),
+        "completion_tokens": ("completion_tokens", "sum"),
+        "reasoning_tokens": ("reasoning_tokens", "sum"),
+        "cost_usd": ("cost_usd", lambda s: s.sum(min_count=1) if s.notna().all() else float("nan")),
+    }
     grouped = frame.assign(calls=1).groupby(list(by), dropna=False)
-    out = grouped.agg(
-        calls=("calls", "sum"),
-        cached=("cached", "sum"),
-        errors=("error", lambda s: int(s.notna().sum())),
-        prompt_tokens=("prompt_tokens", "sum"),
-        completion_tokens=("completion_tokens", "sum"),
-        reasoning_tokens=("reasoning_tokens", "sum"),
-        cost_usd=("cost_usd", lambda s: s.sum(min_count=1) if s.notna().all() else float("nan")),
-    )
-    return out.reset_index()
+    return grouped.agg(**{k: v for k, v in sums.items() if k not in by}).reset_index()

@@ -5,7 +5,8 @@ Stages (each logged as it starts, with its wall time at the end):
 1. ``data``: step 5 (``qa.csv``) and step 6 (``data/*.parquet``) from ``raw/``, only when ``data/`` is
    missing or older than a file it is built from;
 2. ``server``: the llama.cpp server with SmolLM2-135M on a free loopback port (:mod:`pv4kit.llm.local`);
-3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 and ``persona`` on the test split, into
+3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 (chats retrieved with MiniLM, named here
+   since the default, Qwen3-Embedding-4B, needs the hub and a GPU) and ``persona`` on the test split, into
    ``runs/demo_<run>/`` (every call cached, so a rerun makes no requests);
 4. ``score``: each run scored with the CPU embedder (MiniLM);
 5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to

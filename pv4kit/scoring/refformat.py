@@ -362,6 +362,7 @@ def import_reference(
         "n_unmatched": int(len(unmatched)),
     }
     run_dir = Path(run_dir)
-    runs.write_generations(run_dir, gens, config=config)
-    atomic_write_text(run_dir / "import_unmatched.csv", unmatched.to_csv(index=False))
+    runs.write_generations(
+        run_dir, gens, config=config, files={"import_unmatched.csv": unmatched.to_csv(index=False)}
+    )
     return gens, unmatched

@@ -80,6 +80,9 @@ def check_same_data(
 ) -> bool:
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
+    Every function that combines runs calls it (:func:`pv4kit.scoring.stats.compare`,
+    :func:`pv4kit.baselines.hard.hard_flags`, :func:`pv4kit.analysis.notebooks.load_scored_runs`).
+
     The data differ when both runs recorded a ``data_fingerprint`` and the two are not equal, or when a
     question scored in both has another text, other choices or another answer.
 
@@ -126,6 +129,6 @@ def check_same_data(
     if only_a or only_b:
         msg += f"; {only_a} questions only in A, {only_b} only in B"
     if force:
-        logger.warning("compare: %s; comparing anyway (force)", msg)
+        logger.warning("%s; using them together anyway (force)", msg)
         return True
-    raise ValueError(f"{msg}. Pass --force (force=True) to compare them anyway.")
+    raise ValueError(f"{msg}. Pass --force (force=True) to use them together anyway.")

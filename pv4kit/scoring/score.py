@@ -26,8 +26,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_path, atomic_write_json, provenance
-from pv4kit._options import merge_options
+from pv4kit._io import atomic_write_json, provenance, sha256_file
+from pv4kit._options import check_number, merge_options
 from pv4kit.dataset.load import load
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
@@ -69,7 +69,8 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     g = generations[
         [c for c in ("user_id", "question_index", "split", "generation", ORDER_COLUMN) if c in generations]
     ].copy()
-    g[QUESTION_KEY] = g[QUESTION_KEY].astype("int64")
+    for key in QUESTION_KEY:
+        g[key] = runs._int_key(g[key], where="generations")
     merged = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
     orphan = merged[merged["_merge"] == "left_only"]
     if len(orphan):
@@ -330,6 +331,11 @@ class ScoreOptions:
     progress: bool | None = None
     failed: str | None = None
 
+    def __post_init__(self) -> None:
+        check_number(self.n_boot, "n_boot", ge=1, integer=True)
+        check_number(self.seed, "seed", ge=0, integer=True)
+        check_number(self.batch_size, "batch_size", ge=1, integer=True, allow_none=True)
+
 
 def score_run(
     run_dir: str | os.PathLike[str],
@@ -361,6 +367,7 @@ def score_run(
     check_numerics(opts.numerics)  # before any data or model is loaded
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
+    scored_sha = generations.attrs[runs.GENERATIONS_SHA]
     failed_rows = failures.check_failed(generations, failed=opts.failed, where=str(run_dir))
     failed_keys = (
         generations.loc[failed_rows, QUESTION_KEY]
@@ -414,17 +421,28 @@ def score_run(
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
         "numerics": None if by_letter else opts.numerics,
+        runs.GENERATIONS_SHA: scored_sha,
         "provenance": provenance(**data_info),
     }
+    predictions.attrs[runs.GENERATIONS_SHA] = scored_sha
     _write_scored(run_dir, predictions, metrics)
     return predictions, metrics
 
 
 def _write_scored(run_dir: Path, predictions: pd.DataFrame, metrics: dict[str, Any]) -> None:
-    """Write ``predictions.parquet`` and ``metrics.json`` (each atomically) and log the accuracy."""
-    with atomic_path(run_dir / runs.PREDICTIONS_FILE) as tmp:
-        predictions.to_parquet(tmp, index=False)
-    atomic_write_json(run_dir / runs.METRICS_FILE, metrics)
+    """Write ``predictions.parquet`` and ``metrics.json`` into the run as one unit and log the accuracy.
+
+    Raises:
+        RuntimeError: When the run's generations are no longer those scored (nothing is written).
+    """
+    with runs.rewrite_run(run_dir, drop=(runs.VALIDITY_DIR,)) as tmp:  # a report on other scores
+        if sha256_file(run_dir / runs.GENERATIONS_FILE) != metrics[runs.GENERATIONS_SHA]:
+            raise RuntimeError(
+                f"{run_dir / runs.GENERATIONS_FILE} changed while it was scored (another process rewrote "
+                "the run); nothing was written: score it again"
+            )
+        predictions.to_parquet(tmp / runs.PREDICTIONS_FILE, index=False)
+        atomic_write_json(tmp / runs.METRICS_FILE, metrics)
     acc, lo, hi = metrics["accuracy"], *metrics["accuracy_ci"]
     if acc is not None:
         logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, acc, lo, hi, metrics["n"])

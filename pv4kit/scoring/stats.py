@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._options import check_number
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.runs import read_predictions
 from pv4kit.scoring.samedata import check_same_data
@@ -29,6 +30,11 @@ def _cluster_totals(frame: pd.DataFrame, value: str, cluster: str) -> tuple[np.n
             raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
     grouped = frame.groupby(cluster, sort=True)[value]
     return grouped.sum().to_numpy(dtype=np.float64), grouped.count().to_numpy(dtype=np.float64)
+
+
+def _check_boot(n_boot: int, seed: int) -> None:
+    check_number(n_boot, "n_boot", ge=1, integer=True)
+    check_number(seed, "seed", ge=0, integer=True)
 
 
 def _boot_ratios(sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
@@ -60,6 +66,7 @@ def bootstrap_ci(
         ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are
         ``None`` for an empty frame.
     """
+    _check_boot(n_boot, seed)
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
     for col in (value, cluster):
@@ -118,6 +125,7 @@ def grouped_bootstrap_ci(
         One row per group (sorted as ``groupby(by, sort=True)``): the ``by`` columns, then ``estimate,
         low, high, n, n_clusters``; ``estimate``/``low``/``high`` are NaN for a group with no value.
     """
+    _check_boot(n_boot, seed)
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
     by = [by] if isinstance(by, str) else list(by)
@@ -196,6 +204,7 @@ def paired_bootstrap(
         ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
         replicates on the other side of zero (a rough check; use McNemar for the test).
     """
+    _check_boot(n_boot, seed)
     paired = frame[[a, b, cluster]].dropna()
     out: dict[str, Any] = {
         "diff": None,
@@ -282,6 +291,7 @@ def compare(
         scored in both runs are compared; ``frame.attrs`` holds ``only_in_a`` and ``only_in_b`` counts
         and ``data_differs``.
     """
+    _check_boot(n_boot, seed)
     pa, pb = _as_predictions(run_a), _as_predictions(run_b)
     data_differs = check_same_data(run_a, run_b, pa, pb, force=force)
     cols = [c for c in ("category", "category_name", "hard") if c in pa.columns]

@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import atomic_path, atomic_write_json, atomic_write_text, provenance
+from pv4kit._io import atomic_write_json, atomic_write_text, provenance
 from pv4kit.embeddings.models import Embedder, get_embedder, resolve_embedder
 from pv4kit.llm.client import LLMConfig, complete
 from pv4kit.schema import LETTERS, QUESTION_KEY
@@ -53,13 +53,12 @@ from pv4kit.scoring.choices import (
     parse_choice,
     position_table,
 )
-from pv4kit.scoring.runs import read_metrics, read_predictions
+from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
 from pv4kit.scoring.score import score_frame
 from pv4kit.scoring.stats import cohen_kappa_ci, compare
 
 logger = logging.getLogger(__name__)
 
-VALIDITY_DIR = "validity"
 JUDGE_PROMPT_VERSION = "pv4kit-judge-1"
 JUDGE_SYSTEM = "You read an answer to a question and say which of the listed options it expresses."
 JUDGE_TEMPLATE = (
@@ -478,7 +477,7 @@ def validity(
     summary = _summary(
         run_dir, predictions, metrics, tables, judges=judges, near_tie=near_tie, seed=seed, n_boot=n_boot
     )
-    _write(run_dir / VALIDITY_DIR, judgments, tables, summary)
+    _write(run_dir, judgments, tables, summary)
     return {**summary, "tables": tables}
 
 
@@ -617,20 +616,19 @@ def summary_text(summary: dict[str, Any]) -> str:
 
 
 def _write(
-    out: Path, judgments: pd.DataFrame | None, tables: dict[str, pd.DataFrame], summary: dict[str, Any]
+    run_dir: Path, judgments: pd.DataFrame | None, tables: dict[str, pd.DataFrame], summary: dict[str, Any]
 ) -> None:
-    out.mkdir(parents=True, exist_ok=True)
-    for name in FILES:  # tables of an earlier report that this one does not make
-        if (out / name).exists():
-            (out / name).unlink()
-    if judgments is not None:
-        with atomic_path(out / "judgments.parquet") as tmp:
-            judgments.to_parquet(tmp, index=False)
-    for name, table in tables.items():
-        atomic_write_text(out / f"{name}.csv", table.to_csv(index=False))
-    atomic_write_json(out / "summary.json", summary)
-    atomic_write_text(out / "summary.txt", summary_text(summary))
-    logger.info("validity: wrote %s\n%s", out, summary_text(summary))
+    """Replace ``run_dir/validity/`` as one unit, under the run's lock (tables of an earlier report go)."""
+    with rewrite_run(run_dir, drop=(VALIDITY_DIR,)) as tmp:
+        out = tmp / VALIDITY_DIR
+        out.mkdir()
+        if judgments is not None:
+            judgments.to_parquet(out / "judgments.parquet", index=False)
+        for name, table in tables.items():
+            atomic_write_text(out / f"{name}.csv", table.to_csv(index=False))
+        atomic_write_json(out / "summary.json", summary)
+        atomic_write_text(out / "summary.txt", summary_text(summary))
+    logger.info("validity: wrote %s\n%s", run_dir / VALIDITY_DIR, summary_text(summary))
 
 
 def read_validity(run_dir: str | os.PathLike[str]) -> dict[str, Any]:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from pv4kit.analysis.fitcache import beside_embeddings, stored_fit
 from pv4kit.embeddings.models import embed_texts
+from pv4kit.schema import require_columns
 from pv4kit.vectors import unit_rows
 
 
@@ -27,6 +28,7 @@ def category_groups(
         One row per user and category: ``user_id, category, category_name, n_questions, group,
         group_label`` and the unit ``vector`` (for maps).
     """
+    require_columns(questions, ["user_id", "category", "category_name"], name="questions")
     cats = (
         questions.dropna(subset=["category_name"])
         .groupby(["user_id", "category", "category_name"], sort=True)
@@ -78,5 +80,7 @@ def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.Da
     out = frame.drop(columns=[c for c in ("group", "group_label") if c in frame])
     if categories.empty or "category" not in frame:
         return out.assign(group=pd.NA, group_label=None)
+    require_columns(categories, cols, name="categories")
+    require_columns(frame, ["user_id"], name="frame")
     right = categories[cols].astype({"category": "Int64"})
     return out.astype({"category": "Int64"}).merge(right, on=["user_id", "category"], how="left")

@@ -6,7 +6,7 @@ import pandas as pd
 
 from pv4kit.analysis.audit.common import _base
 from pv4kit.analysis.audit.leakage import reference_unique_top
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 
 
 def question_flags(
@@ -22,6 +22,14 @@ def question_flags(
     candidate-only solver; ``ref_near_duplicate, near_duplicate_candidates, rationale_misses``;
     ``ref_top_chat_overlap`` (only the reference has the top overlap); ``duplicate_question``.
     """
+    require_columns(lengths, [*QUESTION_KEY, "ref_longest", "ref_shortest", "within_2_words"], name="lengths")
+    for name, frame, columns in (
+        ("solvers", solvers, [*QUESTION_KEY, "solver", "correct"]),
+        ("similarity", similarity, [*QUESTION_KEY, "ref_near_duplicate", "near_duplicate_candidates"]),
+        ("duplicates", duplicates, ["user_id", "question_index_a", "question_index_b"]),
+    ):
+        if frame is not None:
+            require_columns(frame, columns, name=name)
     out = lengths[[*[c for c in _base(lengths).columns], "ref_longest", "ref_shortest"]].copy()
     out["spread_over_2_words"] = ~lengths["within_2_words"]
     if solvers is not None and len(solvers):

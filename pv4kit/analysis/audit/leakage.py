@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.analysis.audit.common import _base
-from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.text import content_words
 
 
@@ -20,6 +20,7 @@ def leakage_audit(questions: pd.DataFrame, users: pd.DataFrame) -> pd.DataFrame:
         overlap`` (share in ``[0, 1]``; NaN for a candidate with no content word) and ``top_overlap``
         (this candidate has the question's highest overlap, ties included).
     """
+    require_columns(users, ["user_id", "documents"], name="users")
     vocab = {
         int(u): set().union(*(content_words(d) for d in docs)) if docs is not None and len(docs) else set()
         for u, docs in zip(users["user_id"], users["documents"], strict=True)
@@ -50,6 +51,7 @@ def reference_unique_top(leakage: pd.DataFrame) -> pd.Series:
     True when the question's reference rows all have ``top_overlap`` and exactly one candidate has it;
     computed with grouped sums (no per-question Python call).
     """
+    require_columns(leakage, [*QUESTION_KEY, "is_reference", "top_overlap"], name="leakage")
     flags = pd.DataFrame(
         {
             "n_top": leakage["top_overlap"].astype(bool),
@@ -68,6 +70,7 @@ def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
         ``mean_overlap`` is the share of questions where only the reference has the top overlap (chance
         20% when there are no ties).
     """
+    require_columns(leakage, [*QUESTION_KEY, "is_reference", "overlap", "top_overlap"], name="leakage")
     rows = [
         {"role": role, "mean_overlap": float(sub["overlap"].mean()), "n": int(len(sub))}
         for role, sub in (

@@ -13,7 +13,7 @@ import pandas as pd
 
 from pv4kit.analysis.audit.common import _base, _candidate_vectors
 from pv4kit.embeddings.models import embed_texts
-from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.scoring.score import score_frame
 from pv4kit.vectors import unit_rows
 
@@ -83,6 +83,7 @@ def duplicate_questions(
         ``user_id, question_index_a, question_index_b, similarity, question_a, question_b`` sorted by
         similarity (highest first); empty when nothing crosses the threshold.
     """
+    require_columns(questions, [*QUESTION_KEY, "question"], name="questions")
     vecs = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
     rows = []
     for uid, grp in questions.reset_index(drop=True).groupby("user_id", sort=True):

@@ -13,7 +13,7 @@ import pandas as pd
 from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.llm.client import complete
-from pv4kit.schema import LETTERS, answer_indices
+from pv4kit.schema import LETTERS, answer_indices, require_columns
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.vectors import unit_rows
 
@@ -32,6 +32,7 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     Returns:
         Long frame: key columns plus ``solver, predicted_letter, correct``.
     """
+    require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
     cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
     qvec = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
@@ -97,6 +98,7 @@ def llm_candidate_only(
         Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
         letter or the call failed), ``correct``, ``reply``.
     """
+    require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
     requests = [
         llm_candidate_only_messages(q, list(c))
@@ -139,6 +141,7 @@ def solver_accuracy(
         of accuracy > chance, questions treated as independent), ``above_chance`` (the user-bootstrap
         interval lies above chance).
     """
+    require_columns(predictions, ["user_id", "solver", "correct", *([by] if by else [])], name="predictions")
     from scipy.stats import binom
 
     table = accuracy_table(predictions, by=["solver", by] if by else ["solver"], n_boot=n_boot, seed=seed)

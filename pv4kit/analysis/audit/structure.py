@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.analysis.audit.common import CHANCE, _base
-from pv4kit.schema import LETTERS, answer_indices
+from pv4kit.schema import LETTERS, answer_indices, require_columns
 from pv4kit.scoring.stats import bootstrap_ci
 
 # --------------------------------------------------------------------------- length and structure
@@ -90,6 +90,8 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
     Returns:
         One row per metric: ``metric, rate, ci_low, ci_high, n, chance``.
     """
+    need = ["ref_longest", "ref_shortest", "ref_longest_chars", "ref_shortest_chars", "within_2_words"]
+    require_columns(lengths, ["user_id", *need, "shared_first_word", "shared_first_two"], name="lengths")
     metrics = {
         "ref_longest": CHANCE,
         "ref_shortest": CHANCE,
@@ -134,6 +136,7 @@ def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.Data
     """
     from scipy.stats import chisquare
 
+    require_columns(questions, [by] if by else [], name="questions")
     letters = pd.Series(LETTERS[i] for i in answer_indices(questions))
     groups = questions[by].astype(str).to_numpy() if by else np.full(len(questions), "all")
     rows = []

@@ -43,6 +43,25 @@ def _index_of(rec: dict[str, Any], path: Path, line: int, what: str, expected: s
     raise _shape_error(path, line, what, expected, rec)
 
 
+def _records(path: Path, what: str, expected: str) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """``(line, record, item index)`` of every record of ``path``: one record per item in a file.
+
+    Raises:
+        ValueError: A second record for an item, naming the file and both lines (after the caller's own
+            checks of that record, so a malformed record is named as such first).
+    """
+    first: dict[int, int] = {}
+    for line, rec in iter_jsonl(path):
+        index = _index_of(rec, path, line, what, expected)
+        yield line, rec, index
+        if index in first:
+            raise ValueError(
+                f"{path}:{line}: a second {what} record for item {index} (the first is line {first[index]}); "
+                "expected one record per item in a file: remove or merge one of them"
+            )
+        first[index] = line
+
+
 def _list_field(rec: dict[str, Any], key: str, path: Path, line: int, what: str, expected: str) -> list[Any]:
     value = rec.get(key)
     if not isinstance(value, list):
@@ -82,8 +101,7 @@ def _entries(
     The items' attributes, an annotator's judgments or an LLM's: every record must carry an item index
     and a list under ``key`` (else a ``ValueError`` naming the file, line and fields found).
     """
-    for line, rec in iter_jsonl(path):
-        index = _index_of(rec, path, line, what, expected)
+    for line, rec, index in _records(path, what, expected):
         for j, attr in enumerate(_list_field(rec, key, path, line, what, expected)):
             yield line, rec, index, j, attr
 

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from pv4kit.related._common import iter_jsonl
 from pv4kit.related.recenter.records import (
     _attr_text,
     _entries,
     _files,
     _float_or_none,
-    _index_of,
     _list_field,
+    _records,
     _stage_dir,
 )
 
@@ -78,8 +77,7 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     n_attrs = items.groupby("item_index").size().to_dict()
     ann = []
     for path in _files(folder / "annotations"):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line, "stage-1 annotation", _S1_ANN)
+        for line, rec, index in _records(path, "stage-1 annotation", _S1_ANN):
             judgments = _list_field(rec, "attr_judgments", path, line, "stage-1 annotation", _S1_ANN)
             if index in n_attrs and len(judgments) > n_attrs[index]:
                 raise ValueError(

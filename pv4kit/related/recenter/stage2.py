@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._options import check_number
 from pv4kit.related._common import encode
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
 from pv4kit.related.recenter.stage2_io import Stage2Data
@@ -129,6 +130,7 @@ def stage2_predictions(
         Long frame ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human,
         missing``.
     """
+    check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     methods = set(methods)
     unknown = methods - {"llm", "coarse_filter", "embedding", "bm25"}
     if unknown:

@@ -21,7 +21,7 @@ from pv4kit.related.recenter.records import (
     _entries,
     _files,
     _float_or_none,
-    _index_of,
+    _records,
     _shape_error,
     _stage_dir,
 )
@@ -105,8 +105,7 @@ def personalised_side(value: Any, *, where: str = "") -> str | None:
 def _ratings_frame(folder: Path, who: str) -> tuple[pd.DataFrame, list[tuple[str, int, str]]]:
     rows, missing = [], []
     for path in _files(folder):
-        for line, rec in iter_jsonl(path):
-            index = _index_of(rec, path, line, "stage-3 rating", _S3_RATING)
+        for line, rec, index in _records(path, "stage-3 rating", _S3_RATING):
             ratings = rec.get("ratings")
             if not isinstance(ratings, dict):
                 raise _shape_error(path, line, "stage-3 rating", _S3_RATING, rec)
