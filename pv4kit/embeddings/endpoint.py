@@ -48,7 +48,7 @@ import numpy as np
 
 from pv4kit._options import merge_options
 from pv4kit.embeddings.cache import model_key
-from pv4kit.llm.config import LLMConfig, LLMConfigError
+from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
 from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
 
 logger = logging.getLogger(__name__)
@@ -271,7 +271,9 @@ class EndpointEmbedder:
             return answers[-1]
 
         config = self.configs[server]
-        resp = call_with_retries(keep, config, request, pause=self._pauses[server], rng=self._rng)
+        resp = call_with_retries(  # the answer is read by the caller (parse_embeddings), not as a chat
+            keep, config, request, pause=self._pauses[server], rng=self._rng, parse=lambda raw: LLMResponse()
+        )
         if resp.error is not None:
             raise _RequestFailed(resp.error)
         return answers[-1]

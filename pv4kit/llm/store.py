@@ -89,7 +89,12 @@ class ResponseStore:
         self._open()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
-        """The cached responses of ``keys`` that the file holds, by key (``cached=True``)."""
+        """The cached responses of ``keys`` that the file holds, by key (``cached=True``).
+
+        A row with no text and no finish reason is not an answer (an older pv4kit cached what an HTTP 200
+        without one gave, see :class:`~pv4kit.llm.protocols.NoAnswerError`): it is left out, so the
+        request is asked again and its row replaced.
+        """
         try:
             return self._get_many(keys)
         except sqlite3.DatabaseError as exc:
@@ -111,6 +116,8 @@ class ResponseStore:
                     chunk,
                 ).fetchall()
                 for key, text, rid, model, finish, usage in rows:
+                    if not text and finish is None:
+                        continue
                     found[key] = LLMResponse(
                         text=text,
                         cached=True,
