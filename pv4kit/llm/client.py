@@ -17,10 +17,12 @@ the base URL, key, timeouts, retries or concurrency. Asking again with a new ``s
 sampled call a fresh response (that is how :mod:`pv4kit.generation.steps` re-asks after a malformed
 output); a greedy call ignores it.
 
-**Retries.** Connection errors, timeouts, 408/409/425/429 and 5xx are retried with backoff, honouring
-``Retry-After`` (capped at ``retry_after_max``); 401/403/404 raise :class:`LLMConfigError` naming the
-model and base URL (:mod:`pv4kit.llm.transport`). Other errors, and failures left after
-``max_retries``, give an :class:`LLMResponse` with ``.error`` set and the batch goes on.
+**Retries.** Connection errors, timeouts (``timeout`` bounds each attempt, start to last byte), an HTTP 200
+without an answer (an error object, an HTML page: :mod:`pv4kit.llm.protocols`), 408/409/425/429 and 5xx
+are retried with backoff, honouring ``Retry-After`` (capped at ``retry_after_max``); 401/403/404 raise
+:class:`LLMConfigError` naming the model and base URL (:mod:`pv4kit.llm.transport`). Other errors, and
+failures left after ``max_retries``, give an :class:`LLMResponse` with ``.error`` set (never cached) and the
+batch goes on. Ctrl-C stops the workers within a fraction of a second; what was stored stays cached.
 
 **Sharding.** ``complete(requests, llm=[a, b])`` deals the requests round-robin over equivalent endpoints
 (configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two llama.cpp servers of one model).

@@ -65,7 +65,8 @@ def make_client(config: LLMConfig) -> Any:
         config: Its ``base_url``, ``api_key_env`` and ``timeout`` are used.
 
     Returns:
-        The client (plain ``http://`` endpoints skip loading the CA bundle).
+        The client; its sockets keep the deadline of each attempt (see the module docstring), and plain
+        ``http://`` endpoints skip loading the CA bundle.
 
     Raises:
         LLMConfigError: The OpenAI API without a key in ``$<api_key_env>`` (a base URL works without one).
@@ -85,8 +86,9 @@ def make_client(config: LLMConfig) -> Any:
     # Plain HTTP never uses TLS: skip loading the CA bundle (~30 ms of CPU per client).
     plain = (config.base_url or "").lower().startswith("http://")
     http_client = openai.DefaultHttpxClient(**({"verify": False} if plain else {}))
-    for transport in [http_client._transport, *http_client._mounts.values()]:  # env proxies are mounts
-        pool = getattr(transport, "_pool", None)
+    transports = [getattr(http_client, "_transport", None), *getattr(http_client, "_mounts", {}).values()]
+    for transport in transports:  # the default one, and one per proxy from the environment
+        pool = getattr(transport, "_pool", None)  # httpx2 internals: tests/test_llm_faults.py checks them
         if pool is not None:
             pool._network_backend = _DeadlineBackend(pool._network_backend)
     return openai.OpenAI(
