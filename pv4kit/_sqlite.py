@@ -19,11 +19,17 @@ both paths. Corruption deep inside a large file that these checks do not touch i
 the page is read (a full ``PRAGMA quick_check`` reads the whole file and is too slow to run on every open);
 a store can then call :func:`is_corruption` on the error and :func:`move_aside` (the LLM cache does, on
 every read and write).
+
+A store that cannot be written (a full disk, a read-only one, a path that cannot be opened) is not damaged:
+:func:`storage_errors` turns SQLite's "database or disk is full", "attempt to write a readonly database",
+"unable to open database file" (and the same from the file system) into one :class:`CacheStorageError`
+naming the file and the fix, which the command line prints as one line.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import sqlite3
@@ -35,6 +41,31 @@ logger = logging.getLogger(__name__)
 
 _MAGIC = b"SQLite format 3\x00"
 _CORRUPT_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
+_STORAGE_CODES = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR")
+_STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR}
+
+
+class CacheStorageError(OSError):
+    """A cache file that cannot be written or opened: a full or read-only disk, a path that is not usable."""
+
+
+@contextlib.contextmanager
+def storage_errors(path: str | os.PathLike[str], *, what: str) -> Iterator[None]:
+    """Raise a :class:`CacheStorageError` naming ``path`` and the fix for a full or read-only disk."""
+    try:
+        yield
+    except (sqlite3.OperationalError, OSError) as exc:
+        if isinstance(exc, CacheStorageError):
+            raise
+        if isinstance(exc, sqlite3.Error):
+            if not (getattr(exc, "sqlite_errorname", "") or "").startswith(_STORAGE_CODES):
+                raise
+        elif exc.errno not in _STORAGE_ERRNOS:
+            raise
+        raise CacheStorageError(
+            f"{what} {path} cannot be written ({exc}): free space on its disk, or set PV4KIT_CACHE (or the "
+            "cache parameter) to a writable folder with room"
+        ) from exc
 
 
 def _is_corruption(exc: sqlite3.Error) -> bool:

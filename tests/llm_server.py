@@ -11,6 +11,9 @@ vLLM does. What it answers is scriptable:
   delays longer than the client timeout ...);
 * ``delay``: seconds to wait before every answer.
 
+A :class:`Reply` with ``raw`` sends that body verbatim (an HTML page, an error object with HTTP 200); one
+with ``drip`` sends the headers, then the body one byte every ``drip`` seconds.
+
 Every request is recorded in ``requests`` as ``(protocol, prompt, body)``.
 """
 
@@ -36,6 +39,9 @@ class Reply:
     delay: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     error: str = "scripted error"
+    raw: str | None = None
+    content_type: str = "application/json"
+    drip: float = 0.0
 
 
 def prompt_of(protocol: str, body: dict[str, Any]) -> str:
@@ -143,17 +149,28 @@ class FakeLLMServer(LoopbackServer):
                 pass
 
             def _send(
-                self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None
+                self,
+                status: int,
+                payload: dict[str, Any] | str,
+                headers: dict[str, str] | None = None,
+                *,
+                content_type: str = "application/json",
+                drip: float = 0.0,
             ) -> None:
-                data = json.dumps(payload).encode()
+                data = (payload if isinstance(payload, str) else json.dumps(payload)).encode()
                 try:
                     self.send_response(status)
-                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Type", content_type)
                     self.send_header("Content-Length", str(len(data)))
                     for k, v in (headers or {}).items():
                         self.send_header(k, v)
                     self.end_headers()
-                    self.wfile.write(data)
+                    if not drip:
+                        self.wfile.write(data)
+                    for i in range(len(data) if drip else 0):
+                        self.wfile.write(data[i : i + 1])
+                        self.wfile.flush()
+                        time.sleep(drip)
                 except (BrokenPipeError, ConnectionResetError):  # client gave up (timeout test)
                     pass
 
@@ -221,8 +238,8 @@ class FakeLLMServer(LoopbackServer):
             return
         model = self.served_as or str(body.get("model"))
         build = {"chat": _chat_body, "completions": _completions_body}.get(protocol, _responses_body)
-        payload = build(model, reply.text, count)
-        handler._send(200, payload, reply.headers)
+        payload = build(model, reply.text, count) if reply.raw is None else reply.raw
+        handler._send(200, payload, reply.headers, content_type=reply.content_type, drip=reply.drip)
 
     def _model_card(self, model: str) -> dict[str, Any]:
         card: dict[str, Any] = {"id": model, "object": "model"}

@@ -176,6 +176,18 @@ def test_llm_candidate_only_with_fake_client():
     assert audit.parse_letter("I think b") is None and audit.parse_letter("B.") == "B"
 
 
+def test_llm_candidate_only_against_a_server_answering_errors_with_200_fails():
+    """A gateway answering HTTP 200 + an error object: an error naming the server's words, not 0%."""
+    from pv4kit.llm.client import LLMConfig
+    from tests.llm_server import FakeLLMServer, Reply
+
+    gateway = Reply(raw='{"error": {"message": "upstream model overloaded", "type": "server_error"}}')
+    with FakeLLMServer(responder=lambda protocol, body, nth: gateway) as srv:
+        cfg = LLMConfig(model="m", base_url=srv.base_url, protocol="chat", temperature=0.0, max_retries=0)
+        with pytest.raises(RuntimeError, match="failed.*upstream model overloaded"):
+            audit.llm_candidate_only(_questions(), config=cfg, cache=None)
+
+
 def test_run_audit_and_write(tmp_path, fake_embedder):
     result = run_audit(_data(), embedder=fake_embedder, cache=tmp_path / "emb", n_boot=50)
     for name in ("lengths", "positions", "solver_accuracy", "similarity", "leakage", "duplicates", "flags"):

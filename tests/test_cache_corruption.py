@@ -1,4 +1,4 @@
-"""Corrupt cache files (issue 13.11): the embedding store and the LLM response cache.
+"""Corrupt cache files (issue 13.11), and caches on a full or read-only disk (issue 23.9).
 
 Each store is first written for real, then damaged on disk in one of three ways: garbage bytes, a file
 cut in half, and a valid SQLite database with the wrong schema. Opening it again must not raise
@@ -7,7 +7,12 @@ both paths, a new store is built and the work goes on.
 """
 
 import logging
+import os
+import shutil
 import sqlite3
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -133,3 +138,64 @@ def test_llm_cache_damaged_mid_file_is_recovered_when_read(tmp_path, caplog):
     aside = _aside(path)
     assert aside.read_bytes() == bytes(data)
     assert any("malformed" in r.getMessage() and str(aside) in r.getMessage() for r in caplog.records)
+
+
+# --------------------------------------------------------------------------- 23.9 a full or read-only disk
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _on_small_disk(disk, command, *, size="64k", read_only=False, setup=""):
+    """Run ``command`` (argv) where ``disk`` is a fresh tmpfs of ``size`` (read-only after the shell
+    ``setup`` when ``read_only``), in a private mount namespace that vanishes with the process."""
+    if shutil.which("unshare") is None or subprocess.run(["unshare", "-m", "true"]).returncode:
+        pytest.skip("a small or read-only disk needs `unshare -m` (root)")
+    disk.mkdir()
+    script = f"mount -t tmpfs -o size={size} tmpfs '{disk}' && {setup} "
+    script += f"mount -o remount,ro '{disk}' && " if read_only else ""
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    argv = ["unshare", "-m", "sh", "-c", script + 'exec "$@"', "sh", *command]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=REPO, env=env)
+
+
+def _one_clear_line(proc, *words):
+    err = proc.stderr.strip()
+    assert proc.returncode == 1 and "Traceback" not in err, err
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert len(errors) == 1 and errors[0].startswith("pv4kit answer: error: "), err
+    assert all(w in errors[0] for w in words), err
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only", "read-only-existing"])
+def test_llm_cache_on_a_full_or_read_only_disk_is_one_clear_error(tmp_path, fault):
+    """`answer` whose cache is on a full or read-only disk: one line naming the file and the fix."""
+    disk, seed = tmp_path / "disk", tmp_path / "seed.sqlite"
+    with FakeLLMServer(responder=lambda protocol, body, nth: "A" * 20_000) as srv:
+        if fault == "read-only-existing":
+            config = LLMConfig(model="m", base_url=srv.base_url, protocol="chat")
+            complete([[{"role": "user", "content": "x"}]], config=config, cache=seed, progress=False)
+        argv = [sys.executable, "-m", "pv4kit", "-q", "answer", "--data", "raw", "--method", "no_docs"]
+        argv += ["--model", "m", "--tokenizer", "chars", "--limit", "12", "--base-url", srv.base_url]
+        argv += ["--runs-dir", str(tmp_path / "runs"), "--cache", str(disk / "llm.sqlite")]
+        setup = f"cp '{seed}' '{disk}/llm.sqlite' && " if fault == "read-only-existing" else ""
+        proc = _on_small_disk(disk, argv, read_only=fault != "full", setup=setup)
+    _one_clear_line(proc, str(disk / "llm.sqlite"), "PV4KIT_CACHE")
+
+
+@pytest.mark.parametrize("fault", ["full", "read-only"])
+def test_embedding_cache_on_a_full_or_read_only_disk_is_one_clear_error(tmp_path, fault):
+    """EmbeddingCache.put on a full or read-only disk: an error naming the store and the fix."""
+    disk = tmp_path / "disk"
+    code = (
+        "import numpy as np\n"
+        "from pv4kit.embeddings.cache import EmbeddingCache\n"
+        f"cache = EmbeddingCache({str(disk)!r})\n"
+        "try:\n"
+        "    cache.put('m', [str(i) for i in range(200)], np.ones((200, 384)))\n"
+        "except OSError as exc:\n"
+        "    raise SystemExit(f'{type(exc).__name__}: {exc}')\n"
+    )
+    proc = _on_small_disk(disk, [sys.executable, "-c", code], read_only=fault == "read-only")
+    assert proc.returncode == 1 and "Traceback" not in proc.stderr, proc.stderr
+    assert "CacheStorageError" in proc.stderr and str(disk) in proc.stderr, proc.stderr
+    assert "PV4KIT_CACHE" in proc.stderr, proc.stderr

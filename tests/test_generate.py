@@ -255,6 +255,25 @@ def test_failures_leave_user_incomplete_and_rerun_completes(tmp_path, persona_di
         assert (out / "user_7" / "qa.csv").is_file()
 
 
+def test_a_reply_without_an_answer_leaves_the_user_incomplete_and_says_why(tmp_path, persona_dir):
+    """HTTP 200 with an error object (a gateway) for one chat: incomplete, the server's words in errors."""
+    broken = {"on": True}
+    gateway = Reply(raw='{"error": {"message": "upstream model overloaded", "type": "server_error"}}')
+
+    def bad(prompt, nth):
+        return gateway if broken["on"] and "Topic number 4\n" in prompt else None
+
+    out, cache = tmp_path / "users", tmp_path / "c.sqlite"
+    with FakeLLMServer(responder(bad)) as srv:
+        cfg = gen_config(srv)
+        report = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        assert report.loc[0, "status"] == "incomplete" and report.loc[0, "missing"] == ["chats/4.txt"]
+        assert "upstream model overloaded" in " ".join(report.loc[0, "errors"])
+        broken["on"] = False
+        report = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        assert report.loc[0, "status"] == "complete" and report.loc[0, "calls"] == 1
+
+
 def test_stale_files_are_detected_and_regenerated(tmp_path, persona_dir):
     out, cache = tmp_path / "users", tmp_path / "c.sqlite"
     with FakeLLMServer(responder()) as srv:

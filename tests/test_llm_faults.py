@@ -1,16 +1,22 @@
-"""Faults of the LLM call (issue 13): a long Retry-After, credentials in the base URL, a corrupt cache file.
+"""Faults of the LLM call (issues 13, 23): a long Retry-After, credentials in the base URL, HTTP 200 without
+an answer, a server dripping its answer, Ctrl-C, a cache on a full or read-only disk.
 
 Each test talks to the loopback fake server (``tests/llm_server.py``) through the real openai client.
 """
 
+import json
 import logging
 import threading
 import time
+
+import pytest
 
 from pv4kit.llm.client import LLMConfig, complete
 from tests.llm_server import FakeLLMServer, Reply
 
 MSGS = [{"role": "user", "content": "hello"}]
+ANSWER_ARGS = ["answer", "--data", "raw", "--method", "no_docs", "--model", "fake-model"]
+ANSWER_ARGS += ["--tokenizer", "chars"]
 
 
 def _run_with_deadline(fn, seconds):
@@ -160,3 +166,164 @@ def test_credentials_in_base_url_stay_out_of_related_config(tmp_path):
     assert rc == 0
     assert "***@127.0.0.1" in (tmp_path / "j" / "config.json").read_text()
     _assert_clean(tmp_path)
+
+
+# --------------------------------------------------------------------------- 23.1 a reply without an answer
+
+ERROR_OBJECT = '{"error": {"message": "upstream model overloaded", "type": "server_error", "code": 503}}'
+HTML_PAGE = "<html><head><title>502</title></head><body><h1>502 Bad Gateway</h1>nginx</body></html>"
+NO_SHAPE = '{"object": "list", "data": []}'
+
+
+def _config(srv, protocol="chat", **options):
+    options = {"max_retries": 1, "backoff_base": 0.01, "timeout": 10.0, **options}
+    return LLMConfig(model="fake-model", base_url=srv.base_url, protocol=protocol, **options)
+
+
+@pytest.mark.parametrize("protocol", ["chat", "completions", "responses"])
+@pytest.mark.parametrize(
+    "raw, content_type, words",
+    [
+        (ERROR_OBJECT, "application/json", "upstream model overloaded"),
+        (HTML_PAGE, "text/html", "502 Bad Gateway"),
+        (NO_SHAPE, "application/json", '"object": "list"'),
+    ],
+    ids=["error-object", "html", "no-shape"],
+)
+def test_http_200_without_an_answer_fails_is_retried_and_never_cached(
+    tmp_path, protocol, raw, content_type, words
+):
+    """HTTP 200 with an error object, an HTML page or JSON without choices/output: a failure, not ""."""
+    cache = tmp_path / "c.sqlite"
+    with FakeLLMServer() as srv:
+        srv.faults = [Reply(raw=raw, content_type=content_type)] * 2
+        (out,) = complete([MSGS], config=_config(srv, protocol), cache=cache, progress=False)
+        assert out.error is not None and words in out.error, out
+        assert out.text == "" and len(srv.requests) == 2  # retried like a 5xx
+        (again,) = complete([MSGS], config=_config(srv, protocol), cache=cache, progress=False)
+    assert again.error is None and not again.cached and again.text == "echo: hello"
+    assert len(srv.requests) == 3  # nothing was cached: the healthy server is asked again
+
+
+def test_an_empty_answer_the_server_gave_stays_an_answer(tmp_path):
+    """`content: null` with finish_reason content_filter is the reference's empty answer (cached)."""
+    choice = {"message": {"role": "assistant", "content": None}, "finish_reason": "content_filter"}
+    filtered = json.dumps({"id": "chatcmpl-1", "model": "fake-model", "choices": [choice]})
+    with FakeLLMServer() as srv:
+        srv.faults = [Reply(raw=filtered)]
+        (out,) = complete([MSGS], config=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
+        (again,) = complete([MSGS], config=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
+    assert out.error is None and out.text == "" and out.finish_reason == "content_filter"
+    assert again.cached and again.text == "" and len(srv.requests) == 1
+
+
+def test_a_cached_row_without_an_answer_is_asked_again(tmp_path):
+    """Rows an older pv4kit cached from an answerless HTTP 200 (empty text, no finish reason) are misses."""
+    from pv4kit.llm.client import ResponseStore, build_request, cache_key
+    from pv4kit.llm.config import LLMResponse
+
+    cache = tmp_path / "c.sqlite"
+    with FakeLLMServer() as srv:
+        config = _config(srv)
+        store = ResponseStore(cache)
+        key = cache_key(MSGS, config)
+        store.put(config, build_request(MSGS, config), LLMResponse(text="", key=key), (0,) * 12)
+        store.close()
+        (out,) = complete([MSGS], config=config, cache=cache, progress=False)
+        (again,) = complete([MSGS], config=config, cache=cache, progress=False)
+    assert not out.cached and out.text == "echo: hello" and len(srv.requests) == 1
+    assert again.cached and again.text == "echo: hello"
+
+
+def test_answer_run_against_a_server_answering_errors_with_200_fails_its_rows(tmp_path, capsys):
+    """`answer` with a gateway answering HTTP 200 + an error object: rows failed, exit 1, a rerun repairs."""
+    import pandas as pd
+
+    from pv4kit.cli import main
+
+    args = [*ANSWER_ARGS, "--limit", "2", "--name", "r", "--max-retries", "0"]
+    args += ["--runs-dir", str(tmp_path / "runs"), "--cache", str(tmp_path / "c.sqlite")]
+    with FakeLLMServer(responder=lambda protocol, body, nth: "A") as srv:
+        srv.faults = [Reply(raw=ERROR_OBJECT)] * 2
+        rc = main([*args, "--base-url", srv.base_url])
+        gens = pd.read_parquet(tmp_path / "runs" / "r" / "generations.parquet")
+        assert rc == 1 and capsys.readouterr().out.count("2 failed") == 1
+        assert gens["status"].tolist() == ["failed"] * 2
+        assert all("upstream model overloaded" in e for e in gens["error"])
+        assert main([*args, "--base-url", srv.base_url]) == 0 and len(srv.requests) == 4
+    gens = pd.read_parquet(tmp_path / "runs" / "r" / "generations.parquet")
+    assert gens["status"].tolist() == ["ok"] * 2 and gens["generation"].tolist() == ["A", "A"]
+
+
+# --------------------------------------------------------------------------- 23.8 a dripping server
+
+
+def test_timeout_bounds_a_whole_request_to_a_dripping_server():
+    """A server dripping one byte every 0.5 s never trips a per-read timeout; the attempt's deadline does."""
+    with FakeLLMServer() as srv:
+        srv.faults = [Reply(text="x" * 50, drip=0.5)] * 2  # ~300 bytes: 150 s per answer
+        config = _config(srv, timeout=2.0, max_retries=1)
+        start = time.monotonic()
+        finished, out = _run_with_deadline(lambda: complete([MSGS], config=config, progress=False), 40)
+        elapsed = time.monotonic() - start
+    assert finished, "the request was still reading the dripping server after 40 s"
+    assert out[0].error is not None and "Timeout" in out[0].error
+    assert len(srv.requests) == 2 and elapsed < 10
+
+
+def test_answer_timeout_bounds_a_dripping_server(tmp_path, capsys):
+    """`pv4kit answer --timeout 3` against a dripping server: the row fails after ~3 s, the run ends."""
+    from pv4kit.cli import main
+
+    with FakeLLMServer() as srv:
+        srv.faults = [Reply(text="x" * 50, drip=0.5)]
+        args = [*ANSWER_ARGS, "--limit", "1", "--timeout", "3", "--max-retries", "0", "--name", "r"]
+        args += ["--base-url", srv.base_url, "--runs-dir", str(tmp_path / "runs"), "--cache", "none"]
+        start = time.monotonic()
+        finished, rc = _run_with_deadline(lambda: main(args), 60)
+        elapsed = time.monotonic() - start
+    assert finished, "answer --timeout 3 was still waiting on the dripping server after 60 s"
+    assert rc == 1 and "1 failed" in capsys.readouterr().out
+    assert elapsed < 30
+
+
+def test_ctrl_c_stops_a_run_waiting_on_a_dripping_server_and_keeps_the_cache(tmp_path):
+    """SIGINT while a worker reads a dripping server: the run ends in seconds (130); answers stay cached."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    cache = tmp_path / "c.sqlite"
+    with FakeLLMServer() as srv:
+        srv.responder = lambda p, b, n: Reply(text="x" * 50, drip=0.5) if len(srv.requests) > 2 else "A"
+        args = [*ANSWER_ARGS, "--limit", "3", "--concurrency", "1", "--timeout", "120", "--name", "r"]
+        args += ["--base-url", srv.base_url, "--runs-dir", str(tmp_path / "runs"), "--cache", str(cache)]
+        env = {**os.environ, "PYTHONPATH": str(repo)}
+        proc = subprocess.Popen([sys.executable, "-m", "pv4kit", "-q", *args], cwd=repo, env=env)
+        try:
+            deadline = time.monotonic() + 120
+            while len(srv.requests) < 3 and time.monotonic() < deadline and proc.poll() is None:
+                time.sleep(0.1)
+            assert len(srv.requests) == 3, "the run did not reach the dripping request"
+            time.sleep(1.0)
+            proc.send_signal(signal.SIGINT)
+            start = time.monotonic()
+            try:
+                rc = proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                rc = None
+            elapsed = time.monotonic() - start
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        assert rc == 130, f"Ctrl-C did not stop the run within 15 s (rc {rc})"
+        assert elapsed < 5
+        srv.responder = lambda p, b, n: "A"
+        from pv4kit.cli import main
+
+        assert main(args) == 0
+    assert len(srv.requests) == 4  # the two answers before Ctrl-C came from the cache

@@ -309,6 +309,26 @@ def test_judge_through_real_llm_client_and_fake_server(data, tmp_path):
     assert preds["correct"].all() and again["cached"].all()
 
 
+def test_judge_against_a_server_answering_errors_with_200_fails(data, tmp_path, capsys):
+    """A gateway answering HTTP 200 + an error object: errored rows and exit 1, not 0% accuracy."""
+    from pathlib import Path
+
+    from pv4kit.cli import main
+    from tests.llm_server import FakeLLMServer, Reply
+
+    fixture = Path(__file__).parent / "fixtures" / "personafeedback"
+    gateway = Reply(raw='{"error": {"message": "upstream model overloaded", "type": "server_error"}}')
+    with FakeLLMServer(responder=lambda protocol, body, nth: gateway) as srv:
+        args = ["-q", "personafeedback", "judge", "--data", str(fixture), "--model", "m", "--limit", "2"]
+        args += ["--base-url", srv.base_url, "--cache", str(tmp_path / "c.sqlite")]
+        args += ["--out", str(tmp_path / "j"), "--max-retries", "0"]
+        rc = main(args)
+    out = capsys.readouterr().out
+    assert rc == 1 and "failed" in out and "upstream model overloaded" in out
+    preds = pd.read_csv(tmp_path / "j" / "predictions.csv")
+    assert preds["error"].str.contains("upstream model overloaded").all()
+
+
 def test_pv4_score_nearest_to_chosen(data, make_fake_embedder):
     pairs = data.pairs[data.pairs["persona"].notna()].head(3)
     gens = pd.DataFrame(

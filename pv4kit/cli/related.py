@@ -72,6 +72,7 @@ def _llm_config(args: argparse.Namespace) -> Any:
     return LLMConfig(
         **pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens"),
         max_concurrency=args.concurrency,
+        max_retries=args.max_retries,
     )
 
 
@@ -143,7 +144,13 @@ def _pf_judge(args: argparse.Namespace) -> int:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
     tables = {"predictions": preds, "accuracy": acc, "position_bias": bias}
     _write(args.out, tables, command="personafeedback judge", args=args)
-    return 0
+    failed = preds["error"].dropna()
+    if len(failed):
+        print(
+            f"{len(failed)} judge requests failed (counted as wrong above; first: {failed.iloc[0]}); "
+            "run the same command again to retry them"
+        )
+    return 1 if len(failed) else 0
 
 
 def _pf_reward(args: argparse.Namespace) -> int:
@@ -283,6 +290,7 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=nonnegative_float, default=0.0)
     p.add_argument("--max-output-tokens", type=positive_int, default=None)
     p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight")
+    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
     add_llm_cache(p)
     p.add_argument(
         "--interval",

@@ -15,6 +15,7 @@ The default root is ``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from pv4kit._io import atomic_write_json, cache_root, connect_sqlite, sha256_text
-from pv4kit._sqlite import recover_corrupt
+from pv4kit._sqlite import recover_corrupt, storage_errors
 
 logger = logging.getLogger(__name__)
 
@@ -87,22 +88,25 @@ class EmbeddingCache:
         """The directory that holds ``model_key``'s vectors."""
         return self.root / f"{_slug(model_key)}-{sha256_text(model_key)[:12]}"
 
+    def _path(self, model_key: str) -> Path:
+        return self.model_dir(model_key) / "embeddings.sqlite"
+
     def _connect(self, model_key: str, *, create: bool) -> sqlite3.Connection | None:
-        folder = self.model_dir(model_key)
-        path = folder / "embeddings.sqlite"
-        recover_corrupt(path, tables=_TABLES, what="embedding cache", timeout=self.timeout)
-        if not path.exists():
-            if not create:
-                return None
-            folder.mkdir(parents=True, exist_ok=True)
-            if not (folder / "key.json").exists():
-                atomic_write_json(folder / "key.json", {"model_key": model_key})
-        con = connect_sqlite(path, timeout=self.timeout)
-        con.execute(
-            "CREATE TABLE IF NOT EXISTS emb (sha TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
-            "dtype TEXT NOT NULL, vec BLOB NOT NULL) WITHOUT ROWID"
-        )
-        return con
+        path = self._path(model_key)
+        with storage_errors(path, what="embedding cache"):
+            recover_corrupt(path, tables=_TABLES, what="embedding cache", timeout=self.timeout)
+            if not path.exists():
+                if not create:
+                    return None
+                path.parent.mkdir(parents=True, exist_ok=True)
+                if not (path.parent / "key.json").exists():
+                    atomic_write_json(path.parent / "key.json", {"model_key": model_key})
+            con = connect_sqlite(path, timeout=self.timeout)
+            con.execute(
+                "CREATE TABLE IF NOT EXISTS emb (sha TEXT PRIMARY KEY, dim INTEGER NOT NULL, "
+                "dtype TEXT NOT NULL, vec BLOB NOT NULL) WITHOUT ROWID"
+            )
+            return con
 
     def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
@@ -142,17 +146,19 @@ class EmbeddingCache:
         con = self._connect(model_key, create=True)
         assert con is not None
         try:
-            con.execute("BEGIN IMMEDIATE")
-            before = con.total_changes
-            con.executemany(
-                "INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)",
-                ((h, dim, self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)),
-            )
-            con.execute("COMMIT")
+            with storage_errors(self._path(model_key), what="embedding cache"):
+                con.execute("BEGIN IMMEDIATE")
+                before = con.total_changes
+                con.executemany(
+                    "INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)",
+                    ((h, dim, self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)),
+                )
+                con.execute("COMMIT")
             return con.total_changes - before
         except BaseException:
             if con.in_transaction:
-                con.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    con.execute("ROLLBACK")
             raise
         finally:
             con.close()

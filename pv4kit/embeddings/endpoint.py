@@ -49,7 +49,7 @@ import numpy as np
 
 from pv4kit._options import merge_options
 from pv4kit.embeddings.cache import model_key
-from pv4kit.llm.config import LLMConfig, LLMConfigError
+from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
 from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
 from pv4kit.vectors import check_vectors
 
@@ -273,7 +273,9 @@ class EndpointEmbedder:
             return answers[-1]
 
         config = self.configs[server]
-        resp = call_with_retries(keep, config, request, pause=self._pauses[server], rng=self._rng)
+        resp = call_with_retries(  # the answer is read by the caller (parse_embeddings), not as a chat
+            keep, config, request, pause=self._pauses[server], rng=self._rng, parse=lambda raw: LLMResponse()
+        )
         if resp.error is not None:
             raise _RequestFailed(resp.error)
         return answers[-1]

@@ -17,10 +17,12 @@ the base URL, key, timeouts, retries or concurrency. Asking again with a new ``s
 sampled call a fresh response (that is how :mod:`pv4kit.generation.steps` re-asks after a malformed
 output); a greedy call ignores it.
 
-**Retries.** Connection errors, timeouts, 408/409/425/429 and 5xx are retried with backoff, honouring
-``Retry-After`` (capped at ``retry_after_max``); 401/403/404 raise :class:`LLMConfigError` naming the
-model and base URL (:mod:`pv4kit.llm.transport`). Other errors, and failures left after
-``max_retries``, give an :class:`LLMResponse` with ``.error`` set and the batch goes on.
+**Retries.** Connection errors, timeouts (``timeout`` bounds each attempt, start to last byte), an HTTP 200
+without an answer (an error object, an HTML page: :mod:`pv4kit.llm.protocols`), 408/409/425/429 and 5xx
+are retried with backoff, honouring ``Retry-After`` (capped at ``retry_after_max``); 401/403/404 raise
+:class:`LLMConfigError` naming the model and base URL (:mod:`pv4kit.llm.transport`). Other errors, and
+failures left after ``max_retries``, give an :class:`LLMResponse` with ``.error`` set (never cached) and the
+batch goes on. Ctrl-C stops the workers within a fraction of a second; what was stored stays cached.
 
 **Sharding.** ``complete(requests, llm=[a, b])`` deals the requests round-robin over equivalent endpoints
 (configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two llama.cpp servers of one model).
@@ -339,11 +341,14 @@ def _run_calls(batch: _Batch, sinks: _Sinks, todo: list[int], replays: list[int]
     """Call the misses in one bounded pool per endpoint; cached hits' callbacks run there too.
 
     A pool is as wide as the largest ``max_concurrency`` of its requests' configs (never wider than its
-    requests) and has its own :class:`RetryPause`.
+    requests) and has its own :class:`RetryPause`. An exception here (Ctrl-C) stops every pause, so the
+    workers end within a fraction of a second instead of finishing their requests; the answers already
+    stored stay in the cache.
     """
     senders = _senders(batch, todo, client)
     rng = random.Random()
     futures: dict[Future, int] = {}
+    pauses: list[RetryPause] = []
     with contextlib.ExitStack() as pools:
         for shard in sorted(set(batch.shards)):
             calls = [i for i in todo if batch.shards[i] == shard]
@@ -360,6 +365,7 @@ def _run_calls(batch: _Batch, sinks: _Sinks, todo: list[int], replays: list[int]
                 )
             )
             pause = RetryPause()
+            pauses.append(pause)
             futures.update({pool.submit(sinks.replay, batch, i): i for i in again})
             futures.update(
                 {pool.submit(_call_one, batch, sinks, i, senders[i], pause, rng): i for i in calls}
@@ -371,6 +377,8 @@ def _run_calls(batch: _Batch, sinks: _Sinks, todo: list[int], replays: list[int]
         except BaseException:
             for f in futures:
                 f.cancel()
+            for pause in pauses:
+                pause.stop()
             raise
 
 

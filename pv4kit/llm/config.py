@@ -41,7 +41,7 @@ class LLMConfig:
         max_output_tokens: Output token cap; ``None`` leaves the server default.
         max_concurrency: Requests in flight at once.
         max_retries: Retries of a request after a retryable failure.
-        timeout: Seconds per HTTP request.
+        timeout: Seconds an HTTP attempt may take, from sending to the last byte of the answer.
         retry_after_max: Longest wait in seconds that a server's ``Retry-After`` may impose, on the request
             and on the pause it gives the other workers; a longer ask is capped and logged.
         assume_greedy: Treat ``temperature=None`` as deterministic for the cache key.

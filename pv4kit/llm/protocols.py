@@ -17,6 +17,12 @@ cache). The greedy rule: a call is greedy when ``temperature == 0``, or when ``t
 the caller sets ``assume_greedy=True`` (server default taken as deterministic); a greedy call ignores
 ``sample_index``.
 
+**An answer** has the shape of one: a first choice with a ``message`` (chat) or a ``text`` (completions),
+or an ``output`` list (Responses), and no ``error``. Anything else that comes back with HTTP 200 (an OpenAI
+error object from a proxy or gateway, an HTML page, other JSON) raises :class:`NoAnswerError` with the
+server's words: :mod:`pv4kit.llm.transport` retries it like a 5xx and it is never cached. An answer whose
+text is empty (``content: null`` with ``finish_reason: content_filter``) is an answer.
+
 Everything here is a pure function of its arguments.
 """
 
@@ -24,6 +30,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -133,8 +140,45 @@ def _get(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
+class NoAnswerError(ValueError):
+    """A reply without the shape of an answer (see the module docstring); its message quotes the server."""
+
+
+def _has(obj: Any, name: str) -> bool:
+    return name in obj if isinstance(obj, Mapping) else hasattr(obj, name)
+
+
+def _no_answer(raw: Any, protocol: str) -> str | None:
+    """The server's words when ``raw`` is not an answer of ``protocol``; ``None`` when it is one."""
+    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
+    error = _get(raw, "error")
+    if error:
+        return str(_get(error, "message") or error)[:300] if isinstance(error, Mapping) else str(error)[:300]
+    if protocol == "responses":
+        shaped = isinstance(_get(raw, "output"), list) or isinstance(_get(raw, "output_text"), str)
+    else:
+        choices = _get(raw, "choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        shaped = first is not None and (
+            _has(first, "text") if protocol == "completions" else _get(first, "message") is not None
+        )
+    if shaped:
+        return None
+    shown = json.dumps(raw, default=str)[:300] if isinstance(raw, (Mapping, list)) else repr(raw)[:300]
+    return f"no {'output' if protocol == 'responses' else 'choices'} in {shown}"
+
+
 def parse_response(raw: Any, protocol: str) -> LLMResponse:
-    """Turn an SDK response object (or its dict) into an :class:`~pv4kit.llm.config.LLMResponse`."""
+    """Turn an SDK response object (or its dict) into an :class:`~pv4kit.llm.config.LLMResponse`.
+
+    Raises:
+        NoAnswerError: ``raw`` has not the shape of an answer (an error object, an HTML page ...).
+    """
+    words = _no_answer(raw, protocol)
+    if words is not None:
+        raise NoAnswerError(f"HTTP 200 without an answer: {words}")
     usage = _get(raw, "usage")
     if protocol == "responses":
         text = _get(raw, "output_text")

@@ -24,7 +24,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import connect_sqlite
-from pv4kit._sqlite import is_corruption, move_aside, recover_corrupt, sqlite_problem
+from pv4kit._sqlite import is_corruption, move_aside, recover_corrupt, sqlite_problem, storage_errors
 from pv4kit.llm.config import LLMConfig, LLMResponse
 
 LEDGER_COLUMNS = [
@@ -42,6 +42,8 @@ LEDGER_COLUMNS = [
     "key",
 ]
 
+_WHAT = "LLM response cache"
+
 #: the columns each table must hold for the file to be read (a file without them is moved aside)
 _TABLES = {
     "responses": ("key", "text", "response_id", "response_model", "finish_reason", "usage"),
@@ -55,7 +57,8 @@ class ResponseStore:
     """The SQLite file holding cached responses and the usage ledger (one connection, one lock).
 
     Thread-safe; a file found damaged (on open, read or write) is moved aside and a new one started
-    (:mod:`pv4kit._sqlite`). Close it with :meth:`close`.
+    (:mod:`pv4kit._sqlite`); one that cannot be written (a full or read-only disk) raises
+    :class:`~pv4kit._sqlite.CacheStorageError`. Close it with :meth:`close`.
 
     Args:
         path: The SQLite file (created with its folder when missing).
@@ -63,12 +66,13 @@ class ResponseStore:
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self.lock = threading.Lock()
-        self._open()
+        with storage_errors(self.path, what=_WHAT):
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._open()
 
     def _open(self) -> None:
-        recover_corrupt(self.path, tables=_TABLES, what="LLM response cache")
+        recover_corrupt(self.path, tables=_TABLES, what=_WHAT)
         self.conn = connect_sqlite(self.path, timeout=60, check_same_thread=False)
         self.inode = self.path.stat().st_ino
         self.conn.execute(
@@ -85,13 +89,19 @@ class ResponseStore:
     def _recover(self, exc: sqlite3.DatabaseError) -> None:
         """Damage found while reading or writing (the open checks do not read every page): start anew."""
         self.conn.close()
-        move_aside(self.path, problem=f"corrupt ({exc})", what="LLM response cache", inode=self.inode)
+        move_aside(self.path, problem=f"corrupt ({exc})", what=_WHAT, inode=self.inode)
         self._open()
 
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
-        """The cached responses of ``keys`` that the file holds, by key (``cached=True``)."""
+        """The cached responses of ``keys`` that the file holds, by key (``cached=True``).
+
+        A row with no text and no finish reason is not an answer (an older pv4kit cached what an HTTP 200
+        without one gave, see :class:`~pv4kit.llm.protocols.NoAnswerError`): it is left out, so the
+        request is asked again and its row replaced.
+        """
         try:
-            return self._get_many(keys)
+            with storage_errors(self.path, what=_WHAT):
+                return self._get_many(keys)
         except sqlite3.DatabaseError as exc:
             if not is_corruption(exc):
                 raise
@@ -111,6 +121,8 @@ class ResponseStore:
                     chunk,
                 ).fetchall()
                 for key, text, rid, model, finish, usage in rows:
+                    if not text and finish is None:
+                        continue
                     found[key] = LLMResponse(
                         text=text,
                         cached=True,
@@ -157,11 +169,12 @@ class ResponseStore:
         """Run ``statements`` in one transaction (lock held); on damage, start a new file and rerun them."""
         for attempt in (0, 1):
             try:
-                self.conn.execute("BEGIN")
-                statements()
-                self.conn.execute("COMMIT")
+                with storage_errors(self.path, what=_WHAT):
+                    self.conn.execute("BEGIN")
+                    statements()
+                    self.conn.execute("COMMIT")
                 return
-            except sqlite3.DatabaseError as exc:
+            except (sqlite3.DatabaseError, OSError) as exc:
                 if self.conn.in_transaction:
                     with contextlib.suppress(sqlite3.Error):
                         self.conn.execute("ROLLBACK")

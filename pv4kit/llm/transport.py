@@ -1,9 +1,16 @@
 """HTTP for the LLM stage: the OpenAI client, the sender of one request body, the one retry loop.
 
-**Retries** (:func:`call_with_retries`). Connection errors, timeouts, 408/409/425/429 and 5xx are retried
-with exponential backoff and full jitter, honouring ``Retry-After`` (which also pauses the other workers
-sharing a :class:`RetryPause`), capped at ``retry_after_max`` seconds (600) on both; a pause of 10 s or
-more, or a capped one, is logged with its length. 401, 403 and 404 raise
+**Deadline.** Each HTTP attempt must be over ``config.timeout`` seconds after it starts, whatever the
+server does: the SDK's timeouts are per phase (a server dripping a byte every half second never trips the
+read timeout), so the client :func:`make_client` builds reads and writes its sockets through
+:class:`_DeadlineBackend`, which ends the attempt with a timeout when the wall clock says so (or when the
+batch is stopped, within :data:`_SLICE_S` seconds: how Ctrl-C ends a run that waits on a slow server).
+
+**Retries** (:func:`call_with_retries`). Connection errors, timeouts, a reply without an answer
+(:class:`~pv4kit.llm.protocols.NoAnswerError`: an HTTP 200 carrying an error object or an HTML page),
+408/409/425/429 and 5xx are retried with exponential backoff and full jitter, honouring ``Retry-After``
+(which also pauses the other workers sharing a :class:`RetryPause`), capped at ``retry_after_max`` seconds
+(600) on both; a pause of 10 s or more, or a capped one, is logged with its length. 401, 403 and 404 raise
 :class:`~pv4kit.llm.config.LLMConfigError` naming the model and the base URL (credentials redacted,
 :mod:`pv4kit.redact`). Other errors, and failures left after ``max_retries``, give an
 :class:`~pv4kit.llm.config.LLMResponse` with ``.error`` set.
@@ -15,17 +22,20 @@ client and loop.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+import json
 import logging
 import os
 import random
 import re
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
-from pv4kit.llm.protocols import parse_response
+from pv4kit.llm.protocols import NoAnswerError, parse_response
 from pv4kit.redact import redact_text
 
 logger = logging.getLogger(__name__)
@@ -33,6 +43,12 @@ logger = logging.getLogger(__name__)
 _RETRYABLE_STATUS = {408, 409, 425, 429}
 _CONFIG_STATUS = {401: "authentication failed", 403: "permission denied", 404: "not found"}
 _LONG_PAUSE_S = 10.0  # a Retry-After pause at least this long is logged as a warning
+_SLICE_S = 0.25  # a socket read waits at most this long before looking at the deadline and the stop flag
+
+#: ``(monotonic deadline, stop flag)`` of the attempt this thread is sending (``None``: no deadline)
+_DEADLINE: contextvars.ContextVar[tuple[float, threading.Event] | None] = contextvars.ContextVar(
+    "pv4kit_llm_deadline", default=None
+)
 
 
 def _redact(text: str, secret: str | None) -> str:
@@ -49,7 +65,8 @@ def make_client(config: LLMConfig) -> Any:
         config: Its ``base_url``, ``api_key_env`` and ``timeout`` are used.
 
     Returns:
-        The client (plain ``http://`` endpoints skip loading the CA bundle).
+        The client; its sockets keep the deadline of each attempt (see the module docstring), and plain
+        ``http://`` endpoints skip loading the CA bundle.
 
     Raises:
         LLMConfigError: The OpenAI API without a key in ``$<api_key_env>`` (a base URL works without one).
@@ -66,13 +83,88 @@ def make_client(config: LLMConfig) -> Any:
                 f"{config.api_key_env} (or pass base_url for a local server)"
             )
         key = "EMPTY"  # local OpenAI-compatible servers accept any key
-    http_client = None
-    if (config.base_url or "").lower().startswith("http://"):
-        # Plain HTTP never uses TLS: skip loading the CA bundle (~30 ms of CPU per client).
-        http_client = openai.DefaultHttpxClient(verify=False)
+    # Plain HTTP never uses TLS: skip loading the CA bundle (~30 ms of CPU per client).
+    plain = (config.base_url or "").lower().startswith("http://")
+    http_client = openai.DefaultHttpxClient(**({"verify": False} if plain else {}))
+    transports = [getattr(http_client, "_transport", None), *getattr(http_client, "_mounts", {}).values()]
+    for transport in transports:  # the default one, and one per proxy from the environment
+        pool = getattr(transport, "_pool", None)  # httpx2 internals: tests/test_llm_faults.py checks them
+        if pool is not None:
+            pool._network_backend = _DeadlineBackend(pool._network_backend)
     return openai.OpenAI(
         api_key=key, base_url=config.base_url, max_retries=0, timeout=config.timeout, http_client=http_client
     )
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float, stop: threading.Event) -> Iterator[None]:
+    """Give the sockets this thread uses :class:`_DeadlineBackend`'s deadline ``seconds`` from now."""
+    token = _DEADLINE.set((time.monotonic() + seconds, stop))
+    try:
+        yield
+    finally:
+        _DEADLINE.reset(token)
+
+
+def _left(timeout: float | None) -> float | None:
+    """Seconds the current attempt has left (at most ``timeout``); raises a timeout once there are none."""
+    import httpcore2
+
+    deadline = _DEADLINE.get()
+    if deadline is None:
+        return timeout
+    end, stop = deadline
+    if stop.is_set():
+        raise httpcore2.ReadTimeout("stopped (the batch was interrupted)")
+    left = end - time.monotonic()
+    if left <= 0:
+        raise httpcore2.ReadTimeout("the request ran past its deadline (timeout)")
+    return left if timeout is None else min(left, timeout)
+
+
+class _DeadlineStream:
+    """A network stream whose reads and writes end at the attempt's deadline (see the module docstring)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore2
+
+        if _DEADLINE.get() is None:
+            return self._stream.read(max_bytes, timeout)
+        while True:  # short waits, so that the deadline and the stop flag are seen within _SLICE_S
+            wait = min(_left(None) or 0.0, _SLICE_S)  # raises once the time is up
+            with contextlib.suppress(httpcore2.ReadTimeout):
+                return self._stream.read(max_bytes, wait)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, _left(timeout))
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None):
+        return _DeadlineStream(self._stream.start_tls(ssl_context, server_hostname, _left(timeout)))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _DeadlineBackend:
+    """httpcore2's network backend whose streams are :class:`_DeadlineStream` s."""
+
+    def __init__(self, backend: Any) -> None:
+        self._backend = backend
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        return _DeadlineStream(self._backend.connect_tcp(host, port, _left(timeout), **kwargs))
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None, **kwargs: Any) -> Any:
+        return _DeadlineStream(self._backend.connect_unix_socket(path, _left(timeout), **kwargs))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
 
 
 def make_sender(client: Any, protocol: str, *, made: bool) -> Callable[[dict[str, Any]], Any]:
@@ -125,12 +217,19 @@ def _is_connection_error(exc: BaseException) -> bool:
 class RetryPause:
     """A shared 'not before' time: a ``Retry-After`` from one worker pauses every worker sharing it.
 
+    Also the sharers' stop flag: after :meth:`stop`, waits end at once, no attempt starts and the
+    attempts in flight end within a fraction of a second (on a client :func:`make_client` built).
     One per endpoint and batch; thread-safe.
     """
 
     def __init__(self) -> None:
         self.until = 0.0
         self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Stop every sharer (the batch was interrupted)."""
+        self.stopped.set()
 
     def push(self, seconds: float) -> None:
         """Pause every sharer for at least ``seconds`` from now."""
@@ -141,7 +240,7 @@ class RetryPause:
         """Sleep until the pause is over (returns at once when there is none)."""
         delay = self.until - time.monotonic()
         if delay > 0:
-            time.sleep(delay)
+            self.stopped.wait(delay)
 
 
 def _retry_after_wait(retry_after: float, config: LLMConfig) -> float:
@@ -171,7 +270,12 @@ def _failure(exc: Exception, config: LLMConfig) -> tuple[str, bool, float | None
             f"{_CONFIG_STATUS[status]} (HTTP {status}) for model {config.model!r} "
             f"at {config.endpoint}: check the model id, base URL and key (${config.api_key_env})"
         ) from None
-    retryable = _is_connection_error(exc) or status in _RETRYABLE_STATUS or (status or 0) >= 500
+    retryable = (
+        _is_connection_error(exc)
+        or isinstance(exc, (NoAnswerError, json.JSONDecodeError))  # HTTP 200 without an answer
+        or status in _RETRYABLE_STATUS
+        or (status or 0) >= 500
+    )
     name = type(exc).__name__
     error = f"{name}: HTTP {status}: {exc}" if status else f"{name}: {exc}"
     return _redact(error, os.environ.get(config.api_key_env))[:500], retryable, retry_after
@@ -184,15 +288,20 @@ def call_with_retries(
     *,
     pause: RetryPause | None = None,
     rng: random.Random | None = None,
+    parse: Callable[[Any], LLMResponse] | None = None,
 ) -> LLMResponse:
     """Send one request with ``send`` (see :func:`make_sender`), retried as the module docstring says.
 
+    Each attempt has ``config.timeout`` seconds, start to last byte (see the module docstring).
+
     Args:
-        send: Sends a body and returns the raw answer (parsed with ``config.protocol``).
-        config: Retries, backoff, ``retry_after_max``, and the model and endpoint named in messages.
+        send: Sends a body and returns the raw answer.
+        config: Timeout, retries, backoff, ``retry_after_max``, and the model and endpoint named in messages.
         request: The request body.
-        pause: The pause shared with the other workers of the batch (``None``: one of its own).
+        pause: The pause (and stop flag) shared with the other workers of the batch (``None``: its own).
         rng: Randomness of the backoff jitter (``None``: a fresh ``random.Random()``).
+        parse: Turns the raw answer into the response; an error it raises is classified like one of
+            ``send``. Default: :func:`~pv4kit.llm.protocols.parse_response` with ``config.protocol``.
 
     Returns:
         The parsed response with ``attempts`` set, or one with ``.error`` set when the request failed
@@ -203,11 +312,16 @@ def call_with_retries(
     """
     pause = pause if pause is not None else RetryPause()
     rng = rng if rng is not None else random.Random()
+    parse = parse if parse is not None else (lambda raw: parse_response(raw, config.protocol))
     error = None
     for attempt in range(config.max_retries + 1):
         pause.wait()
+        if pause.stopped.is_set():
+            return LLMResponse(error=f"stopped (interrupted) after {attempt} attempts", attempts=attempt)
         try:
-            resp = parse_response(send(request), config.protocol)
+            with _deadline(config.timeout, pause.stopped):
+                raw = send(request)
+            resp = parse(raw)
             resp.attempts = attempt + 1
             return resp
         except Exception as exc:  # noqa: BLE001 - classified by _failure
@@ -228,7 +342,7 @@ def call_with_retries(
                 delay,
                 attempt + 1,
             )
-            time.sleep(delay)
+            pause.stopped.wait(delay)
     return LLMResponse(
         error=f"gave up after {config.max_retries + 1} attempts: {error}", attempts=config.max_retries + 1
     )

@@ -96,7 +96,11 @@ def llm_candidate_only(
 
     Returns:
         Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
-        letter or the call failed), ``correct``, ``reply``.
+        letter), ``correct``, ``reply``.
+
+    Raises:
+        RuntimeError: Some requests failed after their retries (a failure is not a wrong answer; the
+            answers that came are cached, so calling again asks only the failed ones).
     """
     require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
@@ -107,7 +111,13 @@ def llm_candidate_only(
     replies = complete(
         requests, config=config, cache=cache, step="audit_candidate_only", client=client, progress=progress
     )
-    letters = [parse_letter(r.text) if r.error is None else None for r in replies]
+    failed = [r.error for r in replies if r.error is not None]
+    if failed:
+        raise RuntimeError(
+            f"llm candidate-only: {len(failed)} of {len(replies)} requests to {config.model!r} failed "
+            f"(first: {failed[0]}); run again to retry them"
+        )
+    letters = [parse_letter(r.text) for r in replies]
     unparsed = sum(x is None for x in letters)
     if unparsed:
         logger.warning("llm candidate-only: %d of %d replies had no letter A-E", unparsed, len(letters))
