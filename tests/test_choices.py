@@ -88,7 +88,7 @@ def test_mcq_run_is_scored_by_the_letter(tmp_path):
     with FakeLLMServer(_mcq_responder) as server:
         llm = LLMConfig(model="fake-model", base_url=server.base_url, protocol="chat", max_retries=0)
         run = answer(data, method="no_docs", mcq=True, llm=llm, run_dir=tmp_path / "mcq", cache=None)
-        prompt = server.requests[0][1]
+        prompt = next(p for _, p, _ in server.requests if p.startswith("  question 0 of user 130?"))
     assert prompt.startswith("  question 0 of user 130?\n\nOptions:\nA. ") and prompt.endswith(
         "Answer with the letter of the best option (A, B, C, D or E) and nothing else."
     )
