@@ -16,7 +16,8 @@
 #
 # Every run under `runs/` with a `predictions.parquet` (`pv4kit demo`, or `pv4kit answer` + `pv4kit score`):
 # accuracy per category group with intervals, a paired comparison of two runs, which position wins when a
-# run is wrong, the scorer's margins, a UMAP of the questions coloured by correctness, and per-user accuracy.
+# run is wrong, the scorer's margins, a UMAP of the questions coloured by correctness, per-user accuracy, and
+# how far the scorer itself can be trusted (scorer validity, at the end).
 # `DATA` is the released data (the dataset card's hub id), the sample when the hub cannot be reached
 # (`PV4KIT_DATA=DIR` overrides it).
 #
@@ -35,6 +36,7 @@ from pv4kit.analysis.projection import with_question_umap
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.runs import metrics_frame
 from pv4kit.scoring.stats import compare
+from pv4kit.scoring.validity import read_validity, validity
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
@@ -110,3 +112,31 @@ if runs:
         f"{len(always_wrong)} of {len(wide)} questions are wrong in every run; chance alone would give "
         f"{np.prod([0.8] * len(runs)):.0%}"
     )
+
+# %% [markdown]
+# ## Scorer validity
+#
+# How far the nearest-candidate scores hold (docs/scoring.md, "Scorer validity"). `pv4kit validity RUN
+# --judge-model M --against EMBEDDER` writes `RUN/validity/`: how often an LLM judge reads the same candidate
+# in the answer as the scorer picked (and Cohen's kappa), how often it reads none (NONE), the accuracy under
+# its picks, the predictions that flip under another embedder or float32 numerics, and accuracy by the
+# scorer's margin. Here the first free-text run with a report is shown; a run without one gets one made here
+# without a judge (the float32 rescoring and the margins). Multiple-choice runs are scored by the letter and
+# need none.
+
+# %%
+free = [name for name, p in runs.items() if "choice_order" not in p.columns]
+if free:
+    name = next((n for n in free if (RUNS / n / "validity" / "summary.json").is_file()), free[0])
+    if not (RUNS / name / "validity" / "summary.json").is_file():
+        validity(RUNS / name, embed_cache=CACHE, progress=False)
+    report = read_validity(RUNS / name)
+    print((RUNS / name / "validity" / "summary.txt").read_text())
+    if "agreement" in report:
+        plots.scorer_agreement(report["agreement"], report.get("sensitivity")).show()
+        display(report["judge_positions"])
+    if "sensitivity" in report:
+        display(report["sensitivity"].round(4))
+    plots.margin_curve(report["margins"]).show()
+else:
+    print("no free-text run scored yet: nothing to validate")

@@ -27,6 +27,8 @@
 # a GPU.
 
 # %%
+import pandas as pd
+
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.audit_report import run_audit
 from pv4kit.analysis.figures import browser_path, save_figures
@@ -36,6 +38,7 @@ from pv4kit.baselines.hard import with_fallback_subset
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.stats import compare
+from pv4kit.scoring.validity import read_validity
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
@@ -91,6 +94,15 @@ if runs:
     if len(runs) >= 2:
         a, b = list(runs)[:2]
         figures["paired_comparison"] = plots.paired_comparison(compare(runs[a], runs[b]), name_a=a, name_b=b)
+    reports = {n: read_validity(RUNS / n) for n in runs if (RUNS / n / "validity" / "summary.json").is_file()}
+    if reports:  # `pv4kit validity RUN` (the demo makes one for demo_no_docs)
+        margins = pd.concat([r["margins"].assign(run=n) for n, r in reports.items()], ignore_index=True)
+        figures["scorer_margins"] = plots.margin_curve(margins)
+        judged = [r for r in reports.values() if "agreement" in r]
+        if judged:
+            figures["scorer_agreement"] = plots.scorer_agreement(
+                judged[0]["agreement"], judged[0].get("sensitivity")
+            )
 else:
     print("no scored runs: the error-analysis figures are skipped")
 

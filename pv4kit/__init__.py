@@ -52,6 +52,8 @@ _EXPORTS: dict[str, str] = {
     "paired_bootstrap": "pv4kit.scoring.stats",
     "mcnemar_exact": "pv4kit.scoring.stats",
     "compare": "pv4kit.scoring.stats",
+    "validity": "pv4kit.scoring.validity",
+    "read_validity": "pv4kit.scoring.validity",
     "export_reference": "pv4kit.scoring.refformat",
     "import_reference": "pv4kit.scoring.refformat",
     # baselines and the hard subset

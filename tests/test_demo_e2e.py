@@ -75,12 +75,13 @@ def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch):
         progress=False,
     )
     out = run_demo(**kw)
-    assert list(out["results"]["method"]) == ["no_docs", "rag_top1", "rag_top5", "persona"]
+    assert list(out["results"]["method"]) == ["no_docs", "rag_top1", "rag_top5", "persona", "mcq_no_docs"]
+    assert (tmp_path / "runs" / "demo_no_docs" / "validity" / "summary.json").is_file()
     assert (tmp_path / "runs" / "demo_hard_subset.csv").is_file()
     assert not (tmp_path / "raw" / "hard_subset.csv").read_text() == ""  # untouched
     assert set(out["hard"]["rule"]) == {"any", "all"}
     text = demo_report(out)
-    assert "accuracy [95% CI]" in text and "Timings" in text
+    assert "accuracy [95% CI]" in text and "Timings" in text and "Scorer validity of" in text
     again = run_demo(**kw)  # warm: data up to date, every answer cached
     pd.testing.assert_frame_equal(again["results"], out["results"])
     assert all(c["called"] == 0 for c in again["calls"].values())

@@ -95,6 +95,10 @@ class AnswerOptions:
         check_server: Ask the endpoint (``GET /v1/models``) what it is and its ``max_model_len`` before
             sending anything; a different context length is refused.
         system: System prompt.
+        mcq: Multiple choice (``pv4kit answer --method mcq``): the five candidates follow the question in a
+            seeded order, labelled A-E, and the model answers with a letter; the run is scored by the letter
+            (:mod:`pv4kit.scoring.choices`) and named ``mcq_<method>``.
+        mcq_seed: Seed of the per-question order of the candidates.
         users: Only these users.
         limit: Only the first N questions (sorted by user and question index).
         client: An injected OpenAI-like client (tests).
@@ -120,6 +124,8 @@ class AnswerOptions:
     truncation: str = "front"
     check_server: bool = True
     system: str = SYSTEM_PROMPT
+    mcq: bool = False
+    mcq_seed: int = 0
     users: list[int] | None = None
     limit: int | None = None
     client: Any = None

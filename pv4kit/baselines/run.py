@@ -55,6 +55,7 @@ from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
+from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_order, mcq_suffix
 from pv4kit.scoring.failures import STATUS_FAILED, STATUS_OK, previous_answers
 from pv4kit.scoring.runs import read_run_config, write_generations
 
@@ -262,6 +263,16 @@ def _settle(opts: AnswerOptions) -> _Settings:
 
 
 # --------------------------------------------------------------------------- plan
+
+
+def _choice_orders(questions: pd.DataFrame, opts: AnswerOptions) -> list[list[int]] | None:
+    """The seeded candidate order of every question of a multiple-choice run (``None`` otherwise)."""
+    if not opts.mcq:
+        return None
+    return [
+        choice_order(u, i, seed=opts.mcq_seed)
+        for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
+    ]
 
 
 def _plan(data: Any, questions: pd.DataFrame, opts: AnswerOptions, s: _Settings) -> MethodPlan:
@@ -576,7 +587,7 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
         s.embedder = get_embedder("qwen3")
     logger.info(
         "%s on %s: %d questions of %d users, model %s",
-        s.method.name,
+        f"mcq_{s.method.name}" if opts.mcq else s.method.name,
         opts.split,
         len(questions),
         questions["user_id"].nunique(),
@@ -584,8 +595,15 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
     )
     planned = _plan(data, questions, opts, s)
     fit = _fit_front if opts.truncation == "front" else _fit_relevance
-    requests, fitted = fit(questions, planned.plans, opts, s)
-    got = _call((requests, fitted), planned, questions, opts, s)
+    orders = _choice_orders(questions, opts)
+    asked = questions
+    if orders is not None:  # the candidates follow the question, lettered in a seeded order
+        suffixes = [mcq_suffix(c, o) for c, o in zip(questions["choices"], orders, strict=True)]
+        asked = questions.assign(
+            question=[q + x for q, x in zip(questions["question"], suffixes, strict=True)]
+        )
+    requests, fitted = fit(asked, planned.plans, opts, s)
+    got = _call((requests, fitted), planned, asked, opts, s)
     gens = _frame(questions, planned, got, opts, s)
     context = context_report(
         requests,
@@ -598,6 +616,14 @@ def answer(data: Any, options: AnswerOptions | None = None, **overrides: Any) ->
         server=s.server,
     )
     config = _config(data, questions, planned, got, opts, s)
+    if orders is not None:
+        gens[ORDER_COLUMN] = orders
+        gens["method"] = config["method"] = f"mcq_{s.method.name}"
+        config["mcq"] = {
+            "memory": s.method.name,
+            "seed": opts.mcq_seed,
+            "prompt_version": CHOICE_PROMPT_VERSION,
+        }
     out_dir = None
     if opts.run_dir is not None:
         out_dir = write_generations(opts.run_dir, gens, config=config, files={CONTEXT_FILE: context})

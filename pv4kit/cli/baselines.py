@@ -29,14 +29,25 @@ from pv4kit.cli._args import (
 logger = logging.getLogger(__name__)
 
 
-def _default_name(model: str, method: str, top_k: int) -> str:
+def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.split("/")[-1]).strip("_")
-    return f"{slug}_{method}" + (f"_top{top_k}" if method == "rag" else "")
+    return f"{slug}_{'mcq_' if mcq else ''}{method}" + (f"_top{top_k}" if method == "rag" else "")
+
+
+def _memory(args: argparse.Namespace) -> str:
+    """The memory setting of the run: ``--method``, or ``--memory`` under ``--method mcq``."""
+    if args.method != "mcq":
+        if args.memory is not None:
+            raise ValueError(f"--memory is for --method mcq; for a free-text run use --method {args.memory}")
+        return args.method
+    return args.memory or "no_docs"
 
 
 def _answer(args: argparse.Namespace) -> int:
     from pv4kit.baselines.run import default_max_model_len
     from pv4kit.dataset.load import load
+
+    args.mcq, args.method = args.method == "mcq", _memory(args)
     from pv4kit.llm.local import resolve_endpoint
 
     data = load(args.data, splits=[args.split])
@@ -83,7 +94,7 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
     if args.truncation == "relevance":
         tokenizer = "server" if endpoint.local and not args.tokenizer else args.tokenizer
         counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
-    name = args.name or _default_name(args.model, args.method, args.top_k)
+    name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     return answer(
         data,
         llm=llm,
@@ -94,7 +105,7 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
         tokenizer=args.tokenizer if args.truncation == "front" else None,
         users=args.users,
         **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit", "dense_ranking"),
+        **pick(args, "truncation", "limit", "dense_ranking", "mcq"),
         progress=not args.quiet,
     )
 
@@ -157,7 +168,19 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
     add_split(p)
-    p.add_argument("--method", required=True, choices=METHODS)
+    p.add_argument(
+        "--method",
+        required=True,
+        choices=[*METHODS, "mcq"],
+        help="memory setting, or 'mcq': the five candidates lettered in a seeded order, a one-letter answer "
+        "scored by the letter (with --memory)",
+    )
+    p.add_argument(
+        "--memory",
+        default=None,
+        choices=list(METHODS),
+        help="--method mcq: the memory setting shown before the question [no_docs]",
+    )
     p.add_argument(
         "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1 and 5)"
     )

@@ -5,7 +5,16 @@ from __future__ import annotations
 import argparse
 import logging
 
-from pv4kit.cli._args import add_embedder_endpoint, embedder_endpoint, nonnegative_int, pick, positive_int
+from pv4kit.cli._args import (
+    add_embedder_endpoint,
+    add_llm_cache,
+    add_protocol,
+    embedder_endpoint,
+    llm_cache_arg,
+    nonnegative_int,
+    pick,
+    positive_int,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +35,17 @@ def _score(args: argparse.Namespace) -> int:
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
-    embedder = get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
+    import pyarrow.parquet as pq
+
+    from pv4kit.scoring.choices import ORDER_COLUMN
+
+    # a multiple-choice run is scored by the letter: the embedder loads only for a free-text run
+    free = [r for r in args.run_dirs if ORDER_COLUMN not in pq.read_schema(Path(r) / GENERATIONS_FILE).names]
+    embedder = (
+        get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
+        if free
+        else None
+    )
     cache = False if args.no_cache else (args.cache_dir or True)
     for run_dir in args.run_dirs:
         _, m = score_run(
@@ -51,6 +70,11 @@ def _score(args: argparse.Namespace) -> int:
             f"{m['n_users']} users; hard {hard_txt}; ties {m['n_ties']}"
             + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
             + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
+            + (
+                f"; scored by the letter, {m['n_unparsed']} unparsed"
+                if m.get("scored_by") == "letter"
+                else ""
+            )
         )
     return 0
 
@@ -58,13 +82,21 @@ def _score(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pv4kit.scoring.stats import compare
 
-    table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
+    if args.judge_agreed is not None:
+        from pv4kit.scoring.validity import compare_agreed
+
+        table = compare_agreed(
+            args.run_a, args.run_b, judge=args.judge_agreed or None, **pick(args, "n_boot", "seed", "force")
+        )
+    else:
+        table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
     if args.output:
         from pv4kit._io import atomic_write_text
 
         atomic_write_text(args.output, table.to_csv(index=False))
     with_pct = table.copy()
-    for col in ("accuracy_a", "accuracy_b", "diff", "diff_low", "diff_high"):
+    pct = ("accuracy_a", "accuracy_b", "diff", "diff_low", "diff_high")
+    for col in [c for c in table.columns if c in pct or c.startswith("diff_agreed")]:
         with_pct[col] = with_pct[col].map(lambda v: None if v is None else round(100 * v, 2))
     print(with_pct.to_string(index=False))
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
@@ -72,6 +104,46 @@ def _compare(args: argparse.Namespace) -> int:
         print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")
     if table.attrs.get("data_differs"):
         print("\nthe two runs were scored on different data (compared anyway: --force)")
+    return 0
+
+
+def _validity(args: argparse.Namespace) -> int:
+    import contextlib
+
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
+    from pv4kit.scoring.validity import summary_text, validity
+
+    urls = args.judge_base_url or []
+    if len(urls) > 1 and len(urls) != len(args.judge_model):
+        raise ValueError(
+            f"--judge-base-url: give one URL, or one per --judge-model ({len(args.judge_model)}), "
+            f"got {len(urls)}"
+        )
+    with contextlib.ExitStack() as stack:
+        judges = []
+        for i, model in enumerate(args.judge_model):
+            url = urls[i] if len(urls) > 1 else (urls[0] if urls else None)
+            endpoint = stack.enter_context(resolve_endpoint(model, url))
+            judges.append(
+                local_llm_config(
+                    endpoint,
+                    **pick(args, "protocol", api_key_env="judge_api_key_env"),
+                    max_output_tokens=args.judge_max_tokens,
+                    max_concurrency=args.judge_concurrency,
+                    max_retries=args.judge_max_retries,
+                )
+            )
+        summary = validity(
+            args.run_dir,
+            judges=judges,
+            against=args.against,
+            numerics=not args.no_numerics,
+            llm_cache=llm_cache_arg(args.cache),
+            **pick(args, "embedder", "seed", "n_boot", "near_tie"),
+            progress=not args.quiet,
+        )
+    print(summary_text(summary), end="")
+    print(f"tables in {args.run_dir}/validity/")
     return 0
 
 
@@ -111,6 +183,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``export`` and ``import`` to the ``pv4kit`` command line."""
     _add_score(subparsers)
     _add_compare(subparsers)
+    _add_validity(subparsers)
     _add_export(subparsers)
     _add_import(subparsers)
 
@@ -161,7 +234,49 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument(
         "--force", action="store_true", help="compare runs scored on different data (refused by default)"
     )
+    c.add_argument(
+        "--judge-agreed",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="JUDGE",
+        help="also show each difference on the questions where the judge (of `pv4kit validity`; default the "
+        "first) agrees with the scorer in both runs",
+    )
     c.set_defaults(func=_compare)
+
+
+def _add_validity(subparsers: argparse._SubParsersAction) -> None:
+    v = subparsers.add_parser(
+        "validity", help="how far a scored run's scores hold: judge agreement, embedder/numerics, margins"
+    )
+    v.add_argument("run_dir", metavar="RUN_DIR", help="a scored run (runs/<name>)")
+    v.add_argument(
+        "--judge-model",
+        action="append",
+        default=[],
+        help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
+    )
+    v.add_argument(
+        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one per judge)"
+    )
+    add_protocol(v, default="chat", help="judge protocol [chat]")
+    v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
+    v.add_argument("--judge-max-tokens", type=int, default=16, help="judge output cap [16]")
+    v.add_argument("--judge-concurrency", type=int, default=8, help="judge requests in flight [8]")
+    v.add_argument("--judge-max-retries", type=int, default=6, help="retries of a failed judge request [6]")
+    add_llm_cache(v)
+    v.add_argument(
+        "--against", action="append", default=[], help="another embedder to rescore with (repeatable)"
+    )
+    v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
+    v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
+    v.add_argument("--near-tie", type=float, default=0.01, help="margin below which a question is a near-tie")
+    v.add_argument("--n-boot", type=int, default=2000, help="bootstrap replicates (users resampled)")
+    v.add_argument(
+        "--seed", type=int, default=0, help="seed of the judge's candidate order and the bootstrap"
+    )
+    v.set_defaults(func=_validity)
 
 
 def _add_export(subparsers: argparse._SubParsersAction) -> None:

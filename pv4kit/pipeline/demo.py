@@ -12,6 +12,8 @@ Stages (each logged as it starts, with its wall time at the end):
 5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
    ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
    flags under both rules;
+5b. ``validity``: a multiple-choice ``no_docs`` run (``runs/demo_mcq_no_docs``), and the scorer-validity
+   report of ``demo_no_docs`` with the local model as judge and a second embedder (``_validity_stage``);
 6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
    returned for :func:`demo_report` to format: ``pv4kit demo`` prints it), then, when
    :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
@@ -20,6 +22,7 @@ Stages (each logged as it starts, with its wall time at the end):
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import os
 import time
@@ -257,6 +260,48 @@ def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -
     return calls
 
 
+#: the demo's second embedder for ``validity --against``: MiniLM with an instruction prefix (the only other
+#: embedder the offline sample has; on a GPU pass ``qwen3`` to ``pv4kit validity``)
+DEMO_AGAINST_INSTRUCTION = "Represent the meaning of this answer: "
+
+
+def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, Any]:
+    """Scorer validity on the sample: a multiple-choice run, and ``validity`` on ``demo_no_docs``.
+
+    The local model answers ``no_docs`` as multiple choice (``runs/demo_mcq_no_docs``, scored by the letter)
+    and judges which candidate each ``demo_no_docs`` answer expresses; the run is also rescored with a
+    second embedder and in float32. The tiny model shows the machinery, not a result.
+
+    Returns:
+        ``{"mcq": the multiple-choice run's metrics, "validity": the report's text, "calls": LLM requests}``.
+    """
+    from pv4kit.baselines.run import answer
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint
+    from pv4kit.scoring.score import score_run
+    from pv4kit.scoring.validity import summary_text, validity
+
+    runs_dir, cache = Path(opts.runs_dir), opts.cache or default_llm_cache()
+    with resolve_endpoint("local", n_threads=opts.threads, n_threads_batch=opts.threads) as endpoint:
+        llm = local_llm_config(endpoint)
+        with timer.stage("answer mcq_no_docs"):
+            run = answer(
+                dataset, method="no_docs", mcq=True, llm=llm, run_dir=runs_dir / "demo_mcq_no_docs",
+                split=opts.split, cache=cache, max_new_tokens=opts.max_new_tokens, limit=opts.limit,
+                progress=opts.progress,
+            )  # fmt: skip
+        with timer.stage("validity"):
+            against = get_embedder("minilm", device="cpu", instruction=DEMO_AGAINST_INSTRUCTION)
+            judge = dataclasses.replace(llm, max_output_tokens=8)
+            report = validity(
+                runs_dir / "demo_no_docs", judges=[judge], against=[against], embedder=embedder,
+                llm_cache=cache, progress=opts.progress,
+            )  # fmt: skip
+    _, mcq = score_run(run.run_dir, data=dataset, progress=opts.progress)
+    calls = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+    return {"mcq": mcq, "validity": summary_text(report), "calls": calls}
+
+
 def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The hard subset (rule ``any``) written to ``runs_dir/demo_hard_subset.csv``, and its report."""
     from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
@@ -307,6 +352,8 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
             )
     with timer.stage("hard"):
         subset, report = _hard_subset(raw, runs_dir)
+    checked = _validity_stage(dataset, embedder, opts, timer)
+    metrics["mcq_no_docs"], calls["mcq_no_docs"] = checked["mcq"], checked["calls"]
     results = results_table(metrics)
     notebook_error = None
     if opts.notebooks:  # the notebooks take minutes: show the results first
@@ -320,6 +367,7 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
         "metrics": metrics,
         "calls": calls,
         "notebook_error": notebook_error,
+        "validity": checked["validity"],
         "split": opts.split,
         "hard_subset": runs_dir / "demo_hard_subset.csv",
         "n_hard": len(subset),
@@ -338,6 +386,7 @@ def demo_report(out: dict[str, Any]) -> str:
             out["results"].to_string(index=False),
             f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
             out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
+            *([f"\n{out['validity']}"] if out.get("validity") else []),
             "\nTimings (s):",
             out["timings"].to_string(index=False),
         ]

@@ -40,6 +40,8 @@ GENERATIONS_FILE = "generations.parquet"
 CONFIG_FILE = "config.json"
 PREDICTIONS_FILE = "predictions.parquet"
 METRICS_FILE = "metrics.json"
+#: the folder of ``pv4kit validity`` (:mod:`pv4kit.scoring.validity`), dropped when the run is rescored
+VALIDITY_DIR = "validity"
 #: the key under which predictions (``attrs``) and metrics record the generations they score
 GENERATIONS_SHA = "generations_sha256"
 
@@ -138,7 +140,8 @@ def write_generations(
             out[key] = config.get(key)
     front = [*GENERATION_COLUMNS, "method", "model"]
     out = out[front + [c for c in out.columns if c not in front]].reset_index(drop=True)
-    scored = (PREDICTIONS_FILE, METRICS_FILE)  # the scores of the previous generations no longer hold
+    # the scores of the previous generations, and their validity report, no longer hold
+    scored = (PREDICTIONS_FILE, METRICS_FILE, VALIDITY_DIR)
     with rewrite_run(run_dir, drop=scored) as tmp:
         out.to_parquet(tmp / GENERATIONS_FILE, index=False)
         atomic_write_json(tmp / CONFIG_FILE, provenance(**config))
@@ -222,7 +225,9 @@ METRICS_COLUMNS = (
     "run", "method", "model", "split", "subset", "group", "metric", "value", "ci_low", "ci_high", "n"
 )  # fmt: skip
 #: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
-COUNT_METRICS = ("n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed")
+COUNT_METRICS = (
+    "n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed", "n_unparsed"
+)  # fmt: skip
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:

@@ -34,6 +34,7 @@ from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring import failures, runs
 from pv4kit.scoring.accuracy import accuracy_table
+from pv4kit.scoring.choices import ORDER_COLUMN, position_table, score_choices
 from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
 
 logger = logging.getLogger(__name__)
@@ -66,7 +67,7 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     q = questions.copy()
     q[QUESTION_KEY] = q[QUESTION_KEY].astype("int64")
     g = generations[
-        [c for c in ("user_id", "question_index", "split", "generation") if c in generations]
+        [c for c in ("user_id", "question_index", "split", "generation", ORDER_COLUMN) if c in generations]
     ].copy()
     for key in QUESTION_KEY:
         g[key] = runs._int_key(g[key], where="generations")
@@ -165,6 +166,42 @@ def score_frame(
     out["margin"] = margin
     out["n_candidates"] = n_cand.astype("int64")
     out["tie"] = ties
+    if "category" in rows:
+        out["category"] = out["category"].astype("Int64")
+    out["hard"] = out["hard"].astype("boolean")
+    return out.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
+
+
+def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
+    """Score a multiple-choice run (``generations`` has ``choice_order``) by the letter each reply names.
+
+    Nothing is embedded: the reply is read with :func:`pv4kit.scoring.choices.parse_choice` against the
+    candidates in the order the model saw them, and mapped back to the question's own letter. An unparsed
+    reply is wrong and flagged (``unparsed``).
+
+    Returns:
+        The columns of :func:`score_frame` (similarities and ``margin`` NaN, ``tie`` false), plus
+        ``choice_order``, ``shown_letter``, ``answer_position`` and ``unparsed``.
+    """
+    rows = _join(questions, generations)
+    answer_idx = answer_indices(rows)
+    rows["answer_letter"] = [LETTERS[i] for i in answer_idx]
+    rows["choices"] = [list(c) for c in rows["choices"]]
+    rows["generation"] = [clean_generation(t) for t in rows["generation"]]
+    scored = score_choices(rows)
+    out = scored.reindex(
+        columns=[
+            *QUESTION_KEY, "split", "category", "category_name", "hard", "question", "choices", "answer",
+            "answer_letter", "generation", "predicted_letter", "correct",
+        ]
+    )  # fmt: skip
+    for col in SIM_COLUMNS:
+        out[col] = np.float32(np.nan)
+    out["margin"] = np.float32(np.nan)
+    out["n_candidates"] = [sum(isinstance(c, str) and c.strip() != "" for c in cs) for cs in out["choices"]]
+    out["tie"] = False
+    for col in (ORDER_COLUMN, "shown_letter", "answer_position", "unparsed"):
+        out[col] = scored[col].to_numpy() if col != ORDER_COLUMN else [list(o) for o in scored[col]]
     if "category" in rows:
         out["category"] = out["category"].astype("Int64")
     out["hard"] = out["hard"].astype("boolean")
@@ -340,19 +377,34 @@ def score_run(
     generations = failures.rows_to_score(generations, failed_rows, failed=opts.failed, where=str(run_dir))
     config = runs.read_run_config(run_dir)
     questions, data_info = _load_questions(data, run_dir, config, splits=sorted(set(generations["split"])))
-    embedder = resolve_embedder(embedder)
-    predictions = score_frame(
-        questions,
-        generations,
-        embedder=embedder,
-        cache=cache,
-        batch_size=opts.batch_size,
-        progress=opts.progress,
-        numerics=opts.numerics,
-    )
+    by_letter = ORDER_COLUMN in generations.columns  # a multiple-choice run: nothing to embed
+    if by_letter:
+        embedder = None
+        predictions = score_choice_frame(questions, generations)
+    else:
+        embedder = resolve_embedder(embedder)
+        predictions = score_frame(
+            questions,
+            generations,
+            embedder=embedder,
+            cache=cache,
+            batch_size=opts.batch_size,
+            progress=opts.progress,
+            numerics=opts.numerics,
+        )
     predictions = failures.mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=opts.n_boot, seed=opts.seed)
     metrics.update(failures.failure_metrics(int(failed_rows.sum()), opts.failed))
+    if by_letter:
+        predictions["unparsed"] = predictions["unparsed"] & ~predictions["failed"]
+        n_unparsed = int(predictions["unparsed"].sum())
+        if n_unparsed:
+            logger.warning("%s: %d replies name no option; scored wrong (unparsed)", run_dir, n_unparsed)
+        metrics.update(
+            scored_by="letter",
+            n_unparsed=n_unparsed,
+            by_position=position_table(predictions[~predictions["failed"]]).to_dict("records"),
+        )
     in_splits = (
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )
@@ -363,10 +415,12 @@ def score_run(
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
-        "embedder": describe()
+        "embedder": None
+        if embedder is None
+        else describe()
         if callable(describe)
         else {"name": embedder.name, "cache_key": embedder.cache_key},
-        "numerics": opts.numerics,
+        "numerics": None if by_letter else opts.numerics,
         runs.GENERATIONS_SHA: scored_sha,
         "provenance": provenance(**data_info),
     }
@@ -381,7 +435,7 @@ def _write_scored(run_dir: Path, predictions: pd.DataFrame, metrics: dict[str, A
     Raises:
         RuntimeError: When the run's generations are no longer those scored (nothing is written).
     """
-    with runs.rewrite_run(run_dir) as tmp:
+    with runs.rewrite_run(run_dir, drop=(runs.VALIDITY_DIR,)) as tmp:  # a report on other scores
         if sha256_file(run_dir / runs.GENERATIONS_FILE) != metrics[runs.GENERATIONS_SHA]:
             raise RuntimeError(
                 f"{run_dir / runs.GENERATIONS_FILE} changed while it was scored (another process rewrote "

@@ -367,3 +367,73 @@ def _paired_row(
         "b_only": mc["b_only"],
         "mcnemar_p": mc["pvalue"],
     }
+
+
+def _kappa(counts: np.ndarray) -> np.ndarray:
+    """Cohen's kappa of confusion tables ``(..., L, L)``; NaN where chance agreement is 1 or no item."""
+    n = counts.sum(axis=(-2, -1))
+    with np.errstate(invalid="ignore", divide="ignore"):
+        observed = np.trace(counts, axis1=-2, axis2=-1) / n
+        chance = (counts.sum(axis=-1) * counts.sum(axis=-2)).sum(axis=-1) / n**2
+        return np.where(chance < 1, (observed - chance) / (1 - chance), np.nan)
+
+
+def cohen_kappa_ci(
+    frame: pd.DataFrame,
+    *,
+    a: str,
+    b: str,
+    labels: list[Any],
+    cluster: str = "user_id",
+    n_boot: int = 2000,
+    seed: int = 0,
+    level: float = 0.95,
+) -> dict[str, Any]:
+    """Cohen's kappa between the ratings in columns ``a`` and ``b``, with a cluster-bootstrap interval.
+
+    Rows where either rating is missing are left out. Each replicate resamples ``cluster`` groups with
+    replacement and recomputes kappa from the pooled confusion table (one table per cluster, summed), the
+    same resampling as :func:`bootstrap_ci`.
+
+    Args:
+        frame: One row per rated item.
+        a: The first rater's column.
+        b: The second rater's column.
+        labels: Every label either rater may use (a rating outside them is a ``ValueError``).
+        cluster: The column whose groups are resampled (users).
+        n_boot: Bootstrap replicates.
+        seed: Random seed.
+        level: Confidence level.
+
+    Returns:
+        ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
+        both ratings or chance agreement is 1 (one label throughout); replicates where it is 1 are left out
+        of the interval.
+    """
+    if not 0 < level < 1:
+        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    both = frame[[a, b, cluster]].dropna()
+    out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": int(len(both)), "n_clusters": 0}
+    if both.empty:
+        return out
+    index = {label: i for i, label in enumerate(labels)}
+    unknown = sorted({str(v) for v in pd.concat([both[a], both[b]]) if v not in index})
+    if unknown:
+        raise ValueError(f"labels: ratings {unknown} are not among labels={list(labels)!r}")
+    k = len(labels)
+    uniq, inverse = np.unique(both[cluster].to_numpy(), return_inverse=True)
+    cell = np.array([index[x] for x in both[a]]) * k + np.array([index[y] for y in both[b]])
+    counts = np.zeros((len(uniq), k * k))
+    np.add.at(counts, (inverse, cell), 1.0)
+    estimate = float(_kappa(counts.sum(axis=0).reshape(k, k)))
+    idx = np.random.default_rng(seed).integers(0, len(uniq), size=(n_boot, len(uniq)))
+    weights = np.stack([np.bincount(row, minlength=len(uniq)) for row in idx]).astype(np.float64)
+    boots = _kappa((weights @ counts).reshape(n_boot, k, k))
+    boots = boots[~np.isnan(boots)]
+    alpha = (1 - level) / 2
+    out["n_clusters"] = int(len(uniq))
+    if not np.isnan(estimate):
+        out["estimate"] = estimate
+        if len(boots):
+            out["low"], out["high"] = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+    return out

@@ -11,6 +11,7 @@ MathJax. One module per kind of figure:
 * :mod:`~pv4kit.analysis.plots.hard_subset` - the hard subset's composition;
 * :mod:`~pv4kit.analysis.plots.errors` - error analysis of scored runs;
 * :mod:`~pv4kit.analysis.plots.related` - the related benchmarks of notebook 08;
+* :mod:`~pv4kit.analysis.plots.validity` - scorer validity (margins, judge agreement, rescorings);
 * :mod:`~pv4kit.analysis.plots.common` - the layout, the chance line and the row limits they share.
 
 The maps take ``x, y`` from :mod:`pv4kit.analysis.projection` (:func:`umap_2d`, re-exported here). This
@@ -36,6 +37,7 @@ from pv4kit.analysis.plots.errors import (
 )
 from pv4kit.analysis.plots.hard_subset import hard_composition
 from pv4kit.analysis.plots.related import rating_distribution, reward_model_accuracy
+from pv4kit.analysis.plots.validity import margin_curve, scorer_agreement
 from pv4kit.analysis.projection import umap_2d
 
 __all__ = [
@@ -55,12 +57,14 @@ __all__ = [
     "hard_composition",
     "leakage",
     "length_bias",
+    "margin_curve",
     "margin_distribution",
     "paired_comparison",
     "per_user_accuracy",
     "question_map",
     "rating_distribution",
     "reward_model_accuracy",
+    "scorer_agreement",
     "umap_2d",
     "word_spread",
     "wrong_position",

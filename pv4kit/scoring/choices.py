@@ -1,0 +1,175 @@
+"""The five candidates as a lettered list: seeded order, the listing shown to a model, its reply parsed.
+
+Shared by the multiple-choice method (``pv4kit answer --method mcq``, scored here by the letter) and the
+judge of :mod:`pv4kit.scoring.validity`. Each question gets its own seeded order
+(:func:`choice_order`: the same question and seed give the same order whatever else is in the run), the
+candidates are shown in that order labelled A-E, and the reply is read back to a *shown* letter
+(:func:`parse_choice`) and then to the question's own letter through the order.
+
+A reply is read strictly enough that prose is never taken for a pick: the whole reply (or its first
+line) must be a letter (``B``, ``(B)``, ``b.``, ``**B**``, ``Answer: b``, ``The answer is B``), a letter
+followed by that candidate's text or its beginning (``B. the te``: cut by the output cap), or one
+candidate's text alone (or its first three words or more, when they begin no other candidate; case and
+surrounding punctuation ignored). ``NONE`` is read only where the listing offered it (the judge).
+Anything else is ``None``: unparsed, counted and shown, never a pick.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.schema import LETTERS
+
+#: version of the listing and the instructions below (recorded in the run's config and the validity summary)
+CHOICE_PROMPT_VERSION = "pv4kit-choices-1"
+NONE = "NONE"
+#: the generations column of a multiple-choice run: shown position -> index into the question's choices
+ORDER_COLUMN = "choice_order"
+MCQ_INSTRUCTION = "Answer with the letter of the best option (A, B, C, D or E) and nothing else."
+
+_LETTER = re.compile(
+    r"^(?:(?:the\s+)?(?:final\s+|correct\s+|best\s+)?(?:answer|choice|option|verdict|pick)"
+    r"(?:\s+is)?\s*[:\-]?\s*)?(?:option\s+)?[(\[]?([a-e])[)\]]?[.!]?$",
+    re.IGNORECASE,
+)
+_NONE = re.compile(r"^(?:(?:the\s+)?(?:final\s+)?(?:answer|verdict)(?:\s+is)?\s*[:\-]?\s*)?none[.!]?$", re.I)
+_LETTER_AND_TEXT = re.compile(r"^[(\[]?([A-E])[)\].:]\s+(.+)$", re.DOTALL)
+_DECORATION = "*_`\"' \t\n"
+#: a reply this many words long or more that begins exactly one candidate's text names that candidate
+_MIN_PREFIX_WORDS = 3
+
+
+def choice_order(user_id: int, question_index: int, *, seed: int) -> list[int]:
+    """The seeded order of one question's five candidates: shown position -> index into its choices.
+
+    Example:
+        >>> choice_order(131, 4, seed=0) == choice_order(131, 4, seed=0)
+        True
+    """
+    rng = np.random.default_rng([int(seed), int(user_id), int(question_index)])
+    return [int(i) for i in rng.permutation(len(LETTERS))]
+
+
+def choice_listing(choices: Sequence[str], order: Sequence[int], *, none: bool = False) -> str:
+    """The candidates in ``order``, one ``X. text`` line each (and a ``NONE`` line when ``none``)."""
+    lines = [f"{LETTERS[pos]}. {choices[idx]}" for pos, idx in enumerate(order)]
+    if none:
+        lines.append(f"{NONE}. None of the options")
+    return "\n".join(lines)
+
+
+def mcq_suffix(choices: Sequence[str], order: Sequence[int]) -> str:
+    """What a multiple-choice run appends to the question: the listing and the one-letter instruction."""
+    return f"\n\nOptions:\n{choice_listing(choices, order)}\n\n{MCQ_INSTRUCTION}"
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.casefold().strip(_DECORATION + ".!").split())
+
+
+def parse_choice(reply: str | None, shown: Sequence[str], *, none: bool = False) -> str | None:
+    """The shown letter a reply names (``"A"``..``"E"``), ``"NONE"`` (only with ``none``), or ``None``.
+
+    Args:
+        reply: The model's reply.
+        shown: The candidate texts in the order shown (``shown[0]`` was labelled A).
+        none: Whether the listing offered ``NONE``.
+
+    Example:
+        >>> shown = ["tea", "coffee", "water", "milk", "juice"]
+        >>> [parse_choice(r, shown) for r in ("(B)", "Answer: b", "Coffee.", "A lovely tea", "NONE")]
+        ['B', 'B', 'B', None, None]
+    """
+    if reply is None:
+        return None
+    text = str(reply).strip()
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    for attempt in dict.fromkeys([text, *lines[:1]]):
+        found = _parse_one(attempt.strip(_DECORATION), shown, none=none)
+        if found is not None:
+            return found
+    return None
+
+
+def _parse_one(text: str, shown: Sequence[str], *, none: bool) -> str | None:
+    if m := _LETTER.match(text):
+        return m.group(1).upper()
+    if none and _NONE.match(text):
+        return NONE
+    texts = [_norm(s) for s in shown]
+    if m := _LETTER_AND_TEXT.match(text):
+        letter, rest = m.group(1), _norm(m.group(2))
+        pos = LETTERS.index(letter)
+        # that candidate's text, or its beginning (a reply cut by the output cap)
+        return letter if pos < len(texts) and texts[pos].startswith(rest) else None
+    reply = _norm(text)
+    hits = [i for i, s in enumerate(texts) if s and s == reply]
+    if not hits and len(reply.split()) >= _MIN_PREFIX_WORDS:  # the beginning of one candidate's text
+        hits = [i for i, s in enumerate(texts) if s.startswith(reply)]
+    return LETTERS[hits[0]] if len(hits) == 1 else None
+
+
+def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | None:
+    """The question's own letter of a shown letter (``NONE`` and ``None`` pass through)."""
+    if shown_letter is None or shown_letter == NONE:
+        return shown_letter
+    return LETTERS[int(order[LETTERS.index(shown_letter)])]
+
+
+def score_choices(rows: pd.DataFrame) -> pd.DataFrame:
+    """Score multiple-choice replies by their letter: the prediction columns of the embedding scorer.
+
+    Args:
+        rows: The scorer's joined rows (questions with ``choices`` and ``answer_letter``, and the run's
+            ``generation`` and ``choice_order``).
+
+    Returns:
+        ``rows`` with ``shown_letter`` (the letter the reply names, ``None`` when unparsed),
+        ``predicted_letter`` (the question's own letter), ``correct`` (an unparsed reply is wrong),
+        ``unparsed``, ``answer_position`` (the shown letter of the correct answer), and the similarity
+        columns ``NaN`` (no embedding), ``margin`` NaN, ``tie`` false.
+    """
+    out = rows.copy()
+    orders = [list(o) for o in out[ORDER_COLUMN]]
+    shown = [
+        parse_choice(g, [c[i] for i in o])
+        for g, c, o in zip(out["generation"], out["choices"], orders, strict=True)
+    ]
+    out["shown_letter"] = shown
+    out["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
+    out["correct"] = (out["predicted_letter"] == out["answer_letter"]).to_numpy(dtype=bool)
+    out["unparsed"] = out["shown_letter"].isna().to_numpy(dtype=bool)
+    out["answer_position"] = [
+        LETTERS[o.index(LETTERS.index(a))] for a, o in zip(out["answer_letter"], orders, strict=True)
+    ]
+    return out
+
+
+def position_table(predictions: pd.DataFrame, *, position: str = "answer_position") -> pd.DataFrame:
+    """Accuracy by the shown letter of the correct answer, and how often each letter was picked.
+
+    Returns:
+        ``position, n, n_correct, accuracy, share_picked`` (the share of parsed replies naming that
+        letter; 0.2 each for a model without position bias on a balanced order).
+    """
+    letters = list(LETTERS)
+    picked = (
+        predictions["shown_letter"].dropna() if "shown_letter" in predictions else pd.Series(dtype=object)
+    )
+    rows = []
+    for letter in letters:
+        at = predictions[predictions[position] == letter]
+        rows.append(
+            {
+                "position": letter,
+                "n": int(len(at)),
+                "n_correct": int(at["correct"].sum()),
+                "accuracy": float(at["correct"].mean()) if len(at) else float("nan"),
+                "share_picked": float((picked == letter).mean()) if len(picked) else float("nan"),
+            }
+        )
+    return pd.DataFrame(rows)
