@@ -29,7 +29,7 @@ from IPython.display import display
 from pv4kit.analysis.notebooks import project_paths
 from pv4kit.generation import prompts
 from pv4kit.generation.cost import estimate_user_cost
-from pv4kit.llm.client import usage_frame, usage_summary
+from pv4kit.llm.store import usage_frame, usage_summary
 
 PATHS = project_paths()
 PROJECT = PATHS["PROJECT"]

@@ -154,7 +154,7 @@ def test_leakage_and_duplicates(fake_embedder):
 
 
 def test_llm_candidate_only_with_fake_client():
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
 
     q = _questions()
 

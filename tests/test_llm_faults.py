@@ -7,7 +7,8 @@ import logging
 import threading
 import time
 
-from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
 from tests.llm_server import FakeLLMServer, Reply
 
 MSGS = [{"role": "user", "content": "hello"}]

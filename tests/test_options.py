@@ -17,7 +17,7 @@ from pv4kit._options import merge_options
 from pv4kit.analysis.audit_report import AuditOptions, run_audit
 from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
 from pv4kit.baselines.prompting import CharEstimate
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
 
