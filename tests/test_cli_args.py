@@ -100,3 +100,12 @@ def test_per_user_counts_questions_by_split_and_chats():
             assert row.get(split, 0) == int((mine["split"] == split).sum())
         assert row["chats"] == len(data.documents(user_id))
     assert int(table[["train", "validation", "test"]].to_numpy().sum()) == len(q)
+
+
+def test_library_advice_is_said_as_flags():
+    """Library errors name parameters; the command line prints them as its flags."""
+    from pv4kit.cli import _as_flags
+
+    message = "score with failed='wrong', or pass force=True, data=SOURCE or max_model_len=8192; split: bad"
+    want = "score with --failed wrong, or pass --force, --data SOURCE or --max-model-len 8192; split: bad"
+    assert _as_flags(message) == want

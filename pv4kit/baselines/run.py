@@ -128,7 +128,7 @@ def _check_server(llms: list[LLMConfig], max_model_len: int, *, method: Method) 
         raise ValueError(
             f"max_model_len: the server at {llms[0].endpoint} serves {llms[0].model!r} with max_model_len "
             f"{info.max_model_len}, but this run uses {max_model_len}; serve it with `vllm serve "
-            f"{llms[0].model} {flags}` or pass --max-model-len {info.max_model_len} (not the reference "
+            f"{llms[0].model} {flags}` or pass max_model_len={info.max_model_len} (not the reference "
             "protocol)"
         )
     if info.kind == "vllm" and method.yarn_factor is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import re
 import sys
 
 # each subcommand's group; ``pv4kit --help`` lists the groups in this order
@@ -48,6 +49,22 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# the parameters library errors advise (``failed='wrong'``), said as flags (``--failed wrong``)
+_ADVICE = re.compile(
+    r"\b(data|split|force|failed|truncation|max_model_len|tokenizer)=('[^']*'|\"[^\"]*\"|\w+)"
+)
+
+
+def _as_flags(message: str) -> str:
+    """A library error message with its parameter advice spoken as flags (``force=True`` -> ``--force``)."""
+
+    def flag(m: re.Match[str]) -> str:
+        name, value = "--" + m[1].replace("_", "-"), m[2].strip("'\"")
+        return name if value == "True" else f"{name} {value}"
+
+    return _ADVICE.sub(flag, message)
+
+
 def _redact_logs() -> None:
     """Redact credentials in URLs of every log line (pv4kit's, httpx's at -vv, ...)."""
     from pv4kit.redact import RedactingFilter
@@ -81,5 +98,5 @@ def main(argv: list[str] | None = None) -> int:
             raise
         from pv4kit.redact import redact_text
 
-        print(f"pv4kit {args.command}: error: {redact_text(str(exc))}", file=sys.stderr)
+        print(f"pv4kit {args.command}: error: {_as_flags(redact_text(str(exc)))}", file=sys.stderr)
         return 1

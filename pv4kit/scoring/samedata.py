@@ -128,4 +128,4 @@ def check_same_data(
     if force:
         logger.warning("compare: %s; comparing anyway (force)", msg)
         return True
-    raise ValueError(f"{msg}. Pass --force (force=True) to compare them anyway.")
+    raise ValueError(f"{msg}. Pass force=True to compare them anyway.")
