@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from pv4kit.generation.steps import GenerationConfig, generate_users  # noqa: E402
-from pv4kit.llm.client import LLMConfig  # noqa: E402
+from pv4kit.llm.config import LLMConfig  # noqa: E402
 
 # TCP_NODELAY on the server's sockets: http.server writes the headers and the body of a response in two
 # send() calls, and with Nagle on the body waits for the client's delayed ACK of the headers (40 ms on

@@ -28,17 +28,14 @@
 # %%
 import pandas as pd
 
-from pv4kit.analysis import audit, plots
-from pv4kit.analysis.notebooks import load_notebook_data, project_paths
-from pv4kit.analysis.projection import with_category_umap
-from pv4kit.embeddings.models import get_embedder
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
 EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
 
-data = load_notebook_data(DATA)
+data = pv4kit.load_notebook_data(DATA)
 data
 
 # %%
@@ -64,7 +61,7 @@ users[["user_id", "role", "chats", "chat_words", "categories"]].merge(per_user, 
 # ## Questions per category
 
 # %%
-plots.category_balance(data.questions).show()
+pv4kit.plots.category_balance(data.questions).show()
 
 # %% [markdown]
 # Category names grouped across users by embedding, then placed on a UMAP (1,490 names at release size;
@@ -72,22 +69,22 @@ plots.category_balance(data.questions).show()
 # measured on a GPU).
 
 # %%
-embedder = get_embedder(EMBEDDER)
-categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
+embedder = pv4kit.get_embedder(EMBEDDER)
+categories = pv4kit.audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
 shared = categories.groupby("group_label").agg(users=("user_id", "nunique"), names=("category_name", list))
 shared[shared["users"] > 1].sort_values("users", ascending=False)
 
 # %%
-plots.category_groups(categories).show()
+pv4kit.plots.category_groups(categories).show()
 
 # %%
-plots.category_map(with_category_umap(categories, seed=0, cache=CACHE.parent / "umap")).show()
+pv4kit.plots.category_map(pv4kit.with_category_umap(categories, seed=0, cache=CACHE.parent / "umap")).show()
 
 # %% [markdown]
 # ## Question and choice lengths
 
 # %%
-lengths = audit.length_audit(data.questions)
+lengths = pv4kit.audit.length_audit(data.questions)
 pd.concat(
     [
         data.questions["question"].str.split().str.len().describe().rename("question words"),

@@ -24,18 +24,15 @@
 # %%
 import os
 
-from pv4kit.analysis import audit, plots
-from pv4kit.analysis.audit_report import run_audit
-from pv4kit.analysis.notebooks import load_notebook_data, project_paths
-from pv4kit.embeddings.models import get_embedder
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
 EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
 
-data = load_notebook_data(DATA)
-embedder = get_embedder(EMBEDDER)
+data = pv4kit.load_notebook_data(DATA)
+embedder = pv4kit.get_embedder(EMBEDDER)
 
 # %% [markdown]
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
@@ -54,15 +51,13 @@ embedder = get_embedder(EMBEDDER)
 # %%
 llm_config = None
 if os.environ.get("PV4KIT_MODEL") or os.environ.get("PV4KIT_BASE_URL"):
-    from pv4kit.llm.config import endpoint_config
-
     # chat and temperature 0 at a base URL, else the Responses API
-    llm_config = endpoint_config(
+    llm_config = pv4kit.endpoint_config(
         os.environ.get("PV4KIT_MODEL", "local"), base_url=os.environ.get("PV4KIT_BASE_URL")
     )
 print("LLM candidate-only solver:", llm_config.model if llm_config else "off (no endpoint configured)")
 
-result = run_audit(
+result = pv4kit.run_audit(
     data,
     embedder=embedder,
     cache=CACHE,
@@ -76,29 +71,29 @@ print(result.summary)
 # ## Candidate-only solvers
 
 # %%
-plots.accuracy_dots(
+pv4kit.plots.accuracy_dots(
     result["solver_accuracy"], title="Candidate-only solvers against the 20% chance line"
 ).show()
 result["solver_accuracy"].round(3)
 
 # %%
-by_group = audit.with_category_groups(result["solver_predictions"], result["categories"])
-acc_group = audit.solver_accuracy(by_group[by_group["solver"] == "longest"], by="group_label")
-plots.accuracy_dots(acc_group, title="The longest-choice solver per category group").show()
+by_group = pv4kit.audit.with_category_groups(result["solver_predictions"], result["categories"])
+acc_group = pv4kit.audit.solver_accuracy(by_group[by_group["solver"] == "longest"], by="group_label")
+pv4kit.plots.accuracy_dots(acc_group, title="The longest-choice solver per category group").show()
 
 # %% [markdown]
 # ## Length, structure and position
 
 # %%
-plots.length_bias(result["length_summary"]).show()
+pv4kit.plots.length_bias(result["length_summary"]).show()
 result["length_summary"].round(3)
 
 # %%
-plots.word_spread(result["lengths"]).show()
+pv4kit.plots.word_spread(result["lengths"]).show()
 
 # %%
-plots.answer_positions(result["positions"]).show()
-plots.answer_positions(audit.position_audit(data.questions, by="split")).show()
+pv4kit.plots.answer_positions(result["positions"]).show()
+pv4kit.plots.answer_positions(pv4kit.audit.position_audit(data.questions, by="split")).show()
 
 # %% [markdown]
 # Letters by row index: the share of users whose correct letter at row k (`question_index`) is the row's
@@ -112,14 +107,14 @@ result["letter_sequence"].head(10)
 # ## Distractor similarity and the rationale as a generation
 
 # %%
-plots.distractor_similarity(result["similarity"]).show()
+pv4kit.plots.distractor_similarity(result["similarity"]).show()
 result["similarity"].sort_values("ref_nearest_distractor", ascending=False).head(5)
 
 # %% [markdown]
 # ## Leakage and duplicates
 
 # %%
-plots.leakage(result["leakage"]).show()
+pv4kit.plots.leakage(result["leakage"]).show()
 result["leakage_summary"].round(3)
 
 # %%

@@ -29,18 +29,16 @@
 # Not measured on a GPU.
 
 # %%
-from pv4kit.analysis import audit, plots
-from pv4kit.analysis.hard_report import hard_subset_tables
-from pv4kit.analysis.notebooks import load_notebook_data, project_paths
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
 EMBEDDER = None
 DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
-data = load_notebook_data(DATA)
-tables = hard_subset_tables(
+data = pv4kit.load_notebook_data(DATA)
+tables = pv4kit.hard_subset_tables(
     data,
     derived=DERIVED,
     embedder=EMBEDDER,
@@ -56,7 +54,7 @@ lengths.groupby("hard")[
 ].mean().round(3)
 
 # %%
-plots.hard_composition(lengths).show()
+pv4kit.plots.hard_composition(lengths).show()
 
 # %%
 q.groupby(["split", "hard"]).size().rename("questions").reset_index()
@@ -67,10 +65,10 @@ q.groupby(["split", "hard"]).size().rename("questions").reset_index()
 # questions.
 
 # %%
-acc = audit.solver_accuracy(
+acc = pv4kit.audit.solver_accuracy(
     solvers.assign(hard=solvers["hard"].map({True: "hard", False: "not hard"})), by="hard"
 )
-plots.accuracy_dots(
+pv4kit.plots.accuracy_dots(
     acc.assign(group=acc["solver"] + " / " + acc["group"]),
     title="Candidate-only solvers on hard vs other questions",
 ).show()

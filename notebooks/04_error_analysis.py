@@ -30,21 +30,15 @@
 import numpy as np
 from IPython.display import display
 
-from pv4kit.analysis import audit, plots
-from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths, stack_runs
-from pv4kit.analysis.projection import with_question_umap
-from pv4kit.scoring.accuracy import accuracy_table
-from pv4kit.scoring.runs import metrics_frame
-from pv4kit.scoring.stats import compare
-from pv4kit.scoring.validity import read_validity, validity
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS = PATHS["RUNS"]
 CACHE = PATHS["CACHE"]
 EMBEDDER = None
 
-runs = load_scored_runs(RUNS)
+runs = pv4kit.load_scored_runs(RUNS)
 if not runs:
     print(
         f"No scored runs under {RUNS} yet: run `make demo` (or `pv4kit answer ...` then `pv4kit score ...`). "
@@ -52,45 +46,45 @@ if not runs:
     )
 else:
     print(f"{len(runs)} scored run(s): {', '.join(runs)}")
-preds = stack_runs(runs)
+preds = pv4kit.stack_runs(runs)
 
 # %%
 if runs:
-    summary = metrics_frame(RUNS)  # every metrics.json as tidy rows
+    summary = pv4kit.metrics_frame(RUNS)  # every metrics.json as tidy rows
     display(summary[summary["subset"] != "category"])
 
 # %%
 if runs:
-    from pv4kit.embeddings.models import get_embedder
-
-    data = load_notebook_data(DATA)
-    embedder = get_embedder(EMBEDDER)
-    categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
-    grouped = audit.with_category_groups(preds, categories)
-    acc = accuracy_table(grouped, by={"solver": "run", "group": "group_label"})
-    plots.accuracy_dots(acc, title="Accuracy per category group", label="run").show()
+    data = pv4kit.load_notebook_data(DATA)
+    embedder = pv4kit.get_embedder(EMBEDDER)
+    categories = pv4kit.audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
+    grouped = pv4kit.audit.with_category_groups(preds, categories)
+    acc = pv4kit.accuracy_table(grouped, by={"solver": "run", "group": "group_label"})
+    pv4kit.plots.accuracy_dots(acc, title="Accuracy per category group", label="run").show()
 
 # %%
 if len(runs) >= 2:
     name_a, name_b = list(runs)[:2]
-    table = compare(runs[name_a], runs[name_b])
-    plots.paired_comparison(table, name_a=name_a, name_b=name_b).show()
+    table = pv4kit.compare(runs[name_a], runs[name_b])
+    pv4kit.plots.paired_comparison(table, name_a=name_a, name_b=name_b).show()
     display(table.round(3))
 elif runs:
     print("one run only: nothing to compare")
 
 # %%
 if runs:
-    plots.wrong_position(preds).show()
-    plots.margin_distribution(preds).show()
-    plots.per_user_accuracy(preds).show()
+    pv4kit.plots.wrong_position(preds).show()
+    pv4kit.plots.margin_distribution(preds).show()
+    pv4kit.plots.per_user_accuracy(preds).show()
 
 # %% [markdown]
 # The question map: one UMAP fitted on the questions the runs answered (shared by every run's panel).
 
 # %%
 if runs:
-    plots.question_map(with_question_umap(preds, data.questions, embedder=embedder, cache=CACHE)).show()
+    pv4kit.plots.question_map(
+        pv4kit.with_question_umap(preds, data.questions, embedder=embedder, cache=CACHE)
+    ).show()
 
 # %% [markdown]
 # ## The questions every run gets wrong
@@ -129,14 +123,14 @@ free = [name for name, p in runs.items() if "choice_order" not in p.columns]
 if free:
     name = next((n for n in free if (RUNS / n / "validity" / "summary.json").is_file()), free[0])
     if not (RUNS / name / "validity" / "summary.json").is_file():
-        validity(RUNS / name, embed_cache=CACHE, progress=False)
-    report = read_validity(RUNS / name)
+        pv4kit.validity(RUNS / name, embed_cache=CACHE, progress=False)
+    report = pv4kit.read_validity(RUNS / name)
     print((RUNS / name / "validity" / "summary.txt").read_text())
     if "agreement" in report:
-        plots.scorer_agreement(report["agreement"], report.get("sensitivity")).show()
+        pv4kit.plots.scorer_agreement(report["agreement"], report.get("sensitivity")).show()
         display(report["judge_positions"])
     if "sensitivity" in report:
         display(report["sensitivity"].round(4))
-    plots.margin_curve(report["margins"]).show()
+    pv4kit.plots.margin_curve(report["margins"]).show()
 else:
     print("no free-text run scored yet: nothing to validate")

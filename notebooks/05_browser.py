@@ -25,16 +25,15 @@
 # browser embeds nothing: the time is loading the data. Not measured on a GPU.
 
 # %%
-from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths
-from pv4kit.analysis.widgets import browser
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS = PATHS["RUNS"]
 
-data = load_notebook_data(DATA)
-runs = load_scored_runs(RUNS)
-explorer = browser(data, runs)
+data = pv4kit.load_notebook_data(DATA)
+runs = pv4kit.load_scored_runs(RUNS)
+explorer = pv4kit.browser(data, runs)
 explorer
 
 # %% [markdown]

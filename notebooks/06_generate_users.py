@@ -26,18 +26,17 @@ import os
 import pandas as pd
 from IPython.display import display
 
-from pv4kit.analysis.notebooks import project_paths
-from pv4kit.generation import prompts
-from pv4kit.generation.cost import estimate_user_cost
-from pv4kit.llm.client import usage_frame, usage_summary
+import pv4kit
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 PROJECT = PATHS["PROJECT"]
 PERSONAS = PROJECT / "raw" / "personas"
 LLM_CACHE = PATHS["LLM_CACHE"]
 persona_file = sorted(PERSONAS.glob("user_*.txt"))[0]
 persona = persona_file.read_text(encoding="utf-8")
-print(f"persona {persona_file.name}: {len(persona.split())} words; prompt set {prompts.PROMPT_VERSION}")
+print(
+    f"persona {persona_file.name}: {len(persona.split())} words; prompt set {pv4kit.prompts.PROMPT_VERSION}"
+)
 
 # %% [markdown]
 # ## The prompts
@@ -45,17 +44,19 @@ print(f"persona {persona_file.name}: {len(persona.split())} words; prompt set {p
 # %%
 pd.DataFrame(
     [
-        {"step": s, "template_sha256": prompts.template_hash(s)[:16], "chars": len(t)}
-        for s, t in prompts.TEMPLATES.items()
+        {"step": s, "template_sha256": pv4kit.prompts.template_hash(s)[:16], "chars": len(t)}
+        for s, t in pv4kit.prompts.TEMPLATES.items()
     ]
 )
 
 # %%
-categories_msg = prompts.categories_messages(persona, n=10)
+categories_msg = pv4kit.prompts.categories_messages(persona, n=10)
 print(categories_msg[0]["content"][:1500])
 
 # %%
-print(prompts.questions_messages(persona, "Everyday food and cooking habits", n=15)[0]["content"][:2000])
+print(
+    pv4kit.prompts.questions_messages(persona, "Everyday food and cooking habits", n=15)[0]["content"][:2000]
+)
 
 # %% [markdown]
 # ## Cost estimate for one user
@@ -64,7 +65,7 @@ print(prompts.questions_messages(persona, "Everyday food and cooking habits", n=
 # provider's).
 
 # %%
-steps = estimate_user_cost(persona, num_categories=10, num_topics=200, num_questions=15)
+steps = pv4kit.estimate_user_cost(persona, num_categories=10, num_topics=200, num_questions=15)
 display(steps.round(4))
 print(f"about ${steps['cost_usd'].sum():.2f} per user, ${150 * steps['cost_usd'].sum():.0f} for 150 users")
 
@@ -73,8 +74,8 @@ print(f"about ${steps['cost_usd'].sum():.2f} per user, ${150 * steps['cost_usd']
 
 # %%
 if LLM_CACHE.is_file():
-    ledger = usage_frame(LLM_CACHE)
-    display(usage_summary(ledger, by=["step", "model"]))
+    ledger = pv4kit.usage_frame(LLM_CACHE)
+    display(pv4kit.usage_summary(ledger, by=["step", "model"]))
 else:
     print(f"no LLM cache at {LLM_CACHE} yet (it appears after the first `pv4kit generate` or LLM baseline)")
 
@@ -84,14 +85,11 @@ else:
 # %%
 base_url, model = os.environ.get("PV4KIT_BASE_URL"), os.environ.get("PV4KIT_MODEL")
 if base_url or model:
-    from pv4kit.generation.steps import GenerationConfig, generate_users
-    from pv4kit.llm.config import endpoint_config
-
     # chat at a base URL, else the Responses API; sampled (temperature None), so a re-ask gets a new answer
-    llm = endpoint_config(model or "local", base_url=base_url, temperature=None)
-    config = GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)
+    llm = pv4kit.endpoint_config(model or "local", base_url=base_url, temperature=None)
+    config = pv4kit.GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)
     user_id = int(persona_file.stem.split("_")[1])
-    report = generate_users(
+    report = pv4kit.generate_users(
         PERSONAS,
         PROJECT / "build" / "generated",
         config=config,

@@ -41,13 +41,12 @@
 import os
 from pathlib import Path
 
-from pv4kit.analysis import plots
-from pv4kit.analysis.notebooks import project_paths
+import pv4kit
 from pv4kit.related import personafeedback as pf
 from pv4kit.related import recenter as rc
 from pv4kit.related.reward_model import reward_model_baseline
 
-PATHS = project_paths()
+PATHS = pv4kit.project_paths()
 DATA = Path(os.environ.get("PV4KIT_RELATED_DATA", PATHS["PROJECT"] / "tests" / "fixtures"))
 LLM_CACHE = PATHS["LLM_CACHE"]
 PF_DATA, RC_DATA = DATA / "personafeedback", DATA / "recenter"
@@ -91,14 +90,12 @@ print(pfd.pairs.dropna(subset=["persona"]).iloc[0]["persona"])
 # half of each set x tier and scored on the other half. `cosine` (no training) is the floor.
 
 # %%
-from pv4kit.embeddings.models import get_embedder
-
-embedder = get_embedder("minilm", device="cpu")
+embedder = pv4kit.get_embedder("minilm", device="cpu")
 rm_preds, rm_acc, head = reward_model_baseline(pfd.pairs, embedder=embedder, cache=EMBED_CACHE, seed=SEED)
 rm_acc
 
 # %%
-plots.reward_model_accuracy(rm_acc)
+pv4kit.plots.reward_model_accuracy(rm_acc)
 
 # %% [markdown]
 # ## LLM judge and PV4-style scoring (needs an endpoint)
@@ -110,10 +107,8 @@ plots.reward_model_accuracy(rm_acc)
 
 # %%
 if BASE_URL:
-    from pv4kit.llm.config import endpoint_config
-
     # chat (unless PV4KIT_PROTOCOL says otherwise) and temperature 0 at the base URL
-    config = endpoint_config(
+    config = pv4kit.endpoint_config(
         MODEL, base_url=BASE_URL, protocol=os.environ.get("PV4KIT_PROTOCOL"), max_output_tokens=16
     )
     judge = pf.judge_pairs(pfd.pairs, config=config, cache=LLM_CACHE, seed=SEED, both_orders=True)
@@ -124,7 +119,7 @@ else:
 
 # %%
 if BASE_URL:
-    gen_config = endpoint_config(MODEL, base_url=BASE_URL, protocol=config.protocol)
+    gen_config = pv4kit.endpoint_config(MODEL, base_url=BASE_URL, protocol=config.protocol)
     gens = pf.generate_answers(pfd.pairs, config=gen_config, cache=LLM_CACHE)
     pv4 = pf.pv4_score(pfd.pairs, gens, embedder=embedder, cache=EMBED_CACHE)
     display(pf.pv4_score_accuracy(pv4))  # noqa: F821
@@ -186,7 +181,7 @@ rc.stage3_summary(s3)
 rc.stage3_orientation(s3)
 
 # %%
-plots.rating_distribution(rc.stage3_distribution(s3))
+pv4kit.plots.rating_distribution(rc.stage3_distribution(s3))
 
 # %%
 rc.stage3_correlation(s3)

@@ -1,158 +1,135 @@
 """pv4kit: a notebook-first toolkit for the PersonalizationV4 (PV4) personalization benchmark.
 
-``import pv4kit`` is cheap: the public functions below are resolved lazily from their modules on first
-access, so heavy dependencies (torch, sentence-transformers, plotly, umap, openai) load only when used.
+The public functions are imported here from the modules that define them, so ``pv4kit.load`` and the
+others go to their definitions in an editor. ``import pv4kit`` is cheap: it loads pandas, numpy and
+pyarrow; torch, sentence-transformers, plotly, umap and openai load inside the functions that use them.
+The related benchmarks live in :mod:`pv4kit.related` (not imported here).
 """
-
-from __future__ import annotations
-
-import importlib
-from typing import Any
 
 __version__ = "0.1.0"
 
-# public name -> module that defines it (one module, one job; see docs/architecture.md)
-_EXPORTS: dict[str, str] = {
-    # raw tree, step 5, step 6, loader
-    "read_user": "pv4kit.dataset.tree",
-    "list_users": "pv4kit.dataset.tree",
-    "read_chats": "pv4kit.dataset.tree",
-    "validate_raw": "pv4kit.dataset.validate",
-    "parse_qa_text": "pv4kit.dataset.questions",
-    "build_question_table": "pv4kit.dataset.questions",
-    "write_qa_tables": "pv4kit.dataset.questions",
-    "split_indices": "pv4kit.dataset.splits",
-    "build_dataset": "pv4kit.dataset.splits",
-    "load": "pv4kit.dataset.load",
-    "PV4Data": "pv4kit.dataset.load",
-    # LLM client and generation (steps 1-4)
-    "LLMConfig": "pv4kit.llm.client",
-    "complete": "pv4kit.llm.client",
-    "usage_frame": "pv4kit.llm.client",
-    "GenerationConfig": "pv4kit.generation.steps",
-    "generate_users": "pv4kit.generation.steps",
-    "load_reference_prompts": "pv4kit.generation.prompt_sets",
-    "local_server": "pv4kit.llm.local",
-    # embeddings, runs, scoring, statistics
-    "get_embedder": "pv4kit.embeddings.models",
-    "embed_texts": "pv4kit.embeddings.models",
-    "EmbeddingCache": "pv4kit.embeddings.cache",
-    "write_generations": "pv4kit.scoring.runs",
-    "read_generations": "pv4kit.scoring.runs",
-    "read_run_config": "pv4kit.scoring.runs",
-    "read_predictions": "pv4kit.scoring.runs",
-    "read_metrics": "pv4kit.scoring.runs",
-    "metrics_frame": "pv4kit.scoring.runs",
-    "score_frame": "pv4kit.scoring.score",
-    "score_run": "pv4kit.scoring.score",
-    "compute_metrics": "pv4kit.scoring.score",
-    "accuracy_table": "pv4kit.scoring.accuracy",
-    "bootstrap_ci": "pv4kit.scoring.stats",
-    "grouped_bootstrap_ci": "pv4kit.scoring.stats",
-    "paired_bootstrap": "pv4kit.scoring.stats",
-    "mcnemar_exact": "pv4kit.scoring.stats",
-    "compare": "pv4kit.scoring.stats",
-    "validity": "pv4kit.scoring.validity",
-    "read_validity": "pv4kit.scoring.validity",
-    "export_reference": "pv4kit.scoring.refformat",
-    "import_reference": "pv4kit.scoring.refformat",
-    # baselines and the hard subset
-    "answer": "pv4kit.baselines.run",
-    "AnswerOptions": "pv4kit.baselines.methods",
-    "register_method": "pv4kit.baselines.methods",
-    "retrieve": "pv4kit.baselines.retrieve",
-    "build_messages": "pv4kit.baselines.prompting",
-    "derive_hard_subset": "pv4kit.baselines.hard",
-    "run_demo": "pv4kit.pipeline.demo",
-    # analysis
-    "run_audit": "pv4kit.analysis.audit_report",
-    "check_tags": "pv4kit.dataset.qatags",
-    "write_audit": "pv4kit.analysis.audit_report",
-    "letter_sequence_audit": "pv4kit.analysis.audit_sequence",
-    "save_figure": "pv4kit.analysis.figures",
-    "save_figures": "pv4kit.analysis.figures",
-    "browser": "pv4kit.analysis.widgets",
-    "execute_notebooks": "pv4kit.analysis.notebooks",
-    "project_paths": "pv4kit.analysis.notebooks",
-    # related benchmarks
-    "bm25_scores": "pv4kit.baselines.bm25",
-    "load_personafeedback": "pv4kit.related.personafeedback.load",
-    "judge_pairs": "pv4kit.related.personafeedback.judge",
-    "judge_accuracy": "pv4kit.related.personafeedback.judge",
-    "reward_model_baseline": "pv4kit.related.reward_model",
-    "pv4_pairs": "pv4kit.related.pv4_pairs",
-    "cohen_kappa": "pv4kit.related.agreement",
-    "fleiss_kappa": "pv4kit.related.agreement",
-    "krippendorff_alpha": "pv4kit.related.agreement",
-}
+from pv4kit.analysis import audit, plots
+from pv4kit.analysis.audit_report import run_audit, write_audit
+from pv4kit.analysis.audit_sequence import letter_sequence_audit
+from pv4kit.analysis.figures import browser_path, save_figure, save_figures
+from pv4kit.analysis.hard_report import hard_subset_tables
+from pv4kit.analysis.notebooks import (
+    execute_notebooks,
+    load_notebook_data,
+    load_scored_runs,
+    project_paths,
+    stack_runs,
+)
+from pv4kit.analysis.projection import with_category_umap, with_question_umap
+from pv4kit.analysis.widgets import browser
+from pv4kit.baselines.bm25 import bm25_scores
+from pv4kit.baselines.hard import derive_hard_subset, with_fallback_subset
+from pv4kit.baselines.methods import AnswerOptions, register_method
+from pv4kit.baselines.prompting import build_messages
+from pv4kit.baselines.retrieve import retrieve
+from pv4kit.baselines.run import answer
+from pv4kit.dataset.load import PV4Data, load
+from pv4kit.dataset.qatags import check_tags
+from pv4kit.dataset.questions import build_question_table, parse_qa_text, write_qa_tables
+from pv4kit.dataset.splits import build_dataset, split_indices
+from pv4kit.dataset.tree import list_users, read_chats, read_user
+from pv4kit.dataset.validate import validate_raw
+from pv4kit.embeddings.cache import EmbeddingCache
+from pv4kit.embeddings.models import embed_texts, get_embedder
+from pv4kit.generation import prompts
+from pv4kit.generation.cost import estimate_user_cost
+from pv4kit.generation.prompt_sets import load_reference_prompts
+from pv4kit.generation.steps import GenerationConfig, generate_users
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig, endpoint_config
+from pv4kit.llm.local import local_server
+from pv4kit.llm.store import usage_frame, usage_summary
+from pv4kit.pipeline.demo import run_demo
+from pv4kit.scoring.accuracy import accuracy_table
+from pv4kit.scoring.refformat import export_reference, import_reference
+from pv4kit.scoring.runs import (
+    metrics_frame,
+    read_generations,
+    read_metrics,
+    read_predictions,
+    read_run_config,
+    write_generations,
+)
+from pv4kit.scoring.score import compute_metrics, score_frame, score_run
+from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, mcnemar_exact, paired_bootstrap
+from pv4kit.scoring.validity import read_validity, validity
 
-__all__ = sorted([*_EXPORTS, "__version__"])
-
-# the flat module names of pv4kit 0.1 -> where each module lives now; ``from pv4kit import plots`` still works
-# (with a DeprecationWarning), ``import pv4kit.plots`` does not
-_MOVED: dict[str, str] = {
-    "attributes": "pv4kit.baselines.attributes",
-    "audit": "pv4kit.analysis.audit",
-    "audit_report": "pv4kit.analysis.audit_report",
-    "audit_sequence": "pv4kit.analysis.audit_sequence",
-    "bm25": "pv4kit.baselines.bm25",
-    "chat_tokens": "pv4kit.baselines.tokens",
-    "data": "pv4kit.dataset.load",
-    "demo": "pv4kit.pipeline.demo",
-    "embcache": "pv4kit.embeddings.cache",
-    "embed": "pv4kit.embeddings.models",
-    "embed_backends": "pv4kit.embeddings.backends",
-    "embed_endpoint": "pv4kit.embeddings.endpoint",
-    "failures": "pv4kit.scoring.failures",
-    "figures": "pv4kit.analysis.figures",
-    "gen_outputs": "pv4kit.generation.outputs",
-    "generate": "pv4kit.generation.steps",
-    "hard": "pv4kit.baselines.hard",
-    "hub": "pv4kit.dataset.hub",
-    "llm": "pv4kit.llm.client",
-    "llm_store": "pv4kit.llm.store",
-    "localllm": "pv4kit.llm.local",
-    "notebooks": "pv4kit.analysis.notebooks",
-    "numerics": "pv4kit.scoring.numerics",
-    "plots": "pv4kit.analysis.plots",
-    "prompt_sets": "pv4kit.generation.prompt_sets",
-    "prompting": "pv4kit.baselines.prompting",
-    "prompts": "pv4kit.generation.prompts",
-    "qatags": "pv4kit.dataset.qatags",
-    "questions": "pv4kit.dataset.questions",
-    "raw": "pv4kit.dataset.raw",
-    "refformat": "pv4kit.scoring.refformat",
-    "retrieve": "pv4kit.baselines.retrieve",
-    "runs": "pv4kit.scoring.runs",
-    "samedata": "pv4kit.scoring.samedata",
-    "score": "pv4kit.scoring.score",
-    "splits": "pv4kit.dataset.splits",
-    "stats": "pv4kit.scoring.stats",
-    "truncation": "pv4kit.baselines.truncation",
-    "widgets": "pv4kit.analysis.widgets",
-}
-
-
-def __getattr__(name: str) -> Any:
-    """Resolve a public name lazily from the module that defines it."""
-    module = _EXPORTS.get(name)
-    if module is None and name in _MOVED:
-        import warnings
-
-        warnings.warn(
-            f"pv4kit.{name} moved to {_MOVED[name]}; import it from there", DeprecationWarning, stacklevel=2
-        )
-        return importlib.import_module(_MOVED[name])
-    if module is None:
-        import difflib
-
-        close = difflib.get_close_matches(name, list(_EXPORTS), n=1)
-        hint = f"; did you mean {close[0]!r}?" if close else ""
-        raise AttributeError(f"module 'pv4kit' has no attribute {name!r}{hint}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return __all__
+__all__ = [
+    "AnswerOptions",
+    "EmbeddingCache",
+    "GenerationConfig",
+    "LLMConfig",
+    "PV4Data",
+    "__version__",
+    "accuracy_table",
+    "answer",
+    "audit",
+    "bm25_scores",
+    "bootstrap_ci",
+    "browser",
+    "browser_path",
+    "build_dataset",
+    "build_messages",
+    "build_question_table",
+    "check_tags",
+    "compare",
+    "complete",
+    "compute_metrics",
+    "derive_hard_subset",
+    "embed_texts",
+    "endpoint_config",
+    "estimate_user_cost",
+    "execute_notebooks",
+    "export_reference",
+    "generate_users",
+    "get_embedder",
+    "grouped_bootstrap_ci",
+    "hard_subset_tables",
+    "import_reference",
+    "letter_sequence_audit",
+    "list_users",
+    "load",
+    "load_notebook_data",
+    "load_reference_prompts",
+    "load_scored_runs",
+    "local_server",
+    "mcnemar_exact",
+    "metrics_frame",
+    "paired_bootstrap",
+    "parse_qa_text",
+    "plots",
+    "project_paths",
+    "prompts",
+    "read_chats",
+    "read_generations",
+    "read_metrics",
+    "read_predictions",
+    "read_run_config",
+    "read_validity",
+    "read_user",
+    "register_method",
+    "retrieve",
+    "run_audit",
+    "run_demo",
+    "save_figure",
+    "save_figures",
+    "score_frame",
+    "score_run",
+    "split_indices",
+    "stack_runs",
+    "usage_frame",
+    "usage_summary",
+    "validate_raw",
+    "validity",
+    "with_category_umap",
+    "with_fallback_subset",
+    "with_question_umap",
+    "write_audit",
+    "write_generations",
+    "write_qa_tables",
+]

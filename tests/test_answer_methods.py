@@ -10,7 +10,7 @@ import pytest
 
 from pv4kit.baselines.methods import Method, MethodPlan, Plan, PlanRequest, register_method
 from pv4kit.baselines.run import METHODS, AnswerOptions, answer
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.runs import read_generations, read_run_config
 from tests.llm_server import FakeLLMServer
 from tests.test_baselines import CHATS, _data

@@ -155,7 +155,7 @@ def test_leakage_and_duplicates(fake_embedder):
 
 
 def test_llm_candidate_only_with_fake_client():
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
 
     q = _questions()
 
@@ -178,7 +178,7 @@ def test_llm_candidate_only_with_fake_client():
 
 def test_llm_candidate_only_against_a_server_answering_errors_with_200_fails():
     """A gateway answering HTTP 200 + an error object: an error naming the server's words, not 0%."""
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
     from tests.llm_server import FakeLLMServer, Reply
 
     gateway = Reply(raw='{"error": {"message": "upstream model overloaded", "type": "server_error"}}')

@@ -22,7 +22,7 @@ from pv4kit.baselines.prompting import (
 )
 from pv4kit.baselines.run import answer, select_questions
 from pv4kit.dataset.load import PV4Data
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.runs import read_generations, read_run_config
 from tests.llm_server import FakeLLMServer, prompt_of
 

@@ -3,7 +3,8 @@ import math
 import numpy as np
 import pytest
 
-from pv4kit.baselines.bm25 import bm25_scores, tokenize
+from pv4kit.baselines.bm25 import bm25_scores
+from pv4kit.text import tokenize
 
 
 def test_tokenize_lowercases_drops_stopwords_and_keeps_apostrophes():
@@ -106,13 +107,3 @@ def test_bm25s_agrees_on_repeats_empty_documents_and_parameters(k1, b):
             want = np.sum([np.nan_to_num(s, nan=0.0) for s in per_term], axis=0)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
     assert bm25_scores(["a"], [[], []]).tolist() == [0.0, 0.0]  # no term in the collection at all
-
-
-def test_public_names_stay():
-    import pv4kit
-    from pv4kit.baselines.bm25 import ENGLISH_STOPWORDS
-    from pv4kit.text import STOPWORDS
-    from pv4kit.text import tokenize as text_tokenize
-
-    assert "bm25_scores" in pv4kit.__all__ and pv4kit.bm25_scores is bm25_scores
-    assert tokenize is text_tokenize and ENGLISH_STOPWORDS is STOPWORDS

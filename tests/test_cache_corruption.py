@@ -19,7 +19,8 @@ import pytest
 
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts
 from pv4kit.embeddings.models import embed_texts
-from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
 from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer
 

@@ -8,7 +8,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.baselines.run import answer
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.choices import choice_order, parse_choice
 from pv4kit.scoring.runs import read_generations, read_run_config
 from pv4kit.scoring.score import score_run

@@ -218,3 +218,12 @@ def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, er
     assert main(["notebooks", "--execute"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("pv4kit notebooks: error: ") and printed in err and err.count("\n") == 1, err
+
+
+def test_library_advice_is_said_as_flags():
+    """Library errors name parameters; the command line prints them as its flags."""
+    from pv4kit.cli import _as_flags
+
+    message = "score with failed='wrong', or pass force=True, data=SOURCE or max_model_len=8192; split: bad"
+    want = "score with --failed wrong, or pass --force, --data SOURCE or --max-model-len 8192; split: bad"
+    assert _as_flags(message) == want

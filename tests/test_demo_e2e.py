@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.baselines.run import answer
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from tests.test_baselines import _data
 
 pytestmark = pytest.mark.slow

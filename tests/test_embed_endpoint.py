@@ -14,7 +14,7 @@ import pytest
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.endpoint import EmbeddingEndpointError, EndpointEmbedder
 from pv4kit.embeddings.models import embed_texts, get_embedder
-from pv4kit.llm.client import LLMConfigError
+from pv4kit.llm.config import LLMConfigError
 from tests.embed_server import FakeEmbeddingServer, Fault
 
 RAW = Path(__file__).resolve().parents[1] / "raw"

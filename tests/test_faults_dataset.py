@@ -14,7 +14,7 @@ import pytest
 
 from pv4kit.cli import main
 from pv4kit.dataset.load import load
-from pv4kit.dataset.raw import format_report, validate_raw
+from pv4kit.dataset.validate import format_report, validate_raw
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
 

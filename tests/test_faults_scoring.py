@@ -139,7 +139,7 @@ def test_import_refuses_to_replace_a_run(tmp_path, make_fake_embedder, capsys):
     write_generations(existing, gens, config={"data": str(tree), "method": "mine", "model": "x"})
     before = (existing / "generations.parquet").read_bytes(), (existing / "config.json").read_bytes()
 
-    with pytest.raises(FileExistsError, match="--force"):
+    with pytest.raises(FileExistsError, match="pass force=True"):
         import_reference(ref / "predictions.jsonl", data=data, run_dir=existing)
     assert main(["-q", "import", str(ref / "predictions.jsonl"), str(existing), "--data", str(tree)]) == 1
     assert "already holds a run" in capsys.readouterr().err

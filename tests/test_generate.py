@@ -12,7 +12,8 @@ import pytest
 from pv4kit.cli import main
 from pv4kit.generation import prompts
 from pv4kit.generation.steps import GenerationConfig, check_output, generate_user, generate_users, parse_list
-from pv4kit.llm.client import LLMConfig, usage_frame
+from pv4kit.llm.config import LLMConfig
+from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer, Reply, prompt_of
 
 PERSONA = "Mara is a night-shift nurse who restores old bicycles and secretly writes a cookbook.\n"

@@ -13,7 +13,7 @@ The layers, bottom to top (docs/architecture.md draws them):
 
 A module may import its own package and any package of a lower layer; two packages of one layer never import
 each other. The import graph of pv4kit's modules (function-local imports included) has no cycle. No module
-imports a ``_private`` name defined in another package, and none imports from the lazy face ``pv4kit``
+imports a ``_private`` name defined in another package, and none imports from the front door ``pv4kit``
 (except ``__version__``). Read from the source with :mod:`ast`; nothing is imported.
 """
 
@@ -57,7 +57,7 @@ def _modules() -> dict[str, Path]:
 
 
 def _unit(module: str) -> str | None:
-    """The layer unit of a module: its stage package, or the base module itself (None: the face)."""
+    """The layer unit of a module: its stage package, or the base module itself (None: the front door)."""
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else None
 
@@ -116,7 +116,7 @@ def test_packages_import_only_downwards():
     assert not bad, "imports that run sideways or upwards:\n" + "\n".join(bad)
 
 
-def test_no_module_imports_the_lazy_face():
+def test_no_module_imports_the_front_door():
     bad = [
         f"{src}:{line} imports {name!r} from pv4kit"
         for src, line, dst, name in _edges()

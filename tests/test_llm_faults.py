@@ -11,7 +11,8 @@ import time
 
 import pytest
 
-from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
 from tests.llm_server import FakeLLMServer, Reply
 
 MSGS = [{"role": "user", "content": "hello"}]
@@ -219,8 +220,9 @@ def test_an_empty_answer_the_server_gave_stays_an_answer(tmp_path):
 
 def test_a_cached_row_without_an_answer_is_asked_again(tmp_path):
     """Rows an older pv4kit cached from an answerless HTTP 200 (empty text, no finish reason) are misses."""
-    from pv4kit.llm.client import ResponseStore, build_request, cache_key
     from pv4kit.llm.config import LLMResponse
+    from pv4kit.llm.protocols import build_request, cache_key
+    from pv4kit.llm.store import ResponseStore
 
     cache = tmp_path / "c.sqlite"
     with FakeLLMServer() as srv:

@@ -7,7 +7,10 @@ import threading
 
 import pytest
 
-from pv4kit.llm.client import LLMConfig, cache_key, complete, usage_frame
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
+from pv4kit.llm.protocols import cache_key
+from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer
 
 

@@ -21,7 +21,7 @@ from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
 from pv4kit.baselines.methods import AnswerOptions
 from pv4kit.baselines.prompting import CharEstimate
 from pv4kit.dataset.splits import BuildOptions
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
 from pv4kit.related.recenter.stage2 import stage2_predictions

@@ -11,16 +11,40 @@ def test_every_export_resolves(name):
     assert getattr(pv4kit, name) is not None
 
 
-def test_unknown_name_suggests():
-    with pytest.raises(AttributeError, match="did you mean 'score_run'"):
-        pv4kit.score_rum  # noqa: B018
+@pytest.mark.parametrize("name", ["load", "score_run", "compare", "answer", "get_embedder"])
+def test_go_to_definition_reaches_the_defining_function(name):
+    """jedi (JupyterLab's and most editors' engine) takes ``pv4kit.<name>`` to the ``def`` itself."""
+    import inspect
+    from pathlib import Path
+
+    jedi = pytest.importorskip("jedi")
+    root = Path(pv4kit.__file__).parents[1]
+    project = jedi.Project(root, added_sys_path=[str(root)])
+    script = jedi.Script(f"import pv4kit\npv4kit.{name}", project=project)
+    found = script.goto(2, len("pv4kit.") + 1, follow_imports=True)
+    func = inspect.unwrap(getattr(pv4kit, name))
+    want = (Path(inspect.getsourcefile(func)), inspect.getsourcelines(func)[1])
+    assert [(d.module_path, d.line, d.type) for d in found] == [(*want, "function")]
 
 
 def test_import_is_cheap():
-    heavy = "('torch', 'sentence_transformers', 'plotly', 'umap', 'openai', 'pyarrow')"
+    heavy = "('torch', 'sentence_transformers', 'plotly', 'umap', 'openai', 'pv4kit.related')"
     code = f"import sys, pv4kit; print([m for m in {heavy} if m in sys.modules])"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_a_command_loads_only_its_own_group():
+    """``pv4kit answer --help`` registers the baselines group only: no ``pv4kit.related`` module loads."""
+    code = (
+        "import sys\nfrom pv4kit.cli import main\ntry:\n    main(['answer', '--help'])\n"
+        "except SystemExit:\n    pass\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('pv4kit.related', 'pv4kit.cli.')))\n"
+        "print(loaded, file=sys.stderr)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "--method" in out.stdout
+    assert out.stderr.strip() == "['pv4kit.cli._args', 'pv4kit.cli.baselines']"
 
 
 def test_cli_lists_every_subcommand():
@@ -89,35 +113,3 @@ def test_atomic_writes_get_normal_file_modes(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
-
-
-#: every public name of pv4kit 0.1 (the flat layout, before the stage packages): they all still resolve
-NAMES_0_1 = """read_user list_users read_chats validate_raw parse_qa_text build_question_table write_qa_tables
-split_indices build_dataset load PV4Data LLMConfig complete usage_frame GenerationConfig generate_users
-load_reference_prompts local_server get_embedder embed_texts EmbeddingCache write_generations read_generations
-read_run_config read_predictions read_metrics score_frame score_run compute_metrics bootstrap_ci
-grouped_bootstrap_ci paired_bootstrap mcnemar_exact compare export_reference import_reference answer retrieve
-build_messages derive_hard_subset run_demo run_audit check_tags write_audit letter_sequence_audit save_figure
-browser execute_notebooks project_paths bm25_scores load_personafeedback judge_pairs judge_accuracy
-reward_model_baseline pv4_pairs cohen_kappa fleiss_kappa krippendorff_alpha""".split()
-
-
-def test_the_public_api_of_0_1_is_kept_after_every_module_is_imported():
-    import importlib
-    import pkgutil
-
-    for info in pkgutil.walk_packages(pv4kit.__path__, "pv4kit."):
-        if info.name != "pv4kit.__main__":
-            importlib.import_module(info.name)  # a subpackage named like a function would replace it
-    assert set(NAMES_0_1) <= set(pv4kit.__all__)
-    not_callable = [name for name in NAMES_0_1 if not callable(getattr(pv4kit, name))]
-    assert not not_callable, f"no longer functions: {not_callable}"
-
-
-@pytest.mark.parametrize(
-    ("old", "new"), [("plots", "pv4kit.analysis.plots"), ("llm_store", "pv4kit.llm.store")]
-)
-def test_a_flat_module_name_of_0_1_resolves_with_a_warning(old, new):
-    with pytest.warns(DeprecationWarning, match=new):
-        module = getattr(pv4kit, old)
-    assert module.__name__ == new

@@ -31,7 +31,7 @@ import pytest
 from pv4kit.baselines.run import answer
 from pv4kit.baselines.tokens import EstimateChatTokenizer, reference_context
 from pv4kit.dataset.load import PV4Data
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.failures import FailedRowsError
 from pv4kit.scoring.runs import read_generations
 from pv4kit.scoring.score import score_run
@@ -304,7 +304,7 @@ def test_estimate_truncation_keeps_the_longest_fitting_suffix():
 
 def test_front_truncation_refused_where_ids_cannot_be_sent(tok, tokenizer_dir):
     with FakeLLMServer() as server:  # an OpenAI-like endpoint: no token-id prompts
-        with pytest.raises(ValueError, match="--truncation relevance"):
+        with pytest.raises(ValueError, match="pass truncation='relevance'"):
             answer(
                 _data(),
                 method="full",
@@ -332,7 +332,7 @@ def test_http_500_is_a_failure_not_an_empty_answer_and_is_resumed(tmp_path, make
     gens = read_generations(tmp_path / "r")
     assert gens["generation"].isna().all() and set(gens["status"]) == {"failed"}
     assert gens["error"].str.contains("500").all()
-    with pytest.raises(FailedRowsError, match=r"6 of 6 requests failed.*--failed wrong"):
+    with pytest.raises(FailedRowsError, match=r"6 of 6 requests failed.*failed='wrong'"):
         score_run(tmp_path / "r", data=data, embedder=emb, progress=False, n_boot=10, cache=False)
     assert not (tmp_path / "r" / "predictions.parquet").exists()
     pred, m = score_run(

@@ -20,9 +20,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from pv4kit.dataset.formats import read_list
 from pv4kit.dataset.questions import build_question_table, format_qa_csv, parse_qa_text, write_qa_tables
-from pv4kit.dataset.raw import read_chats, read_list, validate_raw
 from pv4kit.dataset.splits import build_dataset
+from pv4kit.dataset.tree import read_chats
+from pv4kit.dataset.validate import validate_raw
 
 ABCDE = ("A", "B", "C", "D", "E")
 FIELDS = (
@@ -444,7 +446,7 @@ def _stand_in_answer(prompt: str, nth: int) -> str:
 
 def _gen_config(server, **kw):
     from pv4kit.generation.steps import GenerationConfig
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
 
     llm = LLMConfig(model="m", base_url=server.base_url, protocol="chat", max_retries=1, backoff_base=0.01)
     base = dict(llm=llm, chat_llm=llm, num_categories=4, num_topics=3, num_questions=2, max_retries=2)

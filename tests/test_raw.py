@@ -1,14 +1,8 @@
 import pytest
 
-from pv4kit.dataset.raw import (
-    chat_files,
-    check_chat,
-    format_report,
-    list_users,
-    read_chats,
-    read_user,
-    validate_raw,
-)
+from pv4kit.dataset.formats import check_chat
+from pv4kit.dataset.tree import chat_files, list_users, read_chats, read_user
+from pv4kit.dataset.validate import format_report, validate_raw
 from tests.rawtree import make_tree
 
 

@@ -298,7 +298,7 @@ def test_judge_errors_are_reported_not_right(data):
 
 
 def test_judge_through_real_llm_client_and_fake_server(data, tmp_path):
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
     from tests.llm_server import FakeLLMServer
 
     answer = oracle(data.pairs)

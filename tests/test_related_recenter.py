@@ -387,20 +387,12 @@ def test_tables_the_cli_prints_come_from_the_library(s1, s2):
     assert list(summary.index) == list(dict.fromkeys(ag.loc[ag["statistic"] == "cohen_kappa", "group"]))
 
 
-def test_the_recenter_face_offers_every_module_name():
+def test_the_recenter_package_offers_every_module_name():
     from pv4kit.related.recenter import stage2_io
 
     assert rc.load_stage2 is stage2_io.load_stage2 and "relevance_label" in rc.__all__
     with pytest.raises(AttributeError, match="no attribute 'load_stage4'"):
         rc.load_stage4  # noqa: B018
-
-
-def test_the_old_loader_module_still_offers_the_loaders():
-    from pv4kit.related import recenter_io
-    from pv4kit.related.recenter_io import STAGE1_LABELS, load_stage3
-
-    assert load_stage3 is rc.load_stage3 and STAGE1_LABELS == ("bad", "unsure", "ok")
-    assert "stage1_agreement" not in recenter_io.__all__ and "relevance_label" in recenter_io.__all__
 
 
 @pytest.mark.parametrize(

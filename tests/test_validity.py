@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.runs import write_generations
 from pv4kit.scoring.score import score_run
 from pv4kit.scoring.stats import cohen_kappa_ci

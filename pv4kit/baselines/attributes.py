@@ -33,7 +33,8 @@ from pv4kit.baselines.prompting import (
     parse_selection,
     selection_messages,
 )
-from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
 
 logger = logging.getLogger(__name__)
 

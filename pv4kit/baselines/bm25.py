@@ -14,7 +14,8 @@ the mean document length in tokens. A query term repeated in the query counts on
 ``idf_method="lucene"``, scored in float64.
 
 Example:
-    >>> from pv4kit.baselines.bm25 import bm25_scores, tokenize
+    >>> from pv4kit.baselines.bm25 import bm25_scores
+    >>> from pv4kit.text import tokenize
     >>> docs = [tokenize(d) for d in ["I like hiking in the Alps", "I cook Italian food"]]
     >>> bm25_scores(tokenize("hiking trip"), docs).argmax()
     np.int64(0)
@@ -26,11 +27,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pv4kit.text import STOPWORDS, tokenize
+__all__ = ["BM25Index", "bm25_scores"]
 
-__all__ = ["ENGLISH_STOPWORDS", "BM25Index", "bm25_scores", "tokenize"]
-
-ENGLISH_STOPWORDS = STOPWORDS  # the name pv4kit 0.1 used
 #: the ``bm25s`` settings that give the formula above
 BM25S_METHOD, BM25S_IDF_METHOD = "atire", "lucene"
 
@@ -49,7 +47,7 @@ class BM25Index:
     index the whole collection a query should be compared within.
 
     Args:
-        doc_tokens_list: One token list per document (see :func:`tokenize`).
+        doc_tokens_list: One token list per document (see :func:`pv4kit.text.tokenize`).
         k1: Term-frequency saturation, ``>= 0``.
         b: Length normalisation, in ``[0, 1]``.
 
@@ -92,7 +90,7 @@ def bm25_scores(
     score a query against the whole collection it should be compared within.
 
     Args:
-        query_tokens: The query, already tokenized (see :func:`tokenize`).
+        query_tokens: The query, already tokenized (see :func:`pv4kit.text.tokenize`).
         doc_tokens_list: One token list per document.
         k1: Term-frequency saturation, ``>= 0``.
         b: Length normalisation, in ``[0, 1]``.

@@ -108,7 +108,7 @@ def derive_hard_subset(
 
 
 def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.DataFrame:
-    """Read a ``hard_subset.csv`` (:func:`~pv4kit.dataset.raw.read_hard_subset`).
+    """Read a ``hard_subset.csv`` (:func:`~pv4kit.dataset.tree.read_hard_subset`).
 
     Errors name the option ``name`` the path came from.
     """

@@ -49,7 +49,7 @@ from pv4kit._options import check_number, check_option_names, merge_options
 from pv4kit.baselines.attributes import attribute_contexts
 from pv4kit.baselines.prompting import DEFAULT_MARGIN, SYSTEM_PROMPT, TokenCounter
 from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
-from pv4kit.llm.client import LLMConfig
+from pv4kit.llm.config import LLMConfig
 
 #: the context length of a method that sets none (the reference's window for every method but ``full``)
 DEFAULT_MAX_MODEL_LEN = 32768

@@ -156,13 +156,15 @@ class HFTokenizerCounter:
             try:
                 from transformers import AutoTokenizer
             except ImportError:  # pragma: no cover - a declared dependency
-                raise ImportError("--tokenizer needs transformers: pip install transformers") from None
+                raise ImportError(
+                    "tokenizer: a Hugging Face tokenizer needs transformers: pip install transformers"
+                ) from None
             try:
                 self._tok = AutoTokenizer.from_pretrained(self.name_or_path)
             except OSError as exc:
                 raise OSError(
                     f"tokenizer: could not load {self.name_or_path!r} ({exc}); pass a local folder, or leave "
-                    "--tokenizer unset for the chars/4 estimate"
+                    "tokenizer unset for the chars/4 estimate"
                 ) from exc
         if not texts:
             return []

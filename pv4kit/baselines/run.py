@@ -51,8 +51,10 @@ from pv4kit.baselines.tokens import (
 )
 from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
 from pv4kit.embeddings.models import get_embedder
-from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig, LLMResponse
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
+from pv4kit.llm.protocols import cache_key
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_order, mcq_suffix
@@ -128,7 +130,7 @@ def _check_server(llms: list[LLMConfig], max_model_len: int, *, method: Method) 
         raise ValueError(
             f"max_model_len: the server at {llms[0].endpoint} serves {llms[0].model!r} with max_model_len "
             f"{info.max_model_len}, but this run uses {max_model_len}; serve it with `vllm serve "
-            f"{llms[0].model} {flags}` or pass --max-model-len {info.max_model_len} (not the reference "
+            f"{llms[0].model} {flags}` or pass max_model_len={info.max_model_len} (not the reference "
             "protocol)"
         )
     if info.kind == "vllm" and method.yarn_factor is not None:

@@ -263,7 +263,9 @@ class HFChatTokenizer(_ExactLength):
             try:
                 from transformers import AutoTokenizer
             except ImportError:  # pragma: no cover - a declared dependency
-                raise ImportError("--tokenizer needs transformers: pip install transformers") from None
+                raise ImportError(
+                    "tokenizer: a Hugging Face tokenizer needs transformers: pip install transformers"
+                ) from None
             try:
                 self._tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
             except (OSError, ValueError) as exc:
@@ -436,7 +438,7 @@ def get_chat_tokenizer(
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
         logger.warning(
-            "prompt tokens are estimated as ceil(chars / 4) plus template overhead (--tokenizer chars)"
+            "prompt tokens are estimated as ceil(chars / 4) plus template overhead (tokenizer='chars')"
         )
         return EstimateChatTokenizer()
     if tokenizer and tokenizer != "server":
@@ -453,8 +455,8 @@ def get_chat_tokenizer(
 
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
-            "/extras/tokenize "
-            "counts of the contents plus an estimated template overhead (pass --tokenizer for exact counts)"
+            "/extras/tokenize counts of the contents plus an estimated template overhead (pass "
+            "tokenizer=NAME_OR_PATH for exact counts)"
         )
         return EstimateChatTokenizer(LlamaServerCounter(base_url))
     if tokenizer == "server":
@@ -462,11 +464,11 @@ def get_chat_tokenizer(
             f"tokenizer='server': {redact_url(base_url) if base_url else 'the endpoint'} ({kind}) has no "
             "tokenizer endpoint pv4kit "
             "knows "
-            "(vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass --tokenizer NAME_OR_PATH"
+            "(vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass tokenizer=NAME_OR_PATH"
         )
     logger.warning(
         "no tokenizer: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass "
-        "--tokenizer "
+        "tokenizer=NAME_OR_PATH "
         "(the decoder's Hugging Face tokenizer) for the reference's exact counts"
     )
     return EstimateChatTokenizer()

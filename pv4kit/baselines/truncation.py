@@ -137,9 +137,9 @@ def front_requests(
             f"{len(unsendable)} of {len(chats)} prompts are over the budget of {budget} tokens "
             f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
             f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
-            "a prompt of token ids (vLLM and llama.cpp can); pass --truncation relevance (drop the least "
-            "relevant chats) or a larger "
-            "--max-model-len; nothing was sent"
+            "a prompt of token ids (vLLM and llama.cpp can); pass truncation='relevance' (drop the least "
+            f"relevant chats) or a max_model_len=N that fits {max(unsendable)} tokens and the answer; "
+            "nothing was sent"
         )
     n_cut = sum(r.truncated for r in out)
     if n_cut:

@@ -67,7 +67,7 @@ def _embed_cache(args: argparse.Namespace) -> Any:
 
 
 def _llm_config(args: argparse.Namespace) -> Any:
-    from pv4kit.llm.client import LLMConfig
+    from pv4kit.llm.config import LLMConfig
 
     return LLMConfig(
         **pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens"),

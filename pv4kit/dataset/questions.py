@@ -382,7 +382,7 @@ def _refuse_shrinking(pending: list[tuple[Path, pd.DataFrame]], *, force: bool) 
         raise ValueError(
             "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
             + "\n  ".join(shrinking)
-            + "\ncheck categories.txt and qa/*.txt (`pv4kit validate`), or pass --force (force=True) to "
+            + "\ncheck categories.txt and qa/*.txt (`pv4kit validate`), or pass force=True to "
             "write the smaller tables anyway"
         )
     for message in shrinking:

@@ -229,7 +229,10 @@ def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
     """One user's checked ``qa.csv``, letters normalised, rows ordered by ``index`` (as the reference)."""
     path = users_dir / f"user_{uid}" / "qa.csv"
     if not path.exists():
-        raise FileNotFoundError(f"{path}: qa.csv is missing; run `pv4kit qa-table --users-dir {users_dir}`")
+        raise FileNotFoundError(
+            f"{path}: qa.csv is missing; build it with write_qa_tables({str(users_dir)!r}) "
+            "(`pv4kit qa-table`)"
+        )
     qa = read_qa_csv(path)
     check_answer_letters(qa, path)
     qa["correct_choice"] = qa["correct_choice"].map(normalise_letter)

@@ -14,7 +14,7 @@ Layout (as released)::
         qa.csv                       step 5's question table
 
 How each file's text is read and written is :mod:`pv4kit.dataset.formats`; checking a whole tree is
-:mod:`pv4kit.dataset.validate`. :mod:`pv4kit.dataset.raw` gathers both under one name.
+:mod:`pv4kit.dataset.validate`.
 """
 
 from __future__ import annotations

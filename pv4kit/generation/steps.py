@@ -1,6 +1,6 @@
 """Generation steps 1-4 (and step 5 when a user is complete), resumable and provenance-tracked.
 
-Per user, under ``<output_dir>/user_N/`` (the release layout of :mod:`pv4kit.dataset.raw`):
+Per user, under ``<output_dir>/user_N/`` (the release layout of :mod:`pv4kit.dataset.tree`):
 
 1. ``categories.txt`` and 2. ``chat_topics.txt``: one call each, run together (neither needs the other);
 3. ``chats/{i}.txt`` and 4. ``qa/{c}.txt``: one call per topic and per category, run together in one
@@ -43,7 +43,9 @@ from pv4kit.dataset.tree import list_personas
 from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
-from pv4kit.llm.client import LLMConfig, LLMResponse, cache_key, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig, LLMResponse
+from pv4kit.llm.protocols import cache_key
 from pv4kit.llm.store import ResponseStore
 
 __all__ = [

@@ -1,7 +1,7 @@
 """The one LLM call of pv4kit: cached, retried, bounded, metered and sharded over endpoints.
 
 Every model call in pv4kit goes through :func:`complete`. The pieces it puts together live in modules of
-their own, and their public names are importable from here too:
+their own:
 
 * :mod:`pv4kit.llm.config`: :class:`LLMConfig`, :class:`LLMResponse`, :class:`LLMConfigError` and
   :func:`endpoint_config` (the protocol and temperature an endpoint gets unless told otherwise);
@@ -51,27 +51,10 @@ from pathlib import Path
 from typing import Any
 
 from pv4kit._io import default_llm_cache
-from pv4kit.llm.config import PROTOCOLS as PROTOCOLS
-from pv4kit.llm.config import LLMConfig as LLMConfig
-from pv4kit.llm.config import LLMConfigError as LLMConfigError
-from pv4kit.llm.config import LLMResponse as LLMResponse
-from pv4kit.llm.config import Message as Message
-from pv4kit.llm.config import default_protocol as default_protocol
-from pv4kit.llm.config import endpoint_config as endpoint_config
-from pv4kit.llm.protocols import KEY_FIELDS
-from pv4kit.llm.protocols import build_request as build_request
-from pv4kit.llm.protocols import cache_key as cache_key
-from pv4kit.llm.protocols import parse_response as parse_response
-from pv4kit.llm.store import LEDGER_COLUMNS as LEDGER_COLUMNS
-from pv4kit.llm.store import ResponseStore as ResponseStore
-from pv4kit.llm.store import _ledger_row
-from pv4kit.llm.store import load_prices as load_prices
-from pv4kit.llm.store import usage_frame as usage_frame
-from pv4kit.llm.store import usage_summary as usage_summary
-from pv4kit.llm.transport import RetryPause as RetryPause
-from pv4kit.llm.transport import call_with_retries as call_with_retries
-from pv4kit.llm.transport import make_client as make_client
-from pv4kit.llm.transport import make_sender
+from pv4kit.llm.config import LLMConfig, LLMResponse, Message
+from pv4kit.llm.protocols import KEY_FIELDS, build_request, cache_key
+from pv4kit.llm.store import ResponseStore, _ledger_row
+from pv4kit.llm.transport import RetryPause, call_with_retries, make_client, make_sender
 
 logger = logging.getLogger(__name__)
 

@@ -101,8 +101,8 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
         Whether anything was built.
     """
     from pv4kit.dataset.questions import write_qa_tables
-    from pv4kit.dataset.raw import list_users
     from pv4kit.dataset.splits import build_dataset
+    from pv4kit.dataset.tree import list_users
 
     raw, data = Path(raw), Path(data)
     users_dir = raw / "users"

@@ -11,6 +11,6 @@
 * :mod:`pv4kit.related.agreement` -- Cohen's / Fleiss' kappa, Krippendorff's alpha (scikit-learn,
   statsmodels and ``krippendorff`` behind tidy wrappers).
 
-The two packages offer their modules' names (``rc.load_stage1``); pv4kit's own code imports from the
-defining module. Submodules are imported on use; ``import pv4kit.related`` loads nothing heavy.
+The two packages import their modules' public names (``rc.load_stage1``); pv4kit's own code imports from the
+defining module. ``import pv4kit`` does not import this package.
 """

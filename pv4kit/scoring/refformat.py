@@ -78,7 +78,7 @@ def _questions_of(data: Any, run_dir: Path, splits: list[str]) -> tuple[pd.DataF
     if source is None or str(source).startswith("<"):
         raise ValueError(
             f"data: {run_dir / runs.CONFIG_FILE} records no loadable data source ({source!r}); the export "
-            "needs the data for its row order: pass data=/--data"
+            "needs the data for its row order: pass data=SOURCE"
         )
     loaded = load(str(source), splits=splits)
     return loaded.questions, getattr(loaded, "fingerprint", None)
@@ -185,7 +185,7 @@ def export_reference(
     elif len(splits) > 1:
         raise ValueError(
             f"split: the run {run_dir} covers the splits {splits} and the reference writes one split per "
-            "folder; pass split=/--split"
+            "folder; pass split=NAME"
         )
     questions, fingerprint = _questions_of(data, run_dir, splits if split is None else [split])
     if "split" in questions and "split" in pred and len(pred):
@@ -305,7 +305,7 @@ def _refuse_existing_run(run_dir: Path, *, force: bool) -> None:
         return
     raise FileExistsError(
         f"run_dir: {run_dir} already holds a run ({', '.join(found)}); importing would replace it. "
-        "Choose another directory, or pass --force (force=True) to replace it."
+        "Choose another directory, or pass force=True to replace it."
     )
 
 

@@ -131,4 +131,4 @@ def check_same_data(
     if force:
         logger.warning("%s; using them together anyway (force)", msg)
         return True
-    raise ValueError(f"{msg}. Pass --force (force=True) to use them together anyway.")
+    raise ValueError(f"{msg}. Pass force=True to use them together anyway.")

@@ -304,7 +304,7 @@ def _load_questions(
         }
     source = data if data is not None else config.get("data")
     if source is None:
-        raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=/--data")
+        raise ValueError(f"data: {run_dir / runs.CONFIG_FILE} records no 'data' source; pass data=SOURCE")
     loaded = load(str(source), splits=splits)
     return loaded.questions, {"data": str(source), "data_fingerprint": getattr(loaded, "fingerprint", None)}
 

@@ -40,7 +40,8 @@ import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance
 from pv4kit.embeddings.models import Embedder, get_embedder, resolve_embedder
-from pv4kit.llm.client import LLMConfig, complete
+from pv4kit.llm.client import complete
+from pv4kit.llm.config import LLMConfig
 from pv4kit.schema import LETTERS, QUESTION_KEY
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.choices import (

@@ -7,8 +7,8 @@ attribute) pair of the items stays in the frames; the ``coverage`` tables count 
 unrated (the tool shows an attribute text once per prompt, so a pair whose text another user of the same
 prompt also has is judged under that user's item only) and judgments that match no pair.
 
-One module per job, gathered here (``from pv4kit.related import recenter as rc``; pv4kit's own modules
-import from the defining module):
+One module per job, its public names imported here (``from pv4kit.related import recenter as rc``;
+pv4kit's own modules import from the defining module):
 
 * :mod:`~pv4kit.related.recenter.records` -- stage folders, record checks, coverage tables.
 * :mod:`~pv4kit.related.recenter.stage1_io`, :mod:`~pv4kit.related.recenter.stage1` -- attribute
@@ -21,9 +21,70 @@ import from the defining module):
 
 from __future__ import annotations
 
-from pv4kit.related._face import face
-from pv4kit.related.recenter import records, stage1, stage1_io, stage2, stage2_io, stage3, stage3_io
-
-__all__, __getattr__, __dir__ = face(
-    __name__, (records, stage1_io, stage1, stage2_io, stage2, stage3_io, stage3)
+from pv4kit.related.recenter.records import HUB_ID
+from pv4kit.related.recenter.stage1 import acceptance_by_source, stage1_acceptance, stage1_agreement
+from pv4kit.related.recenter.stage1_io import STAGE1_LABELS, Stage1Data, load_stage1
+from pv4kit.related.recenter.stage2 import (
+    agreement_summary,
+    choose_threshold,
+    stage2_agreement,
+    stage2_labels,
+    stage2_metrics,
+    stage2_predictions,
+    stage2_yes_rates,
 )
+from pv4kit.related.recenter.stage2_io import (
+    MISSING_LABELS,
+    RELEVANCE_LABELS,
+    Stage2Data,
+    load_stage2,
+    relevance_label,
+)
+from pv4kit.related.recenter.stage3 import (
+    stage3_correlation,
+    stage3_distribution,
+    stage3_orientation,
+    stage3_pairs,
+    stage3_ratings,
+    stage3_summary,
+)
+from pv4kit.related.recenter.stage3_io import (
+    CONDITIONS,
+    Stage3Data,
+    load_stage3,
+    personalised_side,
+    same_model,
+)
+
+__all__ = [
+    "CONDITIONS",
+    "HUB_ID",
+    "MISSING_LABELS",
+    "RELEVANCE_LABELS",
+    "STAGE1_LABELS",
+    "Stage1Data",
+    "Stage2Data",
+    "Stage3Data",
+    "acceptance_by_source",
+    "agreement_summary",
+    "choose_threshold",
+    "load_stage1",
+    "load_stage2",
+    "load_stage3",
+    "personalised_side",
+    "relevance_label",
+    "same_model",
+    "stage1_acceptance",
+    "stage1_agreement",
+    "stage2_agreement",
+    "stage2_labels",
+    "stage2_metrics",
+    "stage2_predictions",
+    "stage2_yes_rates",
+    "stage3_correlation",
+    "stage3_distribution",
+    "stage3_orientation",
+    "stage3_pairs",
+    "stage3_ratings",
+    "stage3_summary",
+]

@@ -205,7 +205,8 @@ def _similarity_scores(
         vec = encode(prompts + labels["attribute"].tolist(), embedder=embedder, cache=cache)
         scored["embedding"] = np.einsum("ij,ij->i", vec[: len(labels)], vec[len(labels) :]).astype(float)
     if "bm25" in methods:
-        from pv4kit.baselines.bm25 import bm25_scores, tokenize
+        from pv4kit.baselines.bm25 import bm25_scores
+        from pv4kit.text import tokenize
 
         attrs = sorted(set(labels["attribute"]))
         corpus = [tokenize(a) for a in attrs]
