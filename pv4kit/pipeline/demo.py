@@ -4,14 +4,20 @@ Stages (each logged as it starts, with its wall time at the end):
 
 1. ``data``: step 5 (``qa.csv``) and step 6 (``data/*.parquet``) from ``raw/``, only when ``data/`` is
    missing or older than a file it is built from;
-2. ``server``: the llama.cpp server with SmolLM2-135M on a free loopback port (:mod:`pv4kit.llm.local`);
+2. ``server``: SmolLM2-135M-Instruct on a vLLM server on a free loopback port (:mod:`pv4kit.llm.local`);
 3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 and ``persona`` on the test split, into
-   ``runs/demo_<run>/`` (every call cached, so a rerun makes no requests);
-4. ``score``: each run scored with the CPU embedder (MiniLM);
-5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
+   ``runs/demo_<run>/``, with the reference's protocol: exact prompt tokens from the server's ``/tokenize``,
+   over-long prompts cut from the front to the token and sent as token ids through ``/v1/completions``
+   (every call cached, so a rerun makes no requests); each run's ``config.json`` names the engine
+   (``server_kind``, ``server_version``) and the model it served (``served_model``);
+4. ``score``: each run scored with the CPU embedder (MiniLM, in process);
+5. ``score (vLLM embeddings)``: ``rag`` top-1 scored again through vLLM's ``/v1/embeddings`` (MiniLM on
+   vLLM's pooling runner, ``openai:all-minilm-l6-v2``) into ``runs/demo_rag_top1_vllm_embed/``, compared
+   with the in-process predictions;
+6. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
    ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
    flags under both rules;
-6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
+7. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
    returned for :func:`demo_report` to format: ``pv4kit demo`` prints it), then, when
    :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
 """
@@ -19,6 +25,7 @@ Stages (each logged as it starts, with its wall time at the end):
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import time
@@ -36,11 +43,12 @@ from pv4kit.scoring.runs import tidy_metrics
 logger = logging.getLogger(__name__)
 
 #: the demo's runs: name -> (method, top_k)
-#: the demo's output cap. SmolLM2 decodes ~16 tokens per CPU-second and nearly always runs to the cap, so
-#: 4 x 56 answers at 256 tokens take ~30 min on 2 cores; 32 tokens (a sentence) hold the gist the
-#: nearest-candidate scorer needs and keep the demo to a few minutes (``--max-new-tokens 256``: the
-#: reference protocol)
+#: the demo's output cap. SmolLM2 nearly always runs to the cap, and 32 tokens (a sentence) hold the gist
+#: the nearest-candidate scorer needs and keep the demo to a few minutes on 2 cores (``--max-new-tokens
+#: 256``: the reference protocol)
 DEMO_MAX_NEW_TOKENS = 32
+#: the run scored a second time through vLLM's embeddings endpoint
+ENDPOINT_SCORED_RUN = "rag_top1"
 DEMO_RUNS: dict[str, tuple[str, int]] = {
     "no_docs": ("no_docs", 1),
     "rag_top1": ("rag", 1),
@@ -191,10 +199,7 @@ class DemoOptions:
         split: The split to answer (``test``: the sample's two evaluation users).
         cache: The LLM response cache (default: the shared one, :func:`~pv4kit._io.default_llm_cache`).
         max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
-        servers: llama.cpp server processes sharing the requests (default: one per core, at most 2).
-        threads: Threads per server, for decoding and for prompt processing alike (1: one core each;
-            the server's own default of every core for prompt processing made two side-by-side servers
-            on a busy 2-core machine about 10x slower).
+        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
         limit: Only the first N questions (smoke tests).
         notebooks: Execute the notebooks afterwards when :mod:`pv4kit.analysis.notebooks` provides it.
         progress: Progress bars.
@@ -206,31 +211,22 @@ class DemoOptions:
     split: str = "test"
     cache: str | os.PathLike[str] | None = None
     max_new_tokens: int = DEMO_MAX_NEW_TOKENS
-    servers: int | None = None
-    threads: int = 1
+    endpoint_scoring: bool = True
     limit: int | None = None
     notebooks: bool = True
     progress: bool = True
 
 
 def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
-    """Start the servers, answer every run of :data:`DEMO_RUNS`, stop them; the LLM requests per run."""
-    from pv4kit.baselines.prompting import LlamaServerCounter
+    """Start the vLLM server, answer every run of :data:`DEMO_RUNS`, stop it; the LLM requests per run."""
     from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
     calls: dict[str, dict[str, int]] = {}
     with contextlib.ExitStack() as stack:
-        n_servers = opts.servers or max(1, min(2, os.cpu_count() or 1))
         with timer.stage("server start"):
-            endpoints = [
-                stack.enter_context(
-                    resolve_endpoint("local", n_threads=opts.threads, n_threads_batch=opts.threads)
-                )
-                for _ in range(n_servers)
-            ]
-        llm = [local_llm_config(e) for e in endpoints]  # one request at a time per server
-        counter = LlamaServerCounter(endpoints[0].base_url or "")
+            endpoint = stack.enter_context(resolve_endpoint("local"))
+        llm = local_llm_config(endpoint)
         for name, (method, top_k) in DEMO_RUNS.items():
             with timer.stage(f"answer {name}"):
                 run = answer(
@@ -243,7 +239,6 @@ def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -
                     embedder=embedder,
                     cache=opts.cache or default_llm_cache(),
                     max_new_tokens=opts.max_new_tokens,
-                    token_counter=counter,
                     limit=opts.limit,
                     progress=opts.progress,
                 )
@@ -254,6 +249,43 @@ def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -
         with timer.stage("server stop"):
             stack.close()
     return calls
+
+
+def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> dict[str, Any]:
+    """Score :data:`ENDPOINT_SCORED_RUN` through vLLM's embeddings endpoint; how it compares with in-process.
+
+    Returns:
+        ``{"run", "n", "n_equal" (predicted letters equal), "max_abs_sim_diff", "accuracy",
+        "accuracy_in_process"}``.
+    """
+    import shutil
+
+    import numpy as np
+
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.local import LOCAL_EMBED_MODEL_ID, local_embed_server
+    from pv4kit.scoring.score import score_run
+
+    src = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}"
+    dst = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}_vllm_embed"
+    shutil.rmtree(dst, ignore_errors=True)
+    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("predictions.parquet", "metrics.json"))
+    with local_embed_server() as url:
+        embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
+        remote, m_remote = score_run(dst, data=dataset, embedder=embedder, progress=opts.progress)
+    local = pd.read_parquet(src / "predictions.parquet")
+    m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
+    sims = [c for c in local.columns if c.startswith("sim_")]
+    out = {
+        "run": dst.name,
+        "n": len(local),
+        "n_equal": int((remote["predicted_letter"].to_numpy() == local["predicted_letter"].to_numpy()).sum()),
+        "max_abs_sim_diff": float(np.abs(remote[sims].to_numpy(float) - local[sims].to_numpy(float)).max()),
+        "accuracy": m_remote["accuracy"],
+        "accuracy_in_process": m_local["accuracy"],
+    }
+    logger.info("vLLM embeddings vs in-process MiniLM: %s", out)
+    return out
 
 
 def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -274,12 +306,13 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
         options: The settings (:class:`DemoOptions`; default: ``raw/`` -> ``data/`` -> ``runs/``, the test
             split, 32 new tokens, the notebooks afterwards).
         **overrides: Any field of :class:`DemoOptions` by name (``raw=``, ``data=``, ``runs_dir=``,
-            ``split=``, ``cache=``, ``max_new_tokens=``, ``servers=``, ``threads=``, ``limit=``,
+            ``split=``, ``cache=``, ``max_new_tokens=``, ``endpoint_scoring=``, ``limit=``,
             ``notebooks=``, ``progress=``), replacing the one in ``options``.
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
+        requests ``called``, ``cached``, ``errors``), ``endpoint_scoring`` (the comparison of
+        :func:`_score_through_endpoint`, or ``None``), ``notebook_error`` (``None`` when they ran or were
         skipped), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
 
     Raises:
@@ -304,6 +337,10 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
             _, metrics[name] = score_run(
                 runs_dir / f"demo_{name}", data=dataset, embedder=embedder, progress=opts.progress
             )
+    endpoint_scoring = None
+    if opts.endpoint_scoring:
+        with timer.stage("score (vLLM embeddings)"):
+            endpoint_scoring = _score_through_endpoint(runs_dir, dataset, opts)
     with timer.stage("hard"):
         subset, report = _hard_subset(raw, runs_dir)
     results = results_table(metrics)
@@ -318,6 +355,7 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
         "timings": timer.table(),
         "metrics": metrics,
         "calls": calls,
+        "endpoint_scoring": endpoint_scoring,
         "notebook_error": notebook_error,
         "split": opts.split,
         "hard_subset": runs_dir / "demo_hard_subset.csv",
@@ -331,10 +369,21 @@ def demo_report(out: dict[str, Any]) -> str:
     Args:
         out: What :func:`run_demo` returned.
     """
+    lines = [
+        f"\nResults (SmolLM2-135M on vLLM, the sample's {out['split']} split; percent, user-bootstrap "
+        "95% CI):",
+        out["results"].to_string(index=False),
+    ]
+    e = out.get("endpoint_scoring")
+    if e:
+        lines.append(
+            f"\n{e['run']} scored through vLLM's /v1/embeddings: {e['n_equal']} of {e['n']} predictions "
+            f"equal to in-process MiniLM's (max |sim difference| {e['max_abs_sim_diff']:.1e}; accuracy "
+            f"{100 * e['accuracy']:.1f} vs {100 * e['accuracy_in_process']:.1f})"
+        )
     return "\n".join(
         [
-            f"\nResults (SmolLM2-135M on the sample's {out['split']} split; percent, user-bootstrap 95% CI):",
-            out["results"].to_string(index=False),
+            *lines,
             f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
             out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
             "\nTimings (s):",
