@@ -23,7 +23,7 @@ model and base URL (:mod:`pv4kit.llm.transport`). Other errors, and failures lef
 ``max_retries``, give an :class:`LLMResponse` with ``.error`` set and the batch goes on.
 
 **Sharding.** ``complete(requests, llm=[a, b])`` deals the requests round-robin over equivalent endpoints
-(configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two llama.cpp servers of one model).
+(configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two vLLM servers of one model).
 Each endpoint gets its own worker pool (its own ``max_concurrency``) and its own ``Retry-After`` pause, so
 two single-request servers are both kept busy; since the key ignores the base URL, an answer is cached
 the same whichever endpoint gave it.
