@@ -19,11 +19,15 @@ def test_resolve_endpoint_passes_other_models_through():
             pass
 
 
-def test_a_missing_vllm_environment_is_one_message_naming_make_vllm(monkeypatch, tmp_path):
+def test_a_missing_vllm_environment_is_one_message_naming_make_vllm(monkeypatch, tmp_path, capsys):
     monkeypatch.setenv("PV4KIT_VLLM_PYTHON", str(tmp_path / "no-venv" / "python"))
     with pytest.raises(FileNotFoundError, match=r"local engine \(vLLM\) is not installed.*`make vllm`"):
         with localllm.resolve_endpoint("local"):
             pass
+    from pv4kit.cli import main
+
+    assert main(["-q", "demo", "--raw", str(tmp_path / "nothing")]) == 1  # before any stage ran
+    assert "`make vllm`" in capsys.readouterr().err
     monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path / "empty-cache"))
     monkeypatch.setenv("PV4KIT_VLLM_PYTHON", sys.executable)
     with pytest.raises(FileNotFoundError, match=r"local model is not prepared.*`make vllm`"):

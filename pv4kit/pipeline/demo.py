@@ -317,12 +317,16 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
 
     Raises:
         TypeError: An unknown option (with the closest name).
+        FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).
     """
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.scoring.score import score_run
 
     opts = merge_options(DemoOptions, options, overrides, where="run_demo")
+    from pv4kit.llm.local import smollm2_dir, vllm_python
+
+    vllm_python(), smollm2_dir()  # the local engine is set up (else one message naming `make vllm`)
     timer = Timer()
     raw, data_dir, runs_dir = Path(opts.raw), Path(opts.data), Path(opts.runs_dir)
     with timer.stage("data"):
