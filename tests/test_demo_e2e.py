@@ -25,16 +25,8 @@ def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch):
     monkeypatch.setenv("PV4KIT_CACHE", str(smollm2_dir().parents[1]))  # where the model was prepared
     shutil.copytree(RAW, tmp_path / "raw")
     monkeypatch.chdir(tmp_path)
-    out = run_demo(
-        raw="raw",
-        data="data",
-        runs_dir="runs",
-        cache=tmp_path / "llm.sqlite",
-        limit=4,
-        max_new_tokens=16,
-        notebooks=False,
-        progress=False,
-    )
+    kw = dict(raw="raw", data="data", runs_dir="runs", cache=tmp_path / "llm.sqlite", limit=4)
+    out = run_demo(**kw, max_new_tokens=16, notebooks=False, progress=False)
     assert list(out["results"]["method"]) == ["no_docs", "rag_top1", "rag_top5", "persona"]
     assert all(c["errors"] == 0 for c in out["calls"].values())
     config = json.loads((tmp_path / "runs" / "demo_rag_top1" / "config.json").read_text())
@@ -44,3 +36,11 @@ def test_demo_pipeline_on_the_sample(tmp_path, monkeypatch):
     assert e["n"] == 4 and e["n_equal"] == 4 and e["max_abs_sim_diff"] < 1e-4
     assert (tmp_path / "runs" / "demo_hard_subset.csv").is_file()
     assert "scored through vLLM's /v1/embeddings: 4 of 4" in demo_report(out)
+    # warm: every run complete with these settings, so no server starts and the tables are the same
+    again = run_demo(**kw, max_new_tokens=16, notebooks=False, progress=False)
+    assert all(c["kept"] == 1 for c in again["calls"].values())
+    assert not {"server start", "answer no_docs"} & set(again["timings"]["stage"])
+    assert again["results"].equals(out["results"]) and again["endpoint_scoring"] == e
+    # another output cap is another run: answered again
+    third = run_demo(**kw, max_new_tokens=8, notebooks=False, progress=False, endpoint_scoring=False)
+    assert all(c["kept"] == 0 and c["called"] == 4 for c in third["calls"].values())

@@ -217,23 +217,60 @@ class DemoOptions:
     progress: bool = True
 
 
+def _finished(run_dir: Path, dataset: Any, opts: DemoOptions, method: str, top_k: int) -> bool:
+    """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with these settings."""
+    from pv4kit.llm.local import LOCAL_MODEL_ID
+    from pv4kit.scoring.runs import read_run_config
+
+    config = read_run_config(run_dir)
+    want = {
+        "method": method,
+        "top_k": top_k if method == "rag" else None,
+        "split": opts.split,
+        "limit": opts.limit,
+        "max_new_tokens": opts.max_new_tokens,
+        "model": LOCAL_MODEL_ID,
+        "server_kind": "vllm",
+        "truncation": "front",
+        "data_fingerprint": getattr(dataset, "fingerprint", None),
+        "n_failed": 0,
+    }
+    return (run_dir / "generations.parquet").is_file() and all(config.get(k) == v for k, v in want.items())
+
+
 def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
-    """Start the vLLM server, answer every run of :data:`DEMO_RUNS`, stop it; the LLM requests per run."""
+    """Start the vLLM server, answer every run of :data:`DEMO_RUNS`, stop it; the LLM requests per run.
+
+    Runs already complete with the same settings and data are kept as they are (no server is started
+    when all are: a warm demo).
+    """
     from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
-    calls: dict[str, dict[str, int]] = {}
+    runs_dir = Path(opts.runs_dir)
+    todo = {
+        name: spec
+        for name, spec in DEMO_RUNS.items()
+        if not _finished(runs_dir / f"demo_{name}", dataset, opts, *spec)
+    }
+    calls: dict[str, dict[str, int]] = {
+        name: {"called": 0, "cached": 0, "errors": 0, "kept": 1} for name in DEMO_RUNS if name not in todo
+    }
+    if calls:
+        logger.info("answers: %s complete with these settings in %s; kept", ", ".join(calls), runs_dir)
+    if not todo:
+        return calls
     with contextlib.ExitStack() as stack:
         with timer.stage("server start"):
             endpoint = stack.enter_context(resolve_endpoint("local"))
         llm = local_llm_config(endpoint)
-        for name, (method, top_k) in DEMO_RUNS.items():
+        for name, (method, top_k) in todo.items():
             with timer.stage(f"answer {name}"):
                 run = answer(
                     dataset,
                     method=method,
                     llm=llm,
-                    run_dir=Path(opts.runs_dir) / f"demo_{name}",
+                    run_dir=runs_dir / f"demo_{name}",
                     split=opts.split,
                     top_k=top_k,
                     embedder=embedder,
@@ -242,13 +279,13 @@ def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -
                     limit=opts.limit,
                     progress=opts.progress,
                 )
-                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
                 logger.info(
                     "%s: %d answers, %d called, %d cached", name, len(run.generations), run.calls, run.cached
                 )
         with timer.stage("server stop"):
             stack.close()
-    return calls
+    return {name: calls[name] for name in DEMO_RUNS}
 
 
 def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> dict[str, Any]:
@@ -268,11 +305,19 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> 
 
     src = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}"
     dst = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}_vllm_embed"
-    shutil.rmtree(dst, ignore_errors=True)
-    shutil.copytree(src, dst, ignore=shutil.ignore_patterns("predictions.parquet", "metrics.json"))
-    with local_embed_server() as url:
-        embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
-        remote, m_remote = score_run(dst, data=dataset, embedder=embedder, progress=opts.progress)
+    gens, metrics = "generations.parquet", dst / "metrics.json"
+    same = (dst / gens).is_file() and (dst / gens).read_bytes() == (src / gens).read_bytes()
+    scored = json.loads(metrics.read_text(encoding="utf-8")) if same and metrics.is_file() else {}
+    if scored.get("embedder", {}).get("name") == f"openai:{LOCAL_EMBED_MODEL_ID}":
+        logger.info("vLLM embeddings: %s was scored from these generations before; kept", dst)
+    else:
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("predictions.parquet", "metrics.json"))
+        with local_embed_server() as url:
+            embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
+            score_run(dst, data=dataset, embedder=embedder, progress=opts.progress)
+    remote = pd.read_parquet(dst / "predictions.parquet")
+    m_remote = json.loads((dst / "metrics.json").read_text(encoding="utf-8"))
     local = pd.read_parquet(src / "predictions.parquet")
     m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
     sims = [c for c in local.columns if c.startswith("sim_")]
