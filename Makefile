@@ -8,7 +8,7 @@ STAMP  := $(VENV)/.pv4kit-installed
 VLLM_VENV  := .venv-vllm
 VLLM_PY    := $(VLLM_VENV)/bin/python
 VLLM_STAMP := $(VLLM_VENV)/.pv4kit-installed
-SMOLLM2    := .cache/pv4kit/models/SmolLM2-135M-Instruct
+SMOLLM2    := $(or $(PV4KIT_CACHE),.cache/pv4kit)/models/SmolLM2-135M-Instruct
 RAW    ?= raw
 DATA   ?= data
 
