@@ -17,7 +17,7 @@ _GROUPS = [
     "pv4kit.cli.dataset",  # validate, qa-table, build, info
     "pv4kit.cli.generation",  # generate, usage
     "pv4kit.cli.scoring",  # score, compare, export, import
-    "pv4kit.cli.baselines",  # answer, hard, local-llm
+    "pv4kit.cli.baselines",  # answer, hard, demo
     "pv4kit.cli.analysis",  # audit, figures
     "pv4kit.cli.related",  # personafeedback, recenter
 ]
