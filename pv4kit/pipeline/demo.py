@@ -321,11 +321,13 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> 
     local = pd.read_parquet(src / "predictions.parquet")
     m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
     sims = [c for c in local.columns if c.startswith("sim_")]
+    a, b = remote[sims].to_numpy(float), local[sims].to_numpy(float)
+    diff = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))  # no candidate on both sides: equal
     out = {
         "run": dst.name,
         "n": len(local),
         "n_equal": int((remote["predicted_letter"].to_numpy() == local["predicted_letter"].to_numpy()).sum()),
-        "max_abs_sim_diff": float(np.abs(remote[sims].to_numpy(float) - local[sims].to_numpy(float)).max()),
+        "max_abs_sim_diff": float(diff.max()),  # NaN where only one side has a similarity
         "accuracy": m_remote["accuracy"],
         "accuracy_in_process": m_local["accuracy"],
     }
