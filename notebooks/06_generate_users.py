@@ -17,8 +17,8 @@
 # The generation pipeline (steps 1-4, then the question table of step 5) as `pv4kit generate` runs it:
 # the prompts each step sends, a token and cost estimate for one user, and the usage ledger of the LLM
 # cache. The generation itself runs only when an endpoint is configured (`PV4KIT_BASE_URL` for an
-# OpenAI-compatible server such as `pv4kit local-llm`, or `PV4KIT_MODEL` with `OPENAI_API_KEY`); it
-# writes into `build/generated/`, never into `raw/`.
+# OpenAI-compatible server such as `vllm serve` or `pv4kit.llm.local.local_server()`, or `PV4KIT_MODEL`
+# with `OPENAI_API_KEY`); it writes into `build/generated/`, never into `raw/`.
 
 # %%
 import os

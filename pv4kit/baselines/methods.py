@@ -65,7 +65,7 @@ class AnswerOptions:
         method: A name in :data:`METHODS`.
         llm: Where to send requests (model, base URL, protocol, concurrency); temperature is set to 0 and
             the output cap to ``max_new_tokens``. A list of configs for the same model (e.g. two local
-            llama.cpp servers) shares the requests round-robin.
+            vLLM servers) shares the requests round-robin.
         run_dir: Where to write the run (``runs/<name>``); ``None`` writes nothing.
         split: ``"test"``, ``"validation"`` or ``"train"``.
         top_k: Chats per question for ``rag``.

@@ -13,9 +13,9 @@ separators, the question) plus :data:`TEMPLATE_OVERHEAD` tokens per message for 
 across the blank-line separators make that exact to within a few tokens, which the margin absorbs; each
 document is counted once per user, so long contexts are not re-tokenised for every question.
 
-**Token counters** (:func:`get_token_counter`): the llama.cpp server's ``/extras/tokenize`` for the local
-GGUF, a Hugging Face tokenizer (``--tokenizer``, loaded lazily with transformers), else the documented
-estimate ``ceil(chars / 4)``.
+**Token counters** (:func:`get_token_counter`): a Hugging Face tokenizer (``--tokenizer``, loaded lazily
+with transformers; the local model's folder for ``--model local``), a ``llama-cpp-python`` server's
+``/extras/tokenize``, else the documented estimate ``ceil(chars / 4)``.
 """
 
 from __future__ import annotations

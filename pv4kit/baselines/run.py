@@ -53,7 +53,7 @@ from pv4kit.baselines.truncation import Request, context_report, front_requests,
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
-from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MODEL_ID
+from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MAX_MODEL_LEN, LOCAL_MODEL_ID
 from pv4kit.llm.protocols import cache_key
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
@@ -83,7 +83,6 @@ REFERENCE_NAMES = {m.name: m.reference_name for m in METHODS.values() if m.refer
 CONTEXT_FILE = "context.json"
 #: ``"front"``: the reference's cut of the whole prompt's tokens; ``"relevance"``: pv4kit's dropping of chats
 TRUNCATIONS = ("front", "relevance")
-LOCAL_MAX_MODEL_LEN = 8192
 
 
 @dataclass
@@ -111,7 +110,7 @@ class AnswerRun:
 
 
 def default_max_model_len(model: str, *, method: str | None = None) -> int:
-    """The context length of a run: the local model's ``n_ctx``, else the method's window.
+    """The context length of a run: the local model's, else the method's window.
 
     8192 for the local model; 65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other
     methods (:attr:`Method.max_model_len <pv4kit.baselines.methods.Method.max_model_len>`).
@@ -515,6 +514,14 @@ def _served_model(got: _Answers, opts: AnswerOptions, s: _Settings) -> str | lis
     return ordered[0] if len(ordered) == 1 else (ordered or None)
 
 
+def _engine(server: ServerInfo | None) -> dict[str, str | None]:
+    """``server_version`` and ``served_from`` of the endpoint (``None`` where unreported)."""
+    return {
+        "server_version": server.version if server else None,
+        "served_from": server.served_model if server else None,
+    }
+
+
 def _config(
     data: Any, questions: pd.DataFrame, planned: MethodPlan, got: _Answers, opts: AnswerOptions, s: _Settings
 ) -> dict[str, Any]:
@@ -549,6 +556,8 @@ def _config(
         "token_count_exact": s.exact,
         "server_kind": s.server.kind if s.server else None,
         "server_max_model_len": s.server.max_model_len if s.server else None,
+        # the engine's version and what it served the model from, when the server reports them (vLLM)
+        **{k: v for k, v in _engine(s.server).items() if v is not None},
         "chat_template_kwargs": dict(llm.chat_template_kwargs) if llm.chat_template_kwargs else None,
         "n_failed": int(sum(r.error is not None for r in got.responses)),
         "n_empty_answers": got.n_empty,

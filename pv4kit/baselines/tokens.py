@@ -139,11 +139,15 @@ class ServerInfo:
         kind: ``"vllm"``, ``"llama.cpp"``, ``"llama-cpp-python"``, ``"other"`` or ``"unknown"`` (no answer).
         max_model_len: The served context length, when the server reports one.
         models: The model ids it lists.
+        version: The engine's version (vLLM's ``GET /version``), when it reports one.
+        served_model: What the model id is served from (vLLM's ``root``: a folder or hub id).
     """
 
     kind: str
     max_model_len: int | None = None
     models: tuple[str, ...] = ()
+    version: str | None = None
+    served_model: str | None = None
 
 
 def server_root(base_url: str) -> str:
@@ -189,8 +193,19 @@ def probe_server(
     entry = entry or (listing[0] if listing and isinstance(listing[0], dict) else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
-        mml = entry.get("max_model_len")
-        return ServerInfo("vllm", int(mml) if mml is not None else None, models)
+        mml, version = entry.get("max_model_len"), None
+        try:
+            version = httpx.get(f"{root}/version", timeout=timeout, headers=headers).json().get("version")
+        except (httpx.HTTPError, ValueError, AttributeError):
+            pass
+        root_of = entry.get("root")
+        return ServerInfo(
+            "vllm",
+            int(mml) if mml is not None else None,
+            models,
+            version=str(version) if version else None,
+            served_model=str(root_of) if root_of else None,
+        )
     if owner == "llamacpp":
         n_ctx = None
         try:

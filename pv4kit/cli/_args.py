@@ -158,17 +158,6 @@ def add_api_key_env(parser: argparse.ArgumentParser, *, help: str) -> None:
     parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help=help)
 
 
-def add_local_threads(parser: argparse.ArgumentParser) -> None:
-    """Add ``--threads``, the decoding and prompt threads of the ``--model local`` server."""
-    parser.add_argument(
-        "--threads",
-        type=threads,
-        default=None,
-        help="--model local: threads for decoding and prompt processing (default: the server's, half the "
-        "cores / all cores)",
-    )
-
-
 def add_split(parser: argparse.ArgumentParser, *, help: str | None = None) -> None:
     """Add ``--split`` (one of :data:`pv4kit.schema.SPLITS`, default ``test``)."""
     parser.add_argument("--split", default="test", choices=list(SPLITS), help=help)

@@ -13,7 +13,6 @@ from pv4kit.cli._args import (
     add_api_key_env,
     add_base_url,
     add_llm_cache,
-    add_local_threads,
     add_protocol,
     add_split,
     llm_cache_arg,
@@ -22,7 +21,6 @@ from pv4kit.cli._args import (
     positive_float,
     positive_int,
     run_name,
-    threads,
     user_ids,
 )
 
@@ -55,9 +53,7 @@ def _answer(args: argparse.Namespace) -> int:
     with resolve_endpoint(
         args.model,
         args.base_url,
-        n_ctx=args.max_model_len or default_max_model_len(args.model, method=args.method),
-        n_threads=args.threads,
-        n_threads_batch=args.threads,
+        max_model_len=args.max_model_len or default_max_model_len(args.model, method=args.method),
     ) as endpoint:
         run = _run_answer(args, data, endpoint, embedder)
     _print_run(run, args)
@@ -92,7 +88,9 @@ def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: An
     )
     counter = None
     if args.truncation == "relevance":
-        tokenizer = "server" if endpoint.local and not args.tokenizer else args.tokenizer
+        from pv4kit.llm.local import smollm2_dir
+
+        tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
         counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     return answer(
@@ -146,8 +144,7 @@ def _demo(args: argparse.Namespace) -> int:
         split=args.split,
         cache=llm_cache_arg(args.cache),
         max_new_tokens=args.max_new_tokens,
-        servers=args.servers,
-        threads=args.threads,
+        endpoint_scoring=not args.no_endpoint_scoring,
         limit=args.limit,
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
@@ -223,14 +220,13 @@ def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--model",
         required=True,
-        help="model id at --base-url, or 'local' (SmolLM2 on llama.cpp, started here)",
+        help="model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)",
     )
     add_base_url(p, help="OpenAI-compatible base URL (default: the OpenAI API)")
-    add_local_threads(p)
     add_protocol(p, default="chat")
     add_api_key_env(p, help="environment variable with the key")
     p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
-    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 1)")
+    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 8)")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
 
@@ -293,10 +289,9 @@ def _add_demo(sub: argparse._SubParsersAction) -> None:
         help="output cap [32, for speed; the reference uses 256]",
     )
     d.add_argument(
-        "--servers", type=positive_int, default=None, help="llama.cpp processes (default: cores, max 2)"
-    )
-    d.add_argument(
-        "--threads", type=threads, default=1, help="threads per llama.cpp process (decode and prompt) [1]"
+        "--no-endpoint-scoring",
+        action="store_true",
+        help="do not score a run again through vLLM's embeddings endpoint",
     )
     d.add_argument("--limit", type=positive_int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")

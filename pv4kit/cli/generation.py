@@ -10,7 +10,6 @@ from pv4kit.cli._args import (
     add_api_key_env,
     add_base_url,
     add_llm_cache,
-    add_local_threads,
     add_protocol,
     llm_cache_arg,
     nonnegative_float,
@@ -71,9 +70,11 @@ def _add_generate(subparsers: argparse._SubParsersAction) -> None:
     )
     _add_repairs(p)
     p.add_argument(
-        "--n-ctx", type=positive_int, default=8192, help="context length of the --model local server"
+        "--max-model-len",
+        type=positive_int,
+        default=8192,
+        help="context length of the --model local server [8192]",
     )
-    add_local_threads(p)
     p.set_defaults(func=run_generate)
 
 
@@ -83,7 +84,7 @@ def _add_models(p: argparse.ArgumentParser) -> None:
         "--model",
         default=DEFAULT_MODEL,
         help="model for categories, topics, questions; "
-        f"'local' starts SmolLM2 on a llama.cpp server [{DEFAULT_MODEL}]",
+        f"'local' starts SmolLM2 on a vLLM server (make vllm) [{DEFAULT_MODEL}]",
     )
     p.add_argument(
         "--reasoning-effort",
@@ -199,9 +200,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
     cache = llm_cache_arg(args.cache)
-    with resolve_endpoint(
-        args.model, args.base_url, n_ctx=args.n_ctx, n_threads=args.threads, n_threads_batch=args.threads
-    ) as endpoint:
+    with resolve_endpoint(args.model, args.base_url, max_model_len=args.max_model_len) as endpoint:
         protocol = endpoint.protocol or args.protocol or default_protocol(endpoint.base_url)
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")

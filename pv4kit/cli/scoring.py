@@ -265,17 +265,24 @@ def _add_validity(subparsers: argparse._SubParsersAction) -> None:
     v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
     v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
     v.add_argument("--judge-concurrency", type=positive_int, default=8, help="judge requests in flight [8]")
-    v.add_argument("--judge-max-retries", type=nonnegative_int, default=6, help="retries of a failed judge request [6]")
+    v.add_argument(
+        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a failed judge request [6]"
+    )
     add_llm_cache(v)
     v.add_argument(
         "--against", action="append", default=[], help="another embedder to rescore with (repeatable)"
     )
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
     v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
-    v.add_argument("--near-tie", type=nonnegative_float, default=0.01, help="margin below which a question is a near-tie")
+    v.add_argument(
+        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which a question is a near-tie"
+    )
     v.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
     v.add_argument(
-        "--seed", type=nonnegative_int, default=0, help="seed of the judge's candidate order and the bootstrap"
+        "--seed",
+        type=nonnegative_int,
+        default=0,
+        help="seed of the judge's candidate order and the bootstrap",
     )
     v.set_defaults(func=_validity)
 

@@ -25,7 +25,7 @@ failures left after ``max_retries``, give an :class:`LLMResponse` with ``.error`
 batch goes on. Ctrl-C stops the workers within a fraction of a second; what was stored stays cached.
 
 **Sharding.** ``complete(requests, llm=[a, b])`` deals the requests round-robin over equivalent endpoints
-(configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two llama.cpp servers of one model).
+(configs equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two vLLM servers of one model).
 Each endpoint gets its own worker pool (its own ``max_concurrency``) and its own ``Retry-After`` pause, so
 two single-request servers are both kept busy; since the key ignores the base URL, an answer is cached
 the same whichever endpoint gave it.

@@ -4,17 +4,23 @@ Stages (each logged as it starts, with its wall time at the end):
 
 1. ``data``: step 5 (``qa.csv``) and step 6 (``data/*.parquet``) from ``raw/``, only when ``data/`` is
    missing or older than a file it is built from;
-2. ``server``: the llama.cpp server with SmolLM2-135M on a free loopback port (:mod:`pv4kit.llm.local`);
-3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 (chats retrieved with MiniLM, named here
-   since the default, Qwen3-Embedding-4B, needs the hub and a GPU) and ``persona`` on the test split, into
-   ``runs/demo_<run>/`` (every call cached, so a rerun makes no requests);
-4. ``score``: each run scored with the CPU embedder (MiniLM);
-5. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
+2. ``server``: SmolLM2-135M-Instruct on a vLLM server on a free loopback port (:mod:`pv4kit.llm.local`);
+3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 and ``persona`` on the test split, into
+   ``runs/demo_<run>/``, with the reference's protocol: exact prompt tokens from the server's ``/tokenize``,
+   over-long prompts cut from the front to the token and sent as token ids through ``/v1/completions``
+   (every call cached, so a rerun makes no requests); each run's ``config.json`` names the engine
+   (``server_kind``, ``server_version``), the model that answered (``served_model``) and where it was
+   served from (``served_from``);
+4. ``score``: each run scored with the CPU embedder (MiniLM, in process);
+5. ``score (vLLM embeddings)``: ``rag`` top-1 scored again through vLLM's ``/v1/embeddings`` (MiniLM on
+   vLLM's pooling runner, ``openai:all-minilm-l6-v2``) into ``runs/demo_rag_top1_vllm_embed/``, compared
+   with the in-process predictions;
+6. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
    ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
    flags under both rules;
-5b. ``validity``: a multiple-choice ``no_docs`` run (``runs/demo_mcq_no_docs``), and the scorer-validity
+7. ``validity``: a multiple-choice ``no_docs`` run (``runs/demo_mcq_no_docs``), and the scorer-validity
    report of ``demo_no_docs`` with the local model as judge and a second embedder (``_validity_stage``);
-6. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
+8. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
    returned for :func:`demo_report` to format: ``pv4kit demo`` prints it), then, when
    :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
 """
@@ -23,6 +29,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import json
 import logging
 import os
 import time
@@ -40,11 +47,12 @@ from pv4kit.scoring.runs import tidy_metrics
 logger = logging.getLogger(__name__)
 
 #: the demo's runs: name -> (method, top_k)
-#: the demo's output cap. SmolLM2 decodes ~16 tokens per CPU-second and nearly always runs to the cap, so
-#: 4 x 56 answers at 256 tokens take ~30 min on 2 cores; 32 tokens (a sentence) hold the gist the
-#: nearest-candidate scorer needs and keep the demo to a few minutes (``--max-new-tokens 256``: the
-#: reference protocol)
+#: the demo's output cap. SmolLM2 nearly always runs to the cap, and 32 tokens (a sentence) hold the gist
+#: the nearest-candidate scorer needs and keep the demo to a few minutes on 2 cores (``--max-new-tokens
+#: 256``: the reference protocol)
 DEMO_MAX_NEW_TOKENS = 32
+#: the run scored a second time through vLLM's embeddings endpoint
+ENDPOINT_SCORED_RUN = "rag_top1"
 DEMO_RUNS: dict[str, tuple[str, int]] = {
     "no_docs": ("no_docs", 1),
     "rag_top1": ("rag", 1),
@@ -195,10 +203,7 @@ class DemoOptions:
         split: The split to answer (``test``: the sample's two evaluation users).
         cache: The LLM response cache (default: the shared one, :func:`~pv4kit._io.default_llm_cache`).
         max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
-        servers: llama.cpp server processes sharing the requests (default: one per core, at most 2).
-        threads: Threads per server, for decoding and for prompt processing alike (1: one core each;
-            the server's own default of every core for prompt processing made two side-by-side servers
-            on a busy 2-core machine about 10x slower).
+        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
         limit: Only the first N questions (smoke tests).
         notebooks: Execute the notebooks afterwards when :mod:`pv4kit.analysis.notebooks` provides it.
         progress: Progress bars.
@@ -210,54 +215,139 @@ class DemoOptions:
     split: str = "test"
     cache: str | os.PathLike[str] | None = None
     max_new_tokens: int = DEMO_MAX_NEW_TOKENS
-    servers: int | None = None
-    threads: int = 1
+    endpoint_scoring: bool = True
     limit: int | None = None
     notebooks: bool = True
     progress: bool = True
 
 
+def _finished(run_dir: Path, dataset: Any, opts: DemoOptions, method: str, top_k: int) -> bool:
+    """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with these settings."""
+    from pv4kit.llm.local import LOCAL_MODEL_ID
+    from pv4kit.scoring.runs import read_run_config
+
+    config = read_run_config(run_dir)
+    want = {
+        "method": method,
+        "top_k": top_k if method == "rag" else None,
+        "split": opts.split,
+        "limit": opts.limit,
+        "max_new_tokens": opts.max_new_tokens,
+        "model": LOCAL_MODEL_ID,
+        "server_kind": "vllm",
+        "truncation": "front",
+        "data_fingerprint": getattr(dataset, "fingerprint", None),
+        "n_failed": 0,
+    }
+    return (run_dir / "generations.parquet").is_file() and all(config.get(k) == v for k, v in want.items())
+
+
 def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
-    """Start the servers, answer every run of :data:`DEMO_RUNS`, stop them; the LLM requests per run."""
-    from pv4kit.baselines.prompting import LlamaServerCounter
+    """Start the vLLM server, answer every run of :data:`DEMO_RUNS`, stop it; the LLM requests per run.
+
+    Runs already complete with the same settings and data are kept as they are (no server is started
+    when all are: a warm demo).
+    """
     from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
-    calls: dict[str, dict[str, int]] = {}
+    runs_dir = Path(opts.runs_dir)
+    todo = {
+        name: spec
+        for name, spec in DEMO_RUNS.items()
+        if not _finished(runs_dir / f"demo_{name}", dataset, opts, *spec)
+    }
+    calls: dict[str, dict[str, int]] = {
+        name: {"called": 0, "cached": 0, "errors": 0, "kept": 1} for name in DEMO_RUNS if name not in todo
+    }
+    if calls:
+        logger.info("answers: %s complete with these settings in %s; kept", ", ".join(calls), runs_dir)
+    if not todo:
+        return calls
     with contextlib.ExitStack() as stack:
-        n_servers = opts.servers or max(1, min(2, os.cpu_count() or 1))
         with timer.stage("server start"):
-            endpoints = [
-                stack.enter_context(
-                    resolve_endpoint("local", n_threads=opts.threads, n_threads_batch=opts.threads)
-                )
-                for _ in range(n_servers)
-            ]
-        llm = [local_llm_config(e) for e in endpoints]  # one request at a time per server
-        counter = LlamaServerCounter(endpoints[0].base_url or "")
-        for name, (method, top_k) in DEMO_RUNS.items():
+            endpoint = stack.enter_context(resolve_endpoint("local"))
+        llm = local_llm_config(endpoint)
+        for name, (method, top_k) in todo.items():
             with timer.stage(f"answer {name}"):
                 run = answer(
                     dataset,
                     method=method,
                     llm=llm,
-                    run_dir=Path(opts.runs_dir) / f"demo_{name}",
+                    run_dir=runs_dir / f"demo_{name}",
                     split=opts.split,
                     top_k=top_k,
                     embedder=embedder,
                     cache=opts.cache or default_llm_cache(),
                     max_new_tokens=opts.max_new_tokens,
-                    token_counter=counter,
                     limit=opts.limit,
                     progress=opts.progress,
                 )
-                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
                 logger.info(
                     "%s: %d answers, %d called, %d cached", name, len(run.generations), run.calls, run.cached
                 )
         with timer.stage("server stop"):
             stack.close()
-    return calls
+    return {name: calls[name] for name in DEMO_RUNS}
+
+
+def _scored_metrics(run_dir: Path, embedder: str | None) -> dict[str, Any] | None:
+    """The run's ``metrics.json`` when it scores its current generations with ``embedder``, else ``None``."""
+    from pv4kit.scoring.runs import read_metrics
+
+    try:
+        metrics = read_metrics(run_dir)
+    except (OSError, ValueError):
+        return None
+    return metrics if (metrics.get("embedder") or {}).get("name") == embedder else None
+
+
+def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> dict[str, Any]:
+    """Score :data:`ENDPOINT_SCORED_RUN` through vLLM's embeddings endpoint; how it compares with in-process.
+
+    Returns:
+        ``{"run", "n", "n_equal" (predicted letters equal), "max_abs_sim_diff", "accuracy",
+        "accuracy_in_process"}``.
+    """
+    import shutil
+
+    import numpy as np
+
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.local import LOCAL_EMBED_MODEL_ID, local_embed_server
+    from pv4kit.scoring.score import score_run
+
+    src = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}"
+    dst = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}_vllm_embed"
+    gens, metrics = "generations.parquet", dst / "metrics.json"
+    same = (dst / gens).is_file() and (dst / gens).read_bytes() == (src / gens).read_bytes()
+    scored = json.loads(metrics.read_text(encoding="utf-8")) if same and metrics.is_file() else {}
+    if scored.get("embedder", {}).get("name") == f"openai:{LOCAL_EMBED_MODEL_ID}":
+        logger.info("vLLM embeddings: %s was scored from these generations before; kept", dst)
+    else:
+        shutil.rmtree(dst, ignore_errors=True)
+        shutil.copytree(src, dst, ignore=shutil.ignore_patterns("predictions.parquet", "metrics.json"))
+        with local_embed_server() as url:
+            embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
+            score_run(dst, data=dataset, embedder=embedder, progress=opts.progress)
+    remote = pd.read_parquet(dst / "predictions.parquet")
+    m_remote = json.loads((dst / "metrics.json").read_text(encoding="utf-8"))
+    local = pd.read_parquet(src / "predictions.parquet")
+    m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
+    sims = [c for c in local.columns if c.startswith("sim_")]
+    a, b = remote[sims].to_numpy(float), local[sims].to_numpy(float)
+    diff = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))  # no candidate on both sides: equal
+    out = {
+        "run": dst.name,
+        "n": len(local),
+        "n_equal": int((remote["predicted_letter"].to_numpy() == local["predicted_letter"].to_numpy()).sum()),
+        "max_abs_sim_diff": float(diff.max()),  # NaN where only one side has a similarity
+        "accuracy": m_remote["accuracy"],
+        "accuracy_in_process": m_local["accuracy"],
+    }
+    logger.info("vLLM embeddings vs in-process MiniLM: %s", out)
+    return out
 
 
 #: the demo's second embedder for ``validity --against``: MiniLM with an instruction prefix (the only other
@@ -278,11 +368,22 @@ def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer
     from pv4kit.baselines.run import answer
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
+    from pv4kit.scoring.runs import VALIDITY_DIR, read_run_config
     from pv4kit.scoring.score import score_run
-    from pv4kit.scoring.validity import summary_text, validity
+    from pv4kit.scoring.validity import read_validity, summary_text, validity
 
     runs_dir, cache = Path(opts.runs_dir), opts.cache or default_llm_cache()
-    with resolve_endpoint("local", n_threads=opts.threads, n_threads_batch=opts.threads) as endpoint:
+    mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
+    mcq_done = _finished(mcq_dir, dataset, opts, "no_docs", None) and "mcq" in read_run_config(mcq_dir)
+    if mcq_done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
+        mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=opts.progress)[1]
+        report = read_validity(report_dir)["summary"]
+        return {
+            "mcq": mcq,
+            "validity": summary_text(report),
+            "calls": {"called": 0, "cached": 0, "errors": 0, "kept": 1},
+        }
+    with resolve_endpoint("local") as endpoint:
         llm = local_llm_config(endpoint)
         with timer.stage("answer mcq_no_docs"):
             run = answer(
@@ -298,7 +399,7 @@ def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer
                 llm_cache=cache, progress=opts.progress,
             )  # fmt: skip
     _, mcq = score_run(run.run_dir, data=dataset, progress=opts.progress)
-    calls = {"called": run.calls, "cached": run.cached, "errors": run.errors}
+    calls = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
     return {"mcq": mcq, "validity": summary_text(report), "calls": calls}
 
 
@@ -320,22 +421,27 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
         options: The settings (:class:`DemoOptions`; default: ``raw/`` -> ``data/`` -> ``runs/``, the test
             split, 32 new tokens, the notebooks afterwards).
         **overrides: Any field of :class:`DemoOptions` by name (``raw=``, ``data=``, ``runs_dir=``,
-            ``split=``, ``cache=``, ``max_new_tokens=``, ``servers=``, ``threads=``, ``limit=``,
+            ``split=``, ``cache=``, ``max_new_tokens=``, ``endpoint_scoring=``, ``limit=``,
             ``notebooks=``, ``progress=``), replacing the one in ``options``.
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``), ``notebook_error`` (``None`` when they ran or were
+        requests ``called``, ``cached``, ``errors``), ``endpoint_scoring`` (the comparison of
+        :func:`_score_through_endpoint`, or ``None``), ``notebook_error`` (``None`` when they ran or were
         skipped), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
 
     Raises:
         TypeError: An unknown option (with the closest name).
+        FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).
     """
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.scoring.score import score_run
 
     opts = merge_options(DemoOptions, options, overrides, where="run_demo")
+    from pv4kit.llm.local import smollm2_dir, vllm_python
+
+    vllm_python(), smollm2_dir()  # the local engine is set up (else one message naming `make vllm`)
     timer = Timer()
     raw, data_dir, runs_dir = Path(opts.raw), Path(opts.data), Path(opts.runs_dir)
     with timer.stage("data"):
@@ -347,9 +453,15 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
     metrics: dict[str, dict[str, Any]] = {}
     with timer.stage("score"):
         for name in DEMO_RUNS:
-            _, metrics[name] = score_run(
-                runs_dir / f"demo_{name}", data=dataset, embedder=embedder, progress=opts.progress
-            )
+            run_dir = runs_dir / f"demo_{name}"
+            metrics[name] = (
+                _scored_metrics(run_dir, embedder.name)
+                or score_run(run_dir, data=dataset, embedder=embedder, progress=opts.progress)[1]
+            )  # a run scored from these generations with this embedder is kept (and its validity report)
+    endpoint_scoring = None
+    if opts.endpoint_scoring:
+        with timer.stage("score (vLLM embeddings)"):
+            endpoint_scoring = _score_through_endpoint(runs_dir, dataset, opts)
     with timer.stage("hard"):
         subset, report = _hard_subset(raw, runs_dir)
     checked = _validity_stage(dataset, embedder, opts, timer)
@@ -366,6 +478,7 @@ def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[st
         "timings": timer.table(),
         "metrics": metrics,
         "calls": calls,
+        "endpoint_scoring": endpoint_scoring,
         "notebook_error": notebook_error,
         "validity": checked["validity"],
         "split": opts.split,
@@ -380,10 +493,21 @@ def demo_report(out: dict[str, Any]) -> str:
     Args:
         out: What :func:`run_demo` returned.
     """
+    lines = [
+        f"\nResults (SmolLM2-135M on vLLM, the sample's {out['split']} split; percent, user-bootstrap "
+        "95% CI):",
+        out["results"].to_string(index=False),
+    ]
+    e = out.get("endpoint_scoring")
+    if e:
+        lines.append(
+            f"\n{e['run']} scored through vLLM's /v1/embeddings: {e['n_equal']} of {e['n']} predictions "
+            f"equal to in-process MiniLM's (max |sim difference| {e['max_abs_sim_diff']:.1e}; accuracy "
+            f"{100 * e['accuracy']:.1f} vs {100 * e['accuracy_in_process']:.1f})"
+        )
     return "\n".join(
         [
-            f"\nResults (SmolLM2-135M on the sample's {out['split']} split; percent, user-bootstrap 95% CI):",
-            out["results"].to_string(index=False),
+            *lines,
             f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
             out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
             *([f"\n{out['validity']}"] if out.get("validity") else []),
