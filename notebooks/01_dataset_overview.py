@@ -26,17 +26,19 @@
 # columns are in `loads/`, 2 s the first time). Not measured on a GPU.
 
 # %%
+import os
+
 import pandas as pd
 
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.notebooks import load_notebook_data, project_paths
 from pv4kit.analysis.projection import with_category_umap
-from pv4kit.embeddings.models import get_embedder
+from pv4kit.embeddings.models import get_audit_embedder
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 data = load_notebook_data(DATA)
 data
@@ -72,7 +74,7 @@ plots.category_balance(data.questions).show()
 # measured on a GPU).
 
 # %%
-embedder = get_embedder(EMBEDDER)
+embedder = get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
 categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
 shared = categories.groupby("group_label").agg(users=("user_id", "nunique"), names=("category_name", list))
 shared[shared["users"] > 1].sort_values("users", ascending=False)

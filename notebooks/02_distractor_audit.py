@@ -27,17 +27,23 @@ import os
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.audit_report import run_audit
 from pv4kit.analysis.notebooks import load_notebook_data, project_paths
-from pv4kit.embeddings.models import get_embedder
+from pv4kit.embeddings.models import get_audit_embedder
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 data = load_notebook_data(DATA)
-embedder = get_embedder(EMBEDDER)
+embedder = get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")  # distilled once, then kept
+print(f"audit embedder: {embedder.name}")
 
 # %% [markdown]
+# **The embedder.** With no GPU the audit embeds with `static` (a static model distilled once from MiniLM,
+# ~100 s, then a table lookup): trust it for the aggregate figures (solver accuracies, flag rates, groups),
+# not for per-question verdicts, which agree with MiniLM's far less (docs/analysis.md); set `EMBEDDER`
+# (or `PV4KIT_EMBEDDER`) to `"minilm"` or `"qwen3"` for those. Every table and figure names its embedder.
+#
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
 # OpenAI-compatible server, e.g. `pv4kit local-llm`) and `PV4KIT_MODEL`, or `PV4KIT_MODEL` alone for the
 # OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
@@ -137,7 +143,16 @@ flags.sort_values("n_flags", ascending=False).head(10)
 flags.drop(
     columns=[
         c
-        for c in ("user_id", "question_index", "split", "category", "category_name", "hard", "n_flags")
+        for c in (
+            "user_id",
+            "question_index",
+            "split",
+            "category",
+            "category_name",
+            "hard",
+            "n_flags",
+            "embedder",
+        )
         if c in flags
     ]
 ).mean().round(3).rename("share of questions").to_frame()

@@ -29,21 +29,24 @@
 # Not measured on a GPU.
 
 # %%
+import os
+
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.hard_report import hard_subset_tables
 from pv4kit.analysis.notebooks import load_notebook_data, project_paths
+from pv4kit.embeddings.models import get_audit_embedder
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
 data = load_notebook_data(DATA)
 tables = hard_subset_tables(
     data,
     derived=DERIVED,
-    embedder=EMBEDDER,
+    embedder=get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static"),
     cache=CACHE,
     store=CACHE.parent / "audits",  # 02's audit
 )

@@ -26,6 +26,8 @@
 # 1 s. Not measured on a GPU.
 
 # %%
+import os
+
 import numpy as np
 from IPython.display import display
 
@@ -40,7 +42,7 @@ PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS = PATHS["RUNS"]
 CACHE = PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 runs = load_scored_runs(RUNS)
 if not runs:
@@ -59,10 +61,10 @@ if runs:
 
 # %%
 if runs:
-    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.embeddings.models import get_audit_embedder
 
     data = load_notebook_data(DATA)
-    embedder = get_embedder(EMBEDDER)
+    embedder = get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
     categories = audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
     grouped = audit.with_category_groups(preds, categories)
     acc = accuracy_table(grouped, by={"solver": "run", "group": "group_label"})

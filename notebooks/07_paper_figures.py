@@ -27,24 +27,26 @@
 # a GPU.
 
 # %%
+import os
+
 from pv4kit.analysis import audit, plots
 from pv4kit.analysis.audit_report import run_audit
 from pv4kit.analysis.figures import browser_path, save_figures
 from pv4kit.analysis.notebooks import load_notebook_data, load_scored_runs, project_paths, stack_runs
 from pv4kit.analysis.projection import with_category_umap, with_question_umap
 from pv4kit.baselines.hard import with_fallback_subset
-from pv4kit.embeddings.models import get_embedder
+from pv4kit.embeddings.models import get_audit_embedder
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.stats import compare
 
 PATHS = project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS, FIGURES, CACHE = PATHS["RUNS"], PATHS["FIGURES"], PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 DERIVED = RUNS / "demo_hard_subset.csv"  # used for the hard-subset figure when the data marks none hard
 
 data = load_notebook_data(DATA)
-embedder = get_embedder(EMBEDDER)
+embedder = get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
 result = run_audit(data, embedder=embedder, cache=CACHE, store=CACHE.parent / "audits")  # 02's result
 runs = load_scored_runs(RUNS)
 print(f"{data!r}\nscored runs: {list(runs) or 'none'}; static export: {browser_path() or 'off (HTML only)'}")

@@ -35,6 +35,7 @@ _EXPORTS: dict[str, str] = {
     "local_server": "pv4kit.llm.local",
     # embeddings, runs, scoring, statistics
     "get_embedder": "pv4kit.embeddings.models",
+    "get_audit_embedder": "pv4kit.embeddings.models",
     "embed_texts": "pv4kit.embeddings.models",
     "EmbeddingCache": "pv4kit.embeddings.cache",
     "write_generations": "pv4kit.scoring.runs",

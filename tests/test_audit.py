@@ -444,3 +444,20 @@ def test_category_groups_keep_their_clustering_and_skip_scikit_learn_on_a_rerun(
         pd.testing.assert_frame_equal(frame.drop(columns="vector"), fresh.drop(columns="vector"))
     with pytest.raises(AssertionError, match="clustered again"):
         audit.category_groups(q, embedder=emb, cache=False)  # no cache: always clustered
+
+
+def test_static_embedder_gets_its_own_cutoffs_and_every_table_names_it(static_small, tmp_path):
+    from pv4kit.analysis.audit.common import CUTOFFS, cutoffs
+    from pv4kit.embeddings.models import MINILM, get_embedder
+
+    static = get_embedder(f"static:{static_small}")
+    cut = cutoffs(static)
+    assert static.name in CUTOFFS and cut != CUTOFFS[MINILM] == cutoffs("someone-elses-model")
+    result = run_audit(_data(), embedder=static, cache=tmp_path / "emb", n_boot=50)
+    sim = result["similarity"]
+    assert (sim["near_duplicate_candidates"] == (sim["max_pair"] >= cut["near_duplicate"])).all()
+    for name in ("solver_predictions", "solver_accuracy", "similarity", "duplicates", "categories", "flags"):
+        assert set(result[name]["embedder"]) <= {static.name}, name
+    assert f"embedder {static.name}" in result.summary
+    assert f"(>= {cut['near_duplicate']:.3g})" in result.summary
+    assert f"(cosine distance < {cut['category_distance']:.3g})" in result.summary

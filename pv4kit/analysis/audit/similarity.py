@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.audit.common import _base, _candidate_vectors
+from pv4kit.analysis.audit.common import _base, _candidate_vectors, cutoffs, embedder_name
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring.score import score_frame
@@ -19,7 +19,7 @@ from pv4kit.vectors import unit_rows
 
 
 def similarity_audit(
-    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, near_duplicate: float = 0.9
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, near_duplicate: float | None = None
 ) -> pd.DataFrame:
     """How close the distractors sit to the reference and to each other; the rationale as a generation.
 
@@ -27,15 +27,17 @@ def similarity_audit(
         questions: The questions frame (``rationale`` used when present).
         embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
         cache: Embedding cache.
-        near_duplicate: Cosine at or above which two candidates count as near-duplicates.
+        near_duplicate: Cosine at or above which two candidates count as near-duplicates (default: the
+            embedder's, :func:`~pv4kit.analysis.audit.common.cutoffs`; 0.9 for MiniLM).
 
     Returns:
         Key columns plus ``ref_nearest_distractor`` (max cosine reference-distractor),
         ``nearest_distractor_letter``, ``ref_mean_distractor``, ``max_pair`` (closest pair of any two
         candidates), ``max_pair_letters``, ``near_duplicate_candidates``, ``ref_near_duplicate`` (the
         reference has a near-duplicate distractor), and, with rationales, ``rationale_pick``,
-        ``rationale_correct``, ``rationale_margin``.
+        ``rationale_correct``, ``rationale_margin``; and the ``embedder``'s name.
     """
+    near_duplicate = cutoffs(embedder)["near_duplicate"] if near_duplicate is None else near_duplicate
     idx = answer_indices(questions)
     cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
     sims = np.einsum("nkd,njd->nkj", cand, cand)
@@ -71,18 +73,22 @@ def similarity_audit(
             }
         )
         out = out.merge(scored, on=QUESTION_KEY, how="left")
-    return out
+    return out.assign(embedder=embedder_name(embedder))
 
 
 def duplicate_questions(
-    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, threshold: float = 0.9
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, threshold: float | None = None
 ) -> pd.DataFrame:
     """Pairs of questions of the same user whose cosine similarity is at least ``threshold``.
 
+    ``threshold`` defaults to the embedder's ``duplicate_question`` cut-off
+    (:func:`~pv4kit.analysis.audit.common.cutoffs`; 0.9 for MiniLM).
+
     Returns:
-        ``user_id, question_index_a, question_index_b, similarity, question_a, question_b`` sorted by
-        similarity (highest first); empty when nothing crosses the threshold.
+        ``user_id, question_index_a, question_index_b, similarity, question_a, question_b, embedder``
+        sorted by similarity (highest first); empty when nothing crosses the threshold.
     """
+    threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
     vecs = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
     rows = []
     for uid, grp in questions.reset_index(drop=True).groupby("user_id", sort=True):
@@ -102,4 +108,5 @@ def duplicate_questions(
                 )
             )
     cols = ["user_id", "question_index_a", "question_index_b", "similarity", "question_a", "question_b"]
-    return pd.DataFrame(rows, columns=cols).sort_values("similarity", ascending=False, ignore_index=True)
+    out = pd.DataFrame(rows, columns=cols).sort_values("similarity", ascending=False, ignore_index=True)
+    return out.assign(embedder=embedder_name(embedder))
