@@ -417,6 +417,7 @@ def test_get_embedder_static_loads_a_distilled_model_in_well_under_a_second(stat
     vecs = embed_texts(texts, embedder=static, cache=tmp_path / "emb")
     assert vecs.shape == (3, 256) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-3)
     assert np.array_equal(vecs[0], vecs[2]) and not np.allclose(vecs[0], vecs[1])
+    assert not (tmp_path / "emb").exists()  # encoding costs less than the cache's write: never cached
     assert static.describe()["vocabulary_size"] > 0  # the provenance travels with the embedder
     with pytest.raises(ValueError, match="instruction"):
         get_embedder(f"static:{static_small}", instruction="query: ")

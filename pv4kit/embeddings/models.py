@@ -575,7 +575,8 @@ def embed_texts(
         texts: The exact strings to embed (no cleaning is applied here).
         embedder: Any :class:`Embedder`.
         cache: ``True`` for the default on-disk cache, a directory or an :class:`EmbeddingCache`;
-            ``False``/``None`` to disable caching.
+            ``False``/``None`` to disable caching. An embedder whose ``cache_vectors`` attribute is
+            false (the static one) is never cached: encoding costs less than writing the cache.
         batch_size: Encode batch size (default: the embedder's).
         progress: Show one progress bar over the whole job (default: when logging at INFO or below).
         chunk_size: Texts encoded and committed per chunk.
@@ -591,7 +592,8 @@ def embed_texts(
         progress = logger.isEnabledFor(logging.INFO)
     unique = list(dict.fromkeys(texts))
     hashes = hash_texts(unique)
-    store = _as_cache(cache)
+    # an embedder that encodes faster than the cache writes (a static model) skips it
+    store = _as_cache(cache) if getattr(embedder, "cache_vectors", True) else None
     found = store.get(embedder.cache_key, hashes) if store is not None else {}
     missing = [i for i, h in enumerate(hashes) if h not in found]
     logger.info(

@@ -90,23 +90,24 @@ def duplicate_questions(
     """
     threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
     vecs = unit_rows(embed_texts(list(questions["question"]), embedder=embedder, cache=cache, progress=False))
-    rows = []
-    for uid, grp in questions.reset_index(drop=True).groupby("user_id", sort=True):
-        pos = grp.index.to_numpy()
-        sims = vecs[pos] @ vecs[pos].T
-        a, b = np.nonzero(np.triu(sims >= threshold, k=1))
-        for i, j in zip(a, b, strict=True):
-            qa, qb = grp.iloc[i], grp.iloc[j]
-            rows.append(
-                (
-                    int(uid),
-                    int(qa["question_index"]),
-                    int(qb["question_index"]),
-                    float(sims[i, j]),
-                    qa["question"],
-                    qb["question"],
-                )
-            )
-    cols = ["user_id", "question_index_a", "question_index_b", "similarity", "question_a", "question_b"]
-    out = pd.DataFrame(rows, columns=cols).sort_values("similarity", ascending=False, ignore_index=True)
+    q = questions.reset_index(drop=True)
+    left, right, sims = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    for pos in q.groupby("user_id", sort=True).indices.values():  # positions, in row order, per user
+        s = vecs[pos] @ vecs[pos].T
+        a, b = np.nonzero(np.triu(s >= threshold, k=1))
+        left.append(pos[a])
+        right.append(pos[b])
+        sims.append(s[a, b].astype(np.float64))
+    a, b = np.concatenate(left), np.concatenate(right)
+    column = {c: q[c].to_numpy() for c in ("user_id", "question_index", "question")}
+    out = pd.DataFrame(
+        {
+            "user_id": column["user_id"][a].astype(np.int64),
+            "question_index_a": column["question_index"][a].astype(np.int64),
+            "question_index_b": column["question_index"][b].astype(np.int64),
+            "similarity": np.concatenate(sims),
+            "question_a": column["question"][a].astype(object),
+            "question_b": column["question"][b].astype(object),
+        }
+    ).sort_values("similarity", ascending=False, ignore_index=True)
     return out.assign(embedder=embedder_name(embedder))
