@@ -79,6 +79,7 @@ def small_vocabulary_pattern(n: int = SMALL_VOCAB_SIZE) -> str:
 
     q = pv4kit.load(Path(__file__).resolve().parents[1] / "raw").questions
     texts = list(q["question"]) + [c for cs in q["choices"] for c in cs if isinstance(c, str)]
+    texts += list(q["category_name"].dropna())
     words = Counter(w for t in texts for w in re.findall(r"[a-z]+", t.lower()))
     keep = sorted(w for w, _ in words.most_common(n))
     return r"(?!(?:\[(?:PAD|UNK|CLS|SEP|MASK)\]|" + "|".join(keep) + r")$)"

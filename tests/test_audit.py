@@ -498,3 +498,18 @@ def test_duplicate_questions_equal_the_per_pair_loop(fake_embedder, threshold):
     want = _duplicate_loop(q, vecs, threshold)
     # an empty loop frame has object columns; the vectorised one keeps its dtypes
     pd.testing.assert_frame_equal(got.drop(columns="embedder"), want, check_dtype=len(want) > 0)
+
+
+def test_category_groups_give_a_name_with_a_zero_vector_a_group_of_its_own(make_fake_embedder):
+    # a static embedder maps a name made only of tokens it does not know to the zero vector
+    table = {"travel": [1.0, 0.0], "trips": [0.99, 0.1], "zzz": [0.0, 0.0], "food": [0.0, 1.0]}
+    q = pd.DataFrame(
+        {
+            "user_id": [1, 2, 3, 4],
+            "category": [0, 0, 0, 0],
+            "category_name": ["travel", "trips", "zzz", "food"],
+        }
+    )
+    cats = audit.category_groups(q, embedder=make_fake_embedder(table), cache=False, distance=0.3)
+    group = dict(zip(cats["category_name"], cats["group"], strict=True))
+    assert group["travel"] == group["trips"] and len({group["zzz"], group["food"], group["travel"]}) == 3

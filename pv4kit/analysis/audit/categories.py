@@ -68,12 +68,19 @@ def category_groups(
 
 
 def _agglomerative(vecs: np.ndarray, *, distance: float) -> np.ndarray:
-    """Cluster labels: average linkage under cosine distance, merging below ``distance``."""
+    """Cluster labels: average linkage under cosine distance, merging below ``distance``.
+
+    A zero vector (a name with no token a static embedder knows) has no cosine: it is a group of its own.
+    """
     from sklearn.cluster import AgglomerativeClustering
 
-    return AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
-    ).fit_predict(vecs)
+    known = vecs.any(axis=1)
+    labels = np.arange(len(vecs)) + len(vecs)  # singletons, numbered after any cluster
+    if known.sum() >= 2:
+        labels[known] = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
+        ).fit_predict(vecs[known])
+    return labels
 
 
 def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:
