@@ -23,7 +23,9 @@
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
 # otherwise idle 2-core CPU with MiniLM): 53 s with an empty cache (peak 1,136 MiB), 13.2 s with it filled
 # (the category embeddings and their UMAP are read back; loading the release takes 1.1 s once its raw-tree
-# columns are in `loads/`, 2 s the first time). Not measured on a GPU.
+# columns are in `loads/`, 2 s the first time). With the CPU default, `static`, the first notebook run with an
+# empty cache distils it from MiniLM once (331 s of a 420 s cold run on 2 cores at a load average of 12;
+# docs/analysis.md). Not measured on a GPU.
 
 # %%
 import os

@@ -49,13 +49,13 @@ print(f"audit embedder: {embedder.name}")
 # OpenAI API with `OPENAI_API_KEY`. Responses are cached in `.cache/pv4kit/llm.sqlite`.
 #
 # **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
-# questions, 5 scored runs, on an otherwise idle 2-core CPU with MiniLM): it embeds every question, candidate,
-# rationale and category name (146,765 distinct texts, 6.1 M tokens) and is bound by that: 34 min with an
-# empty cache (2,019 s; in an earlier run of 1,933 s py-spy found 97% of it in MiniLM's forward pass), 12 s
-# for the whole notebook with the
-# cache filled and the audit stored (`store=`, read back without recomputing; notebook 07 reads it too). Even
-# at the CPU's fp32 peak the embedding would take about 14 min (`benchmarks/bench_audit_floor.py`). Not
-# measured on a GPU; the embedding is the part a GPU would shorten (an estimate, not a measurement).
+# questions): it embeds every question, candidate, rationale and category name (146,765 distinct texts).
+# With `static` on 2 cores shared with other jobs (load average 8-12): 132 s for the whole notebook with an
+# empty cache once the static model exists (notebook 01 distilled it first: 331 s of its 420 s, once per
+# cache), 22 s with the audit stored (`store=`, read back without recomputing; notebook 07 reads it too).
+# With MiniLM on an otherwise idle 2-core CPU: 34 min with an empty cache (2,019 s; 97% of it MiniLM's
+# forward pass, py-spy), 12 s stored; even at the CPU's fp32 peak the embedding would take about 14 min
+# (`benchmarks/bench_audit_floor.py`). Not measured on a GPU.
 
 # %%
 llm_config = None

@@ -24,8 +24,9 @@
 # The length audit, the category groups and the candidate-only solvers come from notebook 02's stored
 # audit when it ran on the same data (`hard_subset_tables`; computing them took 8-10 s of a 20 s run with
 # every vector cached); alone with an empty cache they are computed, and the solvers first embed all
-# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): at the 3,124 tokens/s MiniLM reaches on
-# two cores that is about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone).
+# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): with MiniLM, at the 3,124 tokens/s it
+# reaches on two cores, about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone);
+# with the CPU default, `static`, a small part of notebook 02's cold time (docs/analysis.md).
 # Not measured on a GPU.
 
 # %%

@@ -498,11 +498,20 @@ class StaticEmbedder:
     cache_vectors = False
 
     def __init__(self, folder: str | os.PathLike[str], *, name: str, batch_size: int = 1024) -> None:
-        from model2vec import StaticModel
+        from model2vec.model import StaticModel
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
 
         self.folder = Path(folder)
         self.manifest = json.loads((self.folder / _MANIFEST).read_text())
-        self.model = StaticModel.from_pretrained(str(self.folder))
+        # built from its files: StaticModel.from_pretrained imports huggingface_hub first (~1 s here)
+        config = json.loads((self.folder / "config.json").read_text())
+        self.model = StaticModel(
+            vectors=load_file(str(self.folder / "model.safetensors"))["embeddings"],
+            tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
+            config=config,
+            normalize=config.get("normalize", True),
+        )
         self.name = name
         self.batch_size = batch_size
         self.dim = int(self.model.dim)
