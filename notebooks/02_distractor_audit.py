@@ -50,9 +50,10 @@ print(f"audit embedder: {embedder.name}")
 #
 # **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
 # questions): it embeds every question, candidate, rationale and category name (146,765 distinct texts).
-# With `static` on 2 cores shared with other jobs (load average 8-12): 132 s for the whole notebook with an
-# empty cache once the static model exists (notebook 01 distilled it first: 331 s of its 420 s, once per
-# cache), 22 s with the audit stored (`store=`, read back without recomputing; notebook 07 reads it too).
+# With `static` on 2 cores (load average about 2): 43.5 s for the whole notebook with an empty cache once
+# the static model exists (notebook 01 distilled it first, in 32.8 s; once per cache), 8.0 s with the audit
+# stored (`store=`, read back without recomputing; notebook 07 reads it too); at a load of 8-12, 87-132 s
+# cold and 11-22 s stored.
 # With MiniLM on an otherwise idle 2-core CPU: 34 min with an empty cache (2,019 s; 97% of it MiniLM's
 # forward pass, py-spy), 12 s stored; even at the CPU's fp32 peak the embedding would take about 14 min
 # (`benchmarks/bench_audit_floor.py`). Not measured on a GPU.
