@@ -23,9 +23,14 @@
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
 # otherwise idle 2-core CPU with MiniLM): 53 s with an empty cache (peak 1,136 MiB), 13.2 s with it filled
 # (the category embeddings and their UMAP are read back; loading the release takes 1.1 s once its raw-tree
-# columns are in `loads/`, 2 s the first time). Not measured on a GPU.
+# columns are in `loads/`, 2 s the first time). With the CPU default, `static`: 64.4 s with an empty cache,
+# 32.8 s of it distilling the static model from MiniLM (once per cache), and 7.0 s with it filled (2 cores,
+# load average about 2; at a load of 12 the distillation alone took 331-407 s; docs/analysis.md). Not
+# measured on a GPU.
 
 # %%
+import os
+
 import pandas as pd
 
 import pv4kit
@@ -33,7 +38,7 @@ import pv4kit
 PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 data = pv4kit.load_notebook_data(DATA)
 data
@@ -69,7 +74,7 @@ pv4kit.plots.category_balance(data.questions).show()
 # measured on a GPU).
 
 # %%
-embedder = pv4kit.get_embedder(EMBEDDER)
+embedder = pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
 categories = pv4kit.audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
 shared = categories.groupby("group_label").agg(users=("user_id", "nunique"), names=("category_name", list))
 shared[shared["users"] > 1].sort_values("users", ascending=False)

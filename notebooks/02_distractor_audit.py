@@ -29,25 +29,32 @@ import pv4kit
 PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None  # None: Qwen3-Embedding-4B with CUDA, else MiniLM on CPU
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 data = pv4kit.load_notebook_data(DATA)
-embedder = pv4kit.get_embedder(EMBEDDER)
+embedder = pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")  # distilled once
+print(f"audit embedder: {embedder.name}")
 
 # %% [markdown]
+# **The embedder.** With no GPU the audit embeds with `static` (a static model distilled once from MiniLM,
+# ~100 s, then a table lookup): trust it for the aggregate figures (solver accuracies, flag rates, groups),
+# not for per-question verdicts, which agree with MiniLM's far less (docs/analysis.md); set `EMBEDDER`
+# (or `PV4KIT_EMBEDDER`) to `"minilm"` or `"qwen3"` for those. Every table and figure names its embedder.
+#
 # The LLM candidate-only solver runs only when an endpoint is configured: set `PV4KIT_BASE_URL` (an
 # OpenAI-compatible server, e.g. `vllm serve` or `pv4kit.llm.local.local_server()`) and `PV4KIT_MODEL`, or
 # `PV4KIT_MODEL` alone for the OpenAI API with `OPENAI_API_KEY`. Responses are cached in
 # `.cache/pv4kit/llm.sqlite`.
 #
 # **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
-# questions, 5 scored runs, on an otherwise idle 2-core CPU with MiniLM): it embeds every question, candidate,
-# rationale and category name (146,765 distinct texts, 6.1 M tokens) and is bound by that: 34 min with an
-# empty cache (2,019 s; in an earlier run of 1,933 s py-spy found 97% of it in MiniLM's forward pass), 12 s
-# for the whole notebook with the
-# cache filled and the audit stored (`store=`, read back without recomputing; notebook 07 reads it too). Even
-# at the CPU's fp32 peak the embedding would take about 14 min (`benchmarks/bench_audit_floor.py`). Not
-# measured on a GPU; the embedding is the part a GPU would shorten (an estimate, not a measurement).
+# questions): it embeds every question, candidate, rationale and category name (146,765 distinct texts).
+# With `static` on 2 cores (load average about 2): 43.5 s for the whole notebook with an empty cache once
+# the static model exists (notebook 01 distilled it first, in 32.8 s; once per cache), 8.0 s with the audit
+# stored (`store=`, read back without recomputing; notebook 07 reads it too); at a load of 8-12, 87-132 s
+# cold and 11-22 s stored.
+# With MiniLM on an otherwise idle 2-core CPU: 34 min with an empty cache (2,019 s; 97% of it MiniLM's
+# forward pass, py-spy), 12 s stored; even at the CPU's fp32 peak the embedding would take about 14 min
+# (`benchmarks/bench_audit_floor.py`). Not measured on a GPU.
 
 # %%
 llm_config = None
@@ -133,7 +140,16 @@ flags.sort_values("n_flags", ascending=False).head(10)
 flags.drop(
     columns=[
         c
-        for c in ("user_id", "question_index", "split", "category", "category_name", "hard", "n_flags")
+        for c in (
+            "user_id",
+            "question_index",
+            "split",
+            "category",
+            "category_name",
+            "hard",
+            "n_flags",
+            "embedder",
+        )
         if c in flags
     ]
 ).mean().round(3).rename("share of questions").to_frame()

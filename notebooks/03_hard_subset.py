@@ -24,24 +24,27 @@
 # The length audit, the category groups and the candidate-only solvers come from notebook 02's stored
 # audit when it ran on the same data (`hard_subset_tables`; computing them took 8-10 s of a 20 s run with
 # every vector cached); alone with an empty cache they are computed, and the solvers first embed all
-# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): at the 3,124 tokens/s MiniLM reaches on
-# two cores that is about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone).
+# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): with MiniLM, at the 3,124 tokens/s it
+# reaches on two cores, about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone);
+# with the CPU default, `static`, a small part of notebook 02's cold time (docs/analysis.md).
 # Not measured on a GPU.
 
 # %%
+import os
+
 import pv4kit
 
 PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 CACHE = PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 DERIVED = PATHS["RUNS"] / "demo_hard_subset.csv"  # used when the data marks no question hard
 
 data = pv4kit.load_notebook_data(DATA)
 tables = pv4kit.hard_subset_tables(
     data,
     derived=DERIVED,
-    embedder=EMBEDDER,
+    embedder=pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static"),
     cache=CACHE,
     store=CACHE.parent / "audits",  # 02's audit
 )

@@ -27,6 +27,8 @@
 # 1 s. Not measured on a GPU.
 
 # %%
+import os
+
 import numpy as np
 from IPython.display import display
 
@@ -36,7 +38,7 @@ PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS = PATHS["RUNS"]
 CACHE = PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 
 runs = pv4kit.load_scored_runs(RUNS)
 if not runs:
@@ -56,7 +58,7 @@ if runs:
 # %%
 if runs:
     data = pv4kit.load_notebook_data(DATA)
-    embedder = pv4kit.get_embedder(EMBEDDER)
+    embedder = pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
     categories = pv4kit.audit.category_groups(data.questions, embedder=embedder, cache=CACHE)
     grouped = pv4kit.audit.with_category_groups(preds, categories)
     acc = pv4kit.accuracy_table(grouped, by={"solver": "run", "group": "group_label"})

@@ -27,6 +27,8 @@
 # a GPU.
 
 # %%
+import os
+
 import pandas as pd
 
 import pv4kit
@@ -34,11 +36,11 @@ import pv4kit
 PATHS = pv4kit.project_paths()
 DATA = "MemoryAsModality/PersonalizationV4"  # <- the release (hub id or a folder); else the sample
 RUNS, FIGURES, CACHE = PATHS["RUNS"], PATHS["FIGURES"], PATHS["CACHE"]
-EMBEDDER = None
+EMBEDDER = os.environ.get("PV4KIT_EMBEDDER")  # None: Qwen3-Embedding-4B with CUDA, else "static" on CPU
 DERIVED = RUNS / "demo_hard_subset.csv"  # used for the hard-subset figure when the data marks none hard
 
 data = pv4kit.load_notebook_data(DATA)
-embedder = pv4kit.get_embedder(EMBEDDER)
+embedder = pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")
 result = pv4kit.run_audit(data, embedder=embedder, cache=CACHE, store=CACHE.parent / "audits")  # 02's result
 runs = pv4kit.load_scored_runs(RUNS)
 print(f"{data!r}\nscored runs: {list(runs) or 'none'}", end="; ")

@@ -35,7 +35,7 @@ from pv4kit.dataset.splits import build_dataset, split_indices
 from pv4kit.dataset.tree import list_users, read_chats, read_user
 from pv4kit.dataset.validate import validate_raw
 from pv4kit.embeddings.cache import EmbeddingCache
-from pv4kit.embeddings.models import embed_texts, get_embedder
+from pv4kit.embeddings.models import embed_texts, get_audit_embedder, get_embedder
 from pv4kit.generation import prompts
 from pv4kit.generation.cost import estimate_user_cost
 from pv4kit.generation.prompt_sets import load_reference_prompts
@@ -87,6 +87,7 @@ __all__ = [
     "execute_notebooks",
     "export_reference",
     "generate_users",
+    "get_audit_embedder",
     "get_embedder",
     "grouped_bootstrap_ci",
     "hard_subset_tables",

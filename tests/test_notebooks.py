@@ -25,14 +25,21 @@ def test_notebooks_found():
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_notebook_executes(name, tmp_path):
+def test_notebook_executes(name, tmp_path, static_small):
     # figures go to a scratch folder so the test never overwrites figures/; the notebooks default to the
-    # release on the hub, so the sample (data/ when built, else raw/) is passed as PV4KIT_DATA
+    # release on the hub, so the sample (data/ when built, else raw/) is passed as PV4KIT_DATA; the audits
+    # embed with a static model of a small vocabulary (the CPU default distils the full one: minutes)
     params = {"figures": tmp_path, "data": project_paths(NOTEBOOKS)["DATA"]}
+    params["embedder"] = f"static:{static_small}"
     table = execute_notebooks([name], notebooks_dir=NOTEBOOKS, timeout=600, params=params)
     assert table["notebook"].tolist() == [name]
+    if name == "02_distractor_audit":
+        executed = (NOTEBOOKS / f"{name}.ipynb").read_text()
+        assert "audit embedder: static:all-MiniLM-L6-v2" in executed
+        assert "embedder static:all-MiniLM-L6-v2" in executed  # the summary and the figure titles name it
     if name == "07_paper_figures":
         assert (tmp_path / "category_balance.html").is_file()
+        assert "static:all-MiniLM-L6-v2" in (tmp_path / "distractor_similarity.html").read_text()
 
 
 def test_failing_cell_names_notebook_and_cell(tmp_path):

@@ -98,7 +98,7 @@ def test_setup_files_agree():
     declared = {re.split(r"[<>=\[ ]", d)[0].lower() for d in project["dependencies"]}
     for group in project["optional-dependencies"].values():
         declared |= {re.split(r"[<>=\[ ]", d)[0].lower() for d in group}
-    transitive = {"torch", "transformers", "nbformat"}  # pinned on purpose, pulled in by others
+    transitive = {"torch", "transformers", "nbformat", "protobuf"}  # pinned on purpose, pulled in by others
     assert set(map(str.lower, pins)) - declared <= transitive
     assert "python=3.11" in env["dependencies"]
     # the vLLM server environment: its lock pins the same CPU torch, and make installs it with --no-deps

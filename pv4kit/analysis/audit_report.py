@@ -19,7 +19,7 @@ import pandas as pd
 
 from pv4kit._options import check_number, merge_options
 from pv4kit.analysis.audit.categories import category_groups
-from pv4kit.analysis.audit.common import BASE_COLUMNS
+from pv4kit.analysis.audit.common import BASE_COLUMNS, cutoffs, embedder_name
 from pv4kit.analysis.audit.flags import question_flags
 from pv4kit.analysis.audit.leakage import leakage_audit, leakage_summary
 from pv4kit.analysis.audit.similarity import duplicate_questions, similarity_audit
@@ -55,8 +55,9 @@ class AuditOptions:
     """Everything :func:`run_audit` takes besides the data.
 
     Attributes:
-        embedder: An embedder or a name for :func:`~pv4kit.embeddings.models.get_embedder` (default: MiniLM on
-            CPU, Qwen3-Embedding-4B with CUDA).
+        embedder: An embedder or a name for :func:`~pv4kit.embeddings.models.get_embedder` (default:
+            :func:`~pv4kit.embeddings.models.get_audit_embedder`'s: Qwen3-Embedding-4B with CUDA, else the
+            static model distilled from MiniLM on a CPU).
         cache: Embedding cache.
         llm_config: Also run the LLM candidate-only solver with this :class:`~pv4kit.llm.client.LLMConfig`.
         llm_cache: The LLM response cache (default: the shared ``.cache/pv4kit/llm.sqlite``).
@@ -87,7 +88,7 @@ def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: An
 
     Args:
         data: The loaded dataset.
-        options: The settings (:class:`AuditOptions`; default: MiniLM or Qwen3, cached, no LLM solver,
+        options: The settings (:class:`AuditOptions`; default: Qwen3 or static, cached, no LLM solver,
             2000 bootstrap replicates, seed 0, no store).
         **overrides: Any field of :class:`AuditOptions` by name (``embedder=``, ``cache=``, ``llm_config=``,
             ``llm_cache=``, ``llm_client=``, ``n_boot=``, ``seed=``, ``store=``), replacing the one in
@@ -97,13 +98,15 @@ def run_audit(data: Any, *, options: AuditOptions | None = None, **overrides: An
         An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
         letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category,
         similarity, leakage, leakage_summary, duplicates, categories, flags`` (with
-        ``solved_by_row_letter``) and a text summary.
+        ``solved_by_row_letter``) and a text summary. Every table drawn from embeddings names it in an
+        ``embedder`` column (``solver_predictions``, ``solver_accuracy*``, ``similarity``, ``duplicates``,
+        ``categories``, ``flags``), and so does the summary.
 
     Raises:
         TypeError: An unknown option (with the closest name).
     """
     opts = merge_options(AuditOptions, options, overrides, where="run_audit")
-    embedder = resolve_embedder(opts.embedder)
+    embedder = resolve_embedder(opts.embedder, audit=True)
     key = None
     if opts.store is not None and opts.llm_config is None:
         key = _audit_key(data, embedder, n_boot=opts.n_boot, seed=opts.seed)
@@ -126,7 +129,7 @@ def stored_audit(data: Any, *, options: AuditOptions | None = None, **overrides:
     opts = merge_options(AuditOptions, options, overrides, where="stored_audit")
     if opts.store is None or opts.llm_config is not None:
         return None
-    key = _audit_key(data, resolve_embedder(opts.embedder), n_boot=opts.n_boot, seed=opts.seed)
+    key = _audit_key(data, resolve_embedder(opts.embedder, audit=True), n_boot=opts.n_boot, seed=opts.seed)
     return _read_stored(Path(opts.store), key)
 
 
@@ -183,7 +186,23 @@ def _run(data: Any, embedder: Any, opts: AuditOptions) -> AuditResult:
         t["leakage"],
         t["duplicates"],
     )
-    return AuditResult(tables=t, summary=summarize(t, embedder=getattr(embedder, "name", str(embedder))))
+    name = embedder_name(embedder)
+    for table in _EMBEDDED:
+        if table in t:
+            t[table] = t[table].assign(embedder=name)
+    return AuditResult(tables=t, summary=summarize(t, embedder=name))
+
+
+#: the tables drawn from embeddings: each gets an ``embedder`` column
+_EMBEDDED = (
+    "solver_predictions",
+    "solver_accuracy",
+    "solver_accuracy_by_category",
+    "similarity",
+    "duplicates",
+    "categories",
+    "flags",
+)
 
 
 #: the modules whose source is part of a stored audit's key (a code change invalidates the store)
@@ -266,6 +285,7 @@ def _write_stored(store: Path, key: str, result: AuditResult) -> None:
 
 def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
     """A short plain-text report of the audit findings (which shortcuts beat chance)."""
+    cut = cutoffs(embedder)
     lines = [f"PV4 distractor audit ({len(tables['lengths'])} questions; embedder {embedder})", ""]
     lines.append("Candidate-only solvers (chance 20%; 95% CI resamples users; * = CI above chance):")
     for r in tables["solver_accuracy"].itertuples(index=False):
@@ -293,7 +313,7 @@ def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
         "",
         "Distractor similarity:",
         f"  median reference-to-nearest-distractor cosine {sim['ref_nearest_distractor'].median():.3f}",
-        f"  questions with a near-duplicate candidate pair (>= 0.9): "
+        f"  questions with a near-duplicate candidate pair (>= {cut['near_duplicate']:.3g}): "
         f"{int(sim['near_duplicate_candidates'].sum())}",
     ]
     if "rationale_correct" in sim:
@@ -309,8 +329,14 @@ def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
         f"  the reference alone overlaps most in "
         f"{100 * lk.loc['reference_unique_top', 'mean_overlap']:.1f}% of questions (chance 20%)",
         f"Duplicates: {len(tables['duplicates'])} near-duplicate question pair(s) within a user "
-        "(cosine >= 0.9)",
+        f"(cosine >= {cut['duplicate_question']:.3g})",
     ]
+    if "categories" in tables and len(tables["categories"]):
+        cats = tables["categories"]
+        lines.append(
+            f"Category names: {len(cats)} names in {cats['group'].nunique()} groups "
+            f"(cosine distance < {cut['category_distance']:.3g})"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -44,7 +44,8 @@ def hard_subset_tables(
         data: The loaded dataset (:class:`~pv4kit.dataset.load.PV4Data`).
         derived: A derived ``hard_subset.csv`` used when the data marks no question hard
             (:func:`~pv4kit.baselines.hard.with_fallback_subset`).
-        embedder: The embedder (or a name); the audit's default when ``None``.
+        embedder: The embedder (or a name); the audit's default when ``None``
+            (:func:`~pv4kit.embeddings.models.get_audit_embedder`).
         cache: The embedding cache.
         store: :func:`~pv4kit.analysis.audit_report.run_audit`'s store (notebook 02's). With a result for
             these questions and embedder there, nothing is embedded or recomputed.
@@ -58,7 +59,7 @@ def hard_subset_tables(
         ``"stored audit <folder>"`` or ``"computed"``.
     """
     questions, note = with_fallback_subset(data.questions, derived)
-    embedder = resolve_embedder(embedder)
+    embedder = resolve_embedder(embedder, audit=True)
     kept = None
     if store is not None:
         kept = stored_audit(data, embedder=embedder, cache=cache, store=store, n_boot=n_boot, seed=seed)

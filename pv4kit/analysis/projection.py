@@ -162,7 +162,7 @@ def with_question_umap(
         n_epochs: UMAP epochs (default: UMAP's).
 
     Returns:
-        ``frame`` with ``x`` and ``y`` columns, in its row order.
+        ``frame`` with ``x`` and ``y`` columns, in its row order, and the ``embedder``'s name.
 
     Raises:
         KeyError: When ``frame`` holds questions that ``questions`` lacks (naming how many and one).
@@ -181,7 +181,8 @@ def with_question_umap(
     xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=beside_embeddings(cache, "umap"))
     coords = keys.assign(x=xy[:, 0], y=xy[:, 1])
     out = frame.drop(columns=[c for c in ("x", "y") if c in frame])
-    return out.merge(coords, on=QUESTION_KEY, how="left", validate="many_to_one")
+    out = out.merge(coords, on=QUESTION_KEY, how="left", validate="many_to_one")
+    return out.assign(embedder=str(getattr(embedder, "name", embedder)))
 
 
 def with_category_umap(

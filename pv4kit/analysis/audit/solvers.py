@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words
+from pv4kit.analysis.audit.common import CHANCE, _base, _candidate_vectors, _words, embedder_name
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.llm.client import complete
 from pv4kit.schema import LETTERS, answer_indices, require_columns
@@ -30,7 +30,7 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     * ``longest`` / ``shortest``: by words, then characters; ties go to the earliest letter.
 
     Returns:
-        Long frame: key columns plus ``solver, predicted_letter, correct``.
+        Long frame: key columns plus ``solver, predicted_letter, correct`` and the ``embedder``'s name.
     """
     require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
@@ -51,7 +51,12 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     }
     base = _base(questions)
     parts = [
-        base.assign(solver=name, predicted_letter=[LETTERS[i] for i in pick], correct=pick == idx)
+        base.assign(
+            solver=name,
+            predicted_letter=[LETTERS[i] for i in pick],
+            correct=pick == idx,
+            embedder=embedder_name(embedder),
+        )
         for name, pick in picks.items()
     ]
     return pd.concat(parts, ignore_index=True)
@@ -149,7 +154,8 @@ def solver_accuracy(
     Returns:
         ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test
         of accuracy > chance, questions treated as independent), ``above_chance`` (the user-bootstrap
-        interval lies above chance).
+        interval lies above chance), and ``embedder`` when the predictions name one (their distinct
+        names, comma-joined).
     """
     require_columns(predictions, ["user_id", "solver", "correct", *([by] if by else [])], name="predictions")
     from scipy.stats import binom
@@ -158,7 +164,7 @@ def solver_accuracy(
     k, n = table["n_correct"].to_numpy(), table["n"].to_numpy()
     # binomtest(k, n, chance, alternative="greater").pvalue is binom.sf(k - 1, n, chance), capped at 1
     binom_p = np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan)
-    return pd.DataFrame(
+    out = pd.DataFrame(
         {
             "solver": table["solver"].to_numpy(),
             "group": table[by].astype(str).to_numpy() if by else "all",
@@ -172,3 +178,6 @@ def solver_accuracy(
             "above_chance": (table["ci_low"] > chance).to_numpy(),
         }
     )
+    if "embedder" in predictions and predictions["embedder"].notna().any():
+        out["embedder"] = ", ".join(sorted(set(predictions["embedder"].dropna().astype(str))))
+    return out

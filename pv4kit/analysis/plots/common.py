@@ -38,6 +38,13 @@ def _layout(
     return fig
 
 
+def _with_embedder(title: str, frame: Any) -> str:
+    """``title`` plus the embedder(s) ``frame`` names in its ``embedder`` column, when it has one."""
+    if "embedder" not in frame or not frame["embedder"].notna().any():
+        return title
+    return f"{title} (embedder {', '.join(sorted(set(frame['embedder'].dropna().astype(str))))})"
+
+
 def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
     kw = {"line_dash": "dash", "line_color": "grey", "annotation_text": label}
     if axis == "y":

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.plots.common import HEIGHT, MAX_LABELS, MAX_ROWS, _go, _layout
+from pv4kit.analysis.plots.common import HEIGHT, MAX_LABELS, MAX_ROWS, _go, _layout, _with_embedder
 
 
 def category_balance(questions: pd.DataFrame) -> Any:
@@ -46,9 +46,10 @@ def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
     fig.update_yaxes(categoryorder="array", categoryarray=keep[::-1], title="")
     fig.update_xaxes(title="questions")
     n_users = categories["user_id"].nunique()
+    title = f"Category names grouped by embedding across {n_users} users (top {min(top, len(totals))} groups)"
     return _layout(
         fig,
-        f"Category names grouped by embedding across {n_users} users (top {min(top, len(totals))} groups)",
+        _with_embedder(title, categories),
         height=max(HEIGHT, 24 * len(keep) + 140),
     )
 
@@ -97,7 +98,9 @@ def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) 
     fig.update_layout(showlegend=n_groups <= MAX_ROWS)
     return _layout(
         fig,
-        "Category names on a UMAP of their embeddings (colour: names grouped across users)"
+        _with_embedder(
+            "Category names on a UMAP of their embeddings (colour: names grouped across users)", categories
+        )
         + ("" if label_points else "; hover for names"),
         width=1100,
         height=750,

@@ -6,7 +6,17 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit.analysis.plots.common import CHANCE, COLORS, HEIGHT, MAX_ROWS, _chance, _extremes, _go, _layout
+from pv4kit.analysis.plots.common import (
+    CHANCE,
+    COLORS,
+    HEIGHT,
+    MAX_ROWS,
+    _chance,
+    _extremes,
+    _go,
+    _layout,
+    _with_embedder,
+)
 
 
 def answer_positions(positions: pd.DataFrame) -> Any:
@@ -130,14 +140,20 @@ def accuracy_dots(
     if n_others:
         title = f"{title} (best and worst {max_groups} of {max_groups + n_others} groups)"
     height = max(HEIGHT, 22 * acc["group"].nunique() + 160) if many else HEIGHT
-    return _layout(fig, title, height=height, margin_l=260 if many else 170)
+    return _layout(fig, _with_embedder(title, accuracy), height=height, margin_l=260 if many else 170)
 
 
-def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float = 0.9) -> Any:
+def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | None = None) -> Any:
     """Histograms of reference-to-nearest-distractor and closest-pair cosine.
 
-    Takes the frame of :func:`pv4kit.analysis.audit.similarity_audit`.
+    Takes the frame of :func:`pv4kit.analysis.audit.similarity_audit`; the near-duplicate line defaults
+    to the cut-off of the embedder it names (:func:`pv4kit.analysis.audit.common.cutoffs`).
     """
+    from pv4kit.analysis.audit.common import cutoffs
+
+    if near_duplicate is None:
+        names = similarity["embedder"].dropna() if "embedder" in similarity else []
+        near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
     go = _go()
     fig = go.Figure()
     fig.add_histogram(
@@ -153,12 +169,14 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float = 0
         x=near_duplicate,
         line_dash="dash",
         line_color="grey",
-        annotation_text=f"near-duplicate {near_duplicate}",
+        annotation_text=f"near-duplicate {near_duplicate:.3g}",
     )
     fig.update_layout(barmode="overlay")
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
-    return _layout(fig, "How close the distractors sit to the reference and to each other")
+    return _layout(
+        fig, _with_embedder("How close the distractors sit to the reference and to each other", similarity)
+    )
 
 
 def leakage(leak: pd.DataFrame) -> Any:

@@ -7,7 +7,17 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.plots.common import COLORS, HEIGHT, MAX_ROWS, WIDTH, _chance, _extremes, _go, _layout
+from pv4kit.analysis.plots.common import (
+    COLORS,
+    HEIGHT,
+    MAX_ROWS,
+    WIDTH,
+    _chance,
+    _extremes,
+    _go,
+    _layout,
+    _with_embedder,
+)
 from pv4kit.schema import LETTERS
 
 
@@ -182,7 +192,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     fig.update_yaxes(showticklabels=False)
     return _layout(
         fig,
-        "Questions on a UMAP of their embeddings, coloured by correctness",
+        _with_embedder("Questions on a UMAP of their embeddings, coloured by correctness", frame),
         height=420 * rows + 80,
         width=max(WIDTH, 380 * cols),
     )
