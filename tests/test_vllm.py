@@ -239,7 +239,7 @@ def test_max_model_len_mismatch_is_refused_before_anything_is_sent(vllm_chat, tm
     assert _metric(vllm_chat, "vllm:request_success_total") == before
 
 
-def test_a_prompt_over_the_servers_context_is_a_recorded_failure(vllm_chat, tmp_path):
+def test_a_prompt_over_the_servers_context_is_a_recorded_failure(vllm_chat, minilm, tmp_path):
     from pv4kit.scoring.failures import FailedRowsError
     from pv4kit.scoring.score import score_run
 
@@ -251,6 +251,7 @@ def test_a_prompt_over_the_servers_context_is_a_recorded_failure(vllm_chat, tmp_
         cache=tmp_path / "llm.sqlite",
         max_model_len=10**6,
         truncation="relevance",
+        embedder=minilm,  # ranks the chats to keep (the default is the reference's Qwen3-Embedding-4B)
         check_server=False,
         max_new_tokens=8,
         progress=False,

@@ -47,14 +47,6 @@ fraction = number(float, gt=0, lt=1)
 validation_fraction = number(float, ge=0, lt=1)
 
 
-def threads(text: str) -> int:
-    """An argparse ``type`` for ``--threads``: a positive integer, or -1 for every core."""
-    value = number(int, ge=-1)(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be a positive integer or -1 (every core), got 0")
-    return value
-
-
 def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
     """Refuse an output folder that names an existing file, before any work (``option`` names the flag)."""
     if Path(path).exists() and not Path(path).is_dir():
