@@ -374,7 +374,7 @@ def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer
 
     runs_dir, cache = Path(opts.runs_dir), opts.cache or default_llm_cache()
     mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
-    mcq_done = _finished(mcq_dir, dataset, opts, "no_docs", None) and "mcq" in read_run_config(mcq_dir)
+    mcq_done = _finished(mcq_dir, dataset, opts, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
     if mcq_done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
         mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=opts.progress)[1]
         report = read_validity(report_dir)["summary"]
