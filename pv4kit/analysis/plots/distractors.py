@@ -170,8 +170,9 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
         line_dash="dash",
         line_color="grey",
         annotation_text=f"near-duplicate {near_duplicate:.3g}",
+        annotation_position="top left",
     )
-    fig.update_layout(barmode="overlay")
+    fig.update_layout(barmode="overlay", legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
     return _layout(

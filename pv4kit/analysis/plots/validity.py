@@ -59,12 +59,22 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         sensitivity: ``sensitivity.csv`` (:func:`~pv4kit.scoring.validity.sensitivity_table`).
     """
     go = _go()
-    shown = ["agreement", "none_rate", "judge_accuracy", "scorer_accuracy"]
-    rows = agreement[(agreement["scope"] == "all") & agreement["metric"].isin(shown)]
+    shown = {
+        "agreement": "judge agrees with the scorer",
+        "none_rate": "judge reads no candidate (NONE)",
+        "judge_accuracy": "accuracy under the judge's picks",
+        "scorer_accuracy": "accuracy under the scorer's picks",
+    }
+    rows = agreement[(agreement["scope"] == "all") & agreement["metric"].isin(list(shown))]
     fig = go.Figure()
     for judge, t in rows.groupby("judge", sort=False):
         fig.add_scatter(
-            x=t["value"], y=t["metric"], error_x=_errors(t), mode="markers", name=str(judge), marker_size=10
+            x=t["value"],
+            y=t["metric"].map(shown),
+            error_x=_errors(t),
+            mode="markers",
+            name=str(judge),
+            marker_size=10,
         )
     if sensitivity is not None and "flip_rate" in sensitivity:
         s = sensitivity.dropna(subset=["flip_rate"])
@@ -79,4 +89,4 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         )
     fig.update_xaxes(title="share (user-bootstrap 95% CI)", range=[0, 1.02], tickformat=".0%")
     fig.update_yaxes(title="")
-    return _layout(fig, "Scorer validity: the judge's reading and the rescorings", margin_l=160)
+    return _layout(fig, "Scorer validity: the judge's reading and the rescorings", margin_l=240)
