@@ -25,12 +25,13 @@ cache key names the backend, so its vectors never mix with the PyTorch ones in t
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -155,12 +156,7 @@ def export_model(
     manifest["export_version"] = _EXPORT_VERSION
     if _complete(final, manifest):
         return final
-    if final.exists():
-        logger.warning("%s: incomplete export (no valid %s); rebuilding it", final, _MANIFEST)
-        shutil.rmtree(final)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=root))
-    try:
+    with _building(final, manifest, "model.onnx") as tmp:
         logger.info("exporting %s to ONNX (%s) in %s", model_dir, variant, final)
         if variant == "fp32":
             _export_fp32(model_dir, tmp / "model.onnx")
@@ -168,15 +164,31 @@ def export_model(
             fp32 = export_model(model_dir, variant="fp32", export_dir=root)
             _quantize_int8(fp32 / "model.onnx", tmp / "model.onnx")
         atomic_write_json(tmp / _MANIFEST, manifest)  # written last: it marks the export complete
+    return final
+
+
+@contextlib.contextmanager
+def _building(final: Path, manifest: dict[str, Any], weights: str) -> Iterator[Path]:
+    """A temporary folder beside ``final`` that becomes ``final`` when the block ends without error.
+
+    A ``final`` without a valid manifest (a crashed build) is removed first; when another process finished
+    ``final`` first, its folder is kept. The block writes the manifest last: it marks the folder complete.
+    """
+    if final.exists():
+        logger.warning("%s: incomplete (no valid %s); rebuilding it", final, _MANIFEST)
+        shutil.rmtree(final)
+    final.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    try:
+        yield tmp
         os.chmod(tmp, 0o755)
         try:
             os.rename(tmp, final)
-        except OSError:  # another process finished first: use its export
-            if not _complete(final, manifest):
+        except OSError:  # another process finished first: use its folder
+            if not _complete(final, manifest, weights):
                 raise
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    return final
 
 
 def _complete(folder: Path, manifest: dict[str, Any], weights: str = "model.onnx") -> bool:
@@ -439,12 +451,7 @@ def distill_static(
             f"the static embedder needs model2vec and skeletoken ({exc}): pip install model2vec skeletoken "
             "(not model2vec[distill], which pins an older transformers)"
         ) from None
-    if final.exists():
-        logger.warning("%s: incomplete static model (no valid %s); rebuilding it", final, _MANIFEST)
-        shutil.rmtree(final)
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=root))
-    try:
+    with _building(final, key, "model.safetensors") as tmp:
         device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         logger.info("distilling a static embedder from %s on %s into %s (once)", model_dir, device, final)
         t0 = time.perf_counter()
@@ -471,14 +478,6 @@ def distill_static(
         }
         atomic_write_json(tmp / _MANIFEST, manifest)  # written last: it marks the model complete
         logger.info("distilled %d token vectors (%d dims) in %.0f s", len(static.tokens), static.dim, seconds)
-        os.chmod(tmp, 0o755)
-        try:
-            os.rename(tmp, final)
-        except OSError:  # another process finished first: use its model
-            if not _complete(final, key, "model.safetensors"):
-                raise
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return final
 
 
