@@ -92,9 +92,9 @@ def main() -> None:
         probe = LLMConfig(model="probe", base_url=base_url, protocol="chat", max_concurrency=1)
         from pv4kit.llm.client import complete
 
-        complete([[{"role": "user", "content": "warm"}]], config=probe, progress=False)
+        complete([[{"role": "user", "content": "warm"}]], llm=probe, progress=False)
         t = time.perf_counter()
-        complete([[{"role": "user", "content": f"p{i}"}] for i in range(10)], config=probe, progress=False)
+        complete([[{"role": "user", "content": f"p{i}"}] for i in range(10)], llm=probe, progress=False)
         per_call = (time.perf_counter() - t) / 10
 
         t, cpu = time.perf_counter(), time.process_time()  # process time: the client only (server apart)

@@ -96,14 +96,14 @@ def test_corrupt_llm_cache_is_moved_aside_and_rebuilt(tmp_path, kind, caplog):
     reqs = [[{"role": "user", "content": f"question {i} " + "z" * 400}] for i in range(120)]
     with FakeLLMServer() as srv:
         config = LLMConfig(model="fake-model", base_url=srv.base_url, protocol="chat", temperature=0.0)
-        first = complete(reqs, config=config, cache=path, progress=False)
+        first = complete(reqs, llm=config, cache=path, progress=False)
         damaged = _damage(path, kind)
         n = len(srv.requests)
         with caplog.at_level(logging.WARNING):
-            again = complete(reqs, config=config, cache=path, progress=False)
+            again = complete(reqs, llm=config, cache=path, progress=False)
         assert [r.text for r in again] == [r.text for r in first]
         assert len(srv.requests) == n + len(reqs)  # the cache was lost: asked again, and stored again
-        third = complete(reqs, config=config, cache=path, progress=False)
+        third = complete(reqs, llm=config, cache=path, progress=False)
         assert all(r.cached for r in third) and len(srv.requests) == n + len(reqs)
     aside = _aside(path)
     assert aside.read_bytes() == damaged
@@ -126,15 +126,15 @@ def test_llm_cache_damaged_mid_file_is_recovered_when_read(tmp_path, caplog):
     reqs = [[{"role": "user", "content": f"question {i} " + "z" * 400}] for i in range(120)]
     with FakeLLMServer() as srv:
         config = LLMConfig(model="fake-model", base_url=srv.base_url, protocol="chat", temperature=0.0)
-        first = complete(reqs, config=config, cache=path, progress=False)
+        first = complete(reqs, llm=config, cache=path, progress=False)
         data = bytearray(path.read_bytes())
         mid = len(data) // 2 // 4096 * 4096
         data[mid + 100 : mid + 4000] = b"\xff" * 3900  # one page in the middle: header and size stay valid
         path.write_bytes(bytes(data))
         with caplog.at_level(logging.WARNING):
-            again = complete(reqs, config=config, cache=path, progress=False)
+            again = complete(reqs, llm=config, cache=path, progress=False)
         assert [r.text for r in again] == [r.text for r in first]
-        third = complete(reqs, config=config, cache=path, progress=False)
+        third = complete(reqs, llm=config, cache=path, progress=False)
         assert all(r.cached for r in third)
     aside = _aside(path)
     assert aside.read_bytes() == bytes(data)
@@ -174,7 +174,7 @@ def test_llm_cache_on_a_full_or_read_only_disk_is_one_clear_error(tmp_path, faul
     with FakeLLMServer(responder=lambda protocol, body, nth: "A" * 20_000) as srv:
         if fault == "read-only-existing":
             config = LLMConfig(model="m", base_url=srv.base_url, protocol="chat")
-            complete([[{"role": "user", "content": "x"}]], config=config, cache=seed, progress=False)
+            complete([[{"role": "user", "content": "x"}]], llm=config, cache=seed, progress=False)
         argv = [sys.executable, "-m", "pv4kit", "-q", "answer", "--data", "raw", "--method", "no_docs"]
         argv += ["--model", "m", "--tokenizer", "chars", "--limit", "12", "--base-url", srv.base_url]
         argv += ["--runs-dir", str(tmp_path / "runs"), "--cache", str(disk / "llm.sqlite")]

@@ -65,7 +65,7 @@ def test_roundtrip_and_cache(server, tmp_path, protocol):
     seen = []
     out = complete(
         reqs,
-        config=cfg(server, protocol=protocol),
+        llm=cfg(server, protocol=protocol),
         cache=cache,
         step="t",
         user_id=3,
@@ -81,7 +81,7 @@ def test_roundtrip_and_cache(server, tmp_path, protocol):
     assert len(server.requests) == 5
     again = complete(
         reqs,
-        config=cfg(server, protocol=protocol, base_url=server.base_url + "/"),
+        llm=cfg(server, protocol=protocol, base_url=server.base_url + "/"),
         cache=cache,
         step="t",
         user_id=3,
@@ -95,7 +95,7 @@ def test_roundtrip_and_cache(server, tmp_path, protocol):
 
 
 def test_responses_instructions_reach_server(server):
-    complete([MSGS], config=cfg(server, protocol="responses", reasoning_effort="low"), progress=False)
+    complete([MSGS], llm=cfg(server, protocol="responses", reasoning_effort="low"), progress=False)
     _, _, body = server.requests[0]
     assert body["instructions"] == "be brief" and body["reasoning"] == {"effort": "low"}
 
@@ -103,26 +103,26 @@ def test_responses_instructions_reach_server(server):
 def test_sampled_calls_differ_by_sample_index(server, tmp_path):
     cache = tmp_path / "c.sqlite"
     c = cfg(server)
-    complete([MSGS], config=c, cache=cache, sample_index=0, progress=False)
-    complete([MSGS], config=c, cache=cache, sample_index=1, progress=False)
+    complete([MSGS], llm=c, cache=cache, sample_index=0, progress=False)
+    complete([MSGS], llm=c, cache=cache, sample_index=1, progress=False)
     assert len(server.requests) == 2
     g = cfg(server, temperature=0.0)
-    complete([MSGS], config=g, cache=cache, sample_index=0, progress=False)
-    complete([MSGS], config=g, cache=cache, sample_index=5, progress=False)
+    complete([MSGS], llm=g, cache=cache, sample_index=0, progress=False)
+    complete([MSGS], llm=g, cache=cache, sample_index=5, progress=False)
     assert len(server.requests) == 3
 
 
 def test_429_retry_after_is_honoured(server):
     server.faults = [Reply(status=429, headers={"Retry-After": "0.3"})]
     start = time.monotonic()
-    (out,) = complete([MSGS], config=cfg(server), progress=False)
+    (out,) = complete([MSGS], llm=cfg(server), progress=False)
     assert time.monotonic() - start >= 0.3
     assert out.error is None and out.attempts == 2 and len(server.requests) == 2
 
 
 def test_5xx_and_timeouts_are_retried(server):
     server.faults = [Reply(status=500), Reply(status=503), Reply(delay=1.0)]
-    (out,) = complete([MSGS], config=cfg(server, timeout=0.3), progress=False)
+    (out,) = complete([MSGS], llm=cfg(server, timeout=0.3), progress=False)
     assert out.error is None and out.text == "echo: be brief" or out.text.startswith("echo:")
     assert out.attempts == 4
 
@@ -132,7 +132,7 @@ def test_exhausted_retries_set_error_and_batch_goes_on(server, tmp_path):
     reqs = [[{"role": "user", "content": "a"}], [{"role": "user", "content": "b"}]]
     out = complete(
         reqs,
-        config=cfg(server, max_retries=1, max_concurrency=1),
+        llm=cfg(server, max_retries=1, max_concurrency=1),
         cache=tmp_path / "c.sqlite",
         progress=False,
     )
@@ -140,14 +140,14 @@ def test_exhausted_retries_set_error_and_batch_goes_on(server, tmp_path):
     assert out[1].error is None
     # the failure is not cached: asking again calls the server
     n = len(server.requests)
-    again = complete(reqs, config=cfg(server), cache=tmp_path / "c.sqlite", progress=False)
+    again = complete(reqs, llm=cfg(server), cache=tmp_path / "c.sqlite", progress=False)
     assert again[0].error is None and not again[0].cached and again[1].cached
     assert len(server.requests) == n + 1
 
 
 def test_400_is_not_retried(server):
     server.faults = [Reply(status=400, error="context too long")]
-    (out,) = complete([MSGS], config=cfg(server), progress=False)
+    (out,) = complete([MSGS], llm=cfg(server), progress=False)
     assert "400" in out.error and len(server.requests) == 1
 
 
@@ -157,13 +157,13 @@ def test_bad_key_raises_without_leaking_it(tmp_path, monkeypatch):
     cache = tmp_path / "c.sqlite"
     with FakeLLMServer(api_key="right-key") as srv:
         with pytest.raises(LLMConfigError) as info:
-            complete([MSGS], config=cfg(srv, api_key_env="PV4_TEST_KEY"), cache=cache, progress=False)
+            complete([MSGS], llm=cfg(srv, api_key_env="PV4_TEST_KEY"), cache=cache, progress=False)
         msg = str(info.value)
         assert "fake-model" in msg and srv.base_url in msg and "401" in msg
         assert secret not in msg and secret[:12] not in msg
         assert len(srv.requests) == 1  # not retried
         monkeypatch.setenv("PV4_TEST_KEY", "right-key")
-        (ok,) = complete([MSGS], config=cfg(srv, api_key_env="PV4_TEST_KEY"), cache=cache, progress=False)
+        (ok,) = complete([MSGS], llm=cfg(srv, api_key_env="PV4_TEST_KEY"), cache=cache, progress=False)
         assert ok.error is None
     for f in tmp_path.iterdir():
         assert secret.encode() not in f.read_bytes() and b"right-key" not in f.read_bytes()
@@ -172,24 +172,24 @@ def test_bad_key_raises_without_leaking_it(tmp_path, monkeypatch):
 def test_unknown_model_raises(tmp_path):
     with FakeLLMServer(known_models={"real-model"}) as srv:
         with pytest.raises(LLMConfigError, match="no-such-model"):
-            complete([MSGS], config=cfg(srv, model="no-such-model"), progress=False)
+            complete([MSGS], llm=cfg(srv, model="no-such-model"), progress=False)
 
 
 def test_missing_key_for_openai_names_the_variable(monkeypatch):
     monkeypatch.delenv("PV4_NOPE", raising=False)
     with pytest.raises(LLMConfigError, match="PV4_NOPE"):
-        complete([MSGS], config=LLMConfig(model="gpt-5.1", api_key_env="PV4_NOPE"), progress=False)
+        complete([MSGS], llm=LLMConfig(model="gpt-5.1", api_key_env="PV4_NOPE"), progress=False)
 
 
 def test_concurrency_is_bounded():
     with FakeLLMServer(delay=0.05) as srv:
         reqs = [[{"role": "user", "content": str(i)}] for i in range(12)]
-        complete(reqs, config=cfg(srv, max_concurrency=3), progress=False)
+        complete(reqs, llm=cfg(srv, max_concurrency=3), progress=False)
         assert srv.max_in_flight <= 3
         srv.max_in_flight = 0
         complete(
             [[{"role": "user", "content": f"x{i}"}] for i in range(12)],
-            config=cfg(srv, max_concurrency=12),
+            llm=cfg(srv, max_concurrency=12),
             progress=False,
         )
         assert srv.max_in_flight > 3
@@ -197,20 +197,20 @@ def test_concurrency_is_bounded():
 
 def test_per_request_configs_and_steps(server, tmp_path):
     a, b = cfg(server, model="m-a"), cfg(server, model="m-b", protocol="responses")
-    out = complete([MSGS, MSGS], config=[a, b], step=["x", "y"], cache=tmp_path / "c.sqlite", progress=False)
+    out = complete([MSGS, MSGS], llm=[a, b], step=["x", "y"], cache=tmp_path / "c.sqlite", progress=False)
     assert [r.model for r in out] == ["m-a", "m-b"]
     assert [p for p, _, _ in server.requests].count("responses") == 1
     frame = usage_frame(tmp_path / "c.sqlite")
     assert sorted(frame["step"]) == ["x", "y"]
     with pytest.raises(ValueError, match="step"):
-        complete([MSGS], config=a, step=["x", "y"], progress=False)
+        complete([MSGS], llm=a, step=["x", "y"], progress=False)
 
 
 def test_usage_frame_prices(tmp_path, server):
     cache = tmp_path / "c.sqlite"
-    complete([MSGS], config=cfg(server, model="gpt-5.1-2025-11-13"), cache=cache, step="s", progress=False)
-    complete([MSGS], config=cfg(server, model="mystery"), cache=cache, step="s", progress=False)
-    complete([MSGS], config=cfg(server, model="gpt-5.1-2025-11-13"), cache=cache, step="s", progress=False)
+    complete([MSGS], llm=cfg(server, model="gpt-5.1-2025-11-13"), cache=cache, step="s", progress=False)
+    complete([MSGS], llm=cfg(server, model="mystery"), cache=cache, step="s", progress=False)
+    complete([MSGS], llm=cfg(server, model="gpt-5.1-2025-11-13"), cache=cache, step="s", progress=False)
     frame = usage_frame(cache)
     assert list(frame.columns)[-1] == "cost_usd"
     p = load_prices()["gpt-5.1"]
@@ -228,8 +228,8 @@ def test_usage_frame_prices(tmp_path, server):
 
 def test_usage_by_cached_and_a_broken_price_file(tmp_path, server, capsys):
     cache = tmp_path / "c.sqlite"
-    complete([MSGS], config=cfg(server, model="m"), cache=cache, step="s", progress=False)
-    complete([MSGS], config=cfg(server, model="m"), cache=cache, step="s", progress=False)
+    complete([MSGS], llm=cfg(server, model="m"), cache=cache, step="s", progress=False)
+    complete([MSGS], llm=cfg(server, model="m"), cache=cache, step="s", progress=False)
     by_cached = usage_summary(usage_frame(cache), by=["cached"])
     assert by_cached["cached"].tolist() == [False, True] and by_cached["calls"].tolist() == [1, 1]
     assert main(["usage", "--cache", str(cache), "--by", "cached"]) == 0

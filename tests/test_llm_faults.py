@@ -45,7 +45,7 @@ def test_retry_after_3600_is_capped_for_all_workers_and_logged(caplog):
         reqs = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
         start = time.monotonic()
         with caplog.at_level(logging.WARNING, logger="pv4kit.llm.transport"):
-            finished, out = _run_with_deadline(lambda: complete(reqs, config=config, progress=False), 30)
+            finished, out = _run_with_deadline(lambda: complete(reqs, llm=config, progress=False), 30)
         elapsed = time.monotonic() - start
     assert finished, "the batch was still paused after 30 s (the shared pause is not capped)"
     assert [r.error for r in out] == [None] * 4
@@ -137,7 +137,7 @@ def test_credentials_in_base_url_stay_out_of_recorded_errors(tmp_path):
         config = LLMConfig(
             model="fake-model", base_url=_creds_url(srv), protocol="chat", max_retries=1, backoff_base=0.01
         )
-        (out,) = complete([MSGS], config=config, cache=tmp_path / "c.sqlite", progress=False)
+        (out,) = complete([MSGS], llm=config, cache=tmp_path / "c.sqlite", progress=False)
     assert out.error is not None and "upstream http://***@127.0.0.1" in out.error
     assert "api_key=***" in out.error
     assert SECRET not in out.error and QKEY not in out.error
@@ -198,10 +198,10 @@ def test_http_200_without_an_answer_fails_is_retried_and_never_cached(
     cache = tmp_path / "c.sqlite"
     with FakeLLMServer() as srv:
         srv.faults = [Reply(raw=raw, content_type=content_type)] * 2
-        (out,) = complete([MSGS], config=_config(srv, protocol), cache=cache, progress=False)
+        (out,) = complete([MSGS], llm=_config(srv, protocol), cache=cache, progress=False)
         assert out.error is not None and words in out.error, out
         assert out.text == "" and len(srv.requests) == 2  # retried like a 5xx
-        (again,) = complete([MSGS], config=_config(srv, protocol), cache=cache, progress=False)
+        (again,) = complete([MSGS], llm=_config(srv, protocol), cache=cache, progress=False)
     assert again.error is None and not again.cached and again.text == "echo: hello"
     assert len(srv.requests) == 3  # nothing was cached: the healthy server is asked again
 
@@ -212,8 +212,8 @@ def test_an_empty_answer_the_server_gave_stays_an_answer(tmp_path):
     filtered = json.dumps({"id": "chatcmpl-1", "model": "fake-model", "choices": [choice]})
     with FakeLLMServer() as srv:
         srv.faults = [Reply(raw=filtered)]
-        (out,) = complete([MSGS], config=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
-        (again,) = complete([MSGS], config=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
+        (out,) = complete([MSGS], llm=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
+        (again,) = complete([MSGS], llm=_config(srv), cache=tmp_path / "c.sqlite", progress=False)
     assert out.error is None and out.text == "" and out.finish_reason == "content_filter"
     assert again.cached and again.text == "" and len(srv.requests) == 1
 
@@ -231,8 +231,8 @@ def test_a_cached_row_without_an_answer_is_asked_again(tmp_path):
         key = cache_key(MSGS, config)
         store.put(config, build_request(MSGS, config), LLMResponse(text="", key=key), (0,) * 12)
         store.close()
-        (out,) = complete([MSGS], config=config, cache=cache, progress=False)
-        (again,) = complete([MSGS], config=config, cache=cache, progress=False)
+        (out,) = complete([MSGS], llm=config, cache=cache, progress=False)
+        (again,) = complete([MSGS], llm=config, cache=cache, progress=False)
     assert not out.cached and out.text == "echo: hello" and len(srv.requests) == 1
     assert again.cached and again.text == "echo: hello"
 
@@ -266,7 +266,7 @@ def test_timeout_bounds_a_whole_request_to_a_dripping_server():
         srv.faults = [Reply(text="x" * 50, drip=0.5)] * 2  # ~300 bytes: 150 s per answer
         config = _config(srv, timeout=2.0, max_retries=1)
         start = time.monotonic()
-        finished, out = _run_with_deadline(lambda: complete([MSGS], config=config, progress=False), 40)
+        finished, out = _run_with_deadline(lambda: complete([MSGS], llm=config, progress=False), 40)
         elapsed = time.monotonic() - start
     assert finished, "the request was still reading the dripping server after 40 s"
     assert out[0].error is not None and "Timeout" in out[0].error

@@ -79,17 +79,25 @@ def test_a_single_config_and_a_list_of_one_or_two_agree(tmp_path):
         assert len(two.requests) == 2
 
 
+def test_one_config_per_request_is_not_sharding():
+    """A list as long as the batch gives each request its own config (what generation sends)."""
+    with FakeLLMServer() as one:
+        a, b = _cfg(one, model="m-a"), _cfg(one, model="m-b")
+        out = complete(_reqs(2), llm=[a, b], progress=False)
+    assert [r.model for r in out] == ["m-a", "m-b"]
+
+
 def test_endpoints_that_would_cache_differently_are_refused():
     a = LLMConfig(model="m", base_url="http://127.0.0.1:1/v1", protocol="chat", temperature=0.0)
     with pytest.raises(ValueError, match=r"llm\[1\] has temperature=None"):
-        complete(_reqs(2), llm=[a, LLMConfig(model="m", base_url="http://127.0.0.1:2/v1", protocol="chat")])
+        complete(_reqs(3), llm=[a, LLMConfig(model="m", base_url="http://127.0.0.1:2/v1", protocol="chat")])
     with pytest.raises(ValueError, match=r"llm\[1\] has model='n'"):
-        complete(_reqs(2), llm=[a, LLMConfig(model="n", protocol="chat", temperature=0.0)])
+        complete(_reqs(3), llm=[a, LLMConfig(model="n", protocol="chat", temperature=0.0)])
     with pytest.raises(TypeError, match=r"llm\[0\]: expected an LLMConfig"):
         complete(_reqs(2), llm=["m"])
     with pytest.raises(ValueError, match="empty list"):
         complete(_reqs(2), llm=[])
-    with pytest.raises(TypeError, match="not both"):
+    with pytest.raises(TypeError, match="config"):  # one way to name the endpoints: llm=
         complete(_reqs(2), config=a, llm=[a])
-    with pytest.raises(TypeError, match="not neither"):
+    with pytest.raises(TypeError, match="llm"):
         complete(_reqs(2))

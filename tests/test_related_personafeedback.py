@@ -237,7 +237,7 @@ def fake_complete(answer):
     """A fake with pv4kit.llm.client.complete's signature; answer(messages) -> text."""
     calls = []
 
-    def complete(requests, *, config, cache=None, step=None, progress=True, client=None, **kw):
+    def complete(requests, *, llm, cache=None, step=None, progress=True, client=None, **kw):
         calls.append((step, len(requests)))
         return [SimpleNamespace(text=answer(m), error=None, cached=False) for m in requests]
 

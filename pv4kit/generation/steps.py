@@ -276,7 +276,7 @@ def _attempt(
 
     responses = complete(
         [it.messages for it in pending],
-        config=[it.llm for it in pending],
+        llm=[it.llm for it in pending],
         cache=ctx.cache,
         step=[it.step for it in pending],
         user_id=ctx.user_id,

@@ -1,12 +1,6 @@
-"""What an LLM call needs and what it gives back: :class:`LLMConfig`, :class:`LLMResponse`, the errors.
+"""What an LLM call needs and gives back (:class:`LLMConfig`, :class:`LLMResponse`, the errors).
 
-Also the endpoint policy every caller shares (the CLI, the notebooks, the library):
-:func:`endpoint_config` builds the config for a model at a base URL or at the OpenAI API, choosing the
-protocol and the greedy temperature the same way everywhere.
-
-The lowest module of :mod:`pv4kit.llm`: the others (:mod:`~pv4kit.llm.protocols`,
-:mod:`~pv4kit.llm.transport`, :mod:`~pv4kit.llm.store`, :mod:`~pv4kit.llm.client`) import their types from
-here.
+Also the endpoint policy the CLI, the notebooks and the library share (:func:`endpoint_config`).
 """
 
 from __future__ import annotations
@@ -80,7 +74,7 @@ class LLMConfig:
 
     @property
     def greedy(self) -> bool:
-        """Whether the cache key ignores ``sample_index`` (see :func:`pv4kit.llm.protocols.cache_key`)."""
+        """Whether the cache key ignores ``sample_index``."""
         return self.temperature == 0 or (self.temperature is None and self.assume_greedy)
 
     @property
@@ -116,15 +110,8 @@ class LLMResponse:
     attempts: int = 0
 
 
-# --------------------------------------------------------------------------- the endpoint policy
-
-
 def default_protocol(base_url: str | None) -> str:
-    """The protocol an endpoint speaks unless told otherwise: ``"chat"`` at a base URL, else ``"responses"``.
-
-    OpenAI-compatible servers (vLLM, llama.cpp, Ollama, most providers) all serve Chat Completions; the
-    OpenAI API itself is called through the Responses API, as the reference did.
-    """
+    """``"chat"`` at a base URL (OpenAI-compatible servers), else ``"responses"`` (the reference's)."""
     return "chat" if base_url else "responses"
 
 
@@ -133,22 +120,9 @@ def endpoint_config(
 ) -> LLMConfig:
     """The :class:`LLMConfig` of ``model`` at ``base_url`` (or the OpenAI API), under pv4kit's one policy.
 
-    * ``protocol``: :func:`default_protocol` when ``None`` (chat at a base URL, else Responses);
-    * ``temperature``: ``0.0`` at a base URL, so the call is greedy and cached once whatever the
-      ``sample_index``; left to the server (``None``) at the OpenAI API, whose reasoning models refuse a
-      temperature. Pass ``temperature=`` to choose (``temperature=None`` for sampled generation).
-
-    Args:
-        model: Model id.
-        base_url: OpenAI-compatible base URL; ``None`` (or ``""``) for the OpenAI API.
-        protocol: ``"responses"``, ``"chat"`` or ``"completions"``; ``None`` for the default above.
-        **options: Any other :class:`LLMConfig` field (``max_output_tokens``, ``api_key_env``, ...).
-
-    Returns:
-        The config.
-
-    Raises:
-        TypeError: For an option that is not an :class:`LLMConfig` field.
+    ``protocol`` ``None`` gives :func:`default_protocol`; ``temperature`` defaults to ``0.0`` at a base URL
+    (greedy, cached once whatever the ``sample_index``) and to the server's at the OpenAI API, whose
+    reasoning models refuse one. ``**options`` are other :class:`LLMConfig` fields (``TypeError`` otherwise).
     """
     options.setdefault("temperature", 0.0 if base_url else None)
     return LLMConfig(

@@ -120,7 +120,7 @@ def judge_predictions(
     ]
     config = dataclasses.replace(llm, temperature=0.0)
     replies = complete(
-        messages, config=config, cache=cache, step="validity:judge", client=client, progress=progress
+        messages, llm=config, cache=cache, step="validity:judge", client=client, progress=progress
     )
     letters = [
         None if r.error else parse_choice(r.text, s, none=True) for r, s in zip(replies, shown, strict=True)

@@ -114,7 +114,7 @@ def llm_candidate_only(
         for q, c in zip(questions["question"], questions["choices"], strict=True)
     ]
     replies = complete(
-        requests, config=config, cache=cache, step="audit_candidate_only", client=client, progress=progress
+        requests, llm=config, cache=cache, step="audit_candidate_only", client=client, progress=progress
     )
     failed = [r.error for r in replies if r.error is not None]
     if failed:

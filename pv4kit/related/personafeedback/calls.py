@@ -28,7 +28,7 @@ def complete_messages(
     return list(
         complete_fn(
             messages,
-            config=llm["config"],
+            llm=llm["config"],
             cache=llm.get("cache"),
             step=step,
             progress=llm.get("progress", True),
