@@ -1,29 +1,12 @@
-"""Corrupt SQLite caches: found when a store is opened, moved aside with a warning, rebuilt.
+"""Damaged SQLite caches (the embedding store, the LLM response cache): found, moved aside, rebuilt.
 
-pv4kit's caches (the embedding store of :mod:`pv4kit.embeddings.cache`, the LLM response cache and ledger of
-:mod:`pv4kit.llm.store`) are SQLite files that can be rebuilt from their inputs. A damaged one (a disk
-error, a file cut short by a copy, garbage written over it, or another program's database at that path)
-must not stop a run with a ``sqlite3.DatabaseError`` traceback. :func:`recover_corrupt` runs before a
-store opens its file and checks, cheaply:
-
-* the 16-byte SQLite header and the page size (garbage, a file shorter than one header);
-* the file size against the page count the header records (a truncated file; skipped while a WAL file
-  holds pages not yet written back, when the main file may legitimately be shorter);
-* the schema: each table the store uses has at least the columns it reads, and a file holding tables but
-  none of the store's is another program's database; SQLite's own "malformed"/"not a database" errors
-  while reading the schema and the first row count as corruption too.
-
-A damaged file is renamed ``<name>.corrupt-<UTC time>-<pid>`` (with its ``-wal``/``-shm`` files) beside
-the original, never deleted, under a lock so that two processes do not both move it; the warning names
-both paths. Corruption deep inside a large file that these checks do not touch is reported by SQLite when
-the page is read (a full ``PRAGMA quick_check`` reads the whole file and is too slow to run on every open);
-a store can then call :func:`is_corruption` on the error and :func:`move_aside` (the LLM cache does, on
-every read and write).
-
-A store that cannot be written (a full disk, a read-only one, a path that cannot be opened) is not damaged:
-:func:`storage_errors` turns SQLite's "database or disk is full", "attempt to write a readonly database",
-"unable to open database file" (and the same from the file system) into one :class:`CacheStorageError`
-naming the file and the fix, which the command line prints as one line.
+:func:`recover_corrupt` runs before a store opens its file and cheaply checks the header and page size,
+the file size against the page count (a truncated file) and the schema (each table has the columns the
+store reads; another program's database). A damaged file is renamed ``<name>.corrupt-<UTC time>-<pid>``
+(with its ``-wal``/``-shm``), never deleted, under a lock, with a warning naming both paths. Damage deep
+inside a file shows when the page is read: a store then calls :func:`is_corruption` and :func:`move_aside`.
+:func:`storage_errors` turns a full or read-only disk into one :class:`CacheStorageError` naming the file
+and the fix.
 """
 
 from __future__ import annotations
@@ -39,8 +22,6 @@ from pathlib import Path
 
 logger = logging.getLogger(__name__)
 
-_MAGIC = b"SQLite format 3\x00"
-_CORRUPT_CODES = {"SQLITE_CORRUPT", "SQLITE_NOTADB"}
 _STORAGE_CODES = ("SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN", "SQLITE_IOERR")
 _STORAGE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM, errno.ENOTDIR}
 
@@ -55,12 +36,11 @@ def storage_errors(path: str | os.PathLike[str], *, what: str) -> Iterator[None]
     try:
         yield
     except (sqlite3.OperationalError, OSError) as exc:
-        if isinstance(exc, CacheStorageError):
-            raise
-        if isinstance(exc, sqlite3.Error):
-            if not (getattr(exc, "sqlite_errorname", "") or "").startswith(_STORAGE_CODES):
-                raise
-        elif exc.errno not in _STORAGE_ERRNOS:
+        if isinstance(exc, CacheStorageError) or not (
+            (getattr(exc, "sqlite_errorname", None) or "").startswith(_STORAGE_CODES)
+            if isinstance(exc, sqlite3.Error)
+            else exc.errno in _STORAGE_ERRNOS
+        ):
             raise
         raise CacheStorageError(
             f"{what} {path} cannot be written ({exc}): free space on its disk, or set PV4KIT_CACHE (or the "
@@ -68,39 +48,48 @@ def storage_errors(path: str | os.PathLike[str], *, what: str) -> Iterator[None]
         ) from exc
 
 
-def _is_corruption(exc: sqlite3.Error) -> bool:
-    """Whether ``exc`` says the file is damaged (not merely locked or busy)."""
-    name = getattr(exc, "sqlite_errorname", "") or ""
-    if name.startswith(tuple(_CORRUPT_CODES)):
-        return True
-    text = str(exc).lower()
-    return "malformed" in text or "not a database" in text
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite saying the file is damaged (not merely locked or busy)."""
+    if not isinstance(exc, sqlite3.DatabaseError):
+        return False
+    name, text = getattr(exc, "sqlite_errorname", "") or "", str(exc).lower()
+    return (
+        name.startswith(("SQLITE_CORRUPT", "SQLITE_NOTADB"))
+        or "malformed" in text
+        or "not a database" in text
+    )
 
 
-def _header_problem(path: Path, size: int) -> str | None:
+def sqlite_problem(
+    path: str | os.PathLike[str], *, tables: Mapping[str, Sequence[str]], timeout: float = 60.0
+) -> str | None:
+    """What is wrong with the SQLite file at ``path`` for a store reading ``tables`` (``{table: columns}``).
+
+    Returns:
+        A short description (``"truncated (...)"``, ``"wrong schema (...)"``, ...), or ``None`` when the
+        file is fine, missing or empty (the store creates it).
+    """
+    path = Path(path)
+    size = path.stat().st_size if path.exists() else 0
+    if size == 0:
+        return None
     with open(path, "rb") as fh:
         head = fh.read(100)
-    if len(head) < 100 or not head.startswith(_MAGIC):
+    if len(head) < 100 or not head.startswith(b"SQLite format 3\x00"):
         return "not a SQLite database (no SQLite header)"
     page_size = int.from_bytes(head[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     if page_size < 512 or page_size & (page_size - 1):
         return f"not a SQLite database (page size {page_size} in the header)"
-    change, valid_for = head[24:28], head[92:96]
     pages = int.from_bytes(head[28:32], "big")
     wal = path.with_name(path.name + "-wal")
-    wal_pending = wal.exists() and wal.stat().st_size > 0
-    if change == valid_for and pages and not wal_pending and size < pages * page_size:
+    wal_pending = wal.exists() and wal.stat().st_size > 0  # the main file may then be shorter
+    if head[24:28] == head[92:96] and pages and not wal_pending and size < pages * page_size:
         return f"truncated ({size} bytes; its header records {pages} pages of {page_size} bytes)"
-    return None
-
-
-def _schema_problem(path: Path, tables: Mapping[str, Sequence[str]], timeout: float) -> str | None:
     con = sqlite3.connect(path, timeout=timeout)
     try:
         names = [r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type = 'table'")]
-        own = [t for t in tables if t in names]
-        others = [n for n in names if not n.startswith("sqlite_")]
+        own, others = [t for t in tables if t in names], [n for n in names if not n.startswith("sqlite_")]
         if not own and others:
             return f"wrong schema (tables {sorted(others)}, none of {sorted(tables)})"
         for table in own:
@@ -110,37 +99,13 @@ def _schema_problem(path: Path, tables: Mapping[str, Sequence[str]], timeout: fl
                 return f"wrong schema (table {table!r} lacks columns {missing}; has {sorted(columns)})"
             con.execute(f'SELECT * FROM "{table}" LIMIT 1').fetchall()
     except sqlite3.DatabaseError as exc:
-        if _is_corruption(exc):
+        if is_corruption(exc):
             return f"corrupt ({exc})"
-        if isinstance(exc, sqlite3.OperationalError):  # locked or busy: another writer, not damage
-            return None
-        raise
+        if not isinstance(exc, sqlite3.OperationalError):  # locked or busy: another writer, not damage
+            raise
     finally:
         con.close()
     return None
-
-
-def sqlite_problem(
-    path: str | os.PathLike[str], *, tables: Mapping[str, Sequence[str]], timeout: float = 60.0
-) -> str | None:
-    """What is wrong with the SQLite file at ``path`` for a store using ``tables``, or ``None``.
-
-    Args:
-        path: The database file (a missing or empty file is fine: the store creates it).
-        tables: The store's tables and, for each, the columns it reads.
-        timeout: Seconds to wait for another writer's lock while reading the schema.
-
-    Returns:
-        A short description (``"truncated (...)"``, ``"wrong schema (...)"``, ...) or ``None``.
-    """
-    path = Path(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        return None
-    if size == 0:
-        return None
-    return _header_problem(path, size) or _schema_problem(path, tables, timeout)
 
 
 @contextlib.contextmanager
@@ -156,11 +121,6 @@ def _lock(path: Path) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
-
-
-def is_corruption(exc: BaseException) -> bool:
-    """Whether ``exc`` is SQLite saying the file is damaged (not merely locked or busy)."""
-    return isinstance(exc, sqlite3.DatabaseError) and _is_corruption(exc)
 
 
 def move_aside(
@@ -179,49 +139,30 @@ def move_aside(
     """
     path = Path(path)
     with _lock(path):
-        try:
-            if inode is not None and path.stat().st_ino != inode:
-                return None
-        except FileNotFoundError:
+        if not path.exists() or (inode is not None and path.stat().st_ino != inode):
             return None
-        stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-        aside = path.with_name(f"{path.name}.corrupt-{stamp}-{os.getpid()}")
+        aside = path.with_name(
+            f"{path.name}.corrupt-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}-{os.getpid()}"
+        )
         os.replace(path, aside)
         for suffix in ("-wal", "-shm"):
-            side = path.with_name(path.name + suffix)
-            if side.exists():
-                os.replace(side, aside.with_name(aside.name + suffix))
-    logger.warning(
-        "%s %s: %s; moved it aside to %s and starting a new one (its contents are recomputed as needed)",
-        what,
-        path,
-        problem,
-        aside,
-    )
+            if path.with_name(path.name + suffix).exists():
+                os.replace(path.with_name(path.name + suffix), aside.with_name(aside.name + suffix))
+    message = "%s %s: %s; moved it aside to %s and starting a new one (its contents are recomputed as needed)"
+    logger.warning(message, what, path, problem, aside)
     return aside
 
 
 def recover_corrupt(
-    path: str | os.PathLike[str],
-    *,
-    tables: Mapping[str, Sequence[str]],
-    what: str,
-    timeout: float = 60.0,
+    path: str | os.PathLike[str], *, tables: Mapping[str, Sequence[str]], what: str, timeout: float = 60.0
 ) -> Path | None:
     """Move a damaged SQLite store aside so that it is rebuilt; call before opening ``path``.
 
-    Args:
-        path: The store's database file.
-        tables: The store's tables and the columns it reads (see :func:`sqlite_problem`).
-        what: What the store is, for the warning (``"embedding cache"``, ``"LLM response cache"``).
-        timeout: Seconds to wait for another writer's lock.
-
-    Returns:
-        Where the damaged file went, or ``None`` when the file was fine (or absent).
+    ``tables`` and ``timeout`` are as in :func:`sqlite_problem`, ``what`` names the store in the warning.
+    Returns where the damaged file went, or ``None`` when it was fine (or absent).
     """
     path = Path(path)
-    problem = sqlite_problem(path, tables=tables, timeout=timeout)
-    if problem is None:
+    if sqlite_problem(path, tables=tables, timeout=timeout) is None:
         return None
     with _lock(path):  # another process may be moving it right now: look again once it is done
         problem = sqlite_problem(path, tables=tables, timeout=timeout)

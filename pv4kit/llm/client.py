@@ -72,47 +72,34 @@ def complete(
         ValueError: A per-request list of the wrong length, or endpoints to shard over that are not
             equivalent.
     """
-    n = len(requests)
+    n, where = len(requests), f"user {user_id} " if user_id is not None else ""
     configs = _configs(llm, n)
     steps, samples = _per_item(step, n, "step"), _per_item(sample_index, n, "sample_index")
     bodies = [build_request(m, c) for m, c in zip(requests, configs, strict=True)]
     keys = [cache_key(m, c, sample_index=s) for m, c, s in zip(requests, configs, samples, strict=True)]
     with contextlib.ExitStack() as stack:
         cache = default_llm_cache() if cache is True else (cache or None)
-        store = stack.enter_context(contextlib.closing(ResponseStore(cache))) if cache else None
-        book = store
+        store = book = stack.enter_context(contextlib.closing(ResponseStore(cache))) if cache else None
         if ledger is not None and (store is None or Path(ledger) != Path(cache)):
             book = stack.enter_context(contextlib.closing(ResponseStore(ledger)))
         hits = store.get_many(keys) if store else {}
         results: list[Any] = [
             replace(hits[k], usage=dict(hits[k].usage)) if k in hits else None for k in keys
         ]
-        todo = [i for i in range(n) if results[i] is None]
-        label = ", ".join(sorted({str(s) for s in steps if s})) or "llm"
-        urls = {c.base_url for c in configs}
+        replays = [i for i in range(n) if results[i]]
+        todo = [i for i in range(n) if not results[i]]
+        label, urls = ", ".join(sorted({str(s) for s in steps if s})) or "llm", {c.base_url for c in configs}
+        over = f" over {len(urls)} endpoints" if len(urls) > 1 else ""
         logger.info(
-            "%s%s: %d requests, %d cached, %d to call%s",
-            f"user {user_id} " if user_id is not None else "",
-            label,
-            n,
-            n - len(todo),
-            len(todo),
-            f" over {len(urls)} endpoints" if len(urls) > 1 else "",
+            "%s%s: %d requests, %d cached, %d to call%s", where, label, n, len(replays), len(todo), over
         )
         if book:
-            book.log(
-                [
-                    _ledger_row(r, c, s, user_id, 0.0)
-                    for r, c, s in zip(results, configs, steps, strict=True)
-                    if r
-                ]
-            )
+            book.log([_ledger_row(results[i], configs[i], steps[i], user_id, 0.0) for i in replays])
         bars = _bars(steps, progress, user_id)
         for bar in bars.values():
             stack.callback(bar.close)
         clients: dict[tuple, Any] = {}
-        for i in todo:
-            c = configs[i]
+        for c in (configs[i] for i in todo):  # one client per endpoint
             if (c.base_url, c.api_key_env, c.timeout) not in clients:
                 clients[c.base_url, c.api_key_env, c.timeout] = client or make_client(c)
         rng = random.Random()
@@ -135,20 +122,16 @@ def complete(
             if steps[i] in bars:
                 bars[steps[i]].update(1)
 
-        replays = [i for i in range(n) if results[i] is not None]
         if not on_result:  # cached answers are done; else their callbacks run in the pools, first
             for i in replays:
                 tick(i)
             replays = []
         futures, pauses = {}, []
         for url in dict.fromkeys(configs[i].base_url for i in replays + todo):  # one pool per endpoint
-            again = [i for i in replays if configs[i].base_url == url]
-            calls = [i for i in todo if configs[i].base_url == url]
-            width = max(c.max_concurrency for c in configs if c.base_url == url)
+            again, calls = ([i for i in ids if configs[i].base_url == url] for ids in (replays, todo))
+            width = min(len(again) + len(calls), max(c.max_concurrency for c in configs if c.base_url == url))
             pool = stack.enter_context(
-                ThreadPoolExecutor(
-                    min(len(again) + len(calls), width), thread_name_prefix=f"pv4kit-llm-{len(pauses)}"
-                )
+                ThreadPoolExecutor(width, thread_name_prefix=f"pv4kit-llm-{len(pauses)}")
             )
             pauses.append(RetryPause())
             futures.update({pool.submit(on_result, i, results[i]): i for i in again})
@@ -165,8 +148,7 @@ def complete(
             raise
     failed = sum(r.error is not None for r in results)
     if failed:
-        where = f"user {user_id}: " if user_id is not None else ""
-        logger.warning("%s%d of %d requests failed after retries", where, failed, n)
+        logger.warning("%s%d of %d requests failed after retries", where and where[:-1] + ": ", failed, n)
     return results
 
 

@@ -73,33 +73,17 @@ class ResponseStore:
             "cached INTEGER, latency_s REAL, error TEXT, key TEXT)"
         )
 
-    def _recover(self, exc: sqlite3.DatabaseError) -> None:
-        """Damage found while reading or writing: start anew."""
-        self.conn.close()
-        move_aside(self.path, problem=f"corrupt ({exc})", what=_WHAT, inode=self.inode)
-        self._open()
-
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
         """The cached responses of ``keys`` by key; a row without text and finish reason is no answer."""
-        try:
-            with storage_errors(self.path, what=_WHAT), self.lock:
-                return self._get_many(keys)
-        except sqlite3.DatabaseError as exc:
-            if not is_corruption(exc):
-                raise
-            with self.lock:
-                self._recover(exc)
-            return {}
-
-    def _get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
         unique, rows = list(dict.fromkeys(keys)), []
+        sql = (
+            "SELECT key, text, response_id, response_model, finish_reason, usage FROM responses WHERE key IN "
+        )
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
-            rows += self.conn.execute(
-                "SELECT key, text, response_id, response_model, finish_reason, usage FROM responses "
-                f"WHERE key IN ({','.join('?' * len(chunk))})",
-                chunk,
-            ).fetchall()
+            rows += self._run(
+                lambda c=chunk: self.conn.execute(sql + f"({','.join('?' * len(c))})", c).fetchall()
+            )
         return {
             key: LLMResponse(text, True, json.loads(usage), rid, model, finish, key=key)
             for key, text, rid, model, finish, usage in rows
@@ -110,38 +94,48 @@ class ResponseStore:
         """Store ``resp`` (the answer to ``request`` under ``resp.key``) and its ledger row, in one commit."""
         row = (resp.key, config.protocol, config.model, json.dumps(request, ensure_ascii=False), resp.text)
         row += (resp.response_id, resp.model, resp.finish_reason, json.dumps(resp.usage), time.time())
-        with self.lock:
-            self._write(
-                lambda: (
-                    self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row),
-                    self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row),
-                )
-            )
+        self._run(
+            lambda: (
+                self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row),
+                self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row),
+            ),
+            write=True,
+        )
 
     def log(self, rows: Sequence[tuple]) -> None:
         """Append ledger rows (in :data:`LEDGER_COLUMNS` order) in one commit."""
         if rows:
-            with self.lock:
-                self._write(
-                    lambda: self.conn.executemany("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows)
-                )
+            self._run(
+                lambda: self.conn.executemany("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows),
+                write=True,
+            )
 
-    def _write(self, statements: Any) -> None:
-        """Run ``statements`` in one transaction (lock held); on damage, start a new file and rerun them."""
-        for attempt in (0, 1):
-            try:
-                with storage_errors(self.path, what=_WHAT):
-                    self.conn.execute("BEGIN")
-                    statements()
-                    self.conn.execute("COMMIT")
-                return
-            except (sqlite3.DatabaseError, OSError) as exc:
-                if self.conn.in_transaction:
-                    with contextlib.suppress(sqlite3.Error):
-                        self.conn.execute("ROLLBACK")
-                if attempt or not is_corruption(exc):
-                    raise
-                self._recover(exc)
+    def _run(self, work: Any, *, write: bool = False) -> Any:
+        """``work()`` under the lock, in one transaction when ``write``.
+
+        On damage the file is moved aside and a new one started: a read finds nothing, a write runs again.
+        """
+        with self.lock:
+            for attempt in (0, 1):
+                try:
+                    with storage_errors(self.path, what=_WHAT):
+                        if write:
+                            self.conn.execute("BEGIN")
+                        out = work()
+                        if write:
+                            self.conn.execute("COMMIT")
+                    return out
+                except (sqlite3.DatabaseError, OSError) as exc:
+                    if self.conn.in_transaction:
+                        with contextlib.suppress(sqlite3.Error):
+                            self.conn.execute("ROLLBACK")
+                    if attempt or not is_corruption(exc):
+                        raise
+                    self.conn.close()
+                    move_aside(self.path, problem=f"corrupt ({exc})", what=_WHAT, inode=self.inode)
+                    self._open()
+                    if not write:
+                        return []
 
     def close(self) -> None:
         """Close the connection."""

@@ -62,13 +62,8 @@ def make_client(config: LLMConfig) -> Any:
         pool = getattr(transport, "_pool", None)  # httpx2 internals: tests/test_llm_faults.py checks them
         if pool is not None:
             pool._network_backend = _DeadlineStream(pool._network_backend)
-    return openai.OpenAI(
-        api_key=key or "EMPTY",
-        base_url=config.base_url,
-        max_retries=0,
-        timeout=config.timeout,
-        http_client=http_client,
-    )
+    options = {"max_retries": 0, "timeout": config.timeout, "http_client": http_client}
+    return openai.OpenAI(api_key=key or "EMPTY", base_url=config.base_url, **options)
 
 
 def _left(timeout: float | None) -> float | None:
@@ -229,18 +224,16 @@ def call_with_retries(
         if retry_after is not None:
             wait = max(0.0, min(retry_after, config.retry_after_max))
             if wait >= _LONG_PAUSE_S or wait < retry_after:
-                logger.warning(
-                    "%s at %s asked to wait %g s (Retry-After)%s: pausing every worker of the batch for %g s",
-                    config.model,
-                    config.endpoint,
-                    retry_after,
-                    f", capped at retry_after_max={config.retry_after_max:g} s" if wait < retry_after else "",
-                    wait,
+                capped = (
+                    f", capped at retry_after_max={config.retry_after_max:g} s" if wait < retry_after else ""
                 )
+                message = (
+                    "%s at %s asked to wait %g s (Retry-After)%s: pausing every worker of the batch for %g s"
+                )
+                logger.warning(message, config.model, config.endpoint, retry_after, capped, wait)
             delay = max(delay, wait)
             pause.push(wait)
         logger.debug("retrying %s (%.2fs, attempt %d): %s", config.model, delay, attempt + 1, error)
         pause.stopped.wait(delay)
-    return LLMResponse(
-        error=f"gave up after {config.max_retries + 1} attempts: {error}", attempts=config.max_retries + 1
-    )
+    n = config.max_retries + 1
+    return LLMResponse(error=f"gave up after {n} attempts: {error}", attempts=n)
