@@ -6,9 +6,8 @@ import time
 import pytest
 
 from pv4kit.cli import main
-from pv4kit.llm.client import complete
+from pv4kit.llm.client import build_request, cache_key, complete
 from pv4kit.llm.config import LLMConfig, LLMConfigError
-from pv4kit.llm.protocols import build_request, cache_key
 from pv4kit.llm.store import load_prices, usage_frame, usage_summary
 from tests.llm_server import FakeLLMServer, Reply
 

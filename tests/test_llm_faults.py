@@ -44,7 +44,7 @@ def test_retry_after_3600_is_capped_for_all_workers_and_logged(caplog):
         )
         reqs = [[{"role": "user", "content": f"q{i}"}] for i in range(4)]
         start = time.monotonic()
-        with caplog.at_level(logging.WARNING, logger="pv4kit.llm.transport"):
+        with caplog.at_level(logging.WARNING, logger="pv4kit.llm.client"):
             finished, out = _run_with_deadline(lambda: complete(reqs, llm=config, progress=False), 30)
         elapsed = time.monotonic() - start
     assert finished, "the batch was still paused after 30 s (the shared pause is not capped)"
@@ -220,8 +220,8 @@ def test_an_empty_answer_the_server_gave_stays_an_answer(tmp_path):
 
 def test_a_cached_row_without_an_answer_is_asked_again(tmp_path):
     """Rows an older pv4kit cached from an answerless HTTP 200 (empty text, no finish reason) are misses."""
+    from pv4kit.llm.client import build_request, cache_key
     from pv4kit.llm.config import LLMResponse
-    from pv4kit.llm.protocols import build_request, cache_key
     from pv4kit.llm.store import ResponseStore
 
     cache = tmp_path / "c.sqlite"

@@ -7,9 +7,8 @@ import threading
 
 import pytest
 
-from pv4kit.llm.client import complete
+from pv4kit.llm.client import cache_key, complete
 from pv4kit.llm.config import LLMConfig
-from pv4kit.llm.protocols import cache_key
 from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer
 

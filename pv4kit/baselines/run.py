@@ -51,10 +51,9 @@ from pv4kit.baselines.tokens import (
 )
 from pv4kit.baselines.truncation import Request, context_report, front_requests, relevance_requests
 from pv4kit.embeddings.models import get_embedder
-from pv4kit.llm.client import complete
+from pv4kit.llm.client import cache_key, complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
 from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MAX_MODEL_LEN, LOCAL_MODEL_ID
-from pv4kit.llm.protocols import cache_key
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_order, mcq_suffix

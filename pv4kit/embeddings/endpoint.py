@@ -13,7 +13,7 @@ through :func:`pv4kit.embeddings.models.embed_texts`, so scoring, retrieval and 
   ``base_url`` (several servers of the same model) deals the batches round-robin, as ``answer`` shards
   its requests.
 - **Retried with the LLM client's policy**: every request goes through
-  :func:`pv4kit.llm.transport.call_with_retries` (the one retry loop of pv4kit: backoff with jitter,
+  :func:`pv4kit.llm.client.call_with_retries` (the one retry loop of pv4kit: backoff with jitter,
   408/409/425/429 and 5xx retried, ``Retry-After`` honoured, capped, and shared by the workers of a
   server; 401/403/404 raise
   :class:`~pv4kit.llm.client.LLMConfigError`). A batch that still fails raises
@@ -49,8 +49,8 @@ import numpy as np
 
 from pv4kit._options import merge_options
 from pv4kit.embeddings.cache import model_key
+from pv4kit.llm.client import RetryPause, call_with_retries, make_client
 from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
-from pv4kit.llm.transport import RetryPause, call_with_retries, make_client
 from pv4kit.vectors import check_vectors
 
 logger = logging.getLogger(__name__)
@@ -424,7 +424,7 @@ class EndpointEmbedder:
 
 
 class _RequestFailed(Exception):
-    """A request that :func:`pv4kit.llm.transport.call_with_retries` gave up on (its error, redacted)."""
+    """A request that :func:`pv4kit.llm.client.call_with_retries` gave up on (its error, redacted)."""
 
 
 def endpoint_base_url(base_url: str | Sequence[str] | None) -> str | Sequence[str] | None:

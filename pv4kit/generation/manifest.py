@@ -17,8 +17,8 @@ from typing import Any
 
 from pv4kit._io import atomic_write_json, provenance, sha256_text
 from pv4kit.generation.prompt_sets import PromptSet
+from pv4kit.llm.client import build_request
 from pv4kit.llm.config import LLMConfig
-from pv4kit.llm.protocols import build_request
 
 logger = logging.getLogger(__name__)
 

@@ -43,9 +43,8 @@ from pv4kit.dataset.tree import list_personas
 from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
 from pv4kit.generation.outputs import check_output, normalise_output, parse_list
 from pv4kit.generation.prompt_sets import PromptSet, prompt_set
-from pv4kit.llm.client import complete
+from pv4kit.llm.client import cache_key, complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
-from pv4kit.llm.protocols import cache_key
 from pv4kit.llm.store import ResponseStore
 
 __all__ = [

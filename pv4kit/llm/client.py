@@ -1,34 +1,68 @@
-"""The one LLM call of pv4kit: :func:`complete`, cached, retried, bounded, metered and sharded over endpoints.
+"""The one LLM call of pv4kit, top to bottom: :func:`complete` -> :func:`call_with_retries` -> :func:`post`.
 
-It reads top to bottom: the request bodies and cache keys are built (:mod:`pv4kit.llm.protocols`), cache
-hits are taken from the SQLite store (:mod:`pv4kit.llm.store`), and each miss runs in a worker thread
-through :func:`~pv4kit.llm.transport.call_with_retries`, which POSTs its body with
-:func:`~pv4kit.llm.transport.post`. Answers are stored as they arrive; a failure (``.error`` set) never is,
-and the batch goes on. Each call, cached or not, adds a ledger row (:func:`~pv4kit.llm.store.usage_frame`).
-Ctrl-C stops the workers within a fraction of a second; what was stored stays cached.
+:func:`complete` builds each request's body (:func:`build_request`) and cache key (:func:`cache_key`: what
+changes the output, never the endpoint, key, timeouts, retries or concurrency; a greedy call ignores
+``sample_index``), takes the cached answers from the SQLite store (:mod:`pv4kit.llm.store`) and runs each
+miss in a worker thread (one pool per endpoint) through :func:`call_with_retries`, which POSTs the body and
+parses the answer (:func:`parse_response`). Answers are stored as they arrive; a failure never is, and the
+batch goes on. Each call, cached or not, adds a ledger row.
+
+Retries: connection errors, timeouts, a reply without an answer (:class:`NoAnswerError`), 408/409/425/429
+and 5xx, with jittered exponential backoff, honouring ``Retry-After`` (capped at ``retry_after_max``,
+shared with the other workers of the endpoint through a :class:`RetryPause`); 401/403/404 raise
+:class:`~pv4kit.llm.config.LLMConfigError`. Each attempt ends ``timeout`` seconds after it starts, whatever
+the server does (:class:`_DeadlineStream`), and within a fraction of a second of Ctrl-C. Protocols:
+``"responses"`` (the OpenAI Responses API), ``"chat"`` (Chat Completions: vLLM, llama.cpp, Ollama ...),
+``"completions"`` (one raw prompt, as text or token ids). The API key is never stored, logged or put in an
+error message. :mod:`pv4kit.embeddings.endpoint` uses the same client and loop.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import functools
+import hashlib
+import json
 import logging
 import os
 import random
+import re
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pv4kit._io import default_llm_cache
-from pv4kit.llm.config import LLMConfig, LLMResponse, Message
-from pv4kit.llm.protocols import KEY_FIELDS, build_request, cache_key
+from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse, Message
 from pv4kit.llm.store import ResponseStore, _ledger_row
-from pv4kit.llm.transport import RetryPause, call_with_retries, make_client, post
+from pv4kit.redact import redact_text
 
 logger = logging.getLogger(__name__)
+
+_RETRYABLE_STATUS = {408, 409, 425, 429}
+_CONFIG_STATUS = {401: "authentication failed", 403: "permission denied", 404: "not found"}
+_LONG_PAUSE_S = 10.0  # a Retry-After pause at least this long is logged as a warning
+_SLICE_S = 0.25  # a socket read waits at most this long before looking at the deadline and the stop flag
+_PATHS = {"responses": "/responses", "completions": "/completions", "chat": "/chat/completions"}
+_KEY_VERSION = 1
+#: The :class:`~pv4kit.llm.config.LLMConfig` fields that can change the cache key.
+KEY_FIELDS = (
+    "protocol",
+    "model",
+    "reasoning_effort",
+    "temperature",
+    "max_output_tokens",
+    "assume_greedy",
+    "chat_template_kwargs",
+)
+#: ``(monotonic deadline, stop flag)`` of the attempt this thread is sending (``None``: no deadline)
+_DEADLINE: contextvars.ContextVar[tuple[float, threading.Event] | None] = contextvars.ContextVar(
+    "pv4kit_llm_deadline", default=None
+)
 
 
 def complete(
@@ -50,7 +84,7 @@ def complete(
         requests: One message list per request (``[{"role": ..., "content": ...}, ...]``).
         llm: An :class:`LLMConfig`, or a list of them: request ``i`` is sent with ``llm[i % len(llm)]``.
             One per request gives each its own; a shorter list deals the requests round-robin over
-            equivalent endpoints (equal on :data:`~pv4kit.llm.protocols.KEY_FIELDS`, e.g. two vLLM servers
+            equivalent endpoints (equal on :data:`KEY_FIELDS`, e.g. two vLLM servers
             of one model), whose answers are cached alike. Each base URL gets its own worker pool (as wide
             as its largest ``max_concurrency``) and its own ``Retry-After`` pause.
         cache: SQLite file of responses and usage ledger; ``True`` for the shared default
@@ -194,3 +228,326 @@ def _bars(steps: list, progress: bool, user_id: int | None) -> dict:
         s: tqdm(total=steps.count(s), desc=f"{prefix}{s or 'llm'}", leave=False, disable=disable)
         for s in dict.fromkeys(steps)
     }
+
+
+def call_with_retries(
+    send: Callable[[dict[str, Any]], Any],
+    config: LLMConfig,
+    request: dict[str, Any],
+    *,
+    pause: RetryPause | None = None,
+    rng: random.Random | None = None,
+    parse: Callable[[Any], LLMResponse] | None = None,
+) -> LLMResponse:
+    """Send ``request`` with ``send`` and parse the answer, retried as the module docstring says.
+
+    Args:
+        send: Sends a body and returns the raw answer.
+        config: Timeout, retries, backoff, ``retry_after_max``; the model and endpoint named in messages.
+        request: The request body.
+        pause: The pause and stop flag shared with the other workers (``None``: its own).
+        rng: Randomness of the backoff jitter.
+        parse: Raw answer -> response (an error it raises counts as one of ``send``); default
+            :func:`parse_response`.
+
+    Returns:
+        The response with ``attempts`` set, or one with ``.error`` set when the request failed for good.
+
+    Raises:
+        LLMConfigError: On 401, 403 or 404 (bad key, no access, unknown model or endpoint).
+    """
+    pause = pause or RetryPause()
+    rng = rng or random.Random()
+    error = None
+    for attempt in range(config.max_retries + 1):
+        pause.wait()
+        if pause.stopped.is_set():
+            return LLMResponse(error=f"stopped (interrupted) after {attempt} attempts", attempts=attempt)
+        token = _DEADLINE.set((time.monotonic() + config.timeout, pause.stopped))
+        try:
+            raw = send(request)
+            resp = parse(raw) if parse else parse_response(raw, config.protocol)
+            resp.attempts = attempt + 1
+            return resp
+        except Exception as exc:  # noqa: BLE001 - classified by _failure
+            error, retryable, retry_after = _failure(exc, config)
+            if not retryable:
+                return LLMResponse(error=error, attempts=attempt + 1)
+        finally:
+            _DEADLINE.reset(token)
+        if attempt == config.max_retries:
+            break
+        delay = rng.uniform(0, min(config.backoff_max, config.backoff_base * 2**attempt))
+        if retry_after is not None:
+            wait = max(0.0, min(retry_after, config.retry_after_max))
+            if wait >= _LONG_PAUSE_S or wait < retry_after:
+                capped = (
+                    f", capped at retry_after_max={config.retry_after_max:g} s" if wait < retry_after else ""
+                )
+                message = (
+                    "%s at %s asked to wait %g s (Retry-After)%s: pausing every worker of the batch for %g s"
+                )
+                logger.warning(message, config.model, config.endpoint, retry_after, capped, wait)
+            delay = max(delay, wait)
+            pause.push(wait)
+        logger.debug("retrying %s (%.2fs, attempt %d): %s", config.model, delay, attempt + 1, error)
+        pause.stopped.wait(delay)
+    n = config.max_retries + 1
+    return LLMResponse(error=f"gave up after {n} attempts: {error}", attempts=n)
+
+
+def _failure(exc: Exception, config: LLMConfig) -> tuple[str, bool, float | None]:
+    """``(error text, retryable, Retry-After seconds)`` of a failed attempt; raises for 401/403/404."""
+    import openai
+
+    status = getattr(exc, "status_code", None)
+    headers = getattr(getattr(exc, "response", None), "headers", None) or {}
+    retry_after = None
+    for name, scale in (("retry-after-ms", 1e-3), ("retry-after", 1.0)):
+        with contextlib.suppress(TypeError, ValueError):
+            retry_after = float(headers.get(name)) * scale
+            break
+    if status in _CONFIG_STATUS:
+        raise LLMConfigError(
+            f"{_CONFIG_STATUS[status]} (HTTP {status}) for model {config.model!r} "
+            f"at {config.endpoint}: check the model id, base URL and key (${config.api_key_env})"
+        ) from None
+    retryable = isinstance(
+        exc, (openai.APIConnectionError, ConnectionError, TimeoutError, NoAnswerError, json.JSONDecodeError)
+    ) or (status in _RETRYABLE_STATUS or (status or 0) >= 500)
+    error = f"{type(exc).__name__}: HTTP {status}: {exc}" if status else f"{type(exc).__name__}: {exc}"
+    secret = os.environ.get(config.api_key_env)
+    error = redact_text(error.replace(secret, "***") if secret else error)
+    return re.sub(r"\b(sk|key|api)[-_][A-Za-z0-9_\-*]{6,}", r"\1-***", error)[:500], retryable, retry_after
+
+
+class RetryPause:
+    """A shared 'not before' time and stop flag of the workers of one endpoint (thread-safe).
+
+    A ``Retry-After`` from one worker pauses all; after :meth:`stop`, waits end and no attempt starts.
+    """
+
+    def __init__(self) -> None:
+        self.until = 0.0
+        self.lock = threading.Lock()
+        self.stopped = threading.Event()
+
+    def stop(self) -> None:
+        """Stop every sharer (the batch was interrupted)."""
+        self.stopped.set()
+
+    def push(self, seconds: float) -> None:
+        """Pause every sharer for at least ``seconds`` from now."""
+        with self.lock:
+            self.until = max(self.until, time.monotonic() + seconds)
+
+    def wait(self) -> None:
+        """Sleep until the pause is over (returns at once when there is none)."""
+        self.stopped.wait(max(0.0, self.until - time.monotonic()))
+
+
+def post(client: Any, protocol: str, body: dict[str, Any]) -> Any:
+    """Send one request body; the raw answer (the JSON as a dict, or what an injected SDK-like client gives).
+
+    An ``openai`` client posts the body as is (its typed ``create`` would validate the body and build
+    pydantic models: milliseconds of CPU per call for nothing); a client without ``post`` is called through
+    ``.responses.create`` / ``.completions.create`` / ``.chat.completions.create``.
+    """
+    if hasattr(client, "post"):
+        return client.post(_PATHS[protocol], body=body, cast_to=object)
+    api = {"responses": "responses", "completions": "completions"}.get(protocol)
+    return (getattr(client, api) if api else client.chat.completions).create(**body)
+
+
+def make_client(config: LLMConfig) -> Any:
+    """An ``openai.OpenAI`` client for ``config``'s endpoint: SDK retries off, each attempt's deadline kept.
+
+    Raises:
+        LLMConfigError: The OpenAI API without a key in ``$<api_key_env>`` (a base URL works without one).
+    """
+    import openai
+
+    key = os.environ.get(config.api_key_env)
+    if not key and config.base_url is None:
+        raise LLMConfigError(
+            f"no API key for model {config.model!r} at {config.endpoint}: set the environment variable "
+            f"{config.api_key_env} (or pass base_url for a local server)"
+        )
+    plain = (config.base_url or "").lower().startswith("http://")  # no TLS: skip loading the CA bundle
+    http_client = openai.DefaultHttpxClient(**({"verify": False} if plain else {}))
+    for transport in [http_client._transport, *http_client._mounts.values()]:  # one per proxy too
+        pool = getattr(transport, "_pool", None)  # httpx2 internals: tests/test_llm_faults.py checks them
+        if pool is not None:
+            pool._network_backend = _DeadlineStream(pool._network_backend)
+    options = {"max_retries": 0, "timeout": config.timeout, "http_client": http_client}
+    return openai.OpenAI(api_key=key or "EMPTY", base_url=config.base_url, **options)
+
+
+def _left(timeout: float | None) -> float | None:
+    """Seconds the current attempt has left (at most ``timeout``); raises a timeout once there are none."""
+    import httpcore2
+
+    if _DEADLINE.get() is None:
+        return timeout
+    end, stop = _DEADLINE.get()
+    if stop.is_set():
+        raise httpcore2.ReadTimeout("stopped (the batch was interrupted)")
+    left = end - time.monotonic()
+    if left <= 0:
+        raise httpcore2.ReadTimeout("the request ran past its deadline (timeout)")
+    return left if timeout is None else min(left, timeout)
+
+
+class _DeadlineStream:
+    """httpcore2's network backend, and its streams, ending each read and write at the attempt's deadline."""
+
+    def __init__(self, inner: Any) -> None:
+        self._inner = inner
+
+    def __getattr__(self, name: str) -> Any:  # close, get_extra_info, sleep, connect_unix_socket
+        return getattr(self._inner, name)
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None, **kwargs: Any) -> Any:
+        return _DeadlineStream(self._inner.connect_tcp(host, port, _left(timeout), **kwargs))
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        import httpcore2
+
+        if _DEADLINE.get() is None:
+            return self._inner.read(max_bytes, timeout)
+        while True:  # short waits, so that the deadline and the stop flag are seen within _SLICE_S
+            wait = min(_left(None) or 0.0, _SLICE_S)  # raises once the time is up
+            with contextlib.suppress(httpcore2.ReadTimeout):
+                return self._inner.read(max_bytes, wait)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._inner.write(buffer, _left(timeout))
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None, timeout: float | None = None):
+        return _DeadlineStream(self._inner.start_tls(ssl_context, server_hostname, _left(timeout)))
+
+
+def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: int = 0) -> str:
+    """SHA-256 over everything that changes the output of one request (never the endpoint or key)."""
+    payload = {
+        "v": _KEY_VERSION,
+        "protocol": config.protocol,
+        "model": config.model,
+        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
+        "reasoning_effort": config.reasoning_effort,
+        "temperature": config.temperature,
+        "max_output_tokens": config.max_output_tokens,
+        "sample": None if config.greedy else int(sample_index),
+    }
+    ids = [m.get("prompt_token_ids") for m in messages]  # absent unless set, so older keys stay valid
+    if any(i is not None for i in ids):
+        payload["prompt_token_ids"] = [None if i is None else [int(t) for t in i] for i in ids]
+    if config.chat_template_kwargs:
+        payload["chat_template_kwargs"] = dict(config.chat_template_kwargs)
+    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, Any]:
+    """The JSON body of one request of ``config.protocol``.
+
+    Raises:
+        ValueError: A message that is not ``{"role": system|user|assistant, "content": str}``, or for
+            ``"completions"`` not exactly one message with ``prompt_token_ids`` or a str ``content``.
+    """
+    kwargs: dict[str, Any] = {"model": config.model}
+    if config.protocol == "completions":
+        if len(messages) != 1:
+            raise ValueError(f"protocol 'completions' takes one prompt message, got {len(messages)}")
+        m, ids = messages[0], messages[0].get("prompt_token_ids")
+        if ids is None and not isinstance(m.get("content"), str):
+            raise ValueError(f"messages[0] must have 'prompt_token_ids' or a str 'content', got {m!r}")
+        kwargs["prompt"] = [int(t) for t in ids] if ids is not None else m["content"]
+        tokens = {"max_tokens": config.max_output_tokens}
+    else:
+        for i, m in enumerate(messages):
+            if m.get("role") not in ("system", "developer", "user", "assistant") or not isinstance(
+                m.get("content"), str
+            ):
+                raise ValueError(
+                    f"messages[{i}] must be {{'role': system|user|assistant, 'content': str}}, got {m!r}"
+                )
+        plain = [{"role": m["role"], "content": m["content"]} for m in messages]
+        if config.protocol == "responses":
+            system = [m["content"] for m in plain if m["role"] == "system"]
+            if system:
+                kwargs["instructions"] = "\n\n".join(system)
+            kwargs["input"] = [m for m in plain if m["role"] != "system"]
+            if config.reasoning_effort is not None:
+                kwargs["reasoning"] = {"effort": config.reasoning_effort}
+            tokens = {"max_output_tokens": config.max_output_tokens}
+        else:
+            kwargs["messages"] = plain
+            tokens = {"reasoning_effort": config.reasoning_effort, "max_tokens": config.max_output_tokens}
+            if config.chat_template_kwargs:
+                tokens["chat_template_kwargs"] = dict(config.chat_template_kwargs)
+    tokens["temperature"] = config.temperature
+    return kwargs | {k: v for k, v in tokens.items() if v is not None}
+
+
+class NoAnswerError(ValueError):
+    """An HTTP 200 without the shape of an answer (an error object, an HTML page); quotes the server."""
+
+
+def _no_answer(raw: Any, protocol: str) -> str | None:
+    """The server's words when ``raw`` is not an answer of ``protocol``; ``None`` when it is one."""
+    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        return " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
+    error = raw.get("error") if isinstance(raw, Mapping) else None
+    if error:
+        return str(error.get("message") or error if isinstance(error, Mapping) else error)[:300]
+    if isinstance(raw, Mapping) and protocol == "responses":
+        if isinstance(raw.get("output"), list) or isinstance(raw.get("output_text"), str):
+            return None
+    elif isinstance(raw, Mapping):
+        choices = raw.get("choices")
+        first = choices[0] if isinstance(choices, list) and choices else None
+        if isinstance(first, Mapping) and (
+            "text" in first if protocol == "completions" else first.get("message") is not None
+        ):
+            return None
+    shown = json.dumps(raw, default=str)[:300] if isinstance(raw, (Mapping, list)) else repr(raw)[:300]
+    return f"no {'output' if protocol == 'responses' else 'choices'} in {shown}"
+
+
+def parse_response(raw: Any, protocol: str) -> LLMResponse:
+    """Turn a response (its JSON as a dict, or an SDK object) into an :class:`~pv4kit.llm.config.LLMResponse`.
+
+    Raises:
+        NoAnswerError: ``raw`` has not the shape of an answer (an error object, an HTML page ...).
+    """
+    raw = raw.model_dump() if hasattr(raw, "model_dump") else raw
+    words = _no_answer(raw, protocol)
+    if words is not None:
+        raise NoAnswerError(f"HTTP 200 without an answer: {words}")
+    usage = raw.get("usage") or {}
+    if protocol == "responses":
+        text = raw.get("output_text")
+        if text is None:
+            parts = [c for item in raw["output"] or [] for c in (item or {}).get("content") or []]
+            text = "".join(c.get("text", "") for c in parts if c.get("type") == "output_text")
+        reason = (raw.get("incomplete_details") or {}).get("reason")
+        finish = f"{raw.get('status')}:{reason}" if reason else raw.get("status")
+        names, details = ("input_tokens", "output_tokens"), usage.get("output_tokens_details")
+    else:
+        first = raw["choices"][0]
+        text = first.get("text") if protocol == "completions" else first["message"].get("content")
+        finish = first.get("finish_reason")
+        names, details = ("prompt_tokens", "completion_tokens"), usage.get("completion_tokens_details")
+    return LLMResponse(
+        text=text or "",
+        usage={
+            "prompt_tokens": int(usage.get(names[0]) or 0),
+            "completion_tokens": int(usage.get(names[1]) or 0),
+            "reasoning_tokens": int((details or {}).get("reasoning_tokens") or 0),
+        },
+        response_id=raw.get("id"),
+        model=raw.get("model"),
+        finish_reason=finish,
+    )

@@ -1,6 +1,6 @@
 """The SQLite file behind :func:`pv4kit.llm.client.complete`: response cache, usage ledger and prices.
 
-Table ``responses`` holds the cached answers by :func:`~pv4kit.llm.protocols.cache_key`, table ``usage``
+Table ``responses`` holds the cached answers by :func:`~pv4kit.llm.client.cache_key`, table ``usage``
 one row per call, cached or not. :func:`usage_frame` reads the ledger priced with
 ``pv4kit/llm/prices.json`` (editable, example prices).
 """
