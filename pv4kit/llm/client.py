@@ -50,19 +50,10 @@ _SLICE_S = 0.25  # a socket read waits at most this long before looking at the d
 _PATHS = {"responses": "/responses", "completions": "/completions", "chat": "/chat/completions"}
 _KEY_VERSION = 1
 #: The :class:`~pv4kit.llm.config.LLMConfig` fields that can change the cache key.
-KEY_FIELDS = (
-    "protocol",
-    "model",
-    "reasoning_effort",
-    "temperature",
-    "max_output_tokens",
-    "assume_greedy",
-    "chat_template_kwargs",
-)
+KEY_FIELDS = ("protocol", "model", "reasoning_effort", "temperature", "max_output_tokens", "assume_greedy")
+KEY_FIELDS += ("chat_template_kwargs",)
 #: ``(monotonic deadline, stop flag)`` of the attempt this thread is sending (``None``: no deadline)
-_DEADLINE: contextvars.ContextVar[tuple[float, threading.Event] | None] = contextvars.ContextVar(
-    "pv4kit_llm_deadline", default=None
-)
+_DEADLINE: contextvars.ContextVar = contextvars.ContextVar("pv4kit_llm_deadline", default=None)
 
 
 def complete(
@@ -429,16 +420,12 @@ class _DeadlineStream:
 
 def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: int = 0) -> str:
     """SHA-256 over everything that changes the output of one request (never the endpoint or key)."""
-    payload = {
+    payload = {f: getattr(config, f) for f in KEY_FIELDS[:5]}  # chat_template_kwargs: below
+    payload |= {
         "v": _KEY_VERSION,
-        "protocol": config.protocol,
-        "model": config.model,
         "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-        "reasoning_effort": config.reasoning_effort,
-        "temperature": config.temperature,
-        "max_output_tokens": config.max_output_tokens,
-        "sample": None if config.greedy else int(sample_index),
     }
+    payload["sample"] = None if config.greedy else int(sample_index)  # assume_greedy counts here
     ids = [m.get("prompt_token_ids") for m in messages]  # absent unless set, so older keys stay valid
     if any(i is not None for i in ids):
         payload["prompt_token_ids"] = [None if i is None else [int(t) for t in i] for i in ids]
@@ -540,14 +527,7 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
         text = first.get("text") if protocol == "completions" else first["message"].get("content")
         finish = first.get("finish_reason")
         names, details = ("prompt_tokens", "completion_tokens"), usage.get("completion_tokens_details")
-    return LLMResponse(
-        text=text or "",
-        usage={
-            "prompt_tokens": int(usage.get(names[0]) or 0),
-            "completion_tokens": int(usage.get(names[1]) or 0),
-            "reasoning_tokens": int((details or {}).get("reasoning_tokens") or 0),
-        },
-        response_id=raw.get("id"),
-        model=raw.get("model"),
-        finish_reason=finish,
-    )
+    tokens = [int(usage.get(names[0]) or 0), int(usage.get(names[1]) or 0)]
+    tokens.append(int((details or {}).get("reasoning_tokens") or 0))
+    tokens = dict(zip(("prompt_tokens", "completion_tokens", "reasoning_tokens"), tokens, strict=True))
+    return LLMResponse(text or "", False, tokens, raw.get("id"), raw.get("model"), finish)

@@ -191,11 +191,9 @@ class Server:
         while self.proc.poll() is None:
             with contextlib.suppress(httpx.HTTPError):
                 if httpx.get(health, timeout=2.0).status_code == 200:
+                    took = time.monotonic() - self.started
                     logger.info(
-                        "vLLM server ready at %s (%.0f s; log %s)",
-                        self.base_url,
-                        time.monotonic() - self.started,
-                        self.log_path,
+                        "vLLM server ready at %s (%.0f s; log %s)", self.base_url, took, self.log_path
                     )
                     return self.base_url
             if time.monotonic() > deadline:
@@ -250,14 +248,8 @@ def start_server(
     env.pop("PYTHONPATH", None)  # pv4kit's environment is not the server's
     started = time.monotonic()
     with open(log_path, "ab") as log:
-        proc = subprocess.Popen(
-            cmd,
-            stdout=log,
-            stderr=subprocess.STDOUT,
-            stdin=subprocess.DEVNULL,
-            env=env,
-            preexec_fn=_die_with_parent(),
-        )
+        out = {"stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
+        proc = subprocess.Popen(cmd, **out, env=env, preexec_fn=_die_with_parent())
     return Server(proc, f"http://127.0.0.1:{port}/v1", log_path, started)
 
 

@@ -24,18 +24,8 @@ from pv4kit._sqlite import is_corruption, move_aside, recover_corrupt, sqlite_pr
 from pv4kit.llm.config import LLMConfig, LLMResponse
 
 _TOKENS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
-LEDGER_COLUMNS = [
-    "time",
-    "step",
-    "user_id",
-    "protocol",
-    "model",
-    *_TOKENS,
-    "cached",
-    "latency_s",
-    "error",
-    "key",
-]
+LEDGER_COLUMNS = ["time", "step", "user_id", "protocol", "model", *_TOKENS]
+LEDGER_COLUMNS += ["cached", "latency_s", "error", "key"]
 _WHAT = "LLM response cache"
 #: the columns each table must hold for the file to be read (a file without them is moved aside)
 _TABLES = {
