@@ -49,6 +49,7 @@ _LONG_PAUSE_S = 10.0  # a Retry-After pause at least this long is logged as a wa
 _SLICE_S = 0.25  # a socket read waits at most this long before looking at the deadline and the stop flag
 _PATHS = {"responses": "/responses", "completions": "/completions", "chat": "/chat/completions"}
 _KEY_VERSION = 1
+_ROLES = ("system", "developer", "user", "assistant")
 #: The :class:`~pv4kit.llm.config.LLMConfig` fields that can change the cache key.
 KEY_FIELDS = ("protocol", "model", "reasoning_effort", "temperature", "max_output_tokens", "assume_greedy")
 KEY_FIELDS += ("chat_template_kwargs",)
@@ -251,7 +252,7 @@ def call_with_retries(
     rng = rng or random.Random()
     error = None
     for attempt in range(config.max_retries + 1):
-        pause.wait()
+        pause.stopped.wait(max(0.0, pause.until - time.monotonic()))
         if pause.stopped.is_set():
             return LLMResponse(error=f"stopped (interrupted) after {attempt} attempts", attempts=attempt)
         token = _DEADLINE.set((time.monotonic() + config.timeout, pause.stopped))
@@ -272,15 +273,14 @@ def call_with_retries(
         if retry_after is not None:
             wait = max(0.0, min(retry_after, config.retry_after_max))
             if wait >= _LONG_PAUSE_S or wait < retry_after:
-                capped = (
-                    f", capped at retry_after_max={config.retry_after_max:g} s" if wait < retry_after else ""
-                )
+                capped = f", capped at retry_after_max={config.retry_after_max:g} s" * (wait < retry_after)
                 message = (
                     "%s at %s asked to wait %g s (Retry-After)%s: pausing every worker of the batch for %g s"
                 )
                 logger.warning(message, config.model, config.endpoint, retry_after, capped, wait)
             delay = max(delay, wait)
-            pause.push(wait)
+            with pause.lock:
+                pause.until = max(pause.until, time.monotonic() + wait)
         logger.debug("retrying %s (%.2fs, attempt %d): %s", config.model, delay, attempt + 1, error)
         pause.stopped.wait(delay)
     n = config.max_retries + 1
@@ -313,28 +313,14 @@ def _failure(exc: Exception, config: LLMConfig) -> tuple[str, bool, float | None
 
 
 class RetryPause:
-    """A shared 'not before' time and stop flag of the workers of one endpoint (thread-safe).
-
-    A ``Retry-After`` from one worker pauses all; after :meth:`stop`, waits end and no attempt starts.
-    """
+    """The shared 'not before' time (a ``Retry-After`` pauses every worker) and stop flag of one endpoint."""
 
     def __init__(self) -> None:
-        self.until = 0.0
-        self.lock = threading.Lock()
-        self.stopped = threading.Event()
+        self.until, self.lock, self.stopped = 0.0, threading.Lock(), threading.Event()
 
     def stop(self) -> None:
-        """Stop every sharer (the batch was interrupted)."""
+        """Stop every sharer: waits end at once and no attempt starts (the batch was interrupted)."""
         self.stopped.set()
-
-    def push(self, seconds: float) -> None:
-        """Pause every sharer for at least ``seconds`` from now."""
-        with self.lock:
-            self.until = max(self.until, time.monotonic() + seconds)
-
-    def wait(self) -> None:
-        """Sleep until the pause is over (returns at once when there is none)."""
-        self.stopped.wait(max(0.0, self.until - time.monotonic()))
 
 
 def post(client: Any, protocol: str, body: dict[str, Any]) -> Any:
@@ -453,9 +439,7 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
         tokens = {"max_tokens": config.max_output_tokens}
     else:
         for i, m in enumerate(messages):
-            if m.get("role") not in ("system", "developer", "user", "assistant") or not isinstance(
-                m.get("content"), str
-            ):
+            if m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
                 raise ValueError(
                     f"messages[{i}] must be {{'role': system|user|assistant, 'content': str}}, got {m!r}"
                 )

@@ -66,9 +66,7 @@ class ResponseStore:
     def get_many(self, keys: Sequence[str]) -> dict[str, LLMResponse]:
         """The cached responses of ``keys`` by key; a row without text and finish reason is no answer."""
         unique, rows = list(dict.fromkeys(keys)), []
-        sql = (
-            "SELECT key, text, response_id, response_model, finish_reason, usage FROM responses WHERE key IN "
-        )
+        sql = f"SELECT {', '.join(_TABLES['responses'])} FROM responses WHERE key IN "
         for start in range(0, len(unique), 500):
             chunk = unique[start : start + 500]
             rows += self._run(
@@ -191,11 +189,8 @@ def usage_frame(
             f"{path}: LLM cache/ledger file {problem}; its usage rows cannot be read (the next LLM call "
             "with this cache moves it aside and starts a new one)"
         )
-    conn = sqlite3.connect(path)
-    try:
+    with contextlib.closing(sqlite3.connect(path)) as conn:
         frame = pd.read_sql_query(f"SELECT {', '.join(LEDGER_COLUMNS)} FROM usage ORDER BY rowid", conn)
-    finally:
-        conn.close()
     table = load_prices(prices)
     frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
     frame["user_id"] = frame["user_id"].astype("Int64")
@@ -220,11 +215,7 @@ def usage_summary(frame: pd.DataFrame, *, by: Sequence[str] = ("step",)) -> pd.D
     unknown = [c for c in by if c not in frame.columns]
     if unknown:
         raise ValueError(f"by: unknown column(s) {unknown}; choose from {list(frame.columns)}")
-    sums = {
-        "calls": ("calls", "sum"),
-        "cached": ("cached", "sum"),
-        "errors": ("error", lambda s: s.notna().sum()),
-    }
+    sums = {"calls": ("calls", "sum"), "cached": ("cached", "sum"), "errors": ("error", "count")}
     sums |= {t: (t, "sum") for t in _TOKENS}
     sums["cost_usd"] = ("cost_usd", lambda s: s.sum(min_count=1) if s.notna().all() else float("nan"))
     grouped = frame.assign(calls=1).groupby(list(by), dropna=False)
