@@ -74,11 +74,10 @@ def complete(
 
     Args:
         requests: One message list per request (``[{"role": ..., "content": ...}, ...]``).
-        llm: An :class:`LLMConfig`, or a list of them: request ``i`` is sent with ``llm[i % len(llm)]``.
-            One per request gives each its own; a shorter list deals the requests round-robin over
-            equivalent endpoints (equal on :data:`KEY_FIELDS`, e.g. two vLLM servers
-            of one model), whose answers are cached alike. Each base URL gets its own worker pool (as wide
-            as its largest ``max_concurrency``) and its own ``Retry-After`` pause.
+        llm: An :class:`LLMConfig`, or a list: request ``i`` is sent with ``llm[i % len(llm)]``. One per
+            request gives each its own; a shorter list shards the requests round-robin over equivalent
+            endpoints (equal :data:`KEY_FIELDS`: two vLLM servers of one model), cached alike. Each base URL
+            gets a worker pool as wide as its largest ``max_concurrency`` and its own ``Retry-After`` pause.
         cache: SQLite file of responses and usage ledger; ``True`` for the shared default
             (``$PV4KIT_CACHE/llm.sqlite``, else ``.cache/pv4kit/llm.sqlite``); ``None`` disables caching.
         step: Label for the ledger and progress bars (one, or one per request).
@@ -95,8 +94,7 @@ def complete(
     Raises:
         LLMConfigError: On 401/403/404 (bad key, no access, unknown model) or a missing key.
         TypeError: An ``llm`` that is not an :class:`LLMConfig` or a list of them.
-        ValueError: A per-request list of the wrong length, or endpoints to shard over that are not
-            equivalent.
+        ValueError: A per-request list of the wrong length, or endpoints to shard over not equivalent.
     """
     n, where = len(requests), f"user {user_id} " if user_id is not None else ""
     configs = _configs(llm, n)
@@ -230,16 +228,15 @@ def call_with_retries(
     rng: random.Random | None = None,
     parse: Callable[[Any], LLMResponse] | None = None,
 ) -> LLMResponse:
-    """Send ``request`` with ``send`` and parse the answer, retried as the module docstring says.
+    """Send ``request`` with ``send`` (body -> raw answer) and parse the answer, retried (module docstring).
 
     Args:
         send: Sends a body and returns the raw answer.
         config: Timeout, retries, backoff, ``retry_after_max``; the model and endpoint named in messages.
         request: The request body.
-        pause: The pause and stop flag shared with the other workers (``None``: its own).
+        pause: The pause and stop flag shared with the other workers of the endpoint (``None``: its own).
         rng: Randomness of the backoff jitter.
-        parse: Raw answer -> response (an error it raises counts as one of ``send``); default
-            :func:`parse_response`.
+        parse: Raw answer -> response (its errors count as ``send``'s); default :func:`parse_response`.
 
     Returns:
         The response with ``attempts`` set, or one with ``.error`` set when the request failed for good.

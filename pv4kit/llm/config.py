@@ -22,27 +22,24 @@ class LLMConfigError(RuntimeError):
 
 @dataclass(frozen=True, kw_only=True)
 class LLMConfig:
-    """Where and how to call a model.
+    """Where and how to call a model: the endpoint description written to run configs.
 
     Attributes:
-        model: Model id sent to the server (also part of the cache key).
+        model: Model id sent to the server (part of the cache key).
         base_url: OpenAI-compatible base URL (``None``: the OpenAI API).
-        protocol: ``"responses"`` (OpenAI Responses API), ``"chat"`` (Chat Completions) or
-            ``"completions"`` (a raw prompt).
+        protocol: ``"responses"`` (OpenAI Responses API), ``"chat"`` or ``"completions"`` (a raw prompt).
         api_key_env: Environment variable holding the key; a local ``base_url`` works without it.
-        reasoning_effort: ``reasoning.effort`` (``"none"``, ``"minimal"``, ...); not sent when ``None``.
+        reasoning_effort: ``reasoning.effort``; not sent when ``None``.
         temperature: Sampling temperature; ``None`` leaves the server default.
         max_output_tokens: Output token cap; ``None`` leaves the server default.
         max_concurrency: Requests in flight at once.
         max_retries: Retries of a request after a retryable failure.
         timeout: Seconds an HTTP attempt may take, from sending to the last byte of the answer.
-        retry_after_max: Longest wait in seconds that a server's ``Retry-After`` may impose, on the request
-            and on the pause it gives the other workers; a longer ask is capped and logged.
+        retry_after_max: Longest wait a server's ``Retry-After`` may impose on every worker (capped, logged).
         assume_greedy: Treat ``temperature=None`` as deterministic for the cache key.
         backoff_base: First backoff delay in seconds (doubles per retry, full jitter).
         backoff_max: Largest backoff delay in seconds.
-        chat_template_kwargs: Sent with ``"chat"`` requests (vLLM: ``{"enable_thinking": False}``); part
-            of the cache key when set.
+        chat_template_kwargs: Sent with ``"chat"`` requests (vLLM: ``{"enable_thinking": False}``).
     """
 
     model: str

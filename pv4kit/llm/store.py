@@ -169,9 +169,7 @@ def _price_for(model: str, table: dict[str, dict[str, float]]) -> dict[str, floa
 
 
 def usage_frame(
-    cache_path: str | os.PathLike[str],
-    *,
-    prices: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+    cache_path: str | os.PathLike[str], *, prices: str | os.PathLike[str] | Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
     """The usage ledger of the file given as ``cache`` (or ``ledger``) to ``complete``, one row per call.
 
