@@ -82,7 +82,6 @@ def load_notebook_data(
     *,
     fallback: str | os.PathLike[str] | None = None,
     start: str | os.PathLike[str] | None = None,
-    cache: bool | str | os.PathLike[str] = True,
 ) -> Any:
     """The data a notebook analyses: the released PV4 first, the sample when the hub cannot give it.
 
@@ -98,27 +97,20 @@ def load_notebook_data(
         source: The release's hub id or a local folder.
         fallback: What to load when the hub fails.
         start: Where to look for the project root (default: the working directory).
-        cache: :func:`~pv4kit.dataset.load.load`'s cache of the raw-tree columns: ``True`` keeps it in
-            ``loads/`` beside the notebooks' embedding cache (``project_paths()["CACHE"].parent``), a
-            folder there, ``False`` reads the raw tree every time.
 
     Returns:
         A :class:`~pv4kit.dataset.load.PV4Data`.
     """
-    if cache is True:
-        cache = project_paths(start)["CACHE"].parent / "loads"
-    elif cache is False:
-        cache = None
     if os.environ.get("PV4KIT_DATA"):
-        return load(os.environ["PV4KIT_DATA"], cache=cache)
+        return load(os.environ["PV4KIT_DATA"])
     try:
-        return load(source, cache=cache)
+        return load(source)
     except HubError as exc:
         if not looks_like_hub_id(source):  # pragma: no cover - only hub ids raise HubError
             raise
         other = Path(fallback) if fallback is not None else project_paths(start)["DATA"]
         logger.warning("%s could not be loaded (%s): using the sample in %s instead", source, exc, other)
-        return load(other, cache=cache)
+        return load(other)
 
 
 def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -> dict[str, pd.DataFrame]:
