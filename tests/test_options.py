@@ -20,7 +20,7 @@ from pv4kit.analysis.notebooks import execute_notebooks
 from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
 from pv4kit.baselines.methods import AnswerOptions
 from pv4kit.baselines.prompting import CharEstimate
-from pv4kit.dataset.splits import BuildOptions
+from pv4kit.dataset.splits import build_dataset
 from pv4kit.llm.config import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
@@ -177,7 +177,10 @@ def _preds() -> pd.DataFrame:
             lambda: AnswerOptions(method="rag", llm=None, max_model_len=0),
             "max_model_len must be an integer >= 1",
         ),
-        (lambda: BuildOptions(validation_fraction=1.5), "validation_fraction must be a number >= 0 and < 1"),
+        (
+            lambda: build_dataset("raw", "out", validation_fraction=1.5),
+            "validation_fraction must be a number >= 0 and < 1",
+        ),
         (lambda: stage2_predictions(None, tune_fraction=2.0), "tune_fraction must be a number > 0 and < 1"),
         (
             lambda: execute_notebooks(timeout=0, notebooks_dir="nowhere"),
