@@ -46,11 +46,6 @@ def format_list(items: list[str]) -> str:
     return "\n".join(items)
 
 
-def read_categories(user_dir: str | Path) -> list[str]:
-    """Read ``categories.txt`` as the reference does: ``split("\\n")``, every line kept as stored."""
-    return read_list(Path(user_dir) / "categories.txt")
-
-
 def check_chat(text: str) -> list[tuple[int, str, str]]:
     """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
     lines = text.strip().splitlines()

@@ -22,7 +22,7 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import read_text
-from pv4kit.dataset.formats import read_categories
+from pv4kit.dataset.formats import read_list
 
 #: tags every block needs once, in this order (``<QUESTION>`` opens the block)
 REQUIRED = ("CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE")
@@ -168,7 +168,7 @@ def tag_report(user_dir: str | Path) -> pd.DataFrame:
     """
     user_dir = Path(user_dir)
     rows = []
-    for c in range(len(read_categories(user_dir))):
+    for c in range(len(read_list(user_dir / "categories.txt"))):
         path = user_dir / "qa" / f"{c}.txt"
         for problem in check_tags(read_text(path)):
             rows.append(

@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import atomic_write_text, not_a_file_error, read_text
-from pv4kit.dataset.formats import format_qa_csv, read_categories, read_qa_csv
+from pv4kit.dataset.formats import format_qa_csv, read_list, read_qa_csv
 from pv4kit.dataset.qatags import tag_report
 from pv4kit.dataset.tree import list_users
 from pv4kit.schema import LETTERS, QA_COLUMNS
@@ -211,7 +211,7 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
             ``categories.txt``, such as a trailing newline, counts as a category, as in the reference).
     """
     user_dir = Path(user_dir)
-    categories = read_categories(user_dir)
+    categories = read_list(user_dir / "categories.txt")
     records: list[tuple[int, QABlock]] = []
     drops: list[dict[str, object]] = []
     for c in range(len(categories)):
