@@ -22,8 +22,7 @@
 #
 # Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
 # otherwise idle 2-core CPU with MiniLM): 53 s with an empty cache (peak 1,136 MiB), 13.2 s with it filled
-# (the category embeddings and their UMAP are read back; loading the release takes 1.1 s once its raw-tree
-# columns are in `loads/`, 2 s the first time). With the CPU default, `static`: 64.4 s with an empty cache,
+# (the category embeddings and their UMAP are read back; loading the release takes about 2 s). With the CPU default, `static`: 64.4 s with an empty cache,
 # 32.8 s of it distilling the static model from MiniLM (once per cache), and 7.0 s with it filled (2 cores,
 # load average about 2; at a load of 12 the distillation alone took 331-407 s; docs/analysis.md). Not
 # measured on a GPU.
