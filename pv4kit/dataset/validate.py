@@ -136,21 +136,13 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
             )
             r.add(qa_dir / f"{c}.txt", None, "trailing_newline", message)
         else:
-            r.add(
-                qa_dir / f"{c}.txt",
-                None,
-                "missing_file",
-                f"question file for category {c} ({name!r}) is missing",
-            )
+            message = f"question file for category {c} ({name!r}) is missing"
+            r.add(qa_dir / f"{c}.txt", None, "missing_file", message)
     extra = sorted(set(qa_files) - set(range(len(categories))))
     if categories and extra:
         also = ", ".join(f"{i}.txt" for i in extra)
-        r.add(
-            qa_dir,
-            None,
-            "count_mismatch",
-            f"categories.txt lists {len(categories)} categories but qa/ also has {also}",
-        )
+        message = f"categories.txt lists {len(categories)} categories but qa/ also has {also}"
+        r.add(qa_dir, None, "count_mismatch", message)
     texts = {}
     for c in sorted(qa_files):
         text = texts[c] = r.read(read_text, qa_files[c])
@@ -165,18 +157,12 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         return None
     table, drops = build_question_table(user_dir)
     for d in drops.itertuples():
+        message = f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
         if d.kept:
-            code, message = (
-                d.reason,
-                "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does",
-            )
+            message = "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does"
         elif d.reason == "preamble":
-            code = f"dropped_{d.reason}"
             message = "text before the first <QUESTION> is parsed as a block and dropped without a draw"
-        else:
-            code = f"dropped_{d.reason}"
-            message = f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
-        r.add(Path(d.file), int(d.line), code, message, "warning")
+        r.add(Path(d.file), int(d.line), d.reason if d.kept else f"dropped_{d.reason}", message, "warning")
     return table
 
 
