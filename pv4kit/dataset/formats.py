@@ -1,8 +1,4 @@
-"""The text formats of a user folder's files: list files, chats and ``qa.csv``.
-
-The lowest module of the dataset stage: it knows how each file of ``users/user_N/`` is read, written and
-checked on its own, not where the files sit in the tree (:mod:`pv4kit.dataset.tree`) nor how ``qa.csv``
-is made (:mod:`pv4kit.dataset.questions`).
+"""The text formats of a user folder's files, each on its own: list files, chats and ``qa.csv``.
 
 * ``categories.txt`` and ``chat_topics.txt``: one item a line, read with ``split("\\n")`` and nothing else,
   written joined with ``\\n`` and no trailing newline (as the reference reads and writes them);
@@ -49,25 +45,19 @@ def format_list(items: list[str]) -> str:
 def check_chat(text: str) -> list[tuple[int, str, str]]:
     """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
     lines = text.strip().splitlines()
-    problems: list[tuple[int, str, str]] = []
     if not lines:
         return [(1, "chat_empty", "chat is empty; expected a 'Leo:' line then an 'Assistant:' line")]
+    problems = []
     if not lines[0].startswith(USER_TAG):
-        problems.append(
-            (1, "chat_format", f"expected the chat to start with {USER_TAG!r}, found {lines[0][:40]!r}")
-        )
+        found = f"expected the chat to start with {USER_TAG!r}, found {lines[0][:40]!r}"
+        problems.append((1, "chat_format", found))
     asst = [i for i, line in enumerate(lines) if line.startswith(ASSISTANT_TAG)]
     leo = [i for i, line in enumerate(lines) if line.startswith(USER_TAG)]
     if not asst:
         problems.append((len(lines), "chat_format", f"no {ASSISTANT_TAG!r} turn after the {USER_TAG!r} turn"))
     elif len(asst) > 1 or len(leo) > 1:
-        problems.append(
-            (
-                asst[-1] + 1,
-                "chat_turns",
-                f"expected two turns, found {len(leo)} Leo and {len(asst)} Assistant",
-            )
-        )
+        found = f"expected two turns, found {len(leo)} Leo and {len(asst)} Assistant"
+        problems.append((asst[-1] + 1, "chat_turns", found))
     elif leo and asst[0] < leo[0]:
         problems.append((asst[0] + 1, "chat_format", "the 'Assistant:' turn comes before the 'Leo:' turn"))
     return problems

@@ -1,17 +1,9 @@
 """Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
 
-:func:`looks_like_hub_id` is pv4kit's one rule for "is this a hub dataset id or a local path"; every
-loader that accepts both uses it. :func:`download_dataset` wraps ``huggingface_hub.snapshot_download``
-and turns its failures into one message each: a gated dataset (:class:`HubAccessError`: the
-``hf auth login`` step and the page where access is requested), an unknown id (:class:`HubNotFoundError`,
-naming another known id of the same dataset when that one exists), offline mode
-(:class:`HubOfflineError`) and an unreachable hub (:class:`HubUnreachableError`). All are
-``RuntimeError``. ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HOME`` and ``HF_HUB_OFFLINE`` work as in
-``huggingface_hub``.
-
-PV4 has two ids: the dataset card (the dataset's own page) loads :data:`PV4_HUB_ID`
-(``MemoryAsModality/PersonalizationV4``), the reference's code names ``memorilla/PersonalizationV4``.
-pv4kit defaults to the card's and accepts both (:data:`PV4_HUB_IDS`).
+:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path". :func:`download_dataset`
+turns ``snapshot_download``'s failures into one ``RuntimeError`` subclass each (gated, not found, offline,
+unreachable) that says what to do. PV4's dataset card loads :data:`PV4_HUB_ID`, the reference's code
+names ``memorilla/PersonalizationV4``; both are accepted (:data:`PV4_HUB_IDS`).
 """
 
 from __future__ import annotations
@@ -56,10 +48,9 @@ class HubUnreachableError(HubError):
 def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     """Whether ``source`` names a hub dataset (``owner/name``) rather than a local path.
 
-    The rule: a ``str`` (a ``Path`` object is always a path) of the form ``owner/name`` as the hub
-    validates ids (letters, digits, ``_``, ``-``, ``.``; each part starts and ends with a letter, digit
-    or ``_``; no ``--`` or ``..``; at most 96 characters; not ending in ``.git``), not ending like a data
-    file (``.parquet``, ``.csv``, ``.jsonl``, ...), and not an existing local path.
+    True for a ``str`` (never a ``Path``) that is a valid hub id (``owner/name`` of letters, digits, ``_``,
+    ``-``, ``.``; no ``--`` or ``..``; at most 96 characters; not ``.git``), does not end like a data file
+    (``.parquet``, ``.csv``, ...) and is not an existing local path.
     """
     if not isinstance(source, str):
         return False
@@ -166,12 +157,8 @@ def download_dataset(
         The local snapshot folder.
 
     Raises:
-        HubAccessError: Gated or private, and no token with access (the message has the
-            ``hf auth login`` step and the page where access is requested).
-        HubNotFoundError: Unknown id or revision.
-        HubOfflineError: ``HF_HUB_OFFLINE`` is set and the dataset is not cached.
-        HubUnreachableError: The endpoint cannot be reached.
-        HubError: Any other failure; every message says how to download by hand and pass the folder.
+        HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),
+            ``HubOfflineError``, ``HubUnreachableError`` or ``HubError``; each message says what to do.
     """
     from huggingface_hub import snapshot_download
 

@@ -1,16 +1,10 @@
 """Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
 
-Step 5 (:mod:`pv4kit.dataset.questions`) reproduces the reference parse, in which each field runs from its tag
-to the next tag of the fixed sequence. A tag that is malformed (``<CHOICE_B`` without its ``>``, a
-lower-case or closing tag), missing or given twice is not an error there: one field silently runs into
-the next or a choice comes out empty. The ``qa.csv`` bytes stay the reference's; this check finds every
-such block so that ``validate`` and ``qa-table`` can say where it is.
-
-A well-formed block holds, after its ``<QUESTION>`` tag, each of ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
-``<CORRECT_CHOICE>`` exactly once and in that order, then at most one ``<RATIONALE...>``, each tag
-spelled exactly so (``<RATIONALE`` may carry text before its ``>`` on the same line, as the reference's
-pattern allows). ``<WORD_COUNTS>`` is not checked: it sits inside the rationale, which runs to the end
-of the block whatever follows.
+Step 5 reproduces the reference parse, where a malformed (``<CHOICE_B`` without ``>``, lower-case,
+closing), missing or repeated tag silently runs one field into the next. This check finds every such block
+for ``validate`` and ``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
+``<CORRECT_CHOICE>`` once each, in order, then at most one ``<RATIONALE...>``; ``<WORD_COUNTS>`` sits
+inside the rationale and is not checked.
 """
 
 from __future__ import annotations
