@@ -1,6 +1,7 @@
-"""The run directory ``runs/<name>/``: ``generations.parquet``, ``config.json`` and, once scored,
-``predictions.parquet`` and ``metrics.json`` (both record the SHA-256 of the generations they score and are
-refused once the generations are others).
+"""The run directory ``runs/<name>/``: generations, config and (once scored) predictions and metrics.
+
+``predictions.parquet`` and ``metrics.json`` record the SHA-256 of the ``generations.parquet`` they score and
+are refused once the generations are others.
 
 A run is written as one unit (:func:`rewrite_run`): under a lock beside it, into a folder that replaces it
 whole. Any directory with a ``generations.parquet`` holding the four required columns can be scored.
@@ -142,7 +143,7 @@ def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
 
 
 def check_scored_generations(run_dir: str | os.PathLike[str], recorded: str | None, *, what: str) -> None:
-    """Refuse ``what`` (a file of scores) when the generations it ``recorded`` are not those of ``run_dir``."""
+    """Refuse ``what`` (a file of scores) when the generations it ``recorded`` are not ``run_dir``'s."""
     path = Path(run_dir) / GENERATIONS_FILE
     if recorded is not None and path.exists() and sha256_file(path) != recorded:
         raise ValueError(
@@ -197,51 +198,25 @@ COUNT_METRICS = (
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
     """One run's ``metrics.json`` as the tidy rows of :func:`metrics_frame` (``run``: default its folder)."""
     name = run if run is not None else Path(str(metrics.get("run", ""))).name
-    head = {
-        "run": name,
-        "method": metrics.get("method"),
-        "model": metrics.get("model"),
-        "split": "+".join(sorted(metrics.get("splits") or {})) or None,
-    }
-
-    def row(subset, group, metric, value, ci=None, n=metrics.get("n")):
-        lo, hi = ci or (None, None)
-        return {
-            "subset": subset,
-            "group": group,
-            "metric": metric,
-            "value": value,
-            "ci_low": lo,
-            "ci_high": hi,
-            "n": n,
-        }
-
-    rows = [row("all", "all", "accuracy", metrics.get("accuracy"), metrics.get("accuracy_ci"))]
+    split = "+".join(sorted(metrics.get("splits") or {})) or None
+    n = metrics.get("n")
+    rows = [
+        ("all", "all", "accuracy", metrics.get("accuracy"), *(metrics.get("accuracy_ci") or (None,) * 2), n)
+    ]
     if "accuracy_hard" in metrics:
+        hard_ci = metrics.get("accuracy_hard_ci") or (None, None)
+        rows.append(("hard", "hard", "accuracy", metrics["accuracy_hard"], *hard_ci, metrics.get("n_hard")))
+    for c in metrics.get("by_category") or []:
+        group = c.get("category_name") or str(c.get("category"))
         rows.append(
-            row(
-                "hard",
-                "hard",
-                "accuracy",
-                metrics["accuracy_hard"],
-                metrics.get("accuracy_hard_ci"),
-                metrics.get("n_hard"),
-            )
+            ("category", group, "accuracy", c.get("accuracy"), c.get("ci_low"), c.get("ci_high"), c.get("n"))
         )
-    for cat in metrics.get("by_category") or []:
-        group = cat.get("category_name") or str(cat.get("category"))
-        rows.append(
-            row(
-                "category",
-                group,
-                "accuracy",
-                cat.get("accuracy"),
-                (cat.get("ci_low"), cat.get("ci_high")),
-                cat.get("n"),
-            )
-        )
-    rows += [row("all", "all", key, metrics[key]) for key in COUNT_METRICS if metrics.get(key) is not None]
-    out = pd.DataFrame([{**head, **row} for row in rows], columns=list(METRICS_COLUMNS))
+    rows += [
+        ("all", "all", k, metrics[k], None, None, n) for k in COUNT_METRICS if metrics.get(k) is not None
+    ]
+    out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
+    out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
+    out = out[list(METRICS_COLUMNS)]
     for col in ("value", "ci_low", "ci_high"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
     out["n"] = out["n"].astype("Int64")
@@ -289,7 +264,7 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
 def load_questions(
     data: Any, run_dir: Path | None = None, *, splits: list[str] | None = None
 ) -> tuple[pd.DataFrame, str | None, str | None]:
-    """``(questions, source, fingerprint)`` of ``data``: a questions frame, a ``PV4Data``, or a source to load.
+    """``(questions, source, fingerprint)`` of ``data``: a questions frame, a ``PV4Data`` or a source.
 
     ``data=None`` loads the ``data`` recorded in ``run_dir``'s ``config.json``.
     """

@@ -106,7 +106,10 @@ def score_frame(
         questions: ``user_id, question_index, choices, answer`` at least (``split, category,
             category_name, hard, question`` are carried over).
         generations: ``user_id, question_index, generation`` (``split`` is checked against the data).
+        embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``.
 
     Returns:
@@ -274,9 +277,9 @@ def score_run(
     run_dir = Path(run_dir)
     generations = runs.read_generations(run_dir)
     scored_sha = generations.attrs[runs.GENERATIONS_SHA]
-    failed_rows = failures.check_failed(generations, failed=failed, where=str(run_dir))
+    to_score, failed_rows = failures.rows_to_score(generations, failed=failed, where=str(run_dir))
     failed_keys = generations.loc[failed_rows & (failed == "wrong"), QUESTION_KEY]
-    generations = failures.rows_to_score(generations, failed_rows, failed=failed, where=str(run_dir))
+    generations = to_score
     config = runs.read_run_config(run_dir)
     questions, source, fingerprint = runs.load_questions(
         data, run_dir, splits=sorted(set(generations["split"]))

@@ -121,7 +121,7 @@ def grouped_bootstrap_ci(
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion, decisions independent (``(nan, nan)`` if ``n == 0``)."""
+    """Wilson score interval for a binomial proportion (decisions independent; NaNs when ``n == 0``)."""
     if n == 0:
         return float("nan"), float("nan")
     from scipy.stats import norm
@@ -178,7 +178,7 @@ def paired_bootstrap(
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
-    """Exact (binomial) McNemar test on paired booleans: ``{"a_only", "b_only", "pvalue"}`` (1.0 if no pair differs)."""
+    """Exact McNemar test on paired booleans: ``{"a_only", "b_only", "pvalue"}`` (1.0 if no pair differs)."""
     from scipy.stats import binomtest
 
     a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
@@ -201,9 +201,9 @@ def compare(
 ) -> pd.DataFrame:
     """Paired comparison of two scored runs (directories or predictions frames): overall, hard, per category.
 
-    Args:
-        force: Compare runs made on different data with a warning instead of the ``ValueError`` of
-            :func:`pv4kit.scoring.samedata.check_same_data`.
+    Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
+    made on different data with a warning instead of the ``ValueError`` of
+    :func:`pv4kit.scoring.samedata.check_same_data`.
 
     Returns:
         One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
