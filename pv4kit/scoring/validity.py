@@ -460,7 +460,7 @@ def summary_text(summary: dict[str, Any]) -> str:
     """The text of ``summary.txt``: one block per figure, with the intervals (users resampled)."""
     lines = [
         f"Scorer validity of {summary['run']} ({summary.get('method')}, {summary.get('model')}; "
-        f"{summary['n']} questions, scorer {summary.get('embedder')} {summary.get('numerics')})",
+        f"{summary['n']} questions, scorer {summary.get('embedder')} {summary.get('numerics')})"
     ]
     lo, hi = summary.get("accuracy_ci") or (None, None)
     if summary.get("accuracy") is not None:
