@@ -142,16 +142,6 @@ def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     return frame
 
 
-def check_scored_generations(run_dir: str | os.PathLike[str], recorded: str | None, *, what: str) -> None:
-    """Refuse ``what`` (a file of scores) when the generations it ``recorded`` are not ``run_dir``'s."""
-    path = Path(run_dir) / GENERATIONS_FILE
-    if recorded is not None and path.exists() and sha256_file(path) != recorded:
-        raise ValueError(
-            f"{Path(run_dir) / what}: scored from other generations than {path} holds now (the run was "
-            "rewritten after scoring); score the run again"
-        )
-
-
 def read_run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Read ``run_dir/config.json``; ``{}`` when the run has none."""
     path = Path(run_dir) / CONFIG_FILE
@@ -163,26 +153,30 @@ def read_run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
 
 
+def _read_scored(run_dir: str | os.PathLike[str], name: str) -> Any:
+    """``predictions.parquet`` or ``metrics.json``, refused when the generations changed since scoring."""
+    path, gens = Path(run_dir) / name, Path(run_dir) / GENERATIONS_FILE
+    if not path.exists():
+        raise FileNotFoundError(f"run_dir: no {name} in {Path(run_dir)}; run `pv4kit score` first")
+    frame = name == PREDICTIONS_FILE
+    found = pd.read_parquet(path) if frame else json.loads(path.read_text(encoding="utf-8"))
+    recorded = (found.attrs if frame else found).get(GENERATIONS_SHA)  # None: scored before it was kept
+    if recorded is not None and gens.exists() and sha256_file(gens) != recorded:
+        raise ValueError(
+            f"{path}: scored from other generations than {gens} holds now (the run was rewritten after "
+            "scoring); score the run again"
+        )
+    return found
+
+
 def read_predictions(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """Read ``run_dir/predictions.parquet`` (refused when the generations changed since scoring)."""
-    path = Path(run_dir) / PREDICTIONS_FILE
-    if not path.exists():
-        raise FileNotFoundError(
-            f"run_dir: no {PREDICTIONS_FILE} in {Path(run_dir)}; run `pv4kit score` first"
-        )
-    frame = pd.read_parquet(path)
-    check_scored_generations(run_dir, frame.attrs.get(GENERATIONS_SHA), what=PREDICTIONS_FILE)
-    return frame
+    return _read_scored(run_dir, PREDICTIONS_FILE)
 
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     """Read ``run_dir/metrics.json`` (refused when the generations changed since scoring)."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"run_dir: no {METRICS_FILE} in {Path(run_dir)}; run `pv4kit score` first")
-    metrics = json.loads(path.read_text(encoding="utf-8"))
-    check_scored_generations(run_dir, metrics.get(GENERATIONS_SHA), what=METRICS_FILE)
-    return metrics
+    return _read_scored(run_dir, METRICS_FILE)
 
 
 #: the columns of :func:`metrics_frame`, in order

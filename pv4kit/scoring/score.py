@@ -216,13 +216,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
         "n_ties": int(predictions["tie"].sum()) if "tie" in predictions else None,
         "n_empty_generations": int((predictions["generation"] == "").sum()),
         "splits": {str(k): int(v) for k, v in splits},
-        "bootstrap": {
-            "n_boot": n_boot,
-            "seed": seed,
-            "cluster": "user_id",
-            "level": 0.95,
-            "interval": "percentile",
-        },
+        "bootstrap": dict(n_boot=n_boot, seed=seed, cluster="user_id", level=0.95, interval="percentile"),
         "by_category": by_category,
         "by_user": [
             {
@@ -232,7 +226,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
                 "accuracy": float(r["accuracy"]),
             }
             for r in users
-        ],  # fmt: skip
+        ],
     }
 
 
@@ -278,8 +272,7 @@ def score_run(
     generations = runs.read_generations(run_dir)
     scored_sha = generations.attrs[runs.GENERATIONS_SHA]
     to_score, failed_rows = failures.rows_to_score(generations, failed=failed, where=str(run_dir))
-    failed_keys = generations.loc[failed_rows & (failed == "wrong"), QUESTION_KEY]
-    generations = to_score
+    failed_keys, generations = generations.loc[failed_rows & (failed == "wrong"), QUESTION_KEY], to_score
     config = runs.read_run_config(run_dir)
     questions, source, fingerprint = runs.load_questions(
         data, run_dir, splits=sorted(set(generations["split"]))
@@ -311,11 +304,7 @@ def score_run(
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )
     describe = getattr(embedder, "describe", None)
-    info = (
-        {"data": source}
-        if isinstance(data, pd.DataFrame)
-        else {"data": source, "data_fingerprint": fingerprint}
-    )
+    info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
         "n_missing_generations": None if in_splits is None else int(len(in_splits) - len(predictions)),
@@ -341,13 +330,6 @@ def score_run(
         predictions.to_parquet(tmp / runs.PREDICTIONS_FILE, index=False)
         atomic_write_json(tmp / runs.METRICS_FILE, metrics)
     if metrics["accuracy"] is not None:
-        lo, hi = metrics["accuracy_ci"]
-        logger.info(
-            "%s: accuracy %.4f [%.4f, %.4f] on %d questions",
-            run_dir.name,
-            metrics["accuracy"],
-            lo,
-            hi,
-            len(predictions),
-        )
+        acc = (metrics["accuracy"], *metrics["accuracy_ci"], len(predictions))
+        logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, *acc)
     return predictions, metrics
