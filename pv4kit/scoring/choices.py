@@ -105,29 +105,6 @@ def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | Non
     return LETTERS[int(order[LETTERS.index(shown_letter)])]
 
 
-def score_choices(rows: pd.DataFrame) -> pd.DataFrame:
-    """Score multiple-choice replies (``generation``, ``choice_order``, ``choices``, ``answer_letter``).
-
-    Returns:
-        ``rows`` with ``shown_letter`` (``None`` when unparsed), ``predicted_letter`` (the question's own
-        letter), ``correct`` (unparsed is wrong), ``unparsed``, ``answer_position`` (answer's shown letter).
-    """
-    out = rows.copy()
-    orders = [list(o) for o in out[ORDER_COLUMN]]
-    shown = [
-        parse_choice(g, [c[i] for i in o])
-        for g, c, o in zip(out["generation"], out["choices"], orders, strict=True)
-    ]
-    out["shown_letter"] = shown
-    out["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
-    out["correct"] = (out["predicted_letter"] == out["answer_letter"]).to_numpy(dtype=bool)
-    out["unparsed"] = out["shown_letter"].isna().to_numpy(dtype=bool)
-    out["answer_position"] = [
-        LETTERS[o.index(LETTERS.index(a))] for a, o in zip(out["answer_letter"], orders, strict=True)
-    ]
-    return out
-
-
 def position_table(predictions: pd.DataFrame, *, position: str = "answer_position") -> pd.DataFrame:
     """Accuracy by the shown letter of the correct answer, and the share of parsed replies naming each letter.
 

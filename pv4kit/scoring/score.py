@@ -26,7 +26,7 @@ from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
 from pv4kit.scoring import failures, runs
 from pv4kit.scoring.accuracy import accuracy_table
-from pv4kit.scoring.choices import ORDER_COLUMN, position_table, score_choices
+from pv4kit.scoring.choices import ORDER_COLUMN, original_letter, parse_choice, position_table
 from pv4kit.scoring.numerics import DEFAULT_NUMERICS, candidate_similarities, check_numerics
 
 logger = logging.getLogger(__name__)
@@ -153,22 +153,33 @@ def score_frame(
 def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     """Score a multiple-choice run (``generations`` has ``choice_order``) by the letter each reply names.
 
-    Nothing is embedded (:func:`pv4kit.scoring.choices.score_choices`); an unparsed reply is wrong.
+    Nothing is embedded: the reply is read (:func:`pv4kit.scoring.choices.parse_choice`) against the
+    candidates in the order shown and mapped back to the question's letter; an unparsed reply is wrong.
 
     Returns:
         The columns of :func:`score_frame` (similarities and ``margin`` NaN, ``tie`` false), plus
-        ``choice_order``, ``shown_letter``, ``answer_position`` and ``unparsed``.
+        ``choice_order``, ``shown_letter``, ``answer_position`` (the answer's shown letter) and ``unparsed``.
     """
-    scored = score_choices(_join(questions, generations))
-    out = scored.reindex(columns=_COLUMNS)
+    rows = _join(questions, generations)
+    orders = [list(o) for o in rows[ORDER_COLUMN]]
+    shown = [
+        parse_choice(g, [c[i] for i in o])
+        for g, c, o in zip(rows["generation"], rows["choices"], orders, strict=True)
+    ]
+    rows["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
+    rows["correct"] = (rows["predicted_letter"] == rows["answer_letter"]).to_numpy(dtype=bool)
+    out = rows.reindex(columns=_COLUMNS)
     out[SIM_COLUMNS] = np.float32(np.nan)
     out["margin"] = np.float32(np.nan)
     out["n_candidates"] = [sum(isinstance(c, str) and c.strip() != "" for c in cs) for cs in out["choices"]]
     out["tie"] = False
-    out[ORDER_COLUMN] = [list(o) for o in scored[ORDER_COLUMN]]
-    for col in ("shown_letter", "answer_position", "unparsed"):
-        out[col] = scored[col].to_numpy()
-    return _finish(out, scored)
+    out[ORDER_COLUMN] = orders
+    out["shown_letter"] = shown
+    out["answer_position"] = [
+        LETTERS[o.index(LETTERS.index(a))] for a, o in zip(rows["answer_letter"], orders, strict=True)
+    ]
+    out["unparsed"] = out["shown_letter"].isna().to_numpy(dtype=bool)
+    return _finish(out, rows)
 
 
 def _number(value: Any) -> float | None:
