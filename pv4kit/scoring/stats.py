@@ -92,13 +92,11 @@ def grouped_bootstrap_ci(
         .reset_index()
     )
     alpha = (1 - level) / 2
-    gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+    gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
     sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
-    order = np.argsort(gid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
-    keys = list(totals[by].iloc[order[starts[:-1]]].itertuples(index=False, name=None))
-    all_sums = totals["sum"].to_numpy(np.float64)[order]
-    all_counts = totals["count"].to_numpy(np.float64)[order]
+    keys = list(totals[by].iloc[starts[:-1]].itertuples(index=False, name=None))
+    all_sums, all_counts = (totals[c].to_numpy(np.float64) for c in ("sum", "count"))
     est, low, high = (np.full(len(keys), np.nan) for _ in range(3))
     for k in np.unique(sizes_k):  # groups with as many clusters share one draw (the seed restarts)
         members = np.flatnonzero(sizes_k == k)
@@ -106,8 +104,7 @@ def grouped_bootstrap_ci(
         sums, counts = all_sums[pos], all_counts[pos]
         boots = _boots(sums, counts, n_boot=n_boot, seed=seed)
         est[members] = sums.sum(axis=1) / counts.sum(axis=1)
-        low[members] = np.quantile(boots, alpha, axis=1)
-        high[members] = np.quantile(boots, 1 - alpha, axis=1)
+        low[members], high[members] = np.quantile(boots, [alpha, 1 - alpha], axis=1)
     rows = [(*key, est[i], low[i], high[i], int(sizes_k[i])) for i, key in enumerate(keys)]
     out = sizes.reset_index()
     if rows:
