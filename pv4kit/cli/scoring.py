@@ -151,11 +151,8 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from pv4kit.scoring.refformat import import_reference
 
-    gens, unmatched = import_reference(
-        args.predictions,
-        split=args.split or None,
-        **pick(args, "data", "run_dir", "method", "model", "force"),
-    )
+    kwargs = pick(args, "data", "run_dir", "method", "model", "force")
+    gens, unmatched = import_reference(args.predictions, split=args.split or None, **kwargs)
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
     for row in unmatched.head(10).itertuples(index=False):
         print(f"  {args.predictions}:{row.line}: {row.reason}: {row.question[:80]!r}")
@@ -183,9 +180,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
     p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
     p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument(
-        "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
-    )
+    p.add_argument("--cache-dir", default=None, help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument(
         "--numerics",
@@ -208,7 +203,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _boot(c)
     c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
     c.add_argument(
-        "--force", action="store_true", help="compare runs scored on different data (refused by default)"
+        "--force", action="store_true", help="compare runs scored on different data (else refused)"
     )
     c.add_argument(
         "--judge-agreed",
@@ -232,23 +227,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
     )
     v.add_argument(
-        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one per judge)"
+        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one each)"
     )
     add_protocol(v, default="chat", help="judge protocol [chat]")
     v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
     v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
     v.add_argument("--judge-concurrency", type=positive_int, default=8, help="judge requests in flight [8]")
     v.add_argument(
-        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a failed judge request [6]"
+        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a judge request [6]"
     )
     add_llm_cache(v)
-    v.add_argument(
-        "--against", action="append", default=[], help="another embedder to rescore with (repeatable)"
-    )
+    v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
     v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
     v.add_argument(
-        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which a question is a near-tie"
+        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which it is a near-tie"
     )
     _boot(v, seed_help="seed of the judge's candidate order and the bootstrap")
     v.set_defaults(func=_validity)
@@ -256,9 +249,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
     e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
-    e.add_argument(
-        "--data", default=None, help="data the run was scored on (default: 'data' in its config.json)"
-    )
+    e.add_argument("--data", default=None, help="data the run was scored on (default: 'data' in config.json)")
     e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
     e.add_argument(
         "--metrics-form",
@@ -276,7 +267,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--split", default="test", help="split to match against ('' for all)")
     i.add_argument("--method", default="imported")
     i.add_argument("--model", default=None)
-    i.add_argument(
-        "--force", action="store_true", help="replace a run already in RUN_DIR (refused by default)"
-    )
+    i.add_argument("--force", action="store_true", help="replace a run already in RUN_DIR (else refused)")
     i.set_defaults(func=_import)
