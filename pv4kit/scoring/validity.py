@@ -186,12 +186,13 @@ def agreement_table(
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
         counts = rows["status"].value_counts()
+        n = {
+            "n_unparsed": counts.get("unparsed", 0),
+            "n_failed": counts.get("failed", 0),
+            "n_judged": len(rows),
+        }
         extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)]
-        extra += [
-            {"metric": f"n_{s}", "value": int(counts.get(s, 0)), "n": len(rows)}
-            for s in ("unparsed", "failed")
-        ]
-        extra.append({"metric": "n_judged", "value": len(rows), "n": len(rows)})
+        extra += [{"metric": k, "value": int(v), "n": len(rows)} for k, v in n.items()]
         parts = [
             p.assign(scope="all", group="all") for p in (_rates(rows, {}, boot, rates), pd.DataFrame(extra))
         ]
