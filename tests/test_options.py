@@ -26,7 +26,7 @@ from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
 from pv4kit.related._common import SummaryOptions, accuracy_table
 from pv4kit.related.recenter.stage2 import stage2_predictions
 from pv4kit.scoring.accuracy import accuracy_table as score_accuracy_table
-from pv4kit.scoring.score import ScoreOptions
+from pv4kit.scoring.score import score_run
 from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, paired_bootstrap
 
 
@@ -158,8 +158,8 @@ def _preds() -> pd.DataFrame:
         ),
         (lambda: compare(_preds(), _preds(), n_boot=-1), "n_boot must be an integer >= 1, got -1"),
         (lambda: score_accuracy_table(_preds(), n_boot=0), "n_boot must be an integer >= 1, got 0"),
-        (lambda: ScoreOptions(n_boot=0), "n_boot must be an integer >= 1, got 0"),
-        (lambda: ScoreOptions(batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (lambda: score_run("nowhere", n_boot=0), "n_boot must be an integer >= 1, got 0"),
+        (lambda: score_run("nowhere", batch_size=0), "batch_size must be an integer >= 1, got 0"),
         (lambda: AuditOptions(n_boot=-1), "n_boot must be an integer >= 1, got -1"),
         (lambda: AuditOptions(seed=-2), "seed must be an integer >= 0, got -2"),
         (lambda: LLMConfig(model="m", timeout=0), "timeout must be a number > 0, got 0"),
