@@ -193,7 +193,7 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
 
 def run_generate(args: argparse.Namespace) -> int:
     """Handle ``pv4kit generate``."""
-    from pv4kit.generation.steps import GenerationConfig, generate_users
+    from pv4kit.generation.steps import generate_users
     from pv4kit.llm.config import default_protocol
     from pv4kit.llm.local import resolve_endpoint
 
@@ -205,18 +205,14 @@ def run_generate(args: argparse.Namespace) -> int:
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
         llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)
-        config = GenerationConfig(
-            llm=llm,
-            chat_llm=chat_llm,
-            **pick(args, "num_categories", "num_topics", "num_questions", "max_retries", "seed"),
-            **pick(args, "regenerate_stale", "reference_prompts"),
-            **{name: getattr(args, name) or args.pv4kit_repairs for name in _REPAIRS},
-        )
         report = generate_users(
             args.persona_dir,
             args.output_dir,
-            config=config,
-            **pick(args, "user_start", "user_end"),
+            llm=llm,
+            chat_llm=chat_llm,
+            **pick(args, "num_categories", "num_topics", "num_questions", "max_retries", "seed"),
+            **pick(args, "regenerate_stale", "reference_prompts", "user_start", "user_end"),
+            **{name: getattr(args, name) or args.pv4kit_repairs for name in _REPAIRS},
             cache=cache,
             progress=not args.quiet,
         )
