@@ -51,8 +51,7 @@ class EmbeddingCache:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype: expected one of {_DTYPES}, got {dtype!r}")
         self.root = Path(root) if root is not None else cache_root() / "embeddings"
-        self.dtype = dtype
-        self.timeout = timeout
+        self.dtype, self.timeout = dtype, timeout
 
     def __repr__(self) -> str:
         return f"EmbeddingCache(root={str(self.root)!r}, dtype={self.dtype!r})"
@@ -84,24 +83,19 @@ class EmbeddingCache:
 
     def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
-        if not hashes:
-            return {}
-        con = self._connect(model_key, create=False)
+        con = self._connect(model_key, create=False) if hashes else None
         if con is None:
             return {}
-        found: dict[str, np.ndarray] = {}
-        try:
-            # in key order, so each chunk's lookups walk the table's B-tree forwards
-            unique = sorted(set(hashes))
+        unique, found = sorted(set(hashes)), {}  # in key order: the lookups walk the B-tree forwards
+        with contextlib.closing(con):
             for start in range(0, len(unique), _CHUNK):
                 part = unique[start : start + _CHUNK]
-                marks = ",".join("?" * len(part))
-                rows = con.execute(f"SELECT sha, dim, dtype, vec FROM emb WHERE sha IN ({marks})", part)
-                found.update(
-                    (sha, np.frombuffer(blob, dtype=dtype).astype(np.float32)) for sha, _, dtype, blob in rows
+                rows = con.execute(
+                    f"SELECT sha, dtype, vec FROM emb WHERE sha IN ({','.join('?' * len(part))})", part
                 )
-        finally:
-            con.close()
+                found.update(
+                    (sha, np.frombuffer(blob, dtype=dtype).astype(np.float32)) for sha, dtype, blob in rows
+                )
         return found
 
     def put(self, model_key: str, hashes: Sequence[str], vectors: np.ndarray) -> int:
@@ -112,45 +106,32 @@ class EmbeddingCache:
         if not hashes:
             return 0
         stored = np.ascontiguousarray(vectors, dtype=self.dtype)
-        dim = int(stored.shape[1])
+        rows = (
+            (h, stored.shape[1], self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)
+        )
         con = self._connect(model_key, create=True)
-        assert con is not None
-        try:
-            with storage_errors(self._path(model_key), what="embedding cache"):
-                con.execute("BEGIN IMMEDIATE")
-                before = con.total_changes
-                con.executemany(
-                    "INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)",
-                    ((h, dim, self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)),
-                )
-                con.execute("COMMIT")
+        # closing a connection mid-transaction rolls it back: the store keeps only whole commits
+        with contextlib.closing(con), storage_errors(self._path(model_key), what="embedding cache"):
+            con.execute("BEGIN IMMEDIATE")
+            before = con.total_changes
+            con.executemany("INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)", rows)
+            con.execute("COMMIT")
             return con.total_changes - before
-        except BaseException:
-            if con.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("ROLLBACK")
-            raise
-        finally:
-            con.close()
 
     def count(self, model_key: str) -> int:
         """Number of vectors cached for ``model_key``."""
         con = self._connect(model_key, create=False)
         if con is None:
             return 0
-        try:
+        with contextlib.closing(con):
             return int(con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
-        finally:
-            con.close()
 
     def models(self) -> list[str]:
         """The model keys that have a store under this root."""
         keys = []
         for path in sorted(self.root.glob("*/key.json")):
-            try:
+            with contextlib.suppress(OSError, ValueError, KeyError):
                 keys.append(json.loads(path.read_text())["model_key"])
-            except (OSError, ValueError, KeyError):
-                continue
         return keys
 
 
