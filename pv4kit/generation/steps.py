@@ -32,7 +32,7 @@ from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_
 from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list
 from pv4kit.dataset.questions import build_question_table, parse_qa_text
 from pv4kit.dataset.tree import list_personas
-from pv4kit.generation.prompts import PromptSet, prompt_set
+from pv4kit.generation.prompts import prompt_set
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
 from pv4kit.llm.protocols import build_request, cache_key
@@ -44,8 +44,7 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 _FLUSH_EVERY_S = 1.0
-REPORT_COLUMNS = ["user_id", "status", "questions", "calls", "cached", "seconds", "missing", "stale"]
-REPORT_COLUMNS += ["malformed", "untracked", "errors", "repairs", "notes"]
+_LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
 
 
 # --------------------------------------------------------------------------- what a reply becomes
@@ -114,7 +113,7 @@ def check_output(
     return normalise_output(step, text, n=n, repair_lists=repair_lists, repair_chats=repair_chats)[:2]
 
 
-# --------------------------------------------------------------------------- the manifest
+# --------------------------------------------------------------------------- one user
 
 
 def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
@@ -127,13 +126,49 @@ def sort_key(rel: str) -> tuple:
     return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rel))
 
 
-class UserManifest:
-    """``manifest.json`` of one user, flushed atomically at most once a second and at the end."""
+@dataclass
+class _Item:
+    step: str
+    rel: str  # path relative to the user dir
+    messages: list[dict[str, str]]
+    llm: LLMConfig
+    n: int
+    done: bool = False
+    last: tuple[str | None, list[str], LLMResponse] | None = None
+    repairs: list[str] = field(default_factory=list)
 
-    def __init__(self, user_dir: Path, persona_sha: str, prompt_set: PromptSet) -> None:
-        self.path = user_dir / MANIFEST
-        self.lock = threading.Lock()
-        self.last_flush = 0.0
+
+@dataclass
+class UserResult:
+    """What happened to one user (one row of :func:`generate_users`' report)."""
+
+    user_id: int
+    status: str = "complete"
+    questions: int | None = None
+    calls: int = 0
+    cached: int = 0
+    seconds: float = 0.0
+    missing: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
+    malformed: list[str] = field(default_factory=list)
+    untracked: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+    repairs: list[str] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+
+class _UserRun:
+    """One user's run with :func:`generate_user`'s ``settings``, and its ``manifest.json``.
+
+    The manifest records each file's entry and is flushed atomically at most once a second and at the end.
+    """
+
+    def __init__(self, user_dir: Path, persona: str, settings: dict[str, Any]) -> None:
+        self.__dict__.update(settings)  # generate_user's keywords: max_retries, cache, repair_lists ...
+        self.user_dir, self.persona_sha = user_dir, sha256_text(persona)
+        self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
+        self.prompts = prompt_set(self.reference_prompts)
+        self.path, self.lock, self.last_flush = user_dir / MANIFEST, threading.Lock(), 0.0
         data: dict[str, Any] = {}
         if self.path.is_file():
             try:
@@ -141,14 +176,12 @@ class UserManifest:
             except ValueError:
                 logger.warning("%s: unreadable manifest, starting a new one", self.path)
         self.files: dict[str, dict[str, Any]] = data.get("files", {})
-        self.persona_sha, self.prompts = persona_sha, prompt_set
-        self.dirty = data.get("persona_sha256") != persona_sha or any(
-            data.get(k) != v for k, v in prompt_set.record().items()
-        )
+        self.dirty = data.get("persona_sha256") != self.persona_sha
+        self.dirty |= any(data.get(k) != v for k, v in self.prompts.record().items())
         self._record: dict[str, Any] | None = None
 
     def set(self, rel: str, entry: dict[str, Any] | None) -> None:
-        """Record (``None``: drop) the entry of the file ``rel``; flushed when a second has passed."""
+        """Record (``None``: drop) the manifest entry of ``rel``; flushed when a second has passed."""
         with self.lock:
             if entry is None and self.files.pop(rel, None) is not None:
                 self.dirty = True
@@ -171,48 +204,6 @@ class UserManifest:
         atomic_write_json(self.path, {**self._record, "files": files})
         self.last_flush, self.dirty = time.monotonic(), False
 
-
-# --------------------------------------------------------------------------- one user
-
-
-@dataclass
-class _Item:
-    step: str
-    rel: str  # path relative to the user dir
-    messages: list[dict[str, str]]
-    llm: LLMConfig
-    n: int
-    done: bool = False
-    last: tuple[str | None, list[str], LLMResponse] | None = None
-    repairs: list[str] = field(default_factory=list)
-
-
-@dataclass
-class UserResult:
-    """What happened to one user (one row of :func:`generate_users`' report)."""
-
-    user_id: int
-    status: str = "complete"
-    missing: list[str] = field(default_factory=list)
-    stale: list[str] = field(default_factory=list)
-    malformed: list[str] = field(default_factory=list)
-    untracked: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-    repairs: list[str] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    calls: int = 0
-    cached: int = 0
-    questions: int | None = None
-    seconds: float = 0.0
-
-
-class _UserRun:
-    """One user's run: where it writes, what it records, how it calls the model."""
-
-    def __init__(self, user_dir: Path, manifest: UserManifest, result: UserResult, settings: dict[str, Any]):
-        self.__dict__.update(settings)  # generate_user's keywords: max_retries, cache, repair_lists ...
-        self.user_dir, self.manifest, self.result = user_dir, manifest, result
-
     def normalise(self, item: _Item, text: str) -> tuple[str | None, list[str], list[str]]:
         return normalise_output(
             item.step, text, n=item.n, repair_lists=self.repair_lists, repair_chats=self.repair_chats
@@ -227,34 +218,20 @@ class _UserRun:
         attempt: int,
         repairs: list[str],
     ) -> dict[str, Any]:
-        ps, llm = self.manifest.prompts, item.llm
-        return {
-            "step": item.step,
-            "model": llm.model,
-            "protocol": llm.protocol,
-            "reasoning_effort": llm.reasoning_effort,
-            "temperature": llm.temperature,
-            "max_output_tokens": llm.max_output_tokens,
-            "prompt_set": ps.name,
-            "prompt_version": ps.version,
-            "template_sha256": ps.template_hash(item.step),
-            "prompts_sha256": ps.sha256,
-            "request_sha256": request_hash(item.messages, llm),
-            "output_sha256": sha256_text(content),
-            "sample_index": attempt,
-            "valid": not problems,
-            "problems": problems,
-            "response_id": resp.response_id,
-            "response_model": resp.model,
-            "finish_reason": resp.finish_reason,
-            "repairs": repairs,
-        }
+        """The manifest entry of a file written from ``resp``."""
+        llm, ps = item.llm, self.prompts
+        entry = {"step": item.step, **{k: getattr(llm, k) for k in _LLM_FIELDS}, "prompt_set": ps.name}
+        entry.update(prompt_version=ps.version, template_sha256=ps.template_hash(item.step))
+        entry.update(prompts_sha256=ps.sha256, request_sha256=request_hash(item.messages, llm))
+        entry.update(output_sha256=sha256_text(content), sample_index=attempt, valid=not problems)
+        entry.update(problems=problems, response_id=resp.response_id, response_model=resp.model)
+        return {**entry, "finish_reason": resp.finish_reason, "repairs": repairs}
 
     def plan(self, items: list[_Item]) -> list[_Item]:
         """Sort ``items`` into fresh (skipped), stale, untracked and to generate; returns the last."""
         todo, unknown = [], []
         for item in items:
-            entry = self.manifest.files.get(item.rel)
+            entry = self.files.get(item.rel)
             if not (self.user_dir / item.rel).is_file():
                 todo.append(item)
             elif entry is None:
@@ -266,25 +243,20 @@ class _UserRun:
                     self.result.stale.append(item.rel)
             elif not entry.get("valid", True):
                 self.result.malformed.append(item.rel)
-        if unknown:
-            adopted = self.adopt(unknown)
-            self.result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
+        if unknown and self.cache is not None and Path(self.cache).is_file():
+            self.adopt(unknown)
+        self.result.untracked += [item.rel for item in unknown if item.rel not in self.files]
         return todo
 
-    def adopt(self, items: list[_Item]) -> set[str]:
+    def adopt(self, items: list[_Item]) -> None:
         """Record files without a manifest entry whose content the cache gives for the current request."""
-        if self.cache is None or not Path(self.cache).is_file():
-            return set()
         tries = range(self.max_retries + 1)
-        keys = {
-            (item.rel, a): cache_key(item.messages, item.llm, sample_index=a) for item in items for a in tries
-        }
+        keys = {(it.rel, a): cache_key(it.messages, it.llm, sample_index=a) for it in items for a in tries}
         store = ResponseStore(self.cache)
         try:
             hits = store.get_many(list(keys.values()))
         finally:
             store.close()
-        adopted = set()
         for item in items:
             on_disk = (self.user_dir / item.rel).read_text(encoding="utf-8")
             for a in tries:
@@ -292,10 +264,8 @@ class _UserRun:
                     continue
                 content, problems, repairs = self.normalise(item, resp.text)
                 if content == on_disk:
-                    self.manifest.set(item.rel, self.entry(item, content, problems, resp, a, repairs))
-                    adopted.add(item.rel)
+                    self.set(item.rel, self.entry(item, content, problems, resp, a, repairs))
                     break
-        return adopted
 
     def run(self, items: list[_Item]) -> None:
         """Generate ``items``, asking again for empty (with ``reask_malformed``: malformed) replies."""
@@ -330,17 +300,15 @@ class _UserRun:
         )
         self.result.calls += sum(not r.cached for r in responses)
         self.result.cached += sum(r.cached for r in responses)
-        self.manifest.flush()
+        self.flush()
         self.result.errors += [
             f"{it.rel}: {r.error}" for it, r in zip(pending, responses, strict=True) if r.error
         ]
         retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
         if retry and not final:
+            why = "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3])  # type: ignore[index]
             logger.info(
-                "user %s: asking again for %d empty or malformed outputs (%s)",
-                self.user_id,
-                len(retry),
-                "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
+                "user %s: asking again for %d empty or malformed outputs (%s)", self.user_id, len(retry), why
             )
         return retry
 
@@ -357,20 +325,50 @@ class _UserRun:
         if content is not None and (not problems or not self.reask_malformed or final):
             if attempt and self.reask_malformed and prior_problems.get(item.rel):
                 repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
-            self.manifest.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
+            self.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
             atomic_write_text(self.user_dir / item.rel, content)
             item.done, item.repairs = True, repairs
         elif content is not None:
             prior_problems[item.rel] = problems
 
-    def remove_extras(self, folder: str, count: int) -> None:
-        """Delete the generated ``folder/{k}.txt`` for ``k >= count`` (a shorter list was regenerated)."""
-        for rel in list(self.manifest.files):
-            m = re.fullmatch(rf"{folder}/(\d+)\.txt", rel)
-            if m and int(m.group(1)) >= count:
-                (self.user_dir / rel).unlink(missing_ok=True)
-                self.manifest.set(rel, None)
-                logger.info("%s: removed %s (the list now has %d items)", self.user_dir, rel, count)
+    def generate(self, persona: str) -> UserResult:
+        """Steps 1-5: the lists, then the chats and question files, then ``qa.csv``."""
+        start, user_dir, ps, result = time.monotonic(), self.user_dir, self.prompts, self.result
+
+        def item(step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
+            return _Item(step, rel, ps.messages(step, persona, n=n, **kw), llm, n)
+
+        lists = [item("categories", "categories.txt", self.llm, self.num_categories)]
+        lists.append(item("topics", "chat_topics.txt", self.llm, self.num_topics))
+        self.run(self.plan(lists))
+        categories, topics = (
+            read_list(user_dir / name) if (user_dir / name).is_file() else None
+            for name in ("categories.txt", "chat_topics.txt")
+        )
+        second = [
+            item("chats", f"chats/{i}.txt", self.chat_llm, 1, topic=t) for i, t in enumerate(topics or [])
+        ]
+        second += [
+            item("questions", f"qa/{c}.txt", self.llm, self.num_questions, category=cat)
+            for c, cat in enumerate(categories or [])
+        ]
+        for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
+            for rel in list(self.files):  # files of a longer list, generated before
+                if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
+                    (user_dir / rel).unlink(missing_ok=True)
+                    self.set(rel, None)
+                    logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
+        self.run(self.plan(second))
+        result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+        result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
+        result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
+        if not result.missing:  # as the reference: only once every chat and question file exists
+            result.questions = self.write_qa_csv()
+        self.flush()
+        result.malformed = sorted(set(result.malformed), key=sort_key)
+        result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+        result.seconds = time.monotonic() - start
+        return result
 
     def write_qa_csv(self) -> int:
         """Step 5: write ``qa.csv`` when absent (an existing one is kept unless ``rewrite_stale_qa``)."""
@@ -392,7 +390,7 @@ class _UserRun:
         on_disk = target.read_text(encoding="utf-8")
         entry = {"step": "qa_table", "seed": self.seed, "output_sha256": sha256_text(on_disk)}
         entry.update(matches_question_files=on_disk == text, questions=len(table))
-        self.manifest.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
+        self.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
         return len(table)
 
 
@@ -449,7 +447,6 @@ def generate_user(
         A :class:`UserResult`; ``status`` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
     settings = dict(locals())
-    start = time.monotonic()
     for name in ("num_categories", "num_topics", "num_questions"):
         if settings[name] < 1:
             raise ValueError(f"{name} must be >= 1, got {settings[name]}")
@@ -457,62 +454,16 @@ def generate_user(
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     persona_path, user_dir = Path(persona_path), Path(user_dir)
     if user_id is None and (m := re.match(r"user_(\d+)\.txt$", persona_path.name)):
-        user_id = int(m.group(1))
+        settings["user_id"] = int(m.group(1))
     persona = persona_path.read_text(encoding="utf-8")
     if not persona.strip():
         raise ValueError(f"{persona_path}: persona file is empty")
-    result = UserResult(user_id=user_id if user_id is not None else -1)
-    for folder in (user_dir, user_dir / "chats", user_dir / "qa"):  # partial writes of a killed run
-        for tmp in folder.glob(".*.tmp") if folder.is_dir() else ():
-            logger.info("%s: removing a partial write left by an interrupted run", tmp)
-            tmp.unlink(missing_ok=True)
-    ps = prompt_set(reference_prompts)
-    manifest = UserManifest(user_dir, sha256_text(persona), ps)
-    run = _UserRun(user_dir, manifest, result, {**settings, "user_id": user_id})
-    lists = [
-        _Item(
-            "categories",
-            "categories.txt",
-            ps.messages("categories", persona, n=num_categories),
-            llm,
-            num_categories,
-        ),
-        _Item("topics", "chat_topics.txt", ps.messages("topics", persona, n=num_topics), llm, num_topics),
-    ]
-    run.run(run.plan(lists))
-
-    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
-    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
-    second = [
-        _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), chat_llm, 1)
-        for i, topic in enumerate(topics or [])
-    ]
-    second += [
-        _Item(
-            "questions",
-            f"qa/{c}.txt",
-            ps.messages("questions", persona, category=cat, n=num_questions),
-            llm,
-            num_questions,
-        )
-        for c, cat in enumerate(categories or [])
-    ]
-    run.remove_extras("chats", len(topics or []))
-    run.remove_extras("qa", len(categories or []))
-    run.run(run.plan(second))
-
-    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
-    if categories is None:
-        result.missing.append("qa/* (categories.txt missing)")
-    if topics is None:
-        result.missing.append("chats/* (chat_topics.txt missing)")
-    if not result.missing:  # as the reference: only once every chat and question file exists
-        result.questions = run.write_qa_csv()
-    manifest.flush()
-    result.malformed = sorted(set(result.malformed), key=sort_key)
-    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-    result.seconds = time.monotonic() - start
-    return result
+    for tmp in [
+        p for d in (user_dir, user_dir / "chats", user_dir / "qa") if d.is_dir() for p in d.glob(".*.tmp")
+    ]:
+        logger.info("%s: removing a partial write left by an interrupted run", tmp)
+        tmp.unlink(missing_ok=True)
+    return _UserRun(user_dir, persona, settings).generate(persona)
 
 
 def generate_users(
@@ -571,6 +522,6 @@ def generate_users(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
         )
         rows.append(res.__dict__.copy())
-    frame = pd.DataFrame(rows)[REPORT_COLUMNS]
+    frame = pd.DataFrame(rows)
     frame["questions"] = frame["questions"].astype("Int64")
     return frame
