@@ -14,7 +14,6 @@ import base64
 import logging
 import random
 import re
-import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from typing import Any
@@ -156,8 +155,7 @@ class EndpointEmbedder:
         self.configs = [LLMConfig(model=model, base_url=u, protocol="chat", **policy) for u in self.urls]
         self._clients = [client if client is not None else make_client(c) for c in self.configs]
         self._pauses = [RetryPause() for _ in self.urls]
-        self._rng, self._lock = random.Random(), threading.Lock()
-        self.requests = 0  # HTTP requests that returned embeddings (splits count each half)
+        self._rng = random.Random()
         served = [self._served_model(i) for i in range(len(self.urls))]
         if len(set(served)) > 1:
             listing = ", ".join(f"{self._where(i)}: {s[0]} rev {s[1]}" for i, s in enumerate(served))
@@ -270,10 +268,7 @@ class EndpointEmbedder:
             raise EmbeddingEndpointError(
                 f"embedding {len(texts)} texts with {self.model!r} at {where} failed: {message}{hint}"
             ) from None
-        vectors = parse_embeddings(raw, len(texts), where=f"{where} /embeddings")
-        with self._lock:
-            self.requests += 1
-        return vectors
+        return parse_embeddings(raw, len(texts), where=f"{where} /embeddings")
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
