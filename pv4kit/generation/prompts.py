@@ -142,12 +142,15 @@ TEMPLATES: dict[str, str] = {
     "chats": _CHAT,
     "questions": _QUESTIONS,
 }
-#: the reference's function per step, and its positional arguments from ``(persona, n, item)``
-REFERENCE_FUNCTIONS: dict[str, tuple[str, Callable[[str, int, str], tuple]]] = {
-    "categories": ("categories_prompt", lambda persona, n, item: (persona, n)),
-    "topics": ("topics_prompt", lambda persona, n, item: (persona, n)),
-    "chats": ("chat_prompt", lambda persona, n, item: (persona, item)),
-    "questions": ("questions_prompt", lambda persona, n, item: (persona, item, n)),
+#: the reference's prompt function of each step
+REFERENCE_FUNCTIONS = {"categories": "categories_prompt", "topics": "topics_prompt", "chats": "chat_prompt"}
+REFERENCE_FUNCTIONS["questions"] = "questions_prompt"
+#: each step's positional arguments (the reference's order) from ``(persona, n, list item)``
+_ARGS: dict[str, Callable[[str, int, str], tuple]] = {
+    "categories": lambda persona, n, item: (persona, n),
+    "topics": lambda persona, n, item: (persona, n),
+    "chats": lambda persona, n, item: (persona, item),
+    "questions": lambda persona, n, item: (persona, item, n),
 }
 
 
@@ -182,11 +185,11 @@ def questions_messages(persona: str, category: str, *, n: int = 15) -> Messages:
     return _user(_QUESTIONS.format(n=n, category=category.strip(), persona=persona.strip()))
 
 
-_PV4KIT: dict[str, Callable[[str, int, str], Messages]] = {
-    "categories": lambda persona, n, item: categories_messages(persona, n=n),
-    "topics": lambda persona, n, item: topics_messages(persona, n=n),
-    "chats": lambda persona, n, item: chat_messages(persona, item),
-    "questions": lambda persona, n, item: questions_messages(persona, item, n=n),
+_PV4KIT: dict[str, Callable[..., Messages]] = {
+    "categories": lambda persona, n: categories_messages(persona, n=n),
+    "topics": lambda persona, n: topics_messages(persona, n=n),
+    "chats": chat_messages,
+    "questions": lambda persona, category, n: questions_messages(persona, category, n=n),
 }
 
 
@@ -199,22 +202,31 @@ class PromptSet:
         version: Recorded as ``prompt_version`` (:data:`PROMPT_VERSION`, or ``reference``).
         source: The prompts file a reference set was loaded from (``None`` for pv4kit's).
         sha256: SHA-256 of that file's bytes (pv4kit: of its four templates).
-        build: ``{step: (persona, n, item) -> messages}``.
+        functions: ``{step: function}``, called with the reference's positional arguments; a reference
+            function returns the prompt text, sent as one user message.
     """
 
     name: str
     version: str
     source: str | None
     sha256: str
-    build: dict[str, Callable[[str, int, str], Messages]]
+    functions: dict[str, Callable[..., Any]]
 
     def messages(
         self, step: str, persona: str, *, n: int = 1, topic: str = "", category: str = ""
     ) -> Messages:
         """The request of one file: ``n`` is the count asked for, ``topic``/``category`` the list item."""
-        if step not in self.build:
+        if step not in self.functions:
             raise ValueError(f"step must be one of {STEPS}, got {step!r}")
-        return self.build[step](persona, n, topic or category)
+        out = self.functions[step](*_ARGS[step](persona, n, topic or category))
+        if self.name == "pv4kit":
+            return out
+        if not isinstance(out, str):
+            name = REFERENCE_FUNCTIONS[step]
+            raise TypeError(
+                f"{self.source}: {name}() returned {type(out).__name__}, expected the prompt text (str)"
+            )
+        return _user(out)
 
     def template_hash(self, step: str) -> str:
         """SHA-256 identifying one step's template (a reference set: the prompts file's hash)."""
@@ -261,32 +273,20 @@ def load_reference_prompts(path: str | Path) -> PromptSet:
         raise ValueError(f"{file}: cannot be imported as a Python module")
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    build = {}
-    for step, (name, args) in REFERENCE_FUNCTIONS.items():
-        fn = getattr(module, name, None)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    functions = {}
+    for step, name in REFERENCE_FUNCTIONS.items():
+        functions[step] = fn = getattr(module, name, None)
         if not callable(fn):
             raise ValueError(f"{file}: no function {name}() (expected the reference's four prompt functions)")
-        kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
         params = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
-        if len(params) != len(args("", 0, "")):
+        if len(params) != (arity := len(_ARGS[step]("", 0, ""))):
             raise ValueError(
                 f"{file}: {name}() takes {len(params)} positional parameters ({', '.join(params)}); the "
-                f"reference's takes {len(args('', 0, ''))}"
+                f"reference's takes {arity}"
             )
-
-        def one(
-            persona: str, n: int, item: str, fn: Callable = fn, name: str = name, args: Callable = args
-        ) -> Messages:
-            text = fn(*args(persona, n, item))
-            if not isinstance(text, str):
-                raise TypeError(
-                    f"{file}: {name}() returned {type(text).__name__}, expected the prompt text (str)"
-                )
-            return _user(text)
-
-        build[step] = one
     logger.info("reference prompts: %s (sha256 %s)", file, digest[:12])
-    return PromptSet("reference", "reference", str(file), digest, build)
+    return PromptSet("reference", "reference", str(file), digest, functions)
 
 
 def prompt_set(reference_prompts: str | Path | None = None) -> PromptSet:
