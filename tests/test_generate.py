@@ -11,7 +11,7 @@ import pytest
 
 from pv4kit.cli import main
 from pv4kit.generation import prompts
-from pv4kit.generation.steps import check_output, generate_user, generate_users, parse_list
+from pv4kit.generation.steps import generate_user, generate_users, normalise_output
 from pv4kit.llm.config import LLMConfig
 from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer, Reply, prompt_of
@@ -106,14 +106,19 @@ def test_list_items_one_reading_reference_by_default():
     ]
     # only the marked lines: a heading or a sentence around the list is no item
     assert list_items(reply, loose=True, marked_only=True) == ["a", "b", "c", "d"]
-    assert parse_list(reply) == list_items(reply)
-    assert parse_list(reply, repair=True) == list_items(reply, loose=True)
+
+
+def check_output(step, text, **kw):
+    return normalise_output(step, text, **kw)[:2]
 
 
 def test_check_output_rules():
     # the reference's list rule by default; pv4kit's repair on request
-    assert parse_list("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]
-    assert parse_list("1. a\n\n2) b\n- c\n", repair=True) == ["a", "b", "c"]
+    from pv4kit.text import list_items
+
+    assert list_items("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]
+    assert list_items("1. a\n\n2) b\n- c\n", loose=True) == ["a", "b", "c"]
+    assert check_output("categories", "1. a\n2) b", n=2, repair_lists=True) == ("a\nb", [])
     assert check_output("categories", "1. a\n2. b", n=2) == ("a\nb", [])
     content, problems = check_output("topics", "1. a\n2. b\n3. c", n=2)
     assert content == "a\nb\nc" and problems == ["expected 2 items, got 3"]  # no truncation

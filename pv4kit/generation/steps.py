@@ -50,19 +50,13 @@ _LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_outp
 # --------------------------------------------------------------------------- what a reply becomes
 
 
-def parse_list(text: str, *, repair: bool = False) -> list[str]:
-    """Items of a numbered list, by the reference's rule unless ``repair`` (:func:`pv4kit.text.list_items`).
-
-    ``repair=True`` also removes ``1)``, ``1 .``, ``-``, ``*`` and bullet markers (a ``2.5-hour`` item stays
-    whole) and drops empty items.
-    """
-    return list_items(text, loose=repair)
-
-
 def normalise_output(
     step: str, text: str, *, n: int, repair_lists: bool = False, repair_chats: bool = False
 ) -> tuple[str | None, list[str], list[str]]:
     """``(content, problems, repairs)`` for one model output of ``step``.
+
+    Lists are read by the reference's rule (:func:`pv4kit.text.list_items`); ``repair_lists`` also removes
+    ``1)``, ``1 .``, ``-``, ``*`` and bullet markers (a ``2.5-hour`` item stays whole) and drops empty items.
 
     ``content`` is the file as the reference writes it (``None`` for an empty reply, which is asked
     again); ``problems`` is empty when the output is valid (``n`` items, a two-line chat, or ``n``
@@ -74,8 +68,8 @@ def normalise_output(
         return None, ["empty reply"], []
     repairs: list[str] = []
     if step in ("categories", "topics"):
-        items = parse_list(text)
-        if repair_lists and (repaired := parse_list(text, repair=True)) != items:
+        items = list_items(text)
+        if repair_lists and (repaired := list_items(text, loose=True)) != items:
             repairs.append("list repaired: 1) / bullet numbering removed, empty items dropped")
             items = repaired
         if not items:
@@ -104,13 +98,6 @@ def normalise_output(
     if len(good) != n:
         problems.append(f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks")
     return text, problems, repairs
-
-
-def check_output(
-    step: str, text: str, *, n: int, repair_lists: bool = False, repair_chats: bool = False
-) -> tuple[str | None, list[str]]:
-    """``(content, problems)`` of :func:`normalise_output`."""
-    return normalise_output(step, text, n=n, repair_lists=repair_lists, repair_chats=repair_chats)[:2]
 
 
 # --------------------------------------------------------------------------- one user
