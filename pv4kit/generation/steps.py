@@ -17,6 +17,7 @@ cache holds the same output for the current request, else reported *untracked* a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import re
@@ -123,6 +124,7 @@ class _Item:
     done: bool = False
     last: tuple[str | None, list[str], LLMResponse] | None = None
     repairs: list[str] = field(default_factory=list)
+    malformed_before: list[str] = field(default_factory=list)  # problems of an earlier malformed reply
 
 
 @dataclass
@@ -239,11 +241,8 @@ class _UserRun:
         """Record files without a manifest entry whose content the cache gives for the current request."""
         tries = range(self.max_retries + 1)
         keys = {(it.rel, a): cache_key(it.messages, it.llm, sample_index=a) for it in items for a in tries}
-        store = ResponseStore(self.cache)
-        try:
+        with contextlib.closing(ResponseStore(self.cache)) as store:
             hits = store.get_many(list(keys.values()))
-        finally:
-            store.close()
         for item in items:
             on_disk = (self.user_dir / item.rel).read_text(encoding="utf-8")
             for a in tries:
@@ -256,11 +255,11 @@ class _UserRun:
 
     def run(self, items: list[_Item]) -> None:
         """Generate ``items``, asking again for empty (with ``reask_malformed``: malformed) replies."""
-        pending, prior_problems = list(items), {}
+        pending = list(items)
         for attempt in range(self.max_retries + 1):
             if not pending:
                 break
-            pending = self.attempt(pending, attempt, prior_problems)
+            pending = self.attempt(pending, attempt)
         for item in items:
             self.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
             if item.done and item.last and item.last[1]:
@@ -269,9 +268,7 @@ class _UserRun:
                     "user %s: %s kept with problems: %s", self.user_id, item.rel, "; ".join(item.last[1])
                 )
 
-    def attempt(
-        self, pending: list[_Item], attempt: int, prior_problems: dict[str, list[str]]
-    ) -> list[_Item]:
+    def attempt(self, pending: list[_Item], attempt: int) -> list[_Item]:
         """One round of calls (``sample_index`` ``attempt``); returns the items to ask again."""
         final = attempt == self.max_retries
         responses = complete(
@@ -283,7 +280,7 @@ class _UserRun:
             sample_index=attempt,
             progress=self.progress,
             client=self.client,
-            on_result=lambda i, resp: self.take(pending[i], resp, attempt, final, prior_problems),
+            on_result=lambda i, resp: self.take(pending[i], resp, attempt, final),
         )
         self.result.calls += sum(not r.cached for r in responses)
         self.result.cached += sum(r.cached for r in responses)
@@ -299,9 +296,7 @@ class _UserRun:
             )
         return retry
 
-    def take(
-        self, item: _Item, resp: LLMResponse, attempt: int, final: bool, prior_problems: dict[str, list[str]]
-    ) -> None:
+    def take(self, item: _Item, resp: LLMResponse, attempt: int, final: bool) -> None:
         """Write one reply's content (and its manifest entry), or keep it for asking again."""
         if resp.error is not None:
             item.last = (None, [resp.error], resp)
@@ -310,13 +305,13 @@ class _UserRun:
         item.last = (content, problems, resp)
         # as the reference: an empty reply is asked again, anything else is written as it came
         if content is not None and (not problems or not self.reask_malformed or final):
-            if attempt and self.reask_malformed and prior_problems.get(item.rel):
-                repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
+            if attempt and self.reask_malformed and item.malformed_before:
+                repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
             self.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
             atomic_write_text(self.user_dir / item.rel, content)
             item.done, item.repairs = True, repairs
         elif content is not None:
-            prior_problems[item.rel] = problems
+            item.malformed_before = problems
 
     def generate(self, persona: str) -> UserResult:
         """Steps 1-5: the lists, then the chats and question files, then ``qa.csv``."""
