@@ -37,9 +37,9 @@ from pv4kit.dataset.validate import validate_raw
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import embed_texts, get_audit_embedder, get_embedder
 from pv4kit.generation import prompts
-from pv4kit.generation.cost import estimate_user_cost
-from pv4kit.generation.prompt_sets import load_reference_prompts
-from pv4kit.generation.steps import GenerationConfig, generate_users
+from pv4kit.generation.defaults import estimate_user_cost
+from pv4kit.generation.prompts import load_reference_prompts
+from pv4kit.generation.steps import generate_users
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig, endpoint_config
 from pv4kit.llm.local import local_server
@@ -62,7 +62,6 @@ from pv4kit.scoring.validity import read_validity, validity
 __all__ = [
     "AnswerOptions",
     "EmbeddingCache",
-    "GenerationConfig",
     "LLMConfig",
     "PV4Data",
     "__version__",
