@@ -41,31 +41,6 @@ def _memory(args: argparse.Namespace) -> str:
     return args.memory or "no_docs"
 
 
-def _answer(args: argparse.Namespace) -> int:
-    from pv4kit.baselines.run import default_max_model_len
-    from pv4kit.dataset.load import load
-
-    args.mcq, args.method = args.method == "mcq", _memory(args)
-    from pv4kit.llm.local import resolve_endpoint
-
-    data = load(args.data, splits=[args.split])
-    embedder = _embedder(args)
-    with resolve_endpoint(
-        args.model,
-        args.base_url,
-        max_model_len=args.max_model_len or default_max_model_len(args.model, method=args.method),
-    ) as endpoint:
-        run = _run_answer(args, data, endpoint, embedder)
-    _print_run(run, args)
-    if args.score and not run.errors:
-        from pv4kit.scoring.score import score_run
-
-        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
-        lo, hi = m["accuracy_ci"]
-        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
-    return 1 if run.errors else 0
-
-
 def _embedder(args: argparse.Namespace) -> Any:
     """The dense retriever's embedder, loaded only when the method ranks chats with it (else ``None``)."""
     if args.retriever != "dense" or not get_method(args.method).ranks(args.truncation):
@@ -75,37 +50,50 @@ def _embedder(args: argparse.Namespace) -> Any:
     return get_embedder(args.embedder, device=args.device)
 
 
-def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: Any) -> Any:
-    """Call :func:`~pv4kit.baselines.run.answer` with the options of ``pv4kit answer``."""
-    from pv4kit.baselines.prompting import get_token_counter
-    from pv4kit.baselines.run import answer
-    from pv4kit.llm.local import local_llm_config
+def _answer_command(args: argparse.Namespace) -> int:
+    from pv4kit.baselines.run import answer, default_max_model_len
+    from pv4kit.baselines.tokens import get_token_counter
+    from pv4kit.dataset.load import load
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint, smollm2_dir
 
-    llm = local_llm_config(
-        endpoint,
-        **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
-        max_concurrency=args.concurrency,
-    )
-    counter = None
-    if args.truncation == "relevance":
-        from pv4kit.llm.local import smollm2_dir
-
-        tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
-        counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
+    args.mcq, args.method = args.method == "mcq", _memory(args)
+    data = load(args.data, splits=[args.split])
+    embedder = _embedder(args)
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
-    return answer(
-        data,
-        llm=llm,
-        run_dir=Path(args.runs_dir) / name,
-        embedder=embedder,
-        cache=llm_cache_arg(args.cache),
-        token_counter=counter,
-        tokenizer=args.tokenizer if args.truncation == "front" else None,
-        users=args.users,
-        **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit", "dense_ranking", "mcq"),
-        progress=not args.quiet,
-    )
+    max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
+    with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
+        llm = local_llm_config(
+            endpoint,
+            **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
+            max_concurrency=args.concurrency,
+        )
+        counter = None
+        if args.truncation == "relevance":
+            tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
+            counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
+        run = answer(
+            data,
+            llm=llm,
+            run_dir=Path(args.runs_dir) / name,
+            embedder=embedder,
+            cache=llm_cache_arg(args.cache),
+            token_counter=counter,
+            tokenizer=args.tokenizer if args.truncation == "front" else None,
+            users=args.users,
+            **pick(
+                args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"
+            ),
+            **pick(args, "truncation", "limit", "dense_ranking", "mcq"),
+            progress=not args.quiet,
+        )
+    _print_run(run, args)
+    if args.score and not run.errors:
+        from pv4kit.scoring.score import score_run
+
+        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
+        lo, hi = m["accuracy_ci"]
+        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
+    return 1 if run.errors else 0
 
 
 def _print_run(run: Any, args: argparse.Namespace) -> None:
@@ -212,7 +200,7 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
     )
-    p.set_defaults(func=_answer)
+    p.set_defaults(func=_answer_command)
 
 
 def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
