@@ -17,6 +17,7 @@ from __future__ import annotations
 import dataclasses
 import logging
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -64,7 +65,6 @@ __all__ = [
     "AnswerRun",
     "Request",
     "answer",
-    "context_report",
     "default_max_model_len",
     "select_questions",
 ]
@@ -259,13 +259,8 @@ def answer(
     max_model_len = max_model_len or default_max_model_len(first.model, method=m.name)
     budget = reference_budget(max_model_len, max_new_tokens, margin=margin)
     if max_model_len - max_new_tokens - margin < 1:
-        logger.warning(
-            "max_model_len %d leaves no room for a prompt after max_new_tokens %d and margin %d: the budget "
-            "is clamped to 1 token, as the reference does, so every prompt is cut to its last token",
-            max_model_len,
-            max_new_tokens,
-            margin,
-        )
+        msg = "max_model_len %d - max_new_tokens %d - margin %d < 1: the budget is clamped to 1 token, as "
+        logger.warning(msg + "the reference does", max_model_len, max_new_tokens, margin)
     server = _check_server(first, max_model_len, m) if check_server and client is None else None
     if server is not None and server.kind == "vllm":
         no_thinking = dict(NO_THINKING)
@@ -361,9 +356,7 @@ def answer(
     empty = [r.error is None and not (r.text or "").strip() for r in responses]
     if errors:
         logger.warning(
-            "%s: %d requests failed after retries; recorded as failed (no generation), rerun to resume them",
-            m.name,
-            errors,
+            "%s: %d requests failed after retries (status failed); rerun to resume", m.name, errors
         )
     if any(empty):
         logger.warning(
@@ -386,10 +379,7 @@ def answer(
             "n_documents": [len(f.kept) for f in fitted],
             "prompt_tokens": [r.prompt_tokens for r in requests],
             "full_prompt_tokens": [r.full_tokens for r in requests],
-            "truncated": [
-                r.truncated if truncation == "front" else f.truncated
-                for r, f in zip(requests, fitted, strict=True)
-            ],
+            "truncated": [r.truncated for r in requests],
             "sent_as": [r.sent_as for r in requests],
             "finish_reason": [r.finish_reason for r in responses],
             "error": [r.error for r in responses],
@@ -399,16 +389,22 @@ def answer(
     )
     for column, values in planned.columns.items():
         gens[column] = values
-    context = context_report(
-        requests,
-        fitted,
-        max_model_len=max_model_len,
-        max_input_tokens=budget,
-        truncation=truncation,
-        counter=measured_by.name,
-        exact=exact,
-        server=server,
+    context = reference_context(
+        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=budget
     )
+    sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
+    context["pv4kit"] = {  # how the prompts were counted, cut and sent
+        "token_counter": measured_by.name,
+        "exact": exact,
+        "truncation": truncation,
+        "sent_as": dict(Counter(r.sent_as for r in requests)),
+        "mean_sent_prompt_tokens": round(float(sent.mean()), 1),
+        "max_sent_prompt_tokens": int(sent.max()),
+        "documents_dropped": int(sum(len(f.dropped) for f in fitted)),
+        "num_over_budget": int(sum(not f.fits for f in fitted)),
+        "server_kind": server.kind if server else None,
+        "server_max_model_len": server.max_model_len if server else None,
+    }
     base_urls = [redact_url(c.base_url) for c in llms]
     served = _served_model(responses, run_dir if any(resumed) else None, first.model, m.name)
     config = {
@@ -649,42 +645,3 @@ def _served_model(
         )
     ordered = sorted(names)
     return ordered[0] if len(ordered) == 1 else (ordered or None)
-
-
-def context_report(
-    requests: Sequence[Request],
-    fitted: Sequence[FitResult],
-    *,
-    max_model_len: int,
-    max_input_tokens: int,
-    truncation: str,
-    counter: str,
-    exact: bool,
-    server: ServerInfo | None = None,
-) -> dict[str, Any]:
-    """The ``context.json`` record: the reference's keys, then pv4kit's under ``pv4kit``.
-
-    The reference's figures (:func:`~pv4kit.baselines.tokens.reference_context`) describe the untruncated
-    lengths; ``pv4kit`` holds how they were counted, the truncation rule, how the cut prompts were sent, the
-    sent lengths, the chats dropped and the prompts still over budget.
-    """
-    out = reference_context(
-        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=max_input_tokens
-    )
-    sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
-    how: dict[str, int] = {}
-    for r in requests:
-        how[r.sent_as] = how.get(r.sent_as, 0) + 1
-    out["pv4kit"] = {
-        "token_counter": counter,
-        "exact": bool(exact),
-        "truncation": truncation,
-        "sent_as": how,
-        "mean_sent_prompt_tokens": round(float(sent.mean()), 1),
-        "max_sent_prompt_tokens": int(sent.max()),
-        "documents_dropped": int(sum(len(f.dropped) for f in fitted)),
-        "num_over_budget": int(sum(not f.fits for f in fitted)),
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
-    }
-    return out
