@@ -168,43 +168,40 @@ def probe_server(
     import httpx
 
     root, headers = server_root(base_url), _auth(api_key_env)
-    errors = (httpx.HTTPError, ValueError, AttributeError)
 
-    def ask(method: str, url: str, **kwargs: Any) -> Any:
-        return httpx.request(method, url, timeout=timeout, headers=headers, **kwargs)
+    def ask(method: str, url: str, **kwargs: Any) -> dict[str, Any] | None:
+        """The JSON object a 200 answer holds ({} for another status; None on an error or a non-object)."""
+        try:
+            r = httpx.request(method, url, timeout=timeout, headers=headers, **kwargs)
+            body = r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return None
+        return body if isinstance(body, dict) else None
 
-    try:
-        r = ask("GET", f"{base_url.rstrip('/')}/models")
-        listing = r.json().get("data", []) if r.status_code == 200 else []
-    except errors:
+    found = ask("GET", f"{base_url.rstrip('/')}/models")
+    if found is None:
         return ServerInfo("unknown")
+    listing = found.get("data", [])
     models = tuple(str(m.get("id")) for m in listing if isinstance(m, dict))
     entry = next((m for m in listing if isinstance(m, dict) and m.get("id") == model), None)
     entry = entry or (listing[0] if listing and isinstance(listing[0], dict) else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
-        mml, version, root_of = entry.get("max_model_len"), None, entry.get("root")
-        try:
-            version = ask("GET", f"{root}/version").json().get("version")
-        except errors:
-            pass
-        mml = int(mml) if mml is not None else None
-        version, root_of = str(version) if version else None, str(root_of) if root_of else None
-        return ServerInfo("vllm", mml, models, version=version, served_model=root_of)
+        mml, root_of = entry.get("max_model_len"), entry.get("root")
+        version = (ask("GET", f"{root}/version") or {}).get("version")
+        return ServerInfo(
+            "vllm",
+            int(mml) if mml is not None else None,
+            models,
+            version=str(version) if version else None,
+            served_model=str(root_of) if root_of else None,
+        )
     if owner == "llamacpp":
-        n_ctx = None
-        try:
-            props = ask("GET", f"{root}/props").json()
-            n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        except errors:
-            pass
+        props = ask("GET", f"{root}/props") or {}
+        n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
         return ServerInfo("llama.cpp", int(n_ctx) if n_ctx else None, models)
-    try:
-        r = ask("POST", f"{root}/extras/tokenize", json={"input": "hi"})
-        if r.status_code == 200 and "tokens" in r.json():
-            return ServerInfo("llama-cpp-python", None, models)
-    except errors:
-        pass
+    if "tokens" in (ask("POST", f"{root}/extras/tokenize", json={"input": "hi"}) or {}):
+        return ServerInfo("llama-cpp-python", None, models)
     return ServerInfo("other", None, models)
 
 
