@@ -256,10 +256,6 @@ class EstimateChatTokenizer:
     def __post_init__(self) -> None:
         self.name = self.name or f"estimate: {self.counter.name} + template overhead"
 
-    def count(self, texts: Sequence[str]) -> list[int]:
-        """The text counter's counts."""
-        return self.counter.count(texts)
-
     def length(self, messages: Sequence[Message]) -> int:
         """Estimated prompt length."""
         body = sum(self.counter.count([m["content"] for m in messages]))
@@ -284,16 +280,13 @@ class EstimateChatTokenizer:
 
 
 class _Exact:
-    """A tokenizer that encodes a chat to the decoder's prompt ids: its length is theirs."""
+    """A tokenizer that encodes a chat to the decoder's prompt ids (``encode_chat``): its length is theirs."""
 
     exact = True
 
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
     def length(self, messages: Sequence[Message]) -> int:
         """The exact prompt length."""
-        return len(self.encode_chat(messages))
+        return len(self.encode_chat(messages))  # type: ignore[attr-defined]
 
 
 @dataclass
@@ -302,7 +295,6 @@ class HFChatTokenizer(_Exact):
 
     tokenizer: Any
     name: str = ""
-    exact: bool = True
     _tok: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
