@@ -31,7 +31,6 @@ from pv4kit.baselines.methods import DEFAULT_MAX_MODEL_LEN, METHODS, Method, Pla
 from pv4kit.baselines.prompting import (
     PROMPT_VERSION,
     SYSTEM_PROMPT,
-    FitResult,
     build_messages,
     count_documents,
     fit_documents,
@@ -114,6 +113,9 @@ class Request:
         full_tokens: The untruncated prompt length (what ``context.json`` describes).
         prompt_tokens: The length actually sent.
         sent_as: ``"chat"``, ``"token ids"``, ``"text"`` or ``"messages (estimate)"``.
+        kept: The plan's document positions in the prompt (all of them for ``truncation="front"``).
+        dropped: Positions dropped by ``truncation="relevance"``, least relevant first.
+        fits: False when even the bare question is over the budget (``truncation="relevance"``).
     """
 
     messages: list[dict[str, Any]]
@@ -121,6 +123,9 @@ class Request:
     full_tokens: int
     prompt_tokens: int
     sent_as: str
+    kept: Sequence[int]
+    dropped: Sequence[int] = ()
+    fits: bool = True
 
     @property
     def truncated(self) -> bool:
@@ -323,27 +328,24 @@ def answer(
 
     # fit: the prompts to the budget
     if truncation == "front":
-        chats = [build_messages(q, p.documents, system=system) for q, p in zip(asked, plans, strict=True)]
         kind = server.kind if server else "other"
         requests = front_requests(
-            chats,
+            asked,
+            plans,
+            system=system,
             tokenizer=chat_tok,
             budget=budget,
             server_kind=kind,
             protocol=first.protocol,
             progress=progress,
         )
-        fitted = [
-            FitResult(list(range(len(p.documents))), [], r.prompt_tokens, r.full_tokens, True)
-            for r, p in zip(requests, plans, strict=True)
-        ]
     else:
-        requests, fitted = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
-        n_cut = sum(f.truncated for f in fitted)
-        if n_cut:
-            logger.warning(
-                "%s: %d of %d prompts dropped documents to fit %d tokens", m.name, n_cut, len(fitted), budget
-            )
+        requests = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
+    n_cut = sum(bool(r.dropped) for r in requests)
+    if n_cut:
+        logger.warning(
+            "%s: %d of %d prompts dropped documents to fit %d tokens", m.name, n_cut, len(plans), budget
+        )
 
     # call: every request not answered in the run already
     responses, resumed = _send(
@@ -373,10 +375,10 @@ def answer(
             "status": [STATUS_FAILED if bad else STATUS_OK for bad in failed],
             "method": name,
             "model": first.model,
-            "retrieved_ids": _kept(plans, fitted, "doc_ids", "kept"),
-            "retrieved_scores": _kept(plans, fitted, "scores", "kept"),
-            "dropped_ids": _kept(plans, fitted, "doc_ids", "dropped"),
-            "n_documents": [len(f.kept) for f in fitted],
+            "retrieved_ids": _kept(plans, requests, "doc_ids", "kept"),
+            "retrieved_scores": _kept(plans, requests, "scores", "kept"),
+            "dropped_ids": _kept(plans, requests, "doc_ids", "dropped"),
+            "n_documents": [len(r.kept) for r in requests],
             "prompt_tokens": [r.prompt_tokens for r in requests],
             "full_prompt_tokens": [r.full_tokens for r in requests],
             "truncated": [r.truncated for r in requests],
@@ -400,8 +402,8 @@ def answer(
         "sent_as": dict(Counter(r.sent_as for r in requests)),
         "mean_sent_prompt_tokens": round(float(sent.mean()), 1),
         "max_sent_prompt_tokens": int(sent.max()),
-        "documents_dropped": int(sum(len(f.dropped) for f in fitted)),
-        "num_over_budget": int(sum(not f.fits for f in fitted)),
+        "documents_dropped": int(sum(len(r.dropped) for r in requests)),
+        "num_over_budget": int(sum(not r.fits for r in requests)),
         "server_kind": server.kind if server else None,
         "server_max_model_len": server.max_model_len if server else None,
     }
@@ -485,8 +487,10 @@ def _check_server(llm: LLMConfig, max_model_len: int, method: Method) -> ServerI
 
 
 def front_requests(
-    chats: Sequence[list[dict[str, str]]],
+    questions: Sequence[str],
+    plans: Sequence[Any],
     *,
+    system: str | None,
     tokenizer: Any,
     budget: int,
     server_kind: str,
@@ -495,6 +499,9 @@ def front_requests(
 ) -> list[Request]:
     """The reference's rule: tokenise every chat, cut the over-long ones from the front, say how each is sent.
 
+    Each question gets its plan's documents (:class:`~pv4kit.baselines.methods.Plan`); ``tokenizer`` is a chat
+    tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`).
+
     Raises:
         ValueError: When a prompt must be cut and the endpoint cannot take the cut prompt (before anything
             is sent).
@@ -502,31 +509,33 @@ def front_requests(
     from tqdm.auto import tqdm
 
     out: list[Request] = []
-    for chat in tqdm(chats, desc="prompt tokens", disable=not progress, leave=False):
+    pairs = tqdm(
+        list(zip(questions, plans, strict=True)), desc="prompt tokens", disable=not progress, leave=False
+    )
+    for question, plan in pairs:
+        chat, every = build_messages(question, plan.documents, system=system), range(len(plan.documents))
         if not tokenizer.exact:
             full = tokenizer.length(chat)
-            if full <= budget:
-                out.append(Request(list(chat), False, full, full, "chat"))
-            else:
-                cut = tokenizer.truncate_messages(chat, budget)
-                out.append(Request(cut, False, full, tokenizer.length(cut), "messages (estimate)"))
+            cut = chat if full <= budget else tokenizer.truncate_messages(chat, budget)
+            sent_as = "chat" if full <= budget else "messages (estimate)"
+            out.append(Request(cut, False, full, tokenizer.length(cut), sent_as, every))
             continue
         ids = tokenizer.encode_chat(chat)
         kept = truncate_front(ids, budget)
         if len(ids) <= budget:
-            out.append(Request(list(chat), False, len(ids), len(ids), "chat"))
+            out.append(Request(chat, False, len(ids), len(ids), "chat", every))
         elif protocol == "chat" and server_kind in TOKEN_PROMPT_SERVERS:
             message = {"role": "user", "content": "", "prompt_token_ids": kept}
-            out.append(Request([message], True, len(ids), len(kept), "token ids"))
+            out.append(Request([message], True, len(ids), len(kept), "token ids", every))
         elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):
             message = {"role": "user", "content": tokenizer.decode(kept)}
-            out.append(Request([message], True, len(ids), len(kept), "text"))
+            out.append(Request([message], True, len(ids), len(kept), "text", every))
         else:
-            out.append(Request(list(chat), False, len(ids), len(ids), "unsendable"))
+            out.append(Request(chat, False, len(ids), len(ids), "unsendable", every))
     unsendable = [r.full_tokens for r in out if r.sent_as == "unsendable"]
     if unsendable:
         raise ValueError(
-            f"{len(unsendable)} of {len(chats)} prompts are over the budget of {budget} tokens "
+            f"{len(unsendable)} of {len(out)} prompts are over the budget of {budget} tokens "
             f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
             f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
             "a prompt of token ids (vLLM and llama.cpp can); pass truncation='relevance' (drop the least "
@@ -547,8 +556,13 @@ def front_requests(
 
 
 def relevance_requests(
-    questions: Sequence[str], plans: Sequence[Any], *, system: str | None, counter: Any, budget: int
-) -> tuple[list[Request], list[FitResult]]:
+    questions: Sequence[str],
+    plans: Sequence[Any],
+    *,
+    system: str | None,
+    counter: Any,
+    budget: int,
+) -> list[Request]:
     """pv4kit's rule: whole documents dropped, lowest priority first, until each prompt fits ``budget``.
 
     Each plan's ``documents`` and ``priority`` (:class:`~pv4kit.baselines.methods.Plan`) are fitted by
@@ -556,7 +570,7 @@ def relevance_requests(
     """
     memo: dict[str, int] = {}
     sep_tokens = max(1, counter.count(["\n\n"])[0])
-    requests, fitted = [], []
+    requests = []
     for q, plan in zip(questions, plans, strict=True):
         docs = plan.documents
         fit = fit_documents(
@@ -566,10 +580,11 @@ def relevance_requests(
             priority=plan.priority,
             separator_tokens=sep_tokens,
         )
-        fitted.append(fit)
         msgs = build_messages(q, [docs[i] for i in fit.kept], system=system)
-        requests.append(Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat"))
-    return requests, fitted
+        requests.append(
+            Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat", fit.kept, fit.dropped, fit.fits)
+        )
+    return requests
 
 
 def _send(
@@ -614,11 +629,11 @@ def _send(
     return responses, resumed
 
 
-def _kept(plans: list[Any], fitted: list[FitResult], attr: str, which: str) -> list[list[Any]]:
+def _kept(plans: list[Any], requests: list[Request], attr: str, which: str) -> list[list[Any]]:
     """Per question, ``plan.<attr>`` at the fit's ``kept`` or ``dropped`` positions ([] without chat ids)."""
     return [
         [getattr(p, attr)[i] for i in getattr(f, which)] if p.doc_ids else []
-        for p, f in zip(plans, fitted, strict=True)
+        for p, f in zip(plans, requests, strict=True)
     ]
 
 
