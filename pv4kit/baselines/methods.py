@@ -100,9 +100,6 @@ class PlanRequest:
     progress: bool
 
 
-PlanFunction = Callable[[PlanRequest], MethodPlan]
-
-
 @dataclass(frozen=True)
 class Method:
     """One memory setting: its plan function and what the run needs around it.
@@ -121,7 +118,7 @@ class Method:
     """
 
     name: str
-    plan: PlanFunction
+    plan: Callable[[PlanRequest], MethodPlan]
     description: str = ""
     reference_name: str | None = None
     ranking: str = "never"

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pv4kit.llm.config import Message
 from pv4kit.redact import redact_url
 
 logger = logging.getLogger(__name__)
@@ -28,18 +29,6 @@ logger = logging.getLogger(__name__)
 GENERATION_RESERVE = 32
 #: the percentiles of ``context.json``
 PERCENTILES = (50, 90, 95, 99)
-#: keys of the reference's ``context.json``, in its order
-REFERENCE_CONTEXT_KEYS = (
-    "max_model_len",
-    "max_input_tokens",
-    "num_prompts",
-    "num_truncated",
-    "fit_rate",
-    "mean_prompt_tokens",
-    "max_prompt_tokens",
-    "tokens_dropped",
-    *(f"p{q}_prompt_tokens" for q in PERCENTILES),
-)
 #: the reference's PV4 full-context window: 65,536 tokens with YaRN x2 over Qwen3's native 32,768
 FULL_CONTEXT_LENGTH = 65_536
 FULL_CONTEXT_YARN_FACTOR = 2.0
@@ -50,8 +39,6 @@ NO_THINKING = {"enable_thinking": False}
 ESTIMATE_OVERHEAD_PER_MESSAGE = 5
 #: the assistant header of the generation prompt assumed by the estimate
 ESTIMATE_GENERATION_PROMPT = 3
-
-Message = dict[str, str]
 
 
 def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = GENERATION_RESERVE) -> int:
