@@ -59,14 +59,7 @@ from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_o
 from pv4kit.scoring.failures import STATUS_FAILED, STATUS_OK, previous_answers
 from pv4kit.scoring.runs import read_run_config, write_generations
 
-__all__ = [
-    "METHODS",
-    "AnswerRun",
-    "Request",
-    "answer",
-    "default_max_model_len",
-    "select_questions",
-]
+__all__ = ["METHODS", "AnswerRun", "Request", "answer", "default_max_model_len", "select_questions"]
 
 logger = logging.getLogger(__name__)
 
@@ -545,13 +538,8 @@ def front_requests(
     cut = [r for r in out if r.truncated]
     if cut:
         how = ", ".join(sorted({r.sent_as for r in cut}))
-        logger.warning(
-            "%d of %d prompts are over %d tokens and were cut from the front (sent as %s)",
-            len(cut),
-            len(out),
-            budget,
-            how,
-        )
+        msg = "%d of %d prompts are over %d tokens and were cut from the front (sent as %s)"
+        logger.warning(msg, len(cut), len(out), budget, how)
     return out
 
 
