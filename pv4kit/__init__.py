@@ -24,7 +24,7 @@ from pv4kit.analysis.projection import with_category_umap, with_question_umap
 from pv4kit.analysis.widgets import browser
 from pv4kit.baselines.bm25 import bm25_scores
 from pv4kit.baselines.hard import derive_hard_subset, with_fallback_subset
-from pv4kit.baselines.methods import AnswerOptions, register_method
+from pv4kit.baselines.methods import register_method
 from pv4kit.baselines.prompting import build_messages
 from pv4kit.baselines.retrieve import retrieve
 from pv4kit.baselines.run import answer
@@ -60,7 +60,6 @@ from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, mc
 from pv4kit.scoring.validity import read_validity, validity
 
 __all__ = [
-    "AnswerOptions",
     "EmbeddingCache",
     "LLMConfig",
     "PV4Data",

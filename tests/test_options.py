@@ -17,9 +17,9 @@ import pytest
 from pv4kit._options import check_number, merge_options
 from pv4kit.analysis.audit_report import AuditOptions, run_audit
 from pv4kit.analysis.notebooks import execute_notebooks
-from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
-from pv4kit.baselines.methods import AnswerOptions
-from pv4kit.baselines.prompting import CharEstimate
+from pv4kit.baselines.attributes import attribute_contexts
+from pv4kit.baselines.run import answer
+from pv4kit.baselines.tokens import CharEstimate
 from pv4kit.dataset.splits import build_dataset
 from pv4kit.llm.config import LLMConfig
 from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
@@ -97,14 +97,14 @@ def test_run_audit_options_and_keywords_are_one_call(fake_embedder):
 def test_attribute_contexts_names_unknown_and_missing_options():
     llm = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
     questions = pd.DataFrame({"user_id": [1], "question_index": [0], "question": ["q?"]})
-    with pytest.raises(TypeError, match="did you mean 'max_attributes'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_attribute'"):
         attribute_contexts(
             None, questions, llm=llm, cache=None, counter=CharEstimate(), budget=100, max_attribute=3
         )
     with pytest.raises(TypeError, match="budget"):
         attribute_contexts(None, questions, llm=llm, cache=None, counter=CharEstimate())
-    opts = AttributeOptions(llm=llm, cache=None, counter=CharEstimate(), budget=100)
-    docs, info = attribute_contexts(None, questions.iloc[0:0], options=opts)  # no user: no request
+    kw = dict(llm=llm, cache=None, counter=CharEstimate(), budget=100)
+    docs, info = attribute_contexts(None, questions.iloc[0:0], **kw)  # no user: no request
     assert docs == {} and info["calls"] == 0 and info["n_attributes_per_question"] == []
 
 
@@ -169,12 +169,12 @@ def _preds() -> pd.DataFrame:
         ),
         (lambda: LLMConfig(model="m", temperature=-1.0), "temperature must be a number >= 0, got -1.0"),
         (
-            lambda: AnswerOptions(method="rag", llm=None, max_new_tokens=-5),
+            lambda: answer(None, method="rag", llm=None, max_new_tokens=-5),
             "max_new_tokens must be an integer >= 1",
         ),
-        (lambda: AnswerOptions(method="rag", llm=None, margin=-1), "margin must be an integer >= 0, got -1"),
+        (lambda: answer(None, method="rag", llm=None, margin=-1), "margin must be an integer >= 0, got -1"),
         (
-            lambda: AnswerOptions(method="rag", llm=None, max_model_len=0),
+            lambda: answer(None, method="rag", llm=None, max_model_len=0),
             "max_model_len must be an integer >= 1",
         ),
         (
