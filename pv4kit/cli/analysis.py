@@ -12,7 +12,7 @@ logger = logging.getLogger(__name__)
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from pv4kit.analysis.audit_report import run_audit, write_audit
+    from pv4kit.analysis.audit import run_audit, write_audit
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_audit_embedder
 
