@@ -289,7 +289,7 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
     """Histograms of reference-to-nearest-distractor and closest-pair cosine.
 
     Takes the frame of :func:`pv4kit.analysis.audit.similarity_audit`; the near-duplicate line defaults
-    to the cut-off of the embedder it names (:func:`pv4kit.analysis.audit.common.cutoffs`).
+    to the cut-off of the embedder it names (:func:`pv4kit.analysis.audit.cutoffs`).
     """
     from pv4kit.analysis.audit import cutoffs
 
