@@ -22,6 +22,12 @@ WIDTH, HEIGHT = 900, 500
 COLORS = {"correct": "#1b9e77", "wrong": "#d95f02", "reference": "#1b9e77", "distractor": "#7570b3"}
 
 
+def _figure() -> Any:
+    import plotly.graph_objects as go
+
+    return go.Figure()
+
+
 def _layout(
     fig: Any, title: str, *, width: int = WIDTH, height: int = HEIGHT, margin_l: int = 70, **kwargs: Any
 ) -> Any:
@@ -57,26 +63,23 @@ MAX_ROWS = 30  # rows of a per-group figure before it keeps the top and bottom g
 MAX_LABELS = 60  # points of a map before their text labels give way to hover only
 
 
-def _extremes(order: Sequence[Any], *, keep: int) -> tuple[list[Any], list[Any]]:
-    """``(shown, others)``: the first and last ``keep // 2`` of ``order`` (best to worst), and the rest."""
+def _extremes(order: Sequence[Any], *, keep: int) -> tuple[list[Any], list[Any], list[Any]]:
+    """``(head, others, tail)``: ``order``'s first ``keep - keep // 2``, the rest, its last ``keep // 2``."""
     order = list(order)
     if len(order) <= keep:
-        return order, []
-    head = keep - keep // 2
-    tail = keep // 2
-    return order[:head] + order[len(order) - tail :], order[head : len(order) - tail]
+        return order, [], []
+    head, tail = keep - keep // 2, len(order) - keep // 2
+    return order[:head], order[head:tail], order[tail:]
 
 
 def category_balance(questions: pd.DataFrame) -> Any:
     """Questions per category for each user (stacked bars; categories are the user's own)."""
-    import plotly.graph_objects as go
-
     q = questions.assign(category_name=questions["category_name"].fillna("(unknown)"))
     counts = (
         q.groupby(["user_id", "category", "category_name"], dropna=False).size().rename("n").reset_index()
     )
     users = [str(u) for u in sorted(counts["user_id"].unique())]
-    fig = go.Figure()
+    fig = _figure()
     for cat, sub in counts.groupby("category", dropna=False, sort=True):
         fig.add_bar(
             x=sub["user_id"].astype(str),
@@ -93,12 +96,10 @@ def category_balance(questions: pd.DataFrame) -> Any:
 
 def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
     """Questions per group of similar category names across users (:func:`~audit.category_groups`)."""
-    import plotly.graph_objects as go
-
     per = categories.groupby(["group_label", "user_id"]).agg(n=("n_questions", "sum")).reset_index()
     totals = per.groupby("group_label")["n"].sum().sort_values(ascending=False)
     keep = totals.index[:top].tolist()
-    fig = go.Figure()
+    fig = _figure()
     for uid, sub in per[per["group_label"].isin(keep)].groupby("user_id", sort=True):
         fig.add_bar(y=sub["group_label"], x=sub["n"], name=f"user {uid}", orientation="h")
     fig.update_layout(barmode="stack")
@@ -124,11 +125,9 @@ def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) 
         label_points: Print each name beside its point; default only up to ``MAX_LABELS`` points
             (at release size, 1,490 names, labels would print over each other: hover carries them).
     """
-    import plotly.graph_objects as go
-
     if label_points is None:
         label_points = len(categories) <= MAX_LABELS
-    fig = go.Figure()
+    fig = _figure()
     sizes = categories["group_label"].map(categories["group_label"].value_counts())
     for multi in (False, True):
         part = categories[(sizes >= 2) == multi]
@@ -169,9 +168,7 @@ def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) 
 
 def answer_positions(positions: pd.DataFrame) -> Any:
     """Share of each correct letter against the uniform 20% (:func:`audit.position_audit`)."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    fig = _figure()
     for group, sub in positions.groupby("group", sort=False):
         p = sub["pvalue"].iloc[0]
         fig.add_bar(
@@ -189,8 +186,6 @@ def answer_positions(positions: pd.DataFrame) -> Any:
 
 def length_bias(summary: pd.DataFrame) -> Any:
     """Rates of the length shortcuts with intervals (from :func:`pv4kit.analysis.audit.length_summary`)."""
-    import plotly.graph_objects as go
-
     labels = {
         "ref_longest": "reference uniquely longest (words)",
         "ref_shortest": "reference uniquely shortest (words)",
@@ -201,14 +196,13 @@ def length_bias(summary: pd.DataFrame) -> Any:
         "all_share_first_two": "all five share the first two words",
     }
     s = summary.assign(label=summary["metric"].map(labels).fillna(summary["metric"]))
-    fig = go.Figure(
-        go.Bar(
-            y=s["label"],
-            x=s["rate"],
-            orientation="h",
-            marker_color=["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)],
-            error_x=_ci(s, "rate", symmetric=False),
-        )
+    fig = _figure()
+    fig.add_bar(
+        y=s["label"],
+        x=s["rate"],
+        orientation="h",
+        marker_color=["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)],
+        error_x=_ci(s, "rate", symmetric=False),
     )
     _chance(fig, axis="x", label="chance 20% (orange bars)")
     fig.update_xaxes(title="share of questions (95% CI, users resampled)", tickformat=".0%", range=[0, 1])
@@ -218,9 +212,8 @@ def length_bias(summary: pd.DataFrame) -> Any:
 
 def word_spread(lengths: pd.DataFrame) -> Any:
     """Histogram of the word spread (longest minus shortest choice) against the 2-word rule."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure(go.Histogram(x=lengths["word_spread"], xbins={"size": 1}, marker_color="#7570b3"))
+    fig = _figure()
+    fig.add_histogram(x=lengths["word_spread"], xbins={"size": 1}, marker_color="#7570b3")
     fig.add_vline(x=2.5, line_dash="dash", line_color="grey", annotation_text="within 2 words")
     fig.update_xaxes(title="words between the longest and the shortest choice")
     fig.update_yaxes(title="questions")
@@ -242,29 +235,22 @@ def accuracy_dots(
     one. With more than ``max_groups`` groups only the best and worst (by mean accuracy over solvers) are
     drawn, with one pooled "others" row between them (no interval).
     """
-    import plotly.graph_objects as go
-
     acc = accuracy.copy()
     many = acc["group"].nunique() > 1
     n_others = 0
     if many and acc["group"].nunique() > max_groups:
         mean = acc.groupby("group", sort=False)["accuracy"].mean().sort_values(ascending=False)
-        shown, others = _extremes(mean.index, keep=max_groups)
+        head, others, tail = _extremes(mean.index, keep=max_groups)
         n_others = len(others)
         rest = acc[acc["group"].isin(others)]
         pooled = rest.groupby("solver", sort=False)[["n", "n_correct"]].sum().reset_index()
         label = f"others ({n_others} groups, pooled)"
         pooled = pooled.assign(group=label, accuracy=pooled["n_correct"] / pooled["n"])
         pooled = pooled.assign(ci_low=pooled["accuracy"], ci_high=pooled["accuracy"])
-        order = {
-            g: i
-            for i, g in enumerate(
-                [*shown[: len(shown) - max_groups // 2], label, *shown[len(shown) - max_groups // 2 :]]
-            )
-        }
-        acc = pd.concat([acc[acc["group"].isin(shown)], pooled], ignore_index=True)
+        order = {g: i for i, g in enumerate([*head, label, *tail])}
+        acc = pd.concat([acc[acc["group"].isin(head + tail)], pooled], ignore_index=True)
         acc = acc.assign(_o=acc["group"].map(order)).sort_values(["_o"], kind="stable").drop(columns="_o")
-    fig = go.Figure()
+    fig = _figure()
     for solver, sub in acc.groupby("solver", sort=False):
         fig.add_scatter(
             x=sub["accuracy"],
@@ -296,9 +282,7 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
     if near_duplicate is None:
         names = similarity["embedder"].dropna() if "embedder" in similarity else []
         near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    fig = _figure()
     fig.add_histogram(
         x=similarity["ref_nearest_distractor"],
         name="reference vs nearest distractor",
@@ -325,9 +309,7 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
 
 def leakage(leak: pd.DataFrame) -> Any:
     """Chat overlap of references vs distractors per user (:func:`audit.leakage_audit`)."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    fig = _figure()
     for role, flag in (("reference", True), ("distractor", False)):
         sub = leak[leak["is_reference"] == flag]
         fig.add_box(
@@ -420,14 +402,11 @@ def paired_comparison(
     largest differences either way are drawn, with one pooled "others" row (question-weighted mean
     difference, no interval) between them; hover gives each row's counts.
     """
-    import plotly.graph_objects as go
-
     n_others = 0
     cats = table[table["scope"] == "category"]
     if len(cats) > max_categories:
-        shown, others = _extremes(
-            cats.sort_values("diff", ascending=False, kind="stable").index, keep=max_categories
-        )
+        by_diff = cats.sort_values("diff", ascending=False, kind="stable").index
+        head, others, tail = _extremes(by_diff, keep=max_categories)
         rest = cats.loc[others]
         n_others = len(others)
         weights = rest["n"].to_numpy(dtype=float)
@@ -447,8 +426,6 @@ def paired_comparison(
                 }
             ]
         )
-        head = shown[: len(shown) - max_categories // 2]
-        tail = shown[len(shown) - max_categories // 2 :]
         table = pd.concat(
             [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]],
             ignore_index=True,
@@ -459,20 +436,19 @@ def paired_comparison(
             for s, g in zip(table["scope"], table["group"], strict=True)
         ]
     )
-    fig = go.Figure(
-        go.Scatter(
-            x=t["diff"],
-            y=t["label"],
-            mode="markers",
-            marker={
-                "size": 10,
-                "color": ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
-            },
-            error_x=_ci(t, "diff", "diff_low", "diff_high", symmetric=False),
-            customdata=t[["n", "a_only", "b_only", "mcnemar_p"]],
-            hovertemplate="%{y}<br>diff %{x:.1%} (n=%{customdata[0]})<br>only A %{customdata[1]}, only B "
-            "%{customdata[2]}<br>McNemar p=%{customdata[3]:.3g}<extra></extra>",
-        )
+    fig = _figure()
+    fig.add_scatter(
+        x=t["diff"],
+        y=t["label"],
+        mode="markers",
+        marker={
+            "size": 10,
+            "color": ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
+        },
+        error_x=_ci(t, "diff", "diff_low", "diff_high", symmetric=False),
+        customdata=t[["n", "a_only", "b_only", "mcnemar_p"]],
+        hovertemplate="%{y}<br>diff %{x:.1%} (n=%{customdata[0]})<br>only A %{customdata[1]}, only B "
+        "%{customdata[2]}<br>McNemar p=%{customdata[3]:.3g}<extra></extra>",
     )
     fig.add_vline(x=0, line_color="grey")
     fig.update_xaxes(title=f"accuracy {name_a} minus {name_b} (95% CI, users resampled)", tickformat=".0%")
@@ -488,10 +464,8 @@ def paired_comparison(
 
 def wrong_position(predictions: pd.DataFrame) -> Any:
     """When a run is wrong, which letter wins? Shares of predicted letters among wrong answers, per run."""
-    import plotly.graph_objects as go
-
     wrong = predictions[~predictions["correct"].astype(bool)]
-    fig = go.Figure()
+    fig = _figure()
     for run, sub in wrong.groupby("run", sort=False):
         share = sub["predicted_letter"].value_counts(normalize=True).reindex(list(LETTERS), fill_value=0)
         fig.add_bar(x=share.index, y=share.to_numpy(), name=f"{run} (n={len(sub)})")
@@ -503,9 +477,7 @@ def wrong_position(predictions: pd.DataFrame) -> Any:
 
 def margin_distribution(predictions: pd.DataFrame) -> Any:
     """Margins (best minus second-best similarity) of correct vs wrong predictions, per run."""
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    fig = _figure()
     for label, flag in (("correct", True), ("wrong", False)):
         sub = predictions[predictions["correct"].astype(bool) == flag]
         fig.add_violin(
@@ -587,10 +559,8 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
 
 def per_user_accuracy(predictions: pd.DataFrame) -> Any:
     """Accuracy per user for each run (dots), with the 20% chance line."""
-    import plotly.graph_objects as go
-
     acc = predictions.groupby(["run", "user_id"])["correct"].agg(["mean", "size"]).reset_index()
-    fig = go.Figure()
+    fig = _figure()
     for run, sub in acc.groupby("run", sort=False):
         fig.add_scatter(
             x=sub["user_id"].astype(str),
@@ -608,13 +578,11 @@ def per_user_accuracy(predictions: pd.DataFrame) -> Any:
 
 
 def _ci(frame: pd.DataFrame, value: str, low: str = "ci_low", high: str = "ci_high", **extra: Any) -> dict:
-    """Plotly error bars from ``value`` to the ``low`` and ``high`` columns."""
-    return {
-        "type": "data",
-        **extra,
-        "array": frame[high] - frame[value],
-        "arrayminus": frame[value] - frame[low],
-    }
+    """Plotly error bars from ``value`` to the ``low`` and ``high`` columns (as lists for ``list=True``)."""
+    hi, lo = frame[high] - frame[value], frame[value] - frame[low]
+    if extra.pop("list", False):
+        hi, lo = hi.tolist(), lo.tolist()
+    return {"type": "data", **extra, "array": hi, "arrayminus": lo}
 
 
 def _short(label: str, width: int = 40) -> str:
@@ -629,16 +597,14 @@ def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
             column (one line per run and metric).
         title: Figure title.
     """
-    import plotly.graph_objects as go
-
-    fig = go.Figure()
+    fig = _figure()
     frame = margins.assign(run=margins["run"] if "run" in margins else "")
     for (run, metric), t in frame.groupby(["run", "metric"], sort=False):
         name = f"{run}: {metric}" if run else str(metric)
         fig.add_scatter(
             x=t["bin"],
             y=t["value"],
-            error_y=_ci(t, "value"),
+            error_y=_ci(t, "value", list=True),
             mode="lines+markers",
             name=name,
             customdata=t[["n", "share"]].to_numpy(),
@@ -659,8 +625,6 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         agreement: ``agreement.csv`` (:func:`~pv4kit.scoring.validity.agreement_table`).
         sensitivity: ``sensitivity.csv`` (:func:`~pv4kit.scoring.validity.sensitivity_table`).
     """
-    import plotly.graph_objects as go
-
     shown = {
         "agreement": "judge agrees with the scorer",
         "none_rate": "judge reads no candidate (NONE)",
@@ -668,12 +632,12 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         "scorer_accuracy": "accuracy under the scorer's picks",
     }
     rows = agreement[(agreement["scope"] == "all") & agreement["metric"].isin(list(shown))]
-    fig = go.Figure()
+    fig = _figure()
     for judge, t in rows.groupby("judge", sort=False):
         fig.add_scatter(
             x=t["value"],
             y=t["metric"].map(shown),
-            error_x=_ci(t, "value"),
+            error_x=_ci(t, "value", list=True),
             mode="markers",
             name=str(judge),
             marker_size=10,
