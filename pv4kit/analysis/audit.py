@@ -368,14 +368,9 @@ def parse_letter(text: str) -> str | None:
 def llm_candidate_only(
     questions: pd.DataFrame, *, config: Any, cache: Any = True, client: Any = None, progress: bool = False
 ) -> pd.DataFrame:
-    """An LLM shown only the question and the five choices (through :func:`pv4kit.llm.client.complete`).
+    """An LLM (``config``, an :class:`~pv4kit.llm.config.LLMConfig`) shown only the question and the choices.
 
-    Args:
-        questions: The questions frame.
-        config: A :class:`pv4kit.llm.client.LLMConfig`.
-        cache: The LLM response cache (and usage ledger).
-        client: Injected OpenAI-like client (tests).
-        progress: Progress bar.
+    Asked through :func:`pv4kit.llm.client.complete` (``cache``: its response cache; ``client``: injected).
 
     Returns:
         Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
@@ -419,14 +414,7 @@ def solver_accuracy(
     seed: int = 0,
     chance: float = CHANCE,
 ) -> pd.DataFrame:
-    """Accuracy of each solver (overall, or per ``by`` group) against the chance line.
-
-    Args:
-        predictions: Long frame with ``user_id, solver, correct`` (and ``by``).
-        by: Optional grouping column, e.g. ``"category_name"``.
-        n_boot: Bootstrap replicates (users resampled).
-        seed: Bootstrap seed.
-        chance: The chance rate.
+    """Accuracy of each solver in ``predictions`` (overall, or per ``by`` group) against ``chance``.
 
     Returns:
         ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test
@@ -759,9 +747,9 @@ def run_audit(
         seed: Bootstrap seed.
         store: A folder keeping finished audits (e.g. ``.cache/pv4kit/audits``): a result computed before
             for the same questions, data files, embedder, options and audit code is read back (not with
-            ``llm_config``). At release size on 2 cores (``benchmarks/bench_notebooks.py --runs 5``, the
-            static embedder) notebook 02 takes 8.7 s warm with it against 55.0 s computing, and 03 reads
-            its tables from it.
+            ``llm_config``). At release size on 2 cores the audit took 142.5 s to compute and 0.2 s to read
+            back, embedding left out (``benchmarks/bench_audit_store.py``, load average ~9); notebooks 02,
+            03 and 07 share one result.
 
     Returns:
         An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
