@@ -115,15 +115,10 @@ def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
 
 
 def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) -> Any:
-    """UMAP of category-name embeddings (columns ``x, y``), each point's name shown on hover.
+    """UMAP of category names (:func:`~pv4kit.analysis.projection.with_category_umap`), names on hover.
 
-    Groups with two or more names (similar categories of different users) get a colour and a legend
-    entry; names in a group of their own are grey.
-
-    Args:
-        categories: One row per category (:func:`pv4kit.analysis.audit.category_groups` with ``x, y``).
-        label_points: Print each name beside its point; default only up to ``MAX_LABELS`` points
-            (at release size, 1,490 names, labels would print over each other: hover carries them).
+    Groups of two or more names get a colour; names in a group of their own are grey. ``label_points``
+    prints each name beside its point (default: only up to ``MAX_LABELS`` points).
     """
     if label_points is None:
         label_points = len(categories) <= MAX_LABELS
@@ -230,10 +225,8 @@ def accuracy_dots(
 ) -> Any:
     """Accuracy with intervals per ``solver`` (a solver or a run) and ``group``, with the chance line.
 
-    Takes the frame of :func:`pv4kit.analysis.audit.solver_accuracy` (``solver, group, accuracy, ci_low,
-    ci_high, n``, and ``n_correct`` for the pooled row); groups go on the y axis when there is more than
-    one. With more than ``max_groups`` groups only the best and worst (by mean accuracy over solvers) are
-    drawn, with one pooled "others" row between them (no interval).
+    Takes :func:`pv4kit.analysis.audit.solver_accuracy`'s frame. With more than ``max_groups`` groups only
+    the best and worst (by mean accuracy) are drawn, with one pooled "others" row between them.
     """
     acc = accuracy.copy()
     many = acc["group"].nunique() > 1
@@ -398,9 +391,8 @@ def paired_comparison(
 ) -> Any:
     """Accuracy difference A - B with intervals per scope (from :func:`pv4kit.scoring.stats.compare`).
 
-    With more than ``max_categories`` category rows (one per user's category at release size) only the
-    largest differences either way are drawn, with one pooled "others" row (question-weighted mean
-    difference, no interval) between them; hover gives each row's counts.
+    With more than ``max_categories`` category rows only the largest differences either way are drawn,
+    with one pooled "others" row (question-weighted mean difference) between them.
     """
     n_others = 0
     cats = table[table["scope"] == "category"]
@@ -497,12 +489,10 @@ def margin_distribution(predictions: pd.DataFrame) -> Any:
 
 
 def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
-    """Question embeddings on a UMAP (columns ``x, y``) coloured by correctness, one panel per run.
+    """Questions on a UMAP (columns ``x, y``) coloured by correctness, one panel per run.
 
-    Each panel is one trace whose points are drawn in a seeded random order, so neither colour is
-    always on top: where thousands of questions overlap (release size), the mix of colours shows the
-    share correct instead of whichever class was drawn last. Panel titles give each run's accuracy;
-    two legend-only traces name the colours; hover shows the question and whether it was right.
+    Points are drawn in a seeded random order, so where thousands overlap the mix of colours shows the
+    share correct rather than whichever class was drawn last.
     """
     import numpy as np
     from plotly.subplots import make_subplots
@@ -592,10 +582,8 @@ def _short(label: str, width: int = 40) -> str:
 def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
     """Accuracy (and each judge's agreement with the scorer) by bins of the scorer's margin.
 
-    Args:
-        margins: ``margins.csv`` (:func:`~pv4kit.scoring.validity.margin_table`), optionally with a ``run``
-            column (one line per run and metric).
-        title: Figure title.
+    ``margins``: ``margins.csv`` (:func:`~pv4kit.scoring.validity.margin_table`), optionally with a ``run``
+    column (one line per run and metric).
     """
     fig = _figure()
     frame = margins.assign(run=margins["run"] if "run" in margins else "")
@@ -619,11 +607,8 @@ def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
 def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None = None) -> Any:
     """Each judge's agreement, NONE rate and accuracy under its picks vs the scorer's, with intervals.
 
-    With ``sensitivity``, the share of predictions each rescoring flips is drawn too.
-
-    Args:
-        agreement: ``agreement.csv`` (:func:`~pv4kit.scoring.validity.agreement_table`).
-        sensitivity: ``sensitivity.csv`` (:func:`~pv4kit.scoring.validity.sensitivity_table`).
+    Takes ``agreement.csv`` and, optionally, ``sensitivity.csv`` (the share of predictions each
+    rescoring flips) of :func:`~pv4kit.scoring.validity.validity`.
     """
     shown = {
         "agreement": "judge agrees with the scorer",
