@@ -9,10 +9,8 @@ The related benchmarks live in :mod:`pv4kit.related` (not imported here).
 __version__ = "0.1.0"
 
 from pv4kit.analysis import audit, plots
-from pv4kit.analysis.audit_report import run_audit, write_audit
-from pv4kit.analysis.audit_sequence import letter_sequence_audit
+from pv4kit.analysis.audit import hard_subset_tables, letter_sequence_audit, run_audit, write_audit
 from pv4kit.analysis.figures import browser_path, save_figure, save_figures
-from pv4kit.analysis.hard_report import hard_subset_tables
 from pv4kit.analysis.notebooks import (
     execute_notebooks,
     load_notebook_data,

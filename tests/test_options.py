@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from pv4kit._options import check_number, merge_options
-from pv4kit.analysis.audit_report import AuditOptions, run_audit
+from pv4kit.analysis.audit import run_audit
 from pv4kit.analysis.notebooks import execute_notebooks
 from pv4kit.baselines.attributes import attribute_contexts
 from pv4kit.baselines.run import answer
@@ -77,21 +77,6 @@ def test_demo_report_holds_what_make_demo_prints():
     assert "sample's test split" in text and "accuracy [95% CI]" in text and "50.0 [40.0, 60.0]" in text
     assert "demo_hard_subset.csv: 7 questions" in text and "0.123" in text and "0.12345" not in text
     assert text.index("Hard subset") < text.index("Timings (s):") and "total" in text
-
-
-def test_run_audit_options_and_keywords_are_one_call(fake_embedder):
-    from tests.test_audit import _data
-
-    data = _data()
-    by_keywords = run_audit(data, embedder=fake_embedder, cache=False, n_boot=20, seed=3)
-    by_options = run_audit(data, options=AuditOptions(embedder=fake_embedder, cache=False, n_boot=20, seed=3))
-    assert by_keywords.summary == by_options.summary
-    for name, table in by_keywords.tables.items():
-        pd.testing.assert_frame_equal(table, by_options[name])
-    with pytest.raises(
-        TypeError, match="run_audit\\(\\) got an unexpected keyword argument 'n_bot'; did you mean 'n_boot'"
-    ):
-        run_audit(data, embedder=fake_embedder, n_bot=20)
 
 
 def test_attribute_contexts_names_unknown_and_missing_options():
@@ -160,8 +145,8 @@ def _preds() -> pd.DataFrame:
         (lambda: score_accuracy_table(_preds(), n_boot=0), "n_boot must be an integer >= 1, got 0"),
         (lambda: score_run("nowhere", n_boot=0), "n_boot must be an integer >= 1, got 0"),
         (lambda: score_run("nowhere", batch_size=0), "batch_size must be an integer >= 1, got 0"),
-        (lambda: AuditOptions(n_boot=-1), "n_boot must be an integer >= 1, got -1"),
-        (lambda: AuditOptions(seed=-2), "seed must be an integer >= 0, got -2"),
+        (lambda: run_audit(None, n_boot=-1), "n_boot must be an integer >= 1, got -1"),
+        (lambda: run_audit(None, seed=-2), "seed must be an integer >= 0, got -2"),
         (lambda: LLMConfig(model="m", timeout=0), "timeout must be a number > 0, got 0"),
         (
             lambda: LLMConfig(model="m", max_output_tokens=-5),
