@@ -202,7 +202,6 @@ def _exchange(a: Path, b: Path) -> bool:
         ``True`` when swapped; ``False`` where the system or the file system cannot do it.
     """
     import ctypes
-    import errno
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -231,9 +230,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return True  # PermissionError too: alive, another user's
 
 
 def recover_directory(path: str | os.PathLike[str]) -> None:
@@ -246,18 +243,15 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
     """
     path = Path(path)
     ready, aside = _swap_names(path)
-    if ready.is_dir():
-        if path.exists():
-            shutil.rmtree(ready)
-        else:
-            os.rename(ready, path)
-            logger.warning("%s: finished the swap of a build that was killed (the new output is in)", path)
-    if aside.is_dir():
-        if path.exists():
-            shutil.rmtree(aside)
-        else:
-            os.rename(aside, path)
-            logger.warning("%s: put the previous output back (a build was killed while swapping)", path)
+    for leftover, done in (
+        (ready, "finished the swap of a build that was killed (the new output is in)"),
+        (aside, "put the previous output back (a build was killed while swapping)"),
+    ):
+        if leftover.is_dir() and path.exists():
+            shutil.rmtree(leftover)
+        elif leftover.is_dir():
+            os.rename(leftover, path)
+            logger.warning("%s: %s", path, done)
     if path.parent.is_dir():
         for tmp in path.parent.glob(f".{path.name}.new-*"):
             pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
@@ -380,13 +374,8 @@ def provenance(**extra: Any) -> dict[str, Any]:
     """A provenance record: pv4kit version, git commit, UTC time, plus ``extra`` fields."""
     from pv4kit import __version__
 
-    record: dict[str, Any] = {
-        "pv4kit_version": __version__,
-        "git_commit": git_commit(),
-        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    record.update(extra)
-    return record
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return {"pv4kit_version": __version__, "git_commit": git_commit(), "created_utc": now, **extra}
 
 
 def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check_same_thread: bool = True):  # noqa: ANN201
@@ -420,24 +409,20 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
     """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
     if Path(path).is_dir():
         raise not_a_file_error(path, expected="a JSONL file")
-    with open(path, encoding="utf-8") as fh:
-        lines = enumerate(fh, start=1)
-        while True:
-            try:
-                number, line = next(lines)
-            except StopIteration:
-                return
-            except UnicodeDecodeError:
-                raise not_utf8_error(path) from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+                yield number, record
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
 
 
 def cache_root() -> Path:
