@@ -22,8 +22,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     from pv4kit import __version__
 
     parser, sub = top_parser(__version__)
-    groups = dict.fromkeys(group for group, _ in COMMANDS.values())
-    for group in [COMMANDS[command][0]] if command in COMMANDS else groups:
+    groups = [COMMANDS[command][0]] if command in COMMANDS else dict.fromkeys(g for g, _ in COMMANDS.values())
+    for group in groups:
         importlib.import_module(f"pv4kit.cli.{group}").register(sub)
     return parser
 
@@ -44,15 +44,6 @@ def _as_flags(message: str) -> str:
     return _ADVICE.sub(flag, message)
 
 
-def _redact_logs() -> None:
-    """Redact credentials in URLs of every log line (pv4kit's, httpx's at -vv, ...)."""
-    from pv4kit.redact import RedactingFilter
-
-    for handler in logging.getLogger().handlers:
-        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
-            handler.addFilter(RedactingFilter())
-
-
 def main(argv: list[str] | None = None) -> int:
     """Run the command line and return its exit code."""
     argv = sys.argv[1:] if argv is None else argv
@@ -60,7 +51,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    _redact_logs()
+    from pv4kit.redact import RedactingFilter, redact_text
+
+    for handler in logging.getLogger().handlers:  # credentials in URLs of every log line (httpx's at -vv)
+        if not any(isinstance(f, RedactingFilter) for f in handler.filters):
+            handler.addFilter(RedactingFilter())
     for noisy in ("httpx", "httpx2", "httpcore", "openai", "urllib3", "filelock", "huggingface_hub"):
         logging.getLogger(noisy).setLevel(max(level, logging.WARNING))
     if not getattr(args, "func", None):
@@ -75,8 +70,6 @@ def main(argv: list[str] | None = None) -> int:
         # clear one-line errors for bad input and missing extras (they name the install); tracebacks with -vv
         if args.verbose > 1:
             raise
-        from pv4kit.redact import redact_text
-
         text = exc.args[0] if isinstance(exc, KeyError) and exc.args else exc  # str(KeyError) adds quotes
         print(f"pv4kit {args.command}: error: {_as_flags(redact_text(str(text)))}", file=sys.stderr)
         return 1
