@@ -281,10 +281,8 @@ def _validity_stage(
     from pv4kit.scoring.validity import read_validity, summary_text, validity
 
     mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
-    mcq_done = _finished(mcq_dir, dataset, settings, "mcq_no_docs", None) and "mcq" in read_run_config(
-        mcq_dir
-    )
-    if mcq_done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
+    done = _finished(mcq_dir, dataset, settings, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
+    if done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
         mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=progress)[1]
         return mcq, summary_text(read_validity(report_dir)["summary"]), dict(_KEPT)
     with resolve_endpoint("local") as endpoint:
