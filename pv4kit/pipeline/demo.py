@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import time
@@ -226,14 +225,14 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dic
 
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.llm.local import LOCAL_EMBED_MODEL_ID, local_embed_server
+    from pv4kit.scoring.runs import read_metrics, read_predictions
     from pv4kit.scoring.score import score_run
 
     src = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}"
     dst = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}_vllm_embed"
-    gens, metrics = "generations.parquet", dst / "metrics.json"
+    gens = "generations.parquet"
     same = (dst / gens).is_file() and (dst / gens).read_bytes() == (src / gens).read_bytes()
-    scored = json.loads(metrics.read_text(encoding="utf-8")) if same and metrics.is_file() else {}
-    if scored.get("embedder", {}).get("name") == f"openai:{LOCAL_EMBED_MODEL_ID}":
+    if same and _scored_metrics(dst, f"openai:{LOCAL_EMBED_MODEL_ID}"):
         logger.info("vLLM embeddings: %s was scored from these generations before; kept", dst)
     else:
         shutil.rmtree(dst, ignore_errors=True)
@@ -241,10 +240,8 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dic
         with local_embed_server() as url:
             embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
             score_run(dst, data=dataset, embedder=embedder, progress=progress)
-    remote = pd.read_parquet(dst / "predictions.parquet")
-    m_remote = json.loads((dst / "metrics.json").read_text(encoding="utf-8"))
-    local = pd.read_parquet(src / "predictions.parquet")
-    m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
+    remote, local = read_predictions(dst), read_predictions(src)
+    m_remote, m_local = read_metrics(dst), read_metrics(src)
     sims = [c for c in local.columns if c.startswith("sim_")]
     a, b = remote[sims].to_numpy(float), local[sims].to_numpy(float)
     diff = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))  # no candidate on both sides: equal
