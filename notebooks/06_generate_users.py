@@ -19,6 +19,8 @@
 # cache. The generation itself runs only when an endpoint is configured (`PV4KIT_BASE_URL` for an
 # OpenAI-compatible server such as `vllm serve` or `pv4kit.llm.local.local_server()`, or `PV4KIT_MODEL`
 # with `OPENAI_API_KEY`); it writes into `build/generated/`, never into `raw/`.
+#
+# Expected time without an endpoint: about 3 s (docs/notebooks.md).
 
 # %%
 import os
