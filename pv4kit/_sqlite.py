@@ -128,14 +128,8 @@ def move_aside(
 ) -> Path | None:
     """Rename the damaged store ``path`` (and its ``-wal``/``-shm``) aside and log a warning naming both.
 
-    Args:
-        path: The database file.
-        problem: What is wrong, for the warning.
-        what: What the store is, for the warning.
-        inode: Move only if ``path`` is still this file (another process may have replaced it already).
-
-    Returns:
-        Where the file went, or ``None`` when there was nothing (left) to move.
+    ``problem`` and ``what`` are for the warning; with ``inode``, move only if ``path`` is still that file
+    (another process may have replaced it). Returns where the file went, or ``None`` (nothing left to move).
     """
     path = Path(path)
     with _lock(path):

@@ -76,10 +76,7 @@ def smollm2_dir() -> Path:
 
 
 def _die_with_parent() -> Callable[[], None] | None:
-    """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only).
-
-    ``prctl`` is looked up here, in the parent, so the child makes two system calls between fork and exec.
-    """
+    """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -209,9 +206,7 @@ def start_server(
     log_dir: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Server:
-    """Start the vLLM server without waiting for it (stop it with :func:`stop_server`).
-
-    Starting several servers first and then waiting for each overlaps their start-up (the tests do).
+    """Start the vLLM server without waiting for it (then :meth:`Server.wait_ready`, :func:`stop_server`).
 
     Args:
         model: As in :func:`server_command`.
