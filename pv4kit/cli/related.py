@@ -6,8 +6,6 @@ Every command writes tidy CSV tables plus a ``config.json`` provenance record in
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
 from pv4kit.cli._args import (
@@ -22,35 +20,26 @@ from pv4kit.cli._args import (
     positive_float,
     positive_int,
 )
-from pv4kit.related.personafeedback.load import HUB_ID as PF_HUB_ID
-from pv4kit.related.recenter.records import HUB_ID as RC_HUB_ID
+from pv4kit.related.personafeedback import HUB_ID as PF_HUB
+from pv4kit.related.recenter import HUB_ID as RC_HUB
 
-logger = logging.getLogger(__name__)
-
-_PF_HUB = PF_HUB_ID
-_RC_HUB = RC_HUB_ID
+_COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
 
 
-def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
+def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) -> None:
     from pv4kit._io import atomic_directory, atomic_write_json, provenance
     from pv4kit.redact import redact_text
 
+    tables = {name: frame for name, frame in tables.items() if frame is not None}
     options = {
-        k: redact_text(v) if isinstance(v, str) else v
-        for k, v in vars(args).items()
-        if k != "func" and not callable(v)
+        k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if not callable(v)
     }
+    command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
     with atomic_directory(out_dir) as tmp:
         for name, frame in tables.items():
-            if frame is None:
-                continue
             frame.to_csv(tmp / f"{name}.csv", index=False)
         atomic_write_json(tmp / "config.json", provenance(command=command, options=options))
-    print(
-        f"wrote {', '.join(f'{n}.csv' for n, f in tables.items() if f is not None)} and config.json "
-        f"to {out_dir}"
-    )
-    return Path(out_dir)
+    print(f"wrote {', '.join(f'{n}.csv' for n in tables)} and config.json to {out_dir}")
 
 
 def _show(frame: Any, columns: list[str]) -> None:
@@ -60,10 +49,6 @@ def _show(frame: Any, columns: list[str]) -> None:
 
 def _embedder(args: argparse.Namespace) -> Any:
     return args.embedder
-
-
-def _embed_cache(args: argparse.Namespace) -> Any:
-    return False if args.no_embed_cache else True
 
 
 def _llm_config(args: argparse.Namespace) -> Any:
@@ -77,10 +62,10 @@ def _llm_config(args: argparse.Namespace) -> Any:
 
 
 def _pairs(args: argparse.Namespace) -> Any:
-    from pv4kit.related.personafeedback.load import head_per_group, load_personafeedback
+    from pv4kit.related.personafeedback import head_per_group, load_personafeedback
     from pv4kit.related.pv4_pairs import load_pv4_pairs
 
-    if getattr(args, "pv4", False):
+    if args.pv4:
         pairs = load_pv4_pairs(args.data, seed=args.seed, splits=args.splits)
     else:
         pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
@@ -91,7 +76,7 @@ def _pairs(args: argparse.Namespace) -> Any:
 
 
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.load import PAPER_TOTAL, load_personafeedback
+    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
 
     data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
@@ -109,25 +94,15 @@ def _pf_load(args: argparse.Namespace) -> int:
     if len(data.layout_disagreements):
         _show(data.layout_disagreements, ["persona_key", "problem", "file", "line"])
     if args.out:
-        personas = data.personas.drop(columns=["record"])
-        _write(
-            args.out,
-            {
-                "pairs": data.pairs,
-                "unjoined": data.unjoined,
-                "counts": data.counts,
-                "unused_personas": data.unused_personas.drop(columns=["record"]),
-                "layout_disagreements": data.layout_disagreements,
-                "personas": personas,
-            },
-            command="personafeedback load",
-            args=args,
-        )
+        tables = {"pairs": data.pairs, "unjoined": data.unjoined, "counts": data.counts}
+        tables["unused_personas"] = data.unused_personas.drop(columns=["record"])
+        tables["layout_disagreements"] = data.layout_disagreements
+        _write(args.out, {**tables, "personas": data.personas.drop(columns=["record"])}, args=args)
     return 0
 
 
 def _pf_judge(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.judge import judge_accuracy, judge_pairs, position_bias
+    from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
 
     preds = judge_pairs(
         _pairs(args),
@@ -142,8 +117,7 @@ def _pf_judge(args: argparse.Namespace) -> int:
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
     if bias is not None:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
-    tables = {"predictions": preds, "accuracy": acc, "position_bias": bias}
-    _write(args.out, tables, command="personafeedback judge", args=args)
+    _write(args.out, {"predictions": preds, "accuracy": acc, "position_bias": bias}, args=args)
     failed = preds["error"].dropna()
     if len(failed):
         print(
@@ -156,33 +130,28 @@ def _pf_judge(args: argparse.Namespace) -> int:
 def _pf_reward(args: argparse.Namespace) -> int:
     from pv4kit.related.reward_model import reward_model_baseline
 
-    preds, acc, head = reward_model_baseline(
+    preds, acc, _ = reward_model_baseline(
         _pairs(args),
         embedder=_embedder(args),
-        cache=_embed_cache(args),
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        l2=args.l2,
+        cache=not args.no_embed_cache,
+        **pick(args, "test_fraction", "seed", "l2"),
     )
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
-    _write(
-        args.out, {"predictions": preds, "accuracy": acc}, command="personafeedback reward-model", args=args
-    )
+    _write(args.out, {"predictions": preds, "accuracy": acc}, args=args)
     return 0
 
 
 def _pf_pv4_score(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.score import generate_answers, pv4_score, pv4_score_accuracy
+    from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
     gens = generate_answers(
         pairs, config=_llm_config(args), cache=llm_cache_arg(args.cache), progress=not args.quiet
     )
-    scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
+    scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=not args.no_embed_cache)
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
-    tables = {"generations": gens, "scores": scores, "accuracy": acc}
-    _write(args.out, tables, command="personafeedback pv4-score", args=args)
+    _write(args.out, {"generations": gens, "scores": scores, "accuracy": acc}, args=args)
     return 0
 
 
@@ -190,93 +159,65 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
 
 
 def _rc_stage1(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage1 import acceptance_by_source, stage1_acceptance, stage1_agreement
-    from pv4kit.related.recenter.stage1_io import load_stage1
+    from pv4kit.related import recenter as rc
 
-    data = load_stage1(args.data)
-    acc, agree = stage1_acceptance(data), stage1_agreement(data)
-    by_source = acceptance_by_source(acc)
+    data = rc.load_stage1(args.data)
+    acc, agree = rc.stage1_acceptance(data), rc.stage1_agreement(data)
+    by_source = rc.acceptance_by_source(acc)
     print(f"{len(acc)} attributes, {acc['accepted'].mean():.3f} accepted by majority")
     _show(by_source, ["source", "n", "accepted"])
     _show(agree[agree["raters"].isin(["all", "pairs"])], ["metric", "scale", "n_items", "value"])
-    tables = {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree}
-    _write(args.out, tables, command="recenter stage1", args=args)
+    _write(args.out, {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree}, args=args)
     return 0
 
 
 def _rc_stage2(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage2 import (
-        agreement_summary,
-        stage2_agreement,
-        stage2_metrics,
-        stage2_predictions,
-        stage2_yes_rates,
-    )
-    from pv4kit.related.recenter.stage2_io import load_stage2
+    from pv4kit.related import recenter as rc
 
-    data = load_stage2(args.data)
-    yes = stage2_yes_rates(data)
+    data = rc.load_stage2(args.data)
+    yes = rc.stage2_yes_rates(data)
     print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
-    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(data.coverage, _COVERAGE)
     _show(yes, ["kind", "rater", "n", "yes_rate"])
-    preds = stage2_predictions(
-        data,
-        embedder=_embedder(args),
-        cache=_embed_cache(args),
-        seed=args.seed,
-        tune_fraction=args.tune_fraction,
+    preds = rc.stage2_predictions(
+        data, embedder=_embedder(args), cache=not args.no_embed_cache, **pick(args, "seed", "tune_fraction")
     )
-    metrics, agree = stage2_metrics(preds, subset=["test", "all"]), stage2_agreement(data)
+    metrics, agree = rc.stage2_metrics(preds, subset=["test", "all"]), rc.stage2_agreement(data)
     _show(
         metrics[metrics["subset"] == "test"],
         ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
     )
-    _show(agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
+    _show(rc.agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     tables = {"predictions": preds, "metrics": metrics, "agreement": agree, "yes_rates": yes}
-    _write(args.out, {**tables, "coverage": data.coverage}, command="recenter stage2", args=args)
+    _write(args.out, {**tables, "coverage": data.coverage}, args=args)
     return 0
 
 
 def _rc_stage3(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage3 import (
-        stage3_correlation,
-        stage3_distribution,
-        stage3_orientation,
-        stage3_pairs,
-        stage3_ratings,
-        stage3_summary,
-    )
-    from pv4kit.related.recenter.stage3_io import load_stage3
+    from pv4kit.related import recenter as rc
 
-    data = load_stage3(args.data)
-    ratings = stage3_ratings(data)
-    summary, corr = stage3_summary(ratings), stage3_correlation(ratings)
-    orientation = stage3_orientation(ratings)
+    data = rc.load_stage3(args.data)
+    ratings = rc.stage3_ratings(data)
+    summary, corr, orientation = (
+        rc.stage3_summary(ratings),
+        rc.stage3_correlation(ratings),
+        rc.stage3_orientation(ratings),
+    )
     gens = data.generations
     print(
         f"{len(data.items)} (item, attribute) pairs; {len(gens)} generations in "
         f"{gens['file'].nunique()} files, {int(gens['item_index'].notna().sum())} joined to an item"
     )
-    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(data.coverage, _COVERAGE)
     _show(orientation, ["kind", "personalised_side", "n", "mean_rating", "share_prefer_personalised"])
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
-    _write(
-        args.out,
-        {
-            "ratings": ratings,
-            "distribution": stage3_distribution(ratings),
-            "summary": summary,
-            "correlation": corr,
-            "pairs": stage3_pairs(data),
-            "orientation": orientation,
-            "coverage": data.coverage,
-            "generations": gens.drop(columns=["response"]),
-        },
-        command="recenter stage3",
-        args=args,
+    tables = {"ratings": ratings, "distribution": rc.stage3_distribution(ratings), "summary": summary}
+    tables.update(
+        correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation, coverage=data.coverage
     )
+    _write(args.out, {**tables, "generations": gens.drop(columns=["response"])}, args=args)
     return 0
 
 
@@ -305,7 +246,8 @@ def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
     p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
 
 
-def _add_persona_join(p: argparse.ArgumentParser) -> None:
+def _add_pf_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=PF_HUB, help=f"PersonaFeedback folder or hub id (default {PF_HUB})")
     p.add_argument(
         "--id-rule",
         choices=["auto", "field", "line"],
@@ -321,8 +263,7 @@ def _add_persona_join(p: argparse.ArgumentParser) -> None:
 
 
 def _add_pairs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default=_PF_HUB, help=f"PersonaFeedback folder or hub id (default {_PF_HUB})")
-    _add_persona_join(p)
+    _add_pf_data(p)
     p.add_argument(
         "--pv4",
         action="store_true",
@@ -338,47 +279,35 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``personafeedback`` and ``recenter`` command groups."""
-    _add_personafeedback(subparsers)
-    _add_recenter(subparsers)
-
-
-def _add_personafeedback(subparsers: argparse._SubParsersAction) -> None:
     pf = subparsers.add_parser(
         "personafeedback", help="PersonaFeedback: load, LLM judge, reward model, PV4 scoring"
     )
     pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
-
     p = pf_sub.add_parser("load", help="load and check the persona join")
-    p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
-    _add_persona_join(p)
+    _add_pf_data(p)
     p.add_argument(
         "--out",
         default=None,
         help="write pairs, unjoined, counts, unused_personas, layout_disagreements, personas .csv here",
     )
     p.set_defaults(func=_pf_load)
-
     p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
     _add_pairs(p)
     _add_llm(p)
     p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
     p.set_defaults(func=_pf_judge)
-
     p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
     _add_pairs(p)
     _add_embed(p)
     p.add_argument("--test-fraction", type=fraction, default=0.5)
     p.add_argument("--l2", type=positive_float, default=1e-2)
     p.set_defaults(func=_pf_reward)
-
     p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
     _add_pairs(p)
     _add_llm(p)
     _add_embed(p)
     p.set_defaults(func=_pf_pv4_score)
 
-
-def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
     for name, func, text in (
@@ -387,7 +316,7 @@ def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
         ("stage3", _rc_stage3, "rating distributions and judge-human Spearman"),
     ):
         p = rc_sub.add_parser(name, help=text)
-        p.add_argument("--data", default=_RC_HUB, help=f"release folder or hub id (default {_RC_HUB})")
+        p.add_argument("--data", default=RC_HUB, help=f"release folder or hub id (default {RC_HUB})")
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")

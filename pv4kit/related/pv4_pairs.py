@@ -1,12 +1,4 @@
-"""PV4 questions as PersonaFeedback-style pairs, so the same pairwise judge runs on PV4.
-
-Each PV4 question has a reference answer and four distractors. :func:`pv4_pairs` keeps the reference
-as ``chosen`` and one distractor (a seeded pick per question, or every distractor) as ``rejected``; the
-persona comes from ``PV4Data.users``. The output has the columns of
-:attr:`pv4kit.related.personafeedback.load.PersonaFeedbackData.pairs` (``set = "pv4"``, ``tier`` = ``"hard"``
-or ``"standard"`` by the question's ``hard`` flag), so
-:func:`~pv4kit.related.personafeedback.judge.judge_pairs` and the reward-model baseline work unchanged.
-"""
+"""PV4 questions as PersonaFeedback-style (reference, distractor) pairs for the same judge and reward head."""
 
 from __future__ import annotations
 
@@ -17,11 +9,10 @@ import numpy as np
 import pandas as pd
 
 from pv4kit.dataset.load import load
+from pv4kit.related._common import check_choice
 from pv4kit.schema import LETTERS
 
 logger = logging.getLogger(__name__)
-
-__all__ = ["load_pv4_pairs", "pv4_pairs"]
 
 _COLUMNS = [
     *("set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"),
@@ -37,35 +28,30 @@ def pv4_pairs(
     seed: int = 0,
     splits: list[str] | None = None,
 ) -> pd.DataFrame:
-    """Turn PV4 questions into (reference, distractor) pairs.
+    """Turn PV4 questions into (reference, distractor) pairs with PersonaFeedback's pair columns.
 
     Args:
-        questions: ``PV4Data.questions`` (``user_id, split, question_index, question, choices,
-            answer_letter, hard``; ``category_name`` is carried when present).
+        questions: ``PV4Data.questions``.
         users: ``PV4Data.users`` (``user_id, persona``); without it every persona is NA.
-        distractors: ``"one"`` (a seeded pick among the non-empty distractors of each question) or
-            ``"all"`` (one pair per non-empty distractor).
-        seed: Seed for ``distractors="one"``.
+        distractors: ``"one"`` (a pick among each question's non-empty distractors) or ``"all"``.
+        seed: Seed of the pick.
         splits: Keep only these splits (e.g. ``["test"]``).
 
     Returns:
-        Frame ``set, tier, user_id, persona, question, chosen, rejected, pair_id, line,
-        question_index, split, distractor_letter``; ``pair_id`` is ``"pv4/<user>/<question>/<letter>"``.
+        ``set`` (``"pv4"``), ``tier`` (``"hard"``/``"standard"`` by the question's ``hard`` flag),
+        ``user_id, persona, question, chosen, rejected, pair_id`` (``"pv4/<user>/<question>/<letter>"``),
+        ``line, question_index, split, distractor_letter``.
     """
-    if distractors not in ("one", "all"):
-        raise ValueError(f"distractors must be 'one' or 'all', got {distractors!r}")
+    check_choice(distractors, "distractors", ("one", "all"))
     missing = {"user_id", "question_index", "question", "choices", "answer_letter"} - set(questions.columns)
     if missing:
         raise ValueError(f"questions: missing columns {sorted(missing)}")
     frame = questions if not splits else questions[questions["split"].isin(splits)]
-    personas: dict = {}
-    if users is not None:
-        personas = dict(zip(users["user_id"], users["persona"], strict=True))
+    personas = {} if users is None else dict(zip(users["user_id"], users["persona"], strict=True))
     rng = np.random.default_rng(seed)
     rows = []
     for rec in frame.to_dict("records"):
-        choices = list(rec["choices"])
-        answer = LETTERS.index(rec["answer_letter"])
+        choices, answer = list(rec["choices"]), LETTERS.index(rec["answer_letter"])
         options = [i for i, c in enumerate(choices) if i != answer and isinstance(c, str) and c.strip()]
         if not options:
             logger.warning(
@@ -74,9 +60,8 @@ def pv4_pairs(
                 rec["question_index"],
             )
             continue
-        picked = [options[int(rng.integers(len(options)))]] if distractors == "one" else options
         persona = personas.get(rec["user_id"], pd.NA)
-        for i in picked:
+        for i in [options[int(rng.integers(len(options)))]] if distractors == "one" else options:
             rows.append(
                 {
                     "set": "pv4",
@@ -101,6 +86,6 @@ def pv4_pairs(
 def load_pv4_pairs(
     source: str | os.PathLike[str], *, seed: int = 0, splits: list[str] | None = None
 ) -> pd.DataFrame:
-    """:func:`pv4_pairs` of a PV4 dataset read by ``pv4kit.dataset.load.load`` (a folder or hub id)."""
+    """:func:`pv4_pairs` of the PV4 dataset at ``source`` (a folder or hub id)."""
     data = load(source)
     return pv4_pairs(data.questions, data.users, seed=seed, splits=splits)

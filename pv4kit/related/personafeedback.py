@@ -1,0 +1,602 @@
+"""PersonaFeedback (PersonalAILab/PersonaFeedback): loader, pairwise LLM judge, PV4-style scoring.
+
+The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (``spedific`` is the release's
+spelling; ``specific`` is accepted too) with rows ``{user_id, question, chosen, reject}``. Personas come as
+``persona/<N>.json`` (one JSON object per file, the id is ``N``) or ``persona/all_personas.jsonl`` (one per
+line; the id is an id field every record has, else the 1-based line, a third-party loader's rule); when
+both are present they are compared persona by persona.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit.llm.client import complete
+from pv4kit.related._common import accuracy_table, check_choice, encode, iter_jsonl, resolve_source
+
+logger = logging.getLogger(__name__)
+
+HUB_ID = "PersonalAILab/PersonaFeedback"
+SETS = {"general": "general", "specific": "specific", "spedific": "specific"}
+TIERS = ("easy", "medium", "hard")
+PAPER_TOTAL = 8298  # cases reported in the PersonaFeedback paper
+PAIR_COLUMNS = ["set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"]
+PERSONA_SECTIONS = ("Name", "Demographics", "Personality", "Preference", "Bias")
+LINES_FILE = "persona/all_personas.jsonl"
+_ID_FIELDS = ("user_id", "id", "persona_id")
+_PERSONA_COLUMNS = ["persona_key", "file", "line", "name", "persona", "record"]
+_DISAGREEMENT_COLUMNS = ["persona_key", "problem", "file", "line"]
+
+# ------------------------------------------------------------------------------------------- personas
+
+
+def render_persona(record: dict[str, Any]) -> str:
+    """Render a persona record as text: one section per heading, nested values indented.
+
+    ``PERSONA_SECTIONS`` come first, then any other non-id field. A dict becomes ``- key: value`` lines (a
+    nested dict one level deeper), a list ``- item`` lines, deeper values are joined; empty values are
+    left out. The text depends only on the record, so both layouts render a persona the same.
+    """
+    keys = [k for k in PERSONA_SECTIONS if k in record]
+    keys += [k for k in record if k not in PERSONA_SECTIONS and k not in _ID_FIELDS]
+    sections = [
+        "\n".join([f"{k}:", *_render_lines(v, 0)]) if isinstance(v, dict | list) else f"{k}: {_flat(v)}"
+        for k, v in ((k, record[k]) for k in keys)
+        if not _empty(v)
+    ]
+    return "\n".join(sections).strip()
+
+
+def _empty(value: Any) -> bool:
+    return value is None or (isinstance(value, str | list | dict) and not value)
+
+
+def _render_lines(value: dict[str, Any] | list[Any], depth: int) -> list[str]:
+    pad, lines = "  " * depth, []
+    items = value.items() if isinstance(value, dict) else ((None, v) for v in value)
+    for sub, val in items:
+        if _empty(val):
+            continue
+        if sub is not None and isinstance(val, dict):
+            lines += [f"{pad}- {sub}:", *_render_lines(val, depth + 1)]
+        else:
+            lines.append(f"{pad}- {_flat(val)}" if sub is None else f"{pad}- {sub}: {_flat(val)}")
+    return lines
+
+
+def _flat(value: Any) -> str:
+    if isinstance(value, dict):
+        return "; ".join(f"{k}: {_flat(v)}" for k, v in value.items() if not _empty(v))
+    if isinstance(value, list):
+        return ", ".join(_flat(v) for v in value if not _empty(v))
+    return str(value).strip()
+
+
+def _persona_key(value: Any) -> str:
+    """Join keys compare as text so ``3``, ``"3"`` and ``3.0`` match."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    return str(value).strip()
+
+
+def read_personas(
+    root: Path, *, id_rule: str, layout: str
+) -> tuple[pd.DataFrame, str, str, list[str], pd.DataFrame]:
+    """The personas of the release folder ``root`` under ``layout`` and how the two layouts compare.
+
+    ``id_rule`` (``"auto"``, ``"field"``, ``"line"``) says how ``all_personas.jsonl`` records get ids;
+    ``layout`` is ``"auto"`` (the per-persona files when present), ``"files"`` or ``"lines"``.
+
+    Returns:
+        ``(personas, id rule used, layout used, layouts found, disagreements)``; ``personas`` has
+        ``persona_key, file, line, name, persona, record``; ``disagreements`` has ``persona_key, problem``
+        (``only_in_files``, ``only_in_lines``, ``different``), ``file, line``.
+
+    Raises:
+        FileNotFoundError: If no persona file of the requested layout is found.
+    """
+    files = sorted(
+        (p for p in (root / "persona").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
+    )
+    found = [name for name, there in (("files", files), ("lines", (root / LINES_FILE).is_file())) if there]
+    if not found:
+        raise FileNotFoundError(f"{root}: no personas: neither persona/<N>.json files nor {LINES_FILE} found")
+    use = ("files" if "files" in found else "lines") if layout == "auto" else layout
+    if use not in found:
+        want = "persona/<N>.json files" if use == "files" else LINES_FILE
+        raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
+    by_file = _read_persona_files(root, files) if files else None
+    by_line, line_rule = _read_persona_lines(root, id_rule=id_rule) if "lines" in found else (None, "")
+    personas, rule = (by_file, "file") if use == "files" else (by_line, line_rule)
+    rows = []
+    if by_file is not None and by_line is not None:
+        by_file, by_line = by_file.set_index("persona_key"), by_line.set_index("persona_key")
+        for key in sorted(set(by_file.index) | set(by_line.index), key=lambda k: (len(k), k)):
+            if key not in by_line.index:
+                rows.append((key, "only_in_files", by_file.at[key, "file"], pd.NA))
+            elif key not in by_file.index:
+                rows.append((key, "only_in_lines", by_line.at[key, "file"], by_line.at[key, "line"]))
+            elif _canonical(by_file.at[key, "record"]) != _canonical(by_line.at[key, "record"]):
+                rows.append((key, "different", by_file.at[key, "file"], by_line.at[key, "line"]))
+    disagreements = pd.DataFrame(rows, columns=_DISAGREEMENT_COLUMNS)
+    if rows:
+        problems = disagreements["problem"].value_counts().to_dict()
+        logger.warning(
+            "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout",
+            *(LINES_FILE, len(rows), problems, use),
+        )
+    return personas, rule, use, found, disagreements
+
+
+def _canonical(rec: dict[str, Any]) -> str:
+    return json.dumps(
+        {k: v for k, v in rec.items() if k not in _ID_FIELDS}, sort_keys=True, ensure_ascii=False
+    )
+
+
+def _persona_row(key: str, rec: Any, *, path: Path, line: int, root: Path) -> dict[str, Any]:
+    if not isinstance(rec, dict):
+        raise ValueError(f"{path}:{line}: expected a persona object, found {type(rec).__name__}")
+    if not any(k in PERSONA_SECTIONS for k in rec):
+        raise ValueError(
+            f"{path}:{line}: not a persona record: expected sections {list(PERSONA_SECTIONS)}, "
+            f"found fields {sorted(rec)}"
+        )
+    name, text = _flat(rec.get("Name", "")), render_persona(rec)
+    return dict(zip(_PERSONA_COLUMNS, (key, str(path.relative_to(root)), line, name, text, rec), strict=True))
+
+
+def _read_persona_files(root: Path, files: list[Path]) -> pd.DataFrame:
+    others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
+    if others:
+        logger.warning(
+            "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
+        )
+    rows = []
+    for path in files:
+        try:
+            rec = json.loads(path.read_text(encoding="utf-8"))
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}:{exc.lineno}: not one JSON object ({exc.msg})") from exc
+        key = str(int(path.stem))
+        for name in _ID_FIELDS:
+            if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
+                raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
+        rows.append(_persona_row(key, rec, path=path, line=1, root=root))
+    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
+    dupes = frame["file"][frame["persona_key"].duplicated(keep=False)].tolist()
+    if dupes:
+        raise ValueError(f"{root / 'persona'}: files name the same id: {dupes[:10]}")
+    return frame
+
+
+def _read_persona_lines(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]:
+    path = root / LINES_FILE
+    records = list(iter_jsonl(path))
+    id_field = next((f for f in _ID_FIELDS if records and all(f in r for _, r in records)), None)
+    if id_rule == "field" and id_field is None:
+        raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
+    use_field = id_field is not None and id_rule != "line"
+    rule = f"field:{id_field}" if use_field else "line"
+    rows = [
+        _persona_row(
+            _persona_key(rec[id_field]) if use_field else str(n), rec, path=path, line=line, root=root
+        )
+        for n, (line, rec) in enumerate(records, start=1)
+    ]
+    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
+    dupes = frame["persona_key"][frame["persona_key"].duplicated()].unique()
+    if len(dupes):
+        raise ValueError(f"{path}: duplicate persona ids under rule {rule}: {list(dupes)[:10]}")
+    return frame, rule
+
+
+# ----------------------------------------------------------------------------------------------- load
+
+
+@dataclass
+class PersonaFeedbackData:
+    """A loaded PersonaFeedback release.
+
+    Attributes:
+        pairs: One row per case: ``set`` (general | specific), ``tier`` (easy | medium | hard), ``user_id``,
+            ``persona`` (rendered text, NA when no persona joins), ``question``, ``chosen``, ``rejected``,
+            ``pair_id`` (``"<set>/<tier>/<line>"``), ``line`` (1-based in its file).
+        personas: One row per persona (see :func:`read_personas`).
+        unjoined: The rows of ``pairs`` that join no persona.
+        id_rule: ``"file"`` (ids from ``persona/<N>.json`` names), ``"field:<name>"`` or ``"line"``.
+        source: The folder read.
+        files: The tier files read (relative paths).
+        layout: The persona layout used (``"files"`` or ``"lines"``).
+        layouts_found: The layouts present.
+        counts: ``set, tier, n_rows, n_joined, n_unjoined`` plus an ``all, all`` row.
+        unused_personas: The personas no case refers to.
+        layout_disagreements: See :func:`read_personas`; empty when the layouts agree or one is present.
+    """
+
+    pairs: pd.DataFrame
+    personas: pd.DataFrame
+    unjoined: pd.DataFrame
+    id_rule: str
+    source: str
+    files: list[str]
+    layout: str
+    layouts_found: list[str]
+    counts: pd.DataFrame
+    unused_personas: pd.DataFrame
+    layout_disagreements: pd.DataFrame
+
+
+def load_personafeedback(
+    source: str | os.PathLike[str] = HUB_ID,
+    *,
+    id_rule: str = "auto",
+    layout: str = "auto",
+    sets: Sequence[str] | None = None,
+    tiers: Sequence[str] | None = None,
+) -> PersonaFeedbackData:
+    """Load PersonaFeedback from ``source``, a local folder (``data/``, ``persona/``) or its hub id.
+
+    Args:
+        source: The folder or hub id.
+        id_rule: How ``user_id`` joins a persona of ``all_personas.jsonl``: ``"auto"``, ``"field"`` (an id
+            field in every record) or ``"line"`` (1-based line). ``persona/<N>.json`` ids are ``N``.
+        layout: ``"auto"``, ``"files"`` or ``"lines"`` (see :func:`read_personas`).
+        sets: Keep only these sets (``"general"``, ``"specific"``).
+        tiers: Keep only these tiers (``"easy"``, ``"medium"``, ``"hard"``).
+
+    Raises:
+        FileNotFoundError: If no tier file or no persona file of the requested layout is found.
+        ValueError: On a bad option, a row missing a field, a persona file that is not one JSON object,
+            or duplicate persona ids (file and line named).
+    """
+    check_choice(id_rule, "id_rule", ("auto", "field", "line"))
+    check_choice(layout, "layout", ("auto", "files", "lines"))
+    for name, given, allowed in (("sets", sets, ("general", "specific")), ("tiers", tiers, TIERS)):
+        bad = sorted(set(given or ()) - set(allowed))
+        if bad:
+            raise ValueError(f"{name}: unknown values {bad}; allowed: {list(allowed)}")
+    root = resolve_source(source, repo_id=HUB_ID)
+    personas, rule, use, found, disagreements = read_personas(root, id_rule=id_rule, layout=layout)
+    rows, files = [], []
+    for folder in sorted(SETS):
+        for tier in TIERS:
+            path = root / "data" / folder / f"{tier}.jsonl"
+            if (sets and SETS[folder] not in sets) or (tiers and tier not in tiers) or not path.is_file():
+                continue
+            files.append(str(path.relative_to(root)))
+            rows += [_pair_row(rec, path, line, SETS[folder], tier) for line, rec in iter_jsonl(path)]
+    if not files:
+        raise FileNotFoundError(
+            f"{root}: no data/{{general,spedific,specific}}/{{easy,medium,hard}}.jsonl files found"
+        )
+    pairs = pd.DataFrame(rows, columns=[c for c in PAIR_COLUMNS if c != "persona"])
+    lookup = dict(zip(personas["persona_key"], personas["persona"], strict=True))
+    pairs.insert(3, "persona", pairs["user_id"].map(lambda u: lookup.get(u, pd.NA)).astype(object))
+    unjoined = pairs[pairs["persona"].isna()].reset_index(drop=True)
+    unused = personas[~personas["persona_key"].isin(set(pairs["user_id"]))].reset_index(drop=True)
+    if len(unjoined):
+        logger.warning(
+            "%d of %d PersonaFeedback rows match no persona under rule %s (user_ids %s)",
+            *(len(unjoined), len(pairs), rule, sorted(unjoined["user_id"].astype(str).unique())[:10]),
+        )
+    if len(unused):
+        logger.warning("%d of %d personas are used by no row", len(unused), len(personas))
+    if not sets and not tiers and len(pairs) != PAPER_TOTAL:
+        logger.info("%d PersonaFeedback rows; the paper reports %d cases", len(pairs), PAPER_TOTAL)
+    logger.info(
+        "loaded %d pairs from %d files, %d personas (%s layout)", len(pairs), len(files), len(personas), use
+    )
+    joined = pairs["persona"].notna()
+    counts = [
+        (s, t, len(part), int(joined[part.index].sum()))
+        for (s, t), part in pairs.groupby(["set", "tier"], sort=False)
+    ]
+    counts = pd.DataFrame(
+        [*counts, ("all", "all", len(pairs), int(joined.sum()))],
+        columns=["set", "tier", "n_rows", "n_joined"],
+    )
+    counts["n_unjoined"] = counts["n_rows"] - counts["n_joined"]
+    return PersonaFeedbackData(
+        pairs=pairs,
+        personas=personas,
+        unjoined=unjoined,
+        id_rule=rule,
+        source=str(root),
+        files=files,
+        layout=use,
+        layouts_found=found,
+        counts=counts,
+        unused_personas=unused,
+        layout_disagreements=disagreements,
+    )
+
+
+def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> dict[str, Any]:
+    rejected = rec.get("reject", rec.get("rejected"))
+    values = {"user_id": rec.get("user_id"), "question": rec.get("question"), "chosen": rec.get("chosen")}
+    for name, value in {**values, "reject": rejected}.items():
+        if value is None:
+            raise ValueError(
+                f"{path}:{line}: missing field {name!r}; expected a case {{user_id, question, chosen, "
+                f"reject}}, found fields {sorted(rec)}"
+            )
+    return {
+        "set": set_name,
+        "tier": tier,
+        "user_id": _persona_key(rec["user_id"]),
+        "question": str(rec["question"]),
+        "chosen": str(rec["chosen"]),
+        "rejected": str(rejected),
+        "pair_id": f"{set_name}/{tier}/{line}",
+        "line": line,
+    }
+
+
+def head_per_group(pairs: pd.DataFrame, limit: int) -> pd.DataFrame:
+    """At most ``limit`` pairs per ``set`` x ``tier`` (in file order); ``limit=0`` keeps every pair."""
+    if limit < 0:
+        raise ValueError(f"limit must be >= 0 (0: all), got {limit}")
+    return pairs.groupby(["set", "tier"], sort=False).head(limit) if limit else pairs
+
+
+# ---------------------------------------------------------------------------------------------- judge
+
+JUDGE_PROMPT_VERSION = "pf_judge/v1"
+JUDGE_SYSTEM = (
+    "You judge which of two assistant responses is better personalised to a specific user. "
+    "Consider the user's persona and question; prefer the response that fits this user while "
+    "remaining helpful. Reply with exactly one letter: A or B."
+)
+JUDGE_TEMPLATE = (
+    "# User persona\n{persona}\n\n# The user's question\n{question}\n\n"
+    "# Response A\n{response_a}\n\n# Response B\n{response_b}\n\n"
+    "Which response is better personalised for this user? Answer with a single letter, A or B."
+)
+_REPLY = re.compile(
+    r"^(?:(?:final\s+)?(?:answer|choice|verdict)\s*[:\-]?\s*)?(?:response\s+)?"
+    r"[\(\[\"'*`]*([AB])[\)\]\"'*`]*\.?$",
+    re.IGNORECASE,
+)
+
+
+def build_judge_messages(
+    persona: str, question: str, response_a: str, response_b: str
+) -> list[dict[str, str]]:
+    """The chat messages asking a judge which of two responses is better personalised (pure)."""
+    user = JUDGE_TEMPLATE.format(
+        persona=persona, question=question, response_a=response_a, response_b=response_b
+    )
+    return [{"role": "system", "content": JUDGE_SYSTEM}, {"role": "user", "content": user}]
+
+
+def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = False) -> pd.DataFrame:
+    """One judge request per pair with a persona (two with ``both_orders``), and the chosen's position.
+
+    The position is a seeded coin per ``pair_id`` (order ``"random"``), the same whatever else is in the
+    frame; ``both_orders`` asks chosen-as-A (``"chosen_A"``) and chosen-as-B (``"chosen_B"``).
+
+    Returns:
+        The carried ``set, tier, user_id, pair_id`` (those present), ``order``, ``chosen_position``
+        (``"A"``/``"B"``) and ``messages``.
+    """
+    missing = {"pair_id", "persona", "question", "chosen", "rejected"} - set(pairs.columns)
+    if missing:
+        raise ValueError(f"pairs: missing columns {sorted(missing)}")
+    usable = pairs[pairs["persona"].notna()]
+    if len(usable) < len(pairs):
+        logger.warning("skipping %d pairs without a persona", len(pairs) - len(usable))
+    carried = [c for c in ("set", "tier", "user_id", "pair_id") if c in pairs.columns]
+    rows = []
+    for rec in usable.to_dict("records"):
+        coin = hashlib.sha256(f"{seed}:{rec['pair_id']}".encode()).digest()[0] % 2 == 0
+        orders = [("chosen_A", "A"), ("chosen_B", "B")] if both_orders else [("random", "A" if coin else "B")]
+        for order, pos in orders:
+            a, b = (rec["chosen"], rec["rejected"]) if pos == "A" else (rec["rejected"], rec["chosen"])
+            messages = build_judge_messages(rec["persona"], rec["question"], a, b)
+            rows.append(
+                {**{c: rec[c] for c in carried}, "order": order, "chosen_position": pos, "messages": messages}
+            )
+    return pd.DataFrame(rows, columns=[*carried, "order", "chosen_position", "messages"])
+
+
+def parse_judge_reply(text: str | None) -> str | None:
+    """Parse a judge reply strictly: ``"A"``/``"B"`` or ``None`` (which counts as wrong).
+
+    Accepted: the upper-case letter, optionally in brackets/quotes/bold with a final period, optionally
+    after ``Answer:``/``Final answer:``/``Choice:`` and ``Response``; anything else is ``None``.
+    """
+    match = _REPLY.match(text.strip()) if text is not None else None
+    return match.group(1) if match and match.group(1) in ("A", "B") else None
+
+
+def _ask(
+    messages: list[Any], *, step: str, config: Any, cache: Any, client: Any, complete_fn: Any, progress: bool
+) -> dict[str, list[Any]]:
+    """``reply``, ``error``, ``cached`` of ``complete_fn`` (default ``pv4kit.llm.client.complete``)."""
+    responses = list(
+        (complete_fn or complete)(
+            messages, config=config, cache=cache, step=step, progress=progress, client=client
+        )
+    )
+    return {
+        "reply": [getattr(r, "text", None) for r in responses],
+        "error": [getattr(r, "error", None) for r in responses],
+        "cached": [bool(getattr(r, "cached", False)) for r in responses],
+    }
+
+
+def judge_pairs(
+    pairs: pd.DataFrame,
+    *,
+    config: Any,
+    cache: Any = None,
+    seed: int = 0,
+    both_orders: bool = False,
+    client: Any = None,
+    complete_fn: Callable[..., Any] | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Ask an LLM judge to pick the better-personalised response of each pair (see :func:`judge_requests`).
+
+    Args:
+        pairs: A pairs frame; PV4 pairs from :func:`pv4kit.related.pv4_pairs.pv4_pairs` work unchanged.
+        config: A ``pv4kit.llm.config.LLMConfig``.
+        cache: The LLM response cache (path or ``None``).
+        seed: Position seed.
+        both_orders: Ask both ways, to measure position bias.
+        client: Passed to ``pv4kit.llm.client.complete``.
+        complete_fn: A function with ``complete``'s signature (tests inject a fake).
+        progress: Show a progress bar.
+
+    Returns:
+        One row per request: the request's columns without ``messages``, ``reply``, ``error``,
+        ``cached``, ``parsed`` (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed
+        or errored).
+    """
+    requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
+    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
+    out = requests.drop(columns=["messages"]).assign(
+        **_ask(requests["messages"].tolist(), step="pf_judge", **llm)
+    )
+    out["parsed"] = [
+        parse_judge_reply(t) if e is None else None for t, e in zip(out["reply"], out["error"], strict=True)
+    ]
+    out["unparsed"] = out["parsed"].isna() & out["error"].isna()
+    out["correct"] = (out["parsed"] == out["chosen_position"]).fillna(False).astype(bool)
+    n_bad = int(out["unparsed"].sum())
+    if n_bad:
+        logger.warning("%d of %d judge replies could not be parsed; counted as wrong", n_bad, len(out))
+    return out
+
+
+def judge_accuracy(
+    predictions: pd.DataFrame, *, confidence: float = 0.95, interval: str = "wilson"
+) -> pd.DataFrame:
+    """Judge accuracy per order x set x tier (``interval="bootstrap"`` resamples personas).
+
+    Returns:
+        ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
+    """
+    return accuracy_table(
+        predictions.assign(errored=predictions["error"].notna()),
+        outer=["order"],
+        extra_counts=["unparsed", "errored"],
+        confidence=confidence,
+        interval=interval,
+    )
+
+
+def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
+    """Position bias from a ``both_orders`` run, per set and overall.
+
+    Returns:
+        ``set, n_pairs, acc_chosen_A, acc_chosen_B, bias`` (A minus B), ``share_pick_A`` and ``consistent``
+        (share of pairs where both orders picked the same response).
+    """
+    both = predictions[predictions["order"].isin(["chosen_A", "chosen_B"])]
+    if both.empty:
+        raise ValueError("predictions: position bias needs a run with both_orders=True")
+    wide = both.pivot_table(index=["set", "pair_id"], columns="order", values="correct", aggfunc="first")
+    picks = both.pivot_table(index=["set", "pair_id"], columns="order", values="parsed", aggfunc="first")
+    wide = wide.dropna().astype(bool)
+    rows = []
+    for key, part in [*wide.groupby(level="set"), ("all", wide)]:
+        acc_a, acc_b = float(part["chosen_A"].mean()), float(part["chosen_B"].mean())
+        rows.append(
+            {
+                "set": key,
+                "n_pairs": len(part),
+                "acc_chosen_A": acc_a,
+                "acc_chosen_B": acc_b,
+                "bias": acc_a - acc_b,
+                "share_pick_A": float((picks.loc[part.index] == "A").to_numpy().mean()),
+                "consistent": float((part["chosen_A"] == part["chosen_B"]).mean()),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------------------------ PV4-style score
+
+GENERATE_PROMPT_VERSION = "pf_generate/v1"
+GENERATE_SYSTEM = "You are a helpful assistant. Tailor your answer to the user described below."
+
+
+def generation_messages(persona: str, question: str) -> list[dict[str, str]]:
+    """Messages asking a model for a personalised answer given the persona (pure)."""
+    return [
+        {"role": "system", "content": GENERATE_SYSTEM},
+        {"role": "user", "content": f"About me:\n{persona}\n\nMy question: {question}"},
+    ]
+
+
+def generate_answers(
+    pairs: pd.DataFrame,
+    *,
+    config: Any,
+    cache: Any = None,
+    client: Any = None,
+    complete_fn: Callable[..., Any] | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """One personalised answer per pair with a persona (arguments as :func:`judge_pairs`).
+
+    Returns:
+        ``pair_id, generation, error``.
+    """
+    usable = pairs[pairs["persona"].notna()]
+    messages = [generation_messages(p, q) for p, q in zip(usable["persona"], usable["question"], strict=True)]
+    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
+    replies = _ask(messages, step="pf_generate", **llm)
+    return pd.DataFrame(
+        {"pair_id": usable["pair_id"].to_numpy(), "generation": replies["reply"], "error": replies["error"]}
+    )
+
+
+def pv4_score(
+    pairs: pd.DataFrame, generations: pd.DataFrame, *, embedder: Any = None, cache: Any = True
+) -> pd.DataFrame:
+    """PV4's scoring rule: a generation is right when nearer (cosine) ``chosen`` than ``rejected``.
+
+    A tie, an empty generation or a generation error is wrong (``failed`` marks the latter two).
+    ``generations`` has ``pair_id, generation`` (and optionally ``error``), e.g. from
+    :func:`generate_answers`; ``embedder`` and ``cache`` are :func:`pv4kit.related._common.encode`'s.
+
+    Returns:
+        One row per pair with a generation: ``set, tier, user_id, pair_id`` (those present),
+        ``sim_chosen, sim_rejected, margin, failed, correct``.
+    """
+    merged = pairs.merge(generations, on="pair_id", how="inner", validate="one_to_one")
+    if "error" not in merged.columns:
+        merged["error"] = None
+    gen = merged["generation"].fillna("").astype(str)
+    vectors = encode(
+        pd.concat([gen, merged["chosen"], merged["rejected"]]).tolist(), embedder=embedder, cache=cache
+    )
+    g, c, r = np.split(vectors, 3)
+    out = merged[[col for col in ("set", "tier", "user_id", "pair_id") if col in merged.columns]].copy()
+    out["sim_chosen"] = np.einsum("ij,ij->i", g, c).astype(float)
+    out["sim_rejected"] = np.einsum("ij,ij->i", g, r).astype(float)
+    out["margin"] = out["sim_chosen"] - out["sim_rejected"]
+    out["failed"] = ((gen.str.strip() == "") | merged["error"].notna()).to_numpy()
+    out["correct"] = (out["margin"] > 0) & ~out["failed"]
+    return out.reset_index(drop=True)
+
+
+def pv4_score_accuracy(
+    scores: pd.DataFrame, *, confidence: float = 0.95, interval: str = "wilson"
+) -> pd.DataFrame:
+    """Accuracy of :func:`pv4_score` per set x tier with intervals and the count of failed generations."""
+    return accuracy_table(scores, extra_counts=["failed"], confidence=confidence, interval=interval)
