@@ -78,15 +78,14 @@ def _records(path: Path, what: str, expected: str) -> Iterator[tuple[int, dict[s
         first[index] = line
 
 
-def _entries(
-    path: Path, *, key: str, what: str, expected: str
-) -> Iterator[tuple[int, dict[str, Any], int, int, Any]]:
-    """``(line, record, item index, position, entry)`` for every entry of each record's list ``key``."""
-    for line, rec, index in _records(path, what, expected):
-        if not isinstance(rec.get(key), list):
-            raise _shape_error(path, line, what, expected, rec)
-        for j, entry in enumerate(rec[key]):
-            yield line, rec, index, j, entry
+def _entries(paths: list[Path], key: str, what: str, expected: str) -> Iterator[tuple[Any, ...]]:
+    """``(path, line, record, item index, position, entry)`` per entry of each record's list ``key``."""
+    for path in paths:
+        for line, rec, index in _records(path, what, expected):
+            if not isinstance(rec.get(key), list):
+                raise _shape_error(path, line, what, expected, rec)
+            for j, entry in enumerate(rec[key]):
+                yield path, line, rec, index, j, entry
 
 
 def _attr_text(value: Any, path: Path, line: int, what: str) -> str:
@@ -110,39 +109,31 @@ def _float_or_none(value: Any, where: str) -> float | None:
 
 
 def _coverage(
-    items: pd.DataFrame, families: list[tuple[str, pd.DataFrame, list[tuple[str, int, str]]]]
+    items: pd.DataFrame, human: tuple[pd.DataFrame, list], llm: tuple[pd.DataFrame, list]
 ) -> pd.DataFrame:
-    """Per rater of each family (``kind``, frame with a ``rater`` column, missing labels), and ``(any)``.
+    """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
 
-    Counts the items' (item, attribute) pairs rated, unrated and with a missing label, and the judgments
-    that match no pair (``n_orphan``).
+    ``human`` and ``llm`` are the annotators' (``annotator`` column) and the LLMs' (``model``) rated pairs
+    with the ``(rater, item, attribute)`` of their missing labels. Returns ``kind, rater, n_pairs, n_rated,
+    n_unrated, n_missing_label, n_orphan`` (judgments that match no pair of the items).
     """
     pairs = set(zip(items["item_index"], items["attribute"], strict=True))
     rows = []
-    for kind, frame, missing in families:
+    for kind, (frame, missing), who in (("human", human, "annotator"), ("llm", llm, "model")):
         rated_any: set[tuple[Any, str]] = set()
-        raters = sorted(set(frame["rater"]) | {m[0] for m in missing})
+        raters = sorted(set(frame[who]) | {m[0] for m in missing})
         for rater in raters:
-            part = frame[frame["rater"] == rater]
+            part = frame[frame[who] == rater]
             keys = set(zip(part["item_index"], part["attribute"], strict=True))
             rated_any |= keys & pairs
             n_missing = sum(1 for m in missing if m[0] == rater)
             rows.append(
-                (kind, rater, len(pairs), len(keys & pairs), len(pairs - keys), n_missing, len(keys - pairs))
+                [kind, rater, len(pairs), len(keys & pairs), len(pairs - keys), n_missing, len(keys - pairs)]
             )
         if raters:
             orphans = sum(r[-1] for r in rows if r[0] == kind)
-            rows.append(
-                (
-                    kind,
-                    f"{kind} (any)",
-                    len(pairs),
-                    len(rated_any),
-                    len(pairs - rated_any),
-                    len(missing),
-                    orphans,
-                )
-            )
+            rows.append([kind, f"{kind} (any)", len(pairs), len(rated_any), len(pairs - rated_any)])
+            rows[-1] += [len(missing), orphans]
     return pd.DataFrame(rows, columns="kind rater n_pairs n_rated n_unrated n_missing_label n_orphan".split())
 
 
@@ -183,9 +174,8 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """
     folder = _stage_dir(source, "stage1")
     rows = []
-    path = folder / "items.jsonl"
-    for line, rec, index, j, attr in _entries(
-        path, key="merged_attributes", what="stage-1 item", expected=_S1_ITEM
+    for path, line, rec, index, j, attr in _entries(
+        [folder / "items.jsonl"], "merged_attributes", "stage-1 item", _S1_ITEM
     ):
         text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
         attr = attr if isinstance(attr, dict) else {}
@@ -197,20 +187,18 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
     n_attrs = items.groupby("item_index").size().to_dict()
     ann = []
-    for path in _files(folder / "annotations"):
-        for line, rec, index, j, judg in _entries(
-            path, key="attr_judgments", what="stage-1 annotation", expected=_S1_ANN
-        ):
-            if j == 0 and index in n_attrs and len(rec["attr_judgments"]) > n_attrs[index]:
-                raise ValueError(
-                    f"{path}:{line}: {len(rec['attr_judgments'])} judgments for item {index} with "
-                    f"{n_attrs[index]} attributes"
-                )
-            value = judg.get("judgment") if isinstance(judg, dict) else judg
-            if value is None or value == "":
-                continue
-            if value not in STAGE1_LABELS:
-                raise ValueError(f"{path}:{line}: judgment {value!r} not in {list(STAGE1_LABELS)}")
+    for path, line, rec, index, j, judg in _entries(
+        _files(folder / "annotations"), "attr_judgments", "stage-1 annotation", _S1_ANN
+    ):
+        if j == 0 and index in n_attrs and len(rec["attr_judgments"]) > n_attrs[index]:
+            raise ValueError(
+                f"{path}:{line}: {len(rec['attr_judgments'])} judgments for item {index} with "
+                f"{n_attrs[index]} attributes"
+            )
+        value = judg.get("judgment") if isinstance(judg, dict) else judg
+        if value not in (None, "", *STAGE1_LABELS):
+            raise ValueError(f"{path}:{line}: judgment {value!r} not in {list(STAGE1_LABELS)}")
+        if value not in (None, ""):
             ann.append((path.stem, index, j, value))
     return Stage1Data(items, pd.DataFrame(ann, columns=["annotator", "item_index", "attr_index", "judgment"]))
 
@@ -222,15 +210,11 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
         ``item_index, user_id, source, attr_index, attribute, n_ratings, n_ok, n_unsure, n_bad,
         accepted, ground_truth, matches_release`` (whether ``accepted`` equals the release's label).
     """
-    counts = data.annotations.pivot_table(
-        index=["item_index", "attr_index"],
-        columns="judgment",
-        values="annotator",
-        aggfunc="count",
-        fill_value=0,
-    ).reindex(columns=list(STAGE1_LABELS), fill_value=0)
+    key = ["item_index", "attr_index"]
+    counts = data.annotations.pivot_table(index=key, columns="judgment", values="annotator", aggfunc="count")
+    counts = counts.reindex(columns=list(STAGE1_LABELS)).fillna(0)
     counts.columns = [f"n_{c}" for c in counts.columns]
-    out = data.items.merge(counts.reset_index(), on=["item_index", "attr_index"], how="left")
+    out = data.items.merge(counts.reset_index(), on=key, how="left")
     for col in ("n_ok", "n_unsure", "n_bad"):
         out[col] = out[col].fillna(0).astype(int)
     out["n_ratings"] = out[["n_ok", "n_unsure", "n_bad"]].sum(axis=1)
@@ -362,69 +346,45 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
         ValueError: On a record of another shape or an unknown label (file and line named).
     """
     folder = _stage_dir(source, "stage2")
-    path = folder / "items.jsonl"
     rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
-    for line, rec, index, j, attr in _entries(
-        path, key="profile_attributes", what="stage-2 item", expected=_S2_ITEM
+    for path, line, rec, index, j, attr in _entries(
+        [folder / "items.jsonl"], "profile_attributes", "stage-2 item", _S2_ITEM
     ):
         if line not in proposed:
             proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
         text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
         truth = attr.get("ground_truth") if isinstance(attr, dict) else None
-        rows.append(
-            (
-                index,
-                rec.get("prompt_index"),
-                rec.get("prompt_text"),
-                rec.get("user_id"),
-                text,
-                truth,
-                text in proposed[line],
-            )
-        )
-    columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter".split()
-    items = pd.DataFrame(rows, columns=columns)
+        rows.append([index, rec.get("prompt_index"), rec.get("prompt_text"), rec.get("user_id"), text, truth])
+        rows[-1].append(text in proposed[line])
+    items = pd.DataFrame(
+        rows,
+        columns="item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter".split(),
+    )
     ann, missing = [], []
-    for path in _files(folder / "annotations"):
-        for line, _, index, _, judg in _entries(
-            path, key="relevance_judgments", what="stage-2 annotation", expected=_S2_ANN
-        ):
-            attr, label, rel = _judgment_label(judg, f"{path}:{line}")
-            if rel is None:
-                missing.append((path.stem, index, attr))
-            else:
-                ann.append((path.stem, index, attr, label, rel))
+    for path, line, _, index, _, judg in _entries(
+        _files(folder / "annotations"), "relevance_judgments", "stage-2 annotation", _S2_ANN
+    ):
+        attr, label, rel = _judgment_label(judg, f"{path}:{line}")
+        if rel is None:
+            missing.append((path.stem, index, attr))
+        else:
+            ann.append((path.stem, index, attr, label, rel))
     annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
     jud = []
-    for path in _files(folder / "llm_judgments"):
-        for line, rec, index, _, judg in _entries(
-            path, key="items", what="stage-2 LLM judgment", expected=_S2_LLM
-        ):
-            if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
-                found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
-                raise ValueError(
-                    f"{path}:{line}: expected an LLM judgment {{attribute, relevant, raw_answer}}, "
-                    f"found {found}"
-                )
-            relevant = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
-            jud.append(
-                (path.stem, rec.get("model"), index, judg["attribute"], relevant, judg.get("raw_answer"))
+    for path, line, rec, index, _, judg in _entries(
+        _files(folder / "llm_judgments"), "items", "stage-2 LLM judgment", _S2_LLM
+    ):
+        if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
+            found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
+            raise ValueError(
+                f"{path}:{line}: expected an LLM judgment {{attribute, relevant, raw_answer}}, found {found}"
             )
-    judgments = pd.DataFrame(
-        jud, columns=["model", "model_name", "item_index", "attribute", "relevant", "raw_answer"]
-    )
-    unparsed = judgments[judgments["relevant"].isna()]
-    coverage = _coverage(
-        items,
-        [
-            ("human", annotations.rename(columns={"annotator": "rater"}), missing),
-            (
-                "llm",
-                judgments.rename(columns={"model": "rater"}).dropna(subset=["relevant"]),
-                list(zip(unparsed["model"], unparsed["item_index"], unparsed["attribute"], strict=True)),
-            ),
-        ],
-    )
+        relevant = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
+        jud.append((path.stem, rec.get("model"), index, judg["attribute"], relevant, judg.get("raw_answer")))
+    judgments = pd.DataFrame(jud, columns="model model_name item_index attribute relevant raw_answer".split())
+    bad = judgments[judgments["relevant"].isna()]
+    unparsed = list(zip(bad["model"], bad["item_index"], bad["attribute"], strict=True))
+    coverage = _coverage(items, (annotations, missing), (judgments.dropna(subset=["relevant"]), unparsed))
     return Stage2Data(items, annotations, judgments, coverage)
 
 
@@ -439,8 +399,7 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
         n_ratings="size", n_relevant="sum"
     )
     out = data.items.merge(votes.reset_index(), on=["item_index", "attribute"], how="left")
-    out["n_ratings"] = out["n_ratings"].fillna(0).astype(int)
-    out["n_relevant"] = out["n_relevant"].fillna(0).astype(int)
+    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
     human = pd.array(2 * out["n_relevant"] >= out["n_ratings"], dtype="boolean")
     human[(out["n_ratings"] == 0).to_numpy()] = pd.NA
     out["human"] = human
@@ -462,14 +421,10 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
     llm = out[out["kind"] == "llm"]
     if len(llm):
-        mean = (
-            "llm",
-            "llm (mean)",
-            int(llm["n"].sum()),
-            int(llm["n_yes"].sum()),
-            float(llm["yes_rate"].mean()),
-        )
-        out = pd.concat([out, pd.DataFrame([mean], columns=out.columns)], ignore_index=True)
+        mean = [
+            ["llm", "llm (mean)", int(llm["n"].sum()), int(llm["n_yes"].sum()), float(llm["yes_rate"].mean())]
+        ]
+        out = pd.concat([out, pd.DataFrame(mean, columns=out.columns)], ignore_index=True)
     return out
 
 
@@ -597,23 +552,15 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
     for method, part in frame.groupby("method", sort=False):
         p, h = part["pred"].astype(bool).to_numpy(), part["human"].astype(bool).to_numpy()
         tp, fp, fn, tn = int((p & h).sum()), int((p & ~h).sum()), int((~p & h).sum()), int((~p & ~h).sum())
-        rows.append(
-            {
-                "method": method,
-                "subset": subset,
-                "n": len(part),
-                "n_missing": int(part["missing"].sum()),
-                **dict(tp=tp, fp=fp, fn=fn, tn=tn),
-                "precision": tp / (tp + fp) if tp + fp else float("nan"),
-                "recall": tp / (tp + fn) if tp + fn else float("nan"),
-                "f1": 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) else float("nan"),
-                "accuracy": (tp + tn) / len(part),
-                "positive_rate": float(p.mean()),
-                "human_positive_rate": float(h.mean()),
-                "threshold": part["threshold"].iloc[0],
-            }
-        )
-    return pd.DataFrame(rows)
+        nan = float("nan")
+        rows.append([method, subset, len(part), int(part["missing"].sum()), tp, fp, fn, tn])
+        rows[-1] += [tp / (tp + fp) if tp + fp else nan, tp / (tp + fn) if tp + fn else nan]
+        rows[-1] += [2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else nan, (tp + tn) / len(part)]
+        rows[-1] += [float(p.mean()), float(h.mean()), part["threshold"].iloc[0]]
+    columns = (
+        "method subset n n_missing tp fp fn tn precision recall f1 accuracy positive_rate human_positive_rate"
+    )
+    return pd.DataFrame(rows, columns=[*columns.split(), "threshold"])
 
 
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
@@ -743,9 +690,8 @@ def _ratings_frame(folder: Path, who: str) -> tuple[pd.DataFrame, list[tuple[str
                 if not 1 <= value <= 5:
                     raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
                 rows.append((path.stem, index, attr, value, side))
-    return pd.DataFrame(
-        rows, columns=[who, "item_index", "attribute", "rating", "personalised_side"]
-    ), missing
+    frame = pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating", "personalised_side"])
+    return frame, missing
 
 
 def same_model(tag: str, name: str) -> bool:
@@ -798,18 +744,8 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
                 expected = joined[1] if condition == "no_context" else joined[2]
                 matches = pd.NA if expected is None else rec["response"] == expected
             item = joined[0] if joined is not None else pd.NA
-            rows.append(
-                (
-                    condition,
-                    tag,
-                    name,
-                    rec["prompt_id"],
-                    rec.get("user_id"),
-                    rec.get("prompt_text"),
-                    rec["response"],
-                )
-                + (item, matches, path.name, line)
-            )
+            rows.append([condition, tag, name, rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text")])
+            rows[-1] += [rec["response"], item, matches, path.name, line]
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
     if len(out) and keyed.empty:
         logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
@@ -838,33 +774,22 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
             understood, or a generation whose ``mode``/``model`` disagree with its file name.
     """
     folder = _stage_dir(source, "stage3")
-    path = folder / "items.jsonl"
     rows = []
-    for line, rec, index, j, attr in _entries(path, key="attributes", what="stage-3 item", expected=_S3_ITEM):
+    for path, line, rec, index, j, attr in _entries(
+        [folder / "items.jsonl"], "attributes", "stage-3 item", _S3_ITEM
+    ):
         text = _attr_text(attr, path, line, f"attributes[{j}]")
-        relevant = attr.get("is_relevant") if isinstance(attr, dict) else None
-        first = (
-            index,
-            rec.get("prompt_id"),
-            rec.get("user_id"),
-            rec.get("model_tag"),
-            rec.get("prompt_text"),
-        )
         rows.append(
-            (*first, text, relevant, rec.get("response_no_context"), rec.get("response_personalized"))
+            [index, *(rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")), text]
         )
+        rows[-1] += [attr.get("is_relevant") if isinstance(attr, dict) else None]
+        rows[-1] += [rec.get("response_no_context"), rec.get("response_personalized")]
     columns = "item_index prompt_id user_id model_tag prompt_text attribute is_relevant"
     items = pd.DataFrame(rows, columns=[*columns.split(), "response_no_context", "response_personalized"])
     annotations, ann_missing = _ratings_frame(folder / "annotations", "annotator")
     judgments, jud_missing = _ratings_frame(folder / "llm_judgments", "model")
-    coverage = _coverage(
-        items,
-        [
-            ("human", annotations.rename(columns={"annotator": "rater"}), ann_missing),
-            ("llm", judgments.rename(columns={"model": "rater"}), jud_missing),
-        ],
-    )
-    generations = _read_generations(folder / "generations", items, path)
+    coverage = _coverage(items, (annotations, ann_missing), (judgments, jud_missing))
+    generations = _read_generations(folder / "generations", items, folder / "items.jsonl")
     return Stage3Data(items, annotations, judgments, generations, coverage)
 
 
