@@ -145,7 +145,7 @@ def _canonical(rec: dict[str, Any]) -> str:
     )
 
 
-def _persona_row(key: str, rec: Any, *, path: Path, line: int, root: Path) -> dict[str, Any]:
+def _persona_row(key: str, rec: Any, path: Path, line: int, root: Path) -> list[Any]:
     if not isinstance(rec, dict):
         raise ValueError(f"{path}:{line}: expected a persona object, found {type(rec).__name__}")
     if not any(k in PERSONA_SECTIONS for k in rec):
@@ -153,8 +153,7 @@ def _persona_row(key: str, rec: Any, *, path: Path, line: int, root: Path) -> di
             f"{path}:{line}: not a persona record: expected sections {list(PERSONA_SECTIONS)}, "
             f"found fields {sorted(rec)}"
         )
-    name, text = _flat(rec.get("Name", "")), render_persona(rec)
-    return dict(zip(_PERSONA_COLUMNS, (key, str(path.relative_to(root)), line, name, text, rec), strict=True))
+    return [key, str(path.relative_to(root)), line, _flat(rec.get("Name", "")), render_persona(rec), rec]
 
 
 def _read_persona_files(root: Path, files: list[Path]) -> pd.DataFrame:
@@ -173,7 +172,7 @@ def _read_persona_files(root: Path, files: list[Path]) -> pd.DataFrame:
         for name in _ID_FIELDS:
             if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
                 raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
-        rows.append(_persona_row(key, rec, path=path, line=1, root=root))
+        rows.append(_persona_row(key, rec, path, 1, root))
     frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
     dupes = frame["file"][frame["persona_key"].duplicated(keep=False)].tolist()
     if dupes:
@@ -189,12 +188,10 @@ def _read_persona_lines(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]
         raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
     use_field = id_field is not None and id_rule != "line"
     rule = f"field:{id_field}" if use_field else "line"
-    rows = [
-        _persona_row(
-            _persona_key(rec[id_field]) if use_field else str(n), rec, path=path, line=line, root=root
-        )
-        for n, (line, rec) in enumerate(records, start=1)
+    keys = [
+        _persona_key(rec[id_field]) if use_field else str(n) for n, (_, rec) in enumerate(records, start=1)
     ]
+    rows = [_persona_row(key, rec, path, line, root) for key, (line, rec) in zip(keys, records, strict=True)]
     frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
     dupes = frame["persona_key"][frame["persona_key"].duplicated()].unique()
     if len(dupes):
@@ -300,8 +297,8 @@ def load_personafeedback(
     )
     joined = pairs["persona"].notna()
     counts = [
-        (s, t, len(part), int(joined[part.index].sum()))
-        for (s, t), part in pairs.groupby(["set", "tier"], sort=False)
+        (*k, len(part), int(joined[part.index].sum()))
+        for k, part in pairs.groupby(["set", "tier"], sort=False)
     ]
     counts = pd.DataFrame(
         [*counts, ("all", "all", len(pairs), int(joined.sum()))],
@@ -309,21 +306,11 @@ def load_personafeedback(
     )
     counts["n_unjoined"] = counts["n_rows"] - counts["n_joined"]
     return PersonaFeedbackData(
-        pairs=pairs,
-        personas=personas,
-        unjoined=unjoined,
-        id_rule=rule,
-        source=str(root),
-        files=files,
-        layout=use,
-        layouts_found=found,
-        counts=counts,
-        unused_personas=unused,
-        layout_disagreements=disagreements,
+        pairs, personas, unjoined, rule, str(root), files, use, found, counts, unused, disagreements
     )
 
 
-def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> dict[str, Any]:
+def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> list[Any]:
     rejected = rec.get("reject", rec.get("rejected"))
     values = {"user_id": rec.get("user_id"), "question": rec.get("question"), "chosen": rec.get("chosen")}
     for name, value in {**values, "reject": rejected}.items():
@@ -332,16 +319,8 @@ def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: s
                 f"{path}:{line}: missing field {name!r}; expected a case {{user_id, question, chosen, "
                 f"reject}}, found fields {sorted(rec)}"
             )
-    return {
-        "set": set_name,
-        "tier": tier,
-        "user_id": _persona_key(rec["user_id"]),
-        "question": str(rec["question"]),
-        "chosen": str(rec["chosen"]),
-        "rejected": str(rejected),
-        "pair_id": f"{set_name}/{tier}/{line}",
-        "line": line,
-    }
+    texts = [str(rec["question"]), str(rec["chosen"]), str(rejected)]
+    return [set_name, tier, _persona_key(rec["user_id"]), *texts, f"{set_name}/{tier}/{line}", line]
 
 
 def head_per_group(pairs: pd.DataFrame, limit: int) -> pd.DataFrame:
@@ -404,10 +383,8 @@ def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = Fa
         orders = [("chosen_A", "A"), ("chosen_B", "B")] if both_orders else [("random", "A" if coin else "B")]
         for order, pos in orders:
             a, b = (rec["chosen"], rec["rejected"]) if pos == "A" else (rec["rejected"], rec["chosen"])
-            messages = build_judge_messages(rec["persona"], rec["question"], a, b)
-            rows.append(
-                {**{c: rec[c] for c in carried}, "order": order, "chosen_position": pos, "messages": messages}
-            )
+            rows.append([*(rec[c] for c in carried), order, pos])
+            rows[-1].append(build_judge_messages(rec["persona"], rec["question"], a, b))
     return pd.DataFrame(rows, columns=[*carried, "order", "chosen_position", "messages"])
 
 
@@ -422,14 +399,11 @@ def parse_judge_reply(text: str | None) -> str | None:
 
 
 def _ask(
-    messages: list[Any], *, step: str, config: Any, cache: Any, client: Any, complete_fn: Any, progress: bool
-) -> dict[str, list[Any]]:
+    messages: list[Any], step: str, config: Any, cache: Any, client: Any, complete_fn: Any, progress: bool
+) -> dict:
     """``reply``, ``error``, ``cached`` of ``complete_fn`` (default ``pv4kit.llm.client.complete``)."""
-    responses = list(
-        (complete_fn or complete)(
-            messages, config=config, cache=cache, step=step, progress=progress, client=client
-        )
-    )
+    fn = complete_fn or complete
+    responses = list(fn(messages, config=config, cache=cache, step=step, progress=progress, client=client))
     return {
         "reply": [getattr(r, "text", None) for r in responses],
         "error": [getattr(r, "error", None) for r in responses],
@@ -466,10 +440,8 @@ def judge_pairs(
         or errored).
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
-    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
-    out = requests.drop(columns=["messages"]).assign(
-        **_ask(requests["messages"].tolist(), step="pf_judge", **llm)
-    )
+    replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
+    out = requests.drop(columns=["messages"]).assign(**replies)
     out["parsed"] = [
         parse_judge_reply(t) if e is None else None for t, e in zip(out["reply"], out["error"], strict=True)
     ]
@@ -514,18 +486,12 @@ def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, part in [*wide.groupby(level="set"), ("all", wide)]:
         acc_a, acc_b = float(part["chosen_A"].mean()), float(part["chosen_B"].mean())
-        rows.append(
-            {
-                "set": key,
-                "n_pairs": len(part),
-                "acc_chosen_A": acc_a,
-                "acc_chosen_B": acc_b,
-                "bias": acc_a - acc_b,
-                "share_pick_A": float((picks.loc[part.index] == "A").to_numpy().mean()),
-                "consistent": float((part["chosen_A"] == part["chosen_B"]).mean()),
-            }
-        )
-    return pd.DataFrame(rows)
+        share_a = float((picks.loc[part.index] == "A").to_numpy().mean())
+        consistent = float((part["chosen_A"] == part["chosen_B"]).mean())
+        rows.append([key, len(part), acc_a, acc_b, acc_a - acc_b, share_a, consistent])
+    return pd.DataFrame(
+        rows, columns="set n_pairs acc_chosen_A acc_chosen_B bias share_pick_A consistent".split()
+    )
 
 
 # ------------------------------------------------------------------------------------ PV4-style score
@@ -558,8 +524,7 @@ def generate_answers(
     """
     usable = pairs[pairs["persona"].notna()]
     messages = [generation_messages(p, q) for p, q in zip(usable["persona"], usable["question"], strict=True)]
-    llm = dict(config=config, cache=cache, client=client, complete_fn=complete_fn, progress=progress)
-    replies = _ask(messages, step="pf_generate", **llm)
+    replies = _ask(messages, "pf_generate", config, cache, client, complete_fn, progress)
     return pd.DataFrame(
         {"pair_id": usable["pair_id"].to_numpy(), "generation": replies["reply"], "error": replies["error"]}
     )
