@@ -8,18 +8,8 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pv4kit.cli._args import (
-    add_base_url,
-    add_llm_cache,
-    add_protocol,
-    fraction,
-    llm_cache_arg,
-    nonnegative_float,
-    nonnegative_int,
-    pick,
-    positive_float,
-    positive_int,
-)
+from pv4kit.cli import _args
+from pv4kit.cli._args import fraction, llm_cache_arg, nonnegative_int, pick
 from pv4kit.related.personafeedback import HUB_ID as PF_HUB
 from pv4kit.related.recenter import HUB_ID as RC_HUB
 
@@ -47,18 +37,16 @@ def _show(frame: Any, columns: list[str]) -> None:
     print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
-def _embedder(args: argparse.Namespace) -> Any:
-    return args.embedder
+def _embedding(args: argparse.Namespace) -> dict[str, Any]:
+    return {"embedder": args.embedder, "cache": not args.no_embed_cache}
 
 
-def _llm_config(args: argparse.Namespace) -> Any:
+def _llm(args: argparse.Namespace) -> dict[str, Any]:
     from pv4kit.llm.config import LLMConfig
 
-    return LLMConfig(
-        **pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens"),
-        max_concurrency=args.concurrency,
-        max_retries=args.max_retries,
-    )
+    options = pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens")
+    config = LLMConfig(**options, max_concurrency=args.concurrency, max_retries=args.max_retries)
+    return {"config": config, "cache": llm_cache_arg(args.cache), "progress": not args.quiet}
 
 
 def _pairs(args: argparse.Namespace) -> Any:
@@ -104,14 +92,7 @@ def _pf_load(args: argparse.Namespace) -> int:
 def _pf_judge(args: argparse.Namespace) -> int:
     from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
 
-    preds = judge_pairs(
-        _pairs(args),
-        config=_llm_config(args),
-        cache=llm_cache_arg(args.cache),
-        seed=args.seed,
-        both_orders=args.both_orders,
-        progress=not args.quiet,
-    )
+    preds = judge_pairs(_pairs(args), **_llm(args), **pick(args, "seed", "both_orders"))
     acc = judge_accuracy(preds, interval=args.interval)
     bias = position_bias(preds) if args.both_orders else None
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
@@ -131,10 +112,7 @@ def _pf_reward(args: argparse.Namespace) -> int:
     from pv4kit.related.reward_model import reward_model_baseline
 
     preds, acc, _ = reward_model_baseline(
-        _pairs(args),
-        embedder=_embedder(args),
-        cache=not args.no_embed_cache,
-        **pick(args, "test_fraction", "seed", "l2"),
+        _pairs(args), **_embedding(args), **pick(args, "test_fraction", "seed", "l2")
     )
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
     _write(args.out, {"predictions": preds, "accuracy": acc}, args=args)
@@ -145,10 +123,8 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
     from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
-    gens = generate_answers(
-        pairs, config=_llm_config(args), cache=llm_cache_arg(args.cache), progress=not args.quiet
-    )
-    scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=not args.no_embed_cache)
+    gens = generate_answers(pairs, **_llm(args))
+    scores = pv4_score(pairs, gens, **_embedding(args))
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
     _write(args.out, {"generations": gens, "scores": scores, "accuracy": acc}, args=args)
@@ -179,14 +155,10 @@ def _rc_stage2(args: argparse.Namespace) -> int:
     print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
     _show(data.coverage, _COVERAGE)
     _show(yes, ["kind", "rater", "n", "yes_rate"])
-    preds = rc.stage2_predictions(
-        data, embedder=_embedder(args), cache=not args.no_embed_cache, **pick(args, "seed", "tune_fraction")
-    )
+    preds = rc.stage2_predictions(data, **_embedding(args), **pick(args, "seed", "tune_fraction"))
     metrics, agree = rc.stage2_metrics(preds, subset=["test", "all"]), rc.stage2_agreement(data)
-    _show(
-        metrics[metrics["subset"] == "test"],
-        ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
-    )
+    test = metrics[metrics["subset"] == "test"]
+    _show(test, ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"])
     _show(rc.agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     tables = {"predictions": preds, "metrics": metrics, "agreement": agree, "yes_rates": yes}
@@ -199,11 +171,8 @@ def _rc_stage3(args: argparse.Namespace) -> int:
 
     data = rc.load_stage3(args.data)
     ratings = rc.stage3_ratings(data)
-    summary, corr, orientation = (
-        rc.stage3_summary(ratings),
-        rc.stage3_correlation(ratings),
-        rc.stage3_orientation(ratings),
-    )
+    summary, corr = rc.stage3_summary(ratings), rc.stage3_correlation(ratings)
+    orientation = rc.stage3_orientation(ratings)
     gens = data.generations
     print(
         f"{len(data.items)} (item, attribute) pairs; {len(gens)} generations in "
@@ -224,23 +193,6 @@ def _rc_stage3(args: argparse.Namespace) -> int:
 # -------------------------------------------------------------------------------------------- parsers
 
 
-def _add_llm(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model id sent to the endpoint")
-    add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
-    add_protocol(p, default="chat")
-    p.add_argument("--temperature", type=nonnegative_float, default=0.0)
-    p.add_argument("--max-output-tokens", type=positive_int, default=None)
-    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight")
-    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-    add_llm_cache(p)
-    p.add_argument(
-        "--interval",
-        choices=["wilson", "bootstrap"],
-        default="wilson",
-        help="accuracy interval: Wilson, or bootstrap over personas",
-    )
-
-
 def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
     p.add_argument("--embedder", default=default, help="embedder name for pv4kit.get_embedder")
     p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
@@ -249,32 +201,11 @@ def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
 def _add_pf_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=PF_HUB, help=f"PersonaFeedback folder or hub id (default {PF_HUB})")
     p.add_argument(
-        "--id-rule",
-        choices=["auto", "field", "line"],
-        default="auto",
-        help="how user_id joins a persona (see docs/related.md)",
+        "--id-rule", choices=["auto", "field", "line"], default="auto", help="how user_id joins a persona"
     )
     p.add_argument(
-        "--layout",
-        choices=["auto", "files", "lines"],
-        default="auto",
-        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+        "--layout", choices=["auto", "files", "lines"], default="auto", help="persona/<N>.json or lines"
     )
-
-
-def _add_pairs(p: argparse.ArgumentParser) -> None:
-    _add_pf_data(p)
-    p.add_argument(
-        "--pv4",
-        action="store_true",
-        help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
-    )
-    p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
-    p.add_argument(
-        "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
-    )
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--out", required=True, help="output folder for the tables")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -285,28 +216,53 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
     p = pf_sub.add_parser("load", help="load and check the persona join")
     _add_pf_data(p)
-    p.add_argument(
-        "--out",
-        default=None,
-        help="write pairs, unjoined, counts, unused_personas, layout_disagreements, personas .csv here",
-    )
+    p.add_argument("--out", default=None, help="write the pairs, persona and join tables (.csv) here")
     p.set_defaults(func=_pf_load)
-    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
-    _add_pairs(p)
-    _add_llm(p)
-    p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
-    p.set_defaults(func=_pf_judge)
-    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
-    _add_pairs(p)
-    _add_embed(p)
-    p.add_argument("--test-fraction", type=fraction, default=0.5)
-    p.add_argument("--l2", type=positive_float, default=1e-2)
-    p.set_defaults(func=_pf_reward)
-    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
-    _add_pairs(p)
-    _add_llm(p)
-    _add_embed(p)
-    p.set_defaults(func=_pf_pv4_score)
+    for name, func, text in (
+        ("judge", _pf_judge, "pairwise LLM judge, accuracy per set x tier"),
+        ("reward-model", _pf_reward, "Bradley-Terry linear head on frozen embeddings (CPU)"),
+        ("pv4-score", _pf_pv4_score, "generate from the persona; right when nearer chosen"),
+    ):
+        p = pf_sub.add_parser(name, help=text)
+        p.set_defaults(func=func)
+        _add_pf_data(p)
+        p.add_argument(
+            "--pv4",
+            action="store_true",
+            help="--data is a PV4 dataset: use its (reference, distractor) pairs",
+        )
+        p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
+        p.add_argument(
+            "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
+        )
+        p.add_argument("--seed", type=nonnegative_int, default=0)
+        p.add_argument("--out", required=True, help="output folder for the tables")
+        if name != "reward-model":
+            p.add_argument("--model", required=True, help="model id sent to the endpoint")
+            _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
+            _args.add_protocol(p, default="chat")
+            p.add_argument("--temperature", type=_args.nonnegative_float, default=0.0)
+            p.add_argument("--max-output-tokens", type=_args.positive_int, default=None)
+            p.add_argument("--concurrency", type=_args.positive_int, default=8, help="requests in flight")
+            p.add_argument(
+                "--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]"
+            )
+            _args.add_llm_cache(p)
+            p.add_argument(
+                "--interval",
+                choices=["wilson", "bootstrap"],
+                default="wilson",
+                help="Wilson, or bootstrap over personas",
+            )
+        if name == "judge":
+            p.add_argument(
+                "--both-orders", action="store_true", help="ask both orders to measure position bias"
+            )
+        else:
+            _add_embed(p)
+        if name == "reward-model":
+            p.add_argument("--test-fraction", type=fraction, default=0.5)
+            p.add_argument("--l2", type=_args.positive_float, default=1e-2)
 
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
