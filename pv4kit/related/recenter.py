@@ -148,8 +148,13 @@ def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str
 # -------------------------------------------------------------------------------------------- stage 1
 
 STAGE1_LABELS = ("bad", "unsure", "ok")  # ordered, for the weighted kappa
-_S1_ITEM = "{item_index, user_id, source, merged_attributes: [{attribute, confidence, ground_truth, ...}]}"
-_S1_ANN = "{index, attr_judgments: [{judgment, note}], ...}"
+# (list field, what, expected shape) of the records read with _entries
+_S1_ITEM = (
+    "merged_attributes",
+    "stage-1 item",
+    "{item_index, user_id, source, merged_attributes: [{attribute, confidence, ground_truth, ...}]}",
+)
+_S1_ANN = ("attr_judgments", "stage-1 annotation", "{index, attr_judgments: [{judgment, note}], ...}")
 
 
 @dataclass
@@ -174,9 +179,7 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """
     folder = _stage_dir(source, "stage1")
     rows = []
-    for path, line, rec, index, j, attr in _entries(
-        [folder / "items.jsonl"], "merged_attributes", "stage-1 item", _S1_ITEM
-    ):
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S1_ITEM):
         text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
         attr = attr if isinstance(attr, dict) else {}
         where = f"{path}:{line}: merged_attributes[{j}].confidence"
@@ -187,9 +190,7 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
     n_attrs = items.groupby("item_index").size().to_dict()
     ann = []
-    for path, line, rec, index, j, judg in _entries(
-        _files(folder / "annotations"), "attr_judgments", "stage-1 annotation", _S1_ANN
-    ):
+    for path, line, rec, index, j, judg in _entries(_files(folder / "annotations"), *_S1_ANN):
         if j == 0 and index in n_attrs and len(rec["attr_judgments"]) > n_attrs[index]:
             raise ValueError(
                 f"{path}:{line}: {len(rec['attr_judgments'])} judgments for item {index} with "
@@ -268,9 +269,21 @@ RELEVANCE_LABELS: dict[str, bool] = {
     **dict.fromkeys(("unnecessary", "forbidden", "no", "false", "not_relevant", "irrelevant"), False),
 }
 MISSING_LABELS = ("none", "")  # the tool's "not rated yet"
-_S2_ITEM = "{item_index, prompt_index, prompt_text, user_id, profile_attributes: [{attribute, ...}], items}"
-_S2_ANN = "{index, relevance_judgments: [{attribute, relevant | rating}], ...}"
-_S2_LLM = "{sample_index, items: [{attribute, relevant, raw_answer, full_output}], model, ...}"
+_S2_ITEM = (
+    "profile_attributes",
+    "stage-2 item",
+    "{item_index, prompt_index, prompt_text, user_id, profile_attributes: [{attribute, ...}], items}",
+)
+_S2_ANN = (
+    "relevance_judgments",
+    "stage-2 annotation",
+    "{index, relevance_judgments: [{attribute, relevant | rating}], ...}",
+)
+_S2_LLM = (
+    "items",
+    "stage-2 LLM judgment",
+    "{sample_index, items: [{attribute, relevant, raw_answer, full_output}], model, ...}",
+)
 
 
 @dataclass
@@ -347,23 +360,17 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     """
     folder = _stage_dir(source, "stage2")
     rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
-    for path, line, rec, index, j, attr in _entries(
-        [folder / "items.jsonl"], "profile_attributes", "stage-2 item", _S2_ITEM
-    ):
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S2_ITEM):
         if line not in proposed:
             proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
         text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
         truth = attr.get("ground_truth") if isinstance(attr, dict) else None
         rows.append([index, rec.get("prompt_index"), rec.get("prompt_text"), rec.get("user_id"), text, truth])
         rows[-1].append(text in proposed[line])
-    items = pd.DataFrame(
-        rows,
-        columns="item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter".split(),
-    )
+    columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter"
+    items = pd.DataFrame(rows, columns=columns.split())
     ann, missing = [], []
-    for path, line, _, index, _, judg in _entries(
-        _files(folder / "annotations"), "relevance_judgments", "stage-2 annotation", _S2_ANN
-    ):
+    for path, line, _, index, _, judg in _entries(_files(folder / "annotations"), *_S2_ANN):
         attr, label, rel = _judgment_label(judg, f"{path}:{line}")
         if rel is None:
             missing.append((path.stem, index, attr))
@@ -371,9 +378,7 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
             ann.append((path.stem, index, attr, label, rel))
     annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
     jud = []
-    for path, line, rec, index, _, judg in _entries(
-        _files(folder / "llm_judgments"), "items", "stage-2 LLM judgment", _S2_LLM
-    ):
+    for path, line, rec, index, _, judg in _entries(_files(folder / "llm_judgments"), *_S2_LLM):
         if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
             found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
             raise ValueError(
@@ -495,21 +500,13 @@ def stage2_predictions(
         frames.append(
             merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
         )
+    scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
     if "coarse_filter" in methods and labels["coarse_filter"].any():
-        coarse = labels["coarse_filter"].to_numpy()
-        frames.append(
-            base.assign(
-                method="coarse_filter", pred=coarse, score=coarse * 1.0, threshold=np.nan, missing=False
-            )
-        )
-    scored: dict[str, np.ndarray] = {}
+        scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0
     if "embedding" in methods:
-        vec = encode(
-            labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist(),
-            embedder=embedder,
-            cache=cache,
-        )
-        scored["embedding"] = np.einsum("ij,ij->i", vec[: len(labels)], vec[len(labels) :]).astype(float)
+        texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
+        g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
+        scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
     if "bm25" in methods:  # BM25 of each prompt over the attribute texts
         from pv4kit.baselines.bm25 import bm25_scores
         from pv4kit.text import tokenize
@@ -521,12 +518,10 @@ def stage2_predictions(
         scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
     tune = (base["split"] == "tune").to_numpy()
     for method, score in scored.items():
-        threshold = choose_threshold(score[tune], base["human"].to_numpy()[tune])
-        frames.append(
-            base.assign(
-                method=method, score=score, threshold=threshold, pred=score >= threshold, missing=False
-            )
-        )
+        fixed = method == "coarse_filter"
+        threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
+        pred = score > 0 if fixed else score >= threshold
+        frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
     if not frames:
         return pd.DataFrame(columns=_PREDICTION_COLUMNS)
     return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
@@ -622,8 +617,10 @@ _TOOL_PREFIX = "eval_results_task5_"  # the annotation tool's name for the same 
 _GENERIC_SIDE = ("no_context", "generic", "baseline", "no_profile")
 _PERSONAL_SIDE = ("personalized", "personalised", "gt_attributes", "attributes", "personal")
 _S3_ITEM = (
+    "attributes",
+    "stage-3 item",
     "{item_index, prompt_id, model_tag, prompt_text, attributes: [{attribute, is_relevant}], "
-    "response_no_context, response_personalized}"
+    "response_no_context, response_personalized}",
 )
 _S3_RATING = "{index | item_index | sample_index, ratings: {attribute: 1-5 | null}, display_assignment}"
 _S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
@@ -738,22 +735,17 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
             if key in seen:
                 raise ValueError(f"{path}:{line}: prompt_id {rec['prompt_id']!r} repeats line {seen[key]}")
             seen[key] = line
-            joined = lookup.get((rec["prompt_id"], tag))
-            matches = pd.NA
-            if joined is not None and condition in ("no_context", "gt_attributes"):
-                expected = joined[1] if condition == "no_context" else joined[2]
-                matches = pd.NA if expected is None else rec["response"] == expected
-            item = joined[0] if joined is not None else pd.NA
+            item, no_context, personal = lookup.get((rec["prompt_id"], tag), (pd.NA, None, None))
+            expected = {"no_context": no_context, "gt_attributes": personal}.get(condition)
+            matches = pd.NA if expected is None else rec["response"] == expected
             rows.append([condition, tag, name, rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text")])
             rows[-1] += [rec["response"], item, matches, path.name, line]
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
     if len(out) and keyed.empty:
         logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
     elif len(out):
-        n_joined = int(out["item_index"].notna().sum())
-        logger.info(
-            "%d generations in %d files, %d joined to an item", len(out), out["file"].nunique(), n_joined
-        )
+        n_files, n_joined = out["file"].nunique(), int(out["item_index"].notna().sum())
+        logger.info("%d generations in %d files, %d joined to an item", len(out), n_files, n_joined)
     return out.astype({"item_index": "Int64", "matches_item": "boolean"})
 
 
@@ -775,9 +767,7 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
     """
     folder = _stage_dir(source, "stage3")
     rows = []
-    for path, line, rec, index, j, attr in _entries(
-        [folder / "items.jsonl"], "attributes", "stage-3 item", _S3_ITEM
-    ):
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S3_ITEM):
         text = _attr_text(attr, path, line, f"attributes[{j}]")
         rows.append(
             [index, *(rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")), text]
