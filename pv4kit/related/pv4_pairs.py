@@ -61,23 +61,18 @@ def pv4_pairs(
             )
             continue
         persona = personas.get(rec["user_id"], pd.NA)
+        persona = persona if isinstance(persona, str) and persona.strip() else pd.NA
+        tier, user, q = (
+            "hard" if bool(rec.get("hard", False)) else "standard",
+            rec["user_id"],
+            int(rec["question_index"]),
+        )
         for i in [options[int(rng.integers(len(options)))]] if distractors == "one" else options:
+            pair_id = f"pv4/{user}/{rec['question_index']}/{LETTERS[i]}"
             rows.append(
-                {
-                    "set": "pv4",
-                    "tier": "hard" if bool(rec.get("hard", False)) else "standard",
-                    "user_id": rec["user_id"],
-                    "persona": persona if isinstance(persona, str) and persona.strip() else pd.NA,
-                    "question": rec["question"],
-                    "chosen": choices[answer],
-                    "rejected": choices[i],
-                    "pair_id": f"pv4/{rec['user_id']}/{rec['question_index']}/{LETTERS[i]}",
-                    "line": int(rec["question_index"]),
-                    "question_index": int(rec["question_index"]),
-                    "split": rec.get("split"),
-                    "distractor_letter": LETTERS[i],
-                }
+                ["pv4", tier, user, persona, rec["question"], choices[answer], choices[i], pair_id, q]
             )
+            rows[-1] += [q, rec.get("split"), LETTERS[i]]
     out = pd.DataFrame(rows, columns=_COLUMNS)
     out["persona"] = out["persona"].astype(object)
     return out

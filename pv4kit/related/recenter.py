@@ -263,10 +263,8 @@ def acceptance_by_source(acceptance: pd.DataFrame) -> pd.DataFrame:
 
 # relevance labels -> binary, as the authors' convert_task2_to_task3.py binarises the task-2 ratings
 RELEVANCE_LABELS: dict[str, bool] = {
-    **dict.fromkeys(
-        ("necessary_explicit", "necessary_implicit", "optional", "yes", "true", "relevant"), True
-    ),
-    **dict.fromkeys(("unnecessary", "forbidden", "no", "false", "not_relevant", "irrelevant"), False),
+    **dict.fromkeys("necessary_explicit necessary_implicit optional yes true relevant".split(), True),
+    **dict.fromkeys("unnecessary forbidden no false not_relevant irrelevant".split(), False),
 }
 MISSING_LABELS = ("none", "")  # the tool's "not rated yet"
 _S2_ITEM = (
@@ -571,9 +569,8 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
     key = ["item_index", "attribute"]
     humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
-    llms = data.judgments.dropna(subset=["relevant"]).pivot_table(
-        index=key, columns="model", values="relevant", aggfunc="first"
-    )
+    judged = data.judgments.dropna(subset=["relevant"])
+    llms = judged.pivot_table(index=key, columns="model", values="relevant", aggfunc="first")
     labels = stage2_labels(data).set_index(key)["human"].astype(object).rename("majority")
     wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
     wide = wide.where(wide.notna(), None)
@@ -584,13 +581,8 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
         "llm-human": [(a, b) for a in m for b in h],
         "llm-majority": [(a, "majority") for a in m],
     }
-    frames = [
-        pairwise_cohen(wide, pairs=pairs)
-        .rename(columns={"kappa": "value"})
-        .assign(group=g, statistic="cohen_kappa")
-        for g, pairs in groups.items()
-        if pairs
-    ]
+    cohen = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
+    frames = [f.rename(columns={"kappa": "value"}).assign(statistic="cohen_kappa") for f in cohen]
     multi = [
         {"group": f"{family} (all)", "statistic": stat, "value": value, "n": n}
         for family, raters in (("human", h), ("llm", m))
