@@ -51,19 +51,12 @@ def accuracy_table(
     cluster: str = "user_id",
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Accuracy per group with an interval, plus ``"all"`` summary rows.
+    """Accuracy per group with an interval, plus ``"all"`` summary rows, per ``outer`` group (never pooled).
 
-    Within each ``outer`` group (never pooled, e.g. a method) there is one row per ``by`` group, one per
-    value of ``by[0]`` with the other keys ``"all"``, and one all-``"all"`` row. The numbers are
-    :func:`pv4kit.scoring.accuracy.accuracy_table`'s.
-
-    ``frame`` has one row per decision with a boolean ``correct`` column; ``extra_counts`` are boolean
-    columns counted per group (e.g. ``unparsed``); ``chance`` is copied into a column. ``interval`` is
-    ``"wilson"`` (decisions independent) or ``"bootstrap"`` (resampling ``cluster`` groups, e.g. personas
-    that recur, with ``seed``), at level ``confidence``.
-
-    Returns:
-        ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance, *extra_counts``.
+    Rows per ``by`` group, per ``by[0]`` value (other keys ``"all"``) and all pooled, from ``correct``;
+    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (``cluster`` groups
+    resampled with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
+    *extra_counts``.
     """
     check_choice(interval, "interval", ("wilson", "bootstrap"))
     by, outer = list(by), list(outer)

@@ -93,18 +93,14 @@ def _persona_key(value: Any) -> str:
 def read_personas(
     root: Path, *, id_rule: str, layout: str
 ) -> tuple[pd.DataFrame, str, str, list[str], pd.DataFrame]:
-    """The personas of the release folder ``root`` under ``layout`` and how the two layouts compare.
+    """The personas of the release folder ``root`` and how the two layouts compare.
 
-    ``id_rule`` (``"auto"``, ``"field"``, ``"line"``) says how ``all_personas.jsonl`` records get ids;
-    ``layout`` is ``"auto"`` (the per-persona files when present), ``"files"`` or ``"lines"``.
+    ``layout``: ``"auto"`` (the per-persona files when present), ``"files"`` or ``"lines"``; ``id_rule``:
+    ``"auto"``, ``"field"`` or ``"line"``, how ``all_personas.jsonl`` records get ids.
 
     Returns:
-        ``(personas, id rule used, layout used, layouts found, disagreements)``; ``personas`` has
-        ``persona_key, file, line, name, persona, record``; ``disagreements`` has ``persona_key, problem``
-        (``only_in_files``, ``only_in_lines``, ``different``), ``file, line``.
-
-    Raises:
-        FileNotFoundError: If no persona file of the requested layout is found.
+        ``(personas, id rule used, layout used, layouts found, disagreements)``: ``persona_key, file, line,
+        name, persona, record`` and ``persona_key, problem, file, line``.
     """
     files = sorted(
         (p for p in (root / "persona").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
@@ -207,19 +203,13 @@ class PersonaFeedbackData:
     """A loaded PersonaFeedback release.
 
     Attributes:
-        pairs: One row per case: ``set`` (general | specific), ``tier`` (easy | medium | hard), ``user_id``,
-            ``persona`` (rendered text, NA when no persona joins), ``question``, ``chosen``, ``rejected``,
-            ``pair_id`` (``"<set>/<tier>/<line>"``), ``line`` (1-based in its file).
-        personas: One row per persona (see :func:`read_personas`).
-        unjoined: The rows of ``pairs`` that join no persona.
-        id_rule: ``"file"`` (ids from ``persona/<N>.json`` names), ``"field:<name>"`` or ``"line"``.
-        source: The folder read.
-        files: The tier files read (relative paths).
-        layout: The persona layout used (``"files"`` or ``"lines"``).
-        layouts_found: The layouts present.
+        pairs: ``set, tier, user_id, persona`` (NA when no persona joins), ``question, chosen, rejected,
+            pair_id`` (``"<set>/<tier>/<line>"``), ``line``.
+        personas: See :func:`read_personas`; ``unjoined``: the pairs without a persona; ``unused_personas``.
+        id_rule: ``"file"``, ``"field:<name>"`` or ``"line"``; ``layout``, ``layouts_found``: see
+            :func:`read_personas`; ``source``, ``files``: the folder and tier files read.
         counts: ``set, tier, n_rows, n_joined, n_unjoined`` plus an ``all, all`` row.
-        unused_personas: The personas no case refers to.
-        layout_disagreements: See :func:`read_personas`; empty when the layouts agree or one is present.
+        layout_disagreements: See :func:`read_personas`.
     """
 
     pairs: pd.DataFrame
@@ -245,18 +235,12 @@ def load_personafeedback(
 ) -> PersonaFeedbackData:
     """Load PersonaFeedback from ``source``, a local folder (``data/``, ``persona/``) or its hub id.
 
-    Args:
-        source: The folder or hub id.
-        id_rule: How ``user_id`` joins a persona of ``all_personas.jsonl``: ``"auto"``, ``"field"`` (an id
-            field in every record) or ``"line"`` (1-based line). ``persona/<N>.json`` ids are ``N``.
-        layout: ``"auto"``, ``"files"`` or ``"lines"`` (see :func:`read_personas`).
-        sets: Keep only these sets (``"general"``, ``"specific"``).
-        tiers: Keep only these tiers (``"easy"``, ``"medium"``, ``"hard"``).
+    ``id_rule`` and ``layout``: see :func:`read_personas`; ``sets`` (``"general"``, ``"specific"``) and
+    ``tiers`` (``"easy"``, ``"medium"``, ``"hard"``) keep only those.
 
     Raises:
-        FileNotFoundError: If no tier file or no persona file of the requested layout is found.
-        ValueError: On a bad option, a row missing a field, a persona file that is not one JSON object,
-            or duplicate persona ids (file and line named).
+        FileNotFoundError: If no tier file or no persona file of the layout is found.
+        ValueError: On a bad option or record (file and line named) or duplicate persona ids.
     """
     check_choice(id_rule, "id_rule", ("auto", "field", "line"))
     check_choice(layout, "layout", ("auto", "files", "lines"))
@@ -363,12 +347,9 @@ def build_judge_messages(
 def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = False) -> pd.DataFrame:
     """One judge request per pair with a persona (two with ``both_orders``), and the chosen's position.
 
-    The position is a seeded coin per ``pair_id`` (order ``"random"``), the same whatever else is in the
-    frame; ``both_orders`` asks chosen-as-A (``"chosen_A"``) and chosen-as-B (``"chosen_B"``).
-
-    Returns:
-        The carried ``set, tier, user_id, pair_id`` (those present), ``order``, ``chosen_position``
-        (``"A"``/``"B"``) and ``messages``.
+    The position is a seeded coin per ``pair_id`` (order ``"random"``); ``both_orders`` asks ``"chosen_A"``
+    and ``"chosen_B"``. Returns the ``set, tier, user_id, pair_id`` present, ``order, chosen_position,
+    messages``.
     """
     missing = {"pair_id", "persona", "question", "chosen", "rejected"} - set(pairs.columns)
     if missing:
@@ -424,20 +405,12 @@ def judge_pairs(
 ) -> pd.DataFrame:
     """Ask an LLM judge to pick the better-personalised response of each pair (see :func:`judge_requests`).
 
-    Args:
-        pairs: A pairs frame; PV4 pairs from :func:`pv4kit.related.pv4_pairs.pv4_pairs` work unchanged.
-        config: A ``pv4kit.llm.config.LLMConfig``.
-        cache: The LLM response cache (path or ``None``).
-        seed: Position seed.
-        both_orders: Ask both ways, to measure position bias.
-        client: Passed to ``pv4kit.llm.client.complete``.
-        complete_fn: A function with ``complete``'s signature (tests inject a fake).
-        progress: Show a progress bar.
+    ``config`` is a ``pv4kit.llm.config.LLMConfig`` and ``cache`` the LLM response cache; ``client`` goes to
+    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged.
 
     Returns:
-        One row per request: the request's columns without ``messages``, ``reply``, ``error``,
-        ``cached``, ``parsed`` (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed
-        or errored).
+        One row per request: its columns without ``messages``, ``reply, error, cached, parsed``
+        (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
@@ -535,13 +508,11 @@ def pv4_score(
 ) -> pd.DataFrame:
     """PV4's scoring rule: a generation is right when nearer (cosine) ``chosen`` than ``rejected``.
 
-    A tie, an empty generation or a generation error is wrong (``failed`` marks the latter two).
-    ``generations`` has ``pair_id, generation`` (and optionally ``error``), e.g. from
-    :func:`generate_answers`; ``embedder`` and ``cache`` are :func:`pv4kit.related._common.encode`'s.
+    A tie, an empty generation or an ``error`` is wrong (``failed`` marks the latter two); ``embedder`` and
+    ``cache``: see :func:`pv4kit.related._common.encode`.
 
     Returns:
-        One row per pair with a generation: ``set, tier, user_id, pair_id`` (those present),
-        ``sim_chosen, sim_rejected, margin, failed, correct``.
+        ``set, tier, user_id, pair_id`` (present ones), ``sim_chosen, sim_rejected, margin, failed, correct``.
     """
     merged = pairs.merge(generations, on="pair_id", how="inner", validate="one_to_one")
     if "error" not in merged.columns:

@@ -28,19 +28,12 @@ def pv4_pairs(
     seed: int = 0,
     splits: list[str] | None = None,
 ) -> pd.DataFrame:
-    """Turn PV4 questions into (reference, distractor) pairs with PersonaFeedback's pair columns.
+    """Turn PV4 questions (and ``users``' personas) into (reference, distractor) pairs.
 
-    Args:
-        questions: ``PV4Data.questions``.
-        users: ``PV4Data.users`` (``user_id, persona``); without it every persona is NA.
-        distractors: ``"one"`` (a pick among each question's non-empty distractors) or ``"all"``.
-        seed: Seed of the pick.
-        splits: Keep only these splits (e.g. ``["test"]``).
-
-    Returns:
-        ``set`` (``"pv4"``), ``tier`` (``"hard"``/``"standard"`` by the question's ``hard`` flag),
-        ``user_id, persona, question, chosen, rejected, pair_id`` (``"pv4/<user>/<question>/<letter>"``),
-        ``line, question_index, split, distractor_letter``.
+    ``distractors``: ``"one"`` (a pick with ``seed`` among a question's non-empty distractors) or ``"all"``;
+    ``splits`` keeps only those. Returns PersonaFeedback's pair columns (``set`` ``"pv4"``, ``tier``
+    ``"hard"``/``"standard"``, ``pair_id`` ``"pv4/<user>/<question>/<letter>"``) and ``question_index,
+    split, distractor_letter``.
     """
     check_choice(distractors, "distractors", ("one", "all"))
     missing = {"user_id", "question_index", "question", "choices", "answer_letter"} - set(questions.columns)

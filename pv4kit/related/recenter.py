@@ -1,18 +1,10 @@
 """Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): loaders and metrics.
 
-The record shapes are those of the data card and of the authors' annotation tool (GitHub
-``orange0629/personalize-annotation``; ``docs/related.md`` lists what was read where). A record of another
-shape raises a ``ValueError`` naming the file, the line, what was expected and the fields found. Every
-(item, attribute) pair of the items stays in the frames; the ``coverage`` tables count what each rater
-left unrated (the tool shows an attribute text once per prompt) and judgments that match no pair.
-
-* Stage 1, attribute extraction: :func:`load_stage1`, majority acceptance, annotator agreement.
-* Stage 2, relevance of an attribute to a prompt: :func:`load_stage2` (labels made binary by
-  :func:`relevance_label`), the human majority, predictions of LLMs, the coarse filter, an embedding and
-  BM25 against it, agreement.
-* Stage 3, generic vs personalised response (1 = prefer generic .. 5 = prefer personalised):
-  :func:`load_stage3` with display sides and generations; distributions, preference shares, orientation,
-  judge-human correlation.
+Record shapes follow the data card and the authors' annotation tool (``docs/related.md``); a record of
+another shape raises naming file, line, the shape expected and the fields found. Every (item, attribute)
+pair of the items is kept; ``coverage`` tables count what each rater left unrated. Stage 1: attribute
+acceptance; stage 2: relevance (human majority vs LLMs, coarse filter, embedding, BM25); stage 3: generic
+vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised).
 """
 
 from __future__ import annotations
@@ -169,13 +161,8 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl`` from the release folder or hub id.
 
     Returns:
-        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence`` (float),
-        ``ground_truth``; ``annotations``: ``annotator, item_index, attr_index, judgment``
-        (``ok``/``unsure``/``bad``; an empty judgment is left out).
-
-    Raises:
-        ValueError: On a record of another shape, a non-numeric confidence, an unknown judgment or more
-            judgments than the item has attributes (file and line named).
+        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
+        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
     """
     folder = _stage_dir(source, "stage1")
     rows = []
@@ -227,14 +214,10 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
 
 
 def stage1_agreement(data: Stage1Data) -> pd.DataFrame:
-    """Annotator agreement on stage 1: 3-way (ok/unsure/bad) and binary (ok vs not).
+    """Annotator agreement on stage 1, 3-way (ok/unsure/bad) and binary (ok vs not).
 
-    Fleiss' kappa on the items every annotator judged, Krippendorff's alpha on every item with >= 2
-    judgments, pairwise Cohen's kappa (plain; linear-weighted on ``bad < unsure < ok`` for the 3-way
-    scale) on the items both judged, and its mean over pairs.
-
-    Returns:
-        ``metric, scale, raters, n_items, value``.
+    Fleiss' kappa, Krippendorff's alpha, pairwise Cohen's kappa (linear-weighted too on the 3-way scale) and
+    its mean. Returns ``metric, scale, raters, n_items, value``.
     """
     wide = data.annotations.pivot(index=["item_index", "attr_index"], columns="annotator", values="judgment")
     binary = wide.map(lambda v: v if pd.isna(v) else v == "ok")
@@ -343,18 +326,11 @@ def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
 def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
 
-    A human label may sit under ``rating`` (the five-way task-2 records) or ``relevant``; both are read.
-
     Returns:
-        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
-        coarse_filter`` (whether the coarse filter proposed it), one row per pair of the items;
-        ``annotations``: ``annotator, item_index, attribute, label`` (as written), ``relevant`` (missing
-        labels left out); ``judgments``: ``model`` (file name), ``model_name`` (the record's), ``item_index,
-        attribute, relevant`` (NA: an unparsed answer), ``raw_answer``; ``coverage``: per rater ``kind,
-        rater, n_pairs, n_rated, n_unrated, n_missing_label, n_orphan``, plus ``human (any)``, ``llm (any)``.
-
-    Raises:
-        ValueError: On a record of another shape or an unknown label (file and line named).
+        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth, coarse_filter``;
+        ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels left out);
+        ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed), ``raw_answer``;
+        ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
     """
     folder = _stage_dir(source, "stage2")
     rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
@@ -460,17 +436,10 @@ def stage2_predictions(
 ) -> pd.DataFrame:
     """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
 
-    Prompts are split (seeded) into ``tune`` and ``test``; the embedding and BM25 thresholds are the
-    F1-best on ``tune``. An LLM that gave no judgment for a pair predicts "not relevant", flagged
-    ``missing``.
-
-    Args:
-        data: Stage-2 data.
-        embedder: For the similarity baseline (default all-MiniLM-L6-v2); see ``_common.encode``.
-        cache: Embedding cache.
-        seed: Seed of the split.
-        tune_fraction: Share of prompts used to choose thresholds.
-        methods: Any of ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
+    Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
+    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An
+    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``. ``methods``: any of
+    ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
 
     Returns:
         ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human, missing``.
@@ -528,10 +497,7 @@ def stage2_predictions(
 def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
     """Precision, recall, F1 and accuracy per method against the human majority.
 
-    Args:
-        predictions: From :func:`stage2_predictions`.
-        subset: ``"test"`` (the held-out prompts; the fair comparison for threshold methods), ``"tune"``
-            or ``"all"``; a list of them gives their rows one after the other.
+    ``subset``: ``"test"`` (held-out prompts), ``"tune"``, ``"all"``, or a list of them (rows in turn).
 
     Returns:
         ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
@@ -560,11 +526,9 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     """Agreement on binary relevance between humans, LLMs and the human majority.
 
     Returns:
-        One row per statistic: ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``:
-        pairwise Cohen's kappa; ``human (all)``, ``llm (all)``: Fleiss' kappa and Krippendorff's alpha of a
-        family of >= 2 raters), ``statistic``, ``rater_a, rater_b`` (NA for the multi-rater statistics),
-        ``value``, ``n`` (items both rated, every rater rated, or rated at least twice) and ``agreement``
-        (raw share of agreement, Cohen rows only).
+        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
+        ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
+        value, n, agreement`` (raw agreement, Cohen rows only).
     """
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
     key = ["item_index", "attribute"]
@@ -742,20 +706,12 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
 
 
 def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
-    """Load ``stage3/items.jsonl``, annotations, LLM judgments and generations.
+    """Load ``stage3/items.jsonl``, annotations, LLM judgments and ``generations/<condition>_<model>.jsonl``.
 
     Returns:
-        ``items``: ``item_index, prompt_id, user_id, model_tag, prompt_text, attribute, is_relevant,
-        response_no_context, response_personalized``; ``annotations`` and ``judgments``: ``annotator``
-        (or ``model``), ``item_index, attribute, rating, personalised_side``; ``generations``: one row per
-        record of ``generations/<condition>_<model>.jsonl`` with ``condition`` and ``model_tag`` from the
-        file name, ``model_name`` from the record, ``item_index`` joined by ``(prompt_id, model_tag)`` (NA
-        when no item has it) and ``matches_item`` (the response equals the item's of that condition);
-        ``coverage`` as :func:`load_stage2`'s.
-
-    Raises:
-        ValueError: On a record of another shape, a rating outside 1-5, a display_assignment not
-            understood, or a generation whose ``mode``/``model`` disagree with its file name.
+        ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
+        personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
+        ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
     """
     folder = _stage_dir(source, "stage3")
     rows = []
@@ -811,14 +767,10 @@ def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
 
 
 def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Ratings split by the side that showed the personalised response (``display_assignment``).
+    """Ratings by the side that showed the personalised response (``"?"``: not recorded).
 
-    The card says ratings are stored canonically (1 = prefer generic) whatever side the rater saw; if they
-    were stored as seen, the two sides would mirror each other (mean near ``6 - mean``).
-
-    Returns:
-        ``kind, personalised_side`` (``"?"``: not recorded), ``n, mean_rating, share_prefer_personalised``
-        (rating >= 4), ``share_prefer_generic`` (rating <= 2).
+    Ratings are stored canonically; stored as seen, the two sides would mirror each other (``6 - mean``).
+    Returns ``kind, personalised_side, n, mean_rating, share_prefer_personalised, share_prefer_generic``.
     """
     if "personalised_side" not in ratings.columns:
         raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
@@ -852,12 +804,10 @@ def stage3_distribution(ratings: pd.DataFrame) -> pd.DataFrame:
 
 
 def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
-    """Mean rating and share not preferred (rating <= 3) per rater, humans pooled, and per pair.
+    """Mean rating and shares not preferred (<= 3) and preferring personalised (>= 4) per rater.
 
-    The row ``human mean per pair`` averages the human ratings of each (item, attribute) first.
-
-    Returns:
-        ``kind, rater, n, mean_rating, share_not_preferred, share_prefer_personalised`` (rating >= 4).
+    Rows for all humans pooled and for the human mean per pair. Returns ``kind, rater, n, mean_rating,
+    share_not_preferred, share_prefer_personalised``.
     """
     human = ratings[ratings["kind"] == "human"]
     mean = human.groupby(["item_index", "attribute"])["rating"].mean().reset_index()
@@ -876,11 +826,8 @@ def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
 def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
     """Spearman correlation of each rater with the human mean per (item, attribute).
 
-    LLM judges are compared with the mean of all humans, each human with the mean of the other humans
-    (leave-one-out, a human ceiling).
-
-    Returns:
-        ``kind, rater, n, spearman_rho, p_value``.
+    Each human is compared with the other humans' mean (leave-one-out). Returns ``kind, rater, n,
+    spearman_rho, p_value``.
     """
     from scipy.stats import spearmanr
 

@@ -107,14 +107,12 @@ def reward_model_baseline(
 ) -> tuple[pd.DataFrame, pd.DataFrame, BradleyTerryHead]:
     """Train the head on a seeded split and score every pair, with an untrained ``cosine`` floor.
 
-    ``pairs`` has ``persona, question, chosen, rejected, pair_id`` (``set, tier, user_id`` carried; rows
-    without a persona are dropped); ``test_fraction`` of each ``set x tier`` is held out with ``seed``;
-    ``embedder`` and ``cache`` are :func:`pv4kit.related._common.encode`'s; ``l2`` is the head's penalty.
+    ``test_fraction`` of each ``set x tier`` is held out (``seed``); pairs without a persona are dropped;
+    ``embedder``, ``cache``: see :func:`pv4kit.related._common.encode`; ``l2``: the head's penalty.
 
     Returns:
-        ``(predictions, accuracy, head)``: one prediction per pair and method (``bradley_terry``,
-        ``cosine``) with ``split, reward_chosen, reward_rejected, margin, correct`` (a tie is wrong); the
-        test split's accuracy per method x set x tier (Wilson intervals, chance 0.5).
+        ``(predictions, accuracy, head)``: per pair and method ``split, reward_chosen, reward_rejected,
+        margin, correct``; the test split's accuracy per method x set x tier.
     """
     usable = pairs[pairs["persona"].notna()].reset_index(drop=True)
     if usable.empty:
