@@ -279,15 +279,9 @@ def load_personafeedback(
     logger.info(
         "loaded %d pairs from %d files, %d personas (%s layout)", len(pairs), len(files), len(personas), use
     )
-    joined = pairs["persona"].notna()
-    counts = [
-        (*k, len(part), int(joined[part.index].sum()))
-        for k, part in pairs.groupby(["set", "tier"], sort=False)
-    ]
-    counts = pd.DataFrame(
-        [*counts, ("all", "all", len(pairs), int(joined.sum()))],
-        columns=["set", "tier", "n_rows", "n_joined"],
-    )
+    groups = [*pairs.groupby(["set", "tier"], sort=False), (("all", "all"), pairs)]
+    counts = [(*k, len(part), int(part["persona"].notna().sum())) for k, part in groups]
+    counts = pd.DataFrame(counts, columns=["set", "tier", "n_rows", "n_joined"])
     counts["n_unjoined"] = counts["n_rows"] - counts["n_joined"]
     return PersonaFeedbackData(
         pairs, personas, unjoined, rule, str(root), files, use, found, counts, unused, disagreements

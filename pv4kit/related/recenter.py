@@ -203,9 +203,9 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
     counts = counts.reindex(columns=list(STAGE1_LABELS)).fillna(0)
     counts.columns = [f"n_{c}" for c in counts.columns]
     out = data.items.merge(counts.reset_index(), on=key, how="left")
-    for col in ("n_ok", "n_unsure", "n_bad"):
-        out[col] = out[col].fillna(0).astype(int)
-    out["n_ratings"] = out[["n_ok", "n_unsure", "n_bad"]].sum(axis=1)
+    columns = ["n_ok", "n_unsure", "n_bad"]
+    out[columns] = out[columns].fillna(0).astype(int)
+    out["n_ratings"] = out[columns].sum(axis=1)
     out["accepted"] = (2 * out["n_ok"] > out["n_ratings"]) & (out["n_ratings"] > 0)
     gt = pd.to_numeric(out["ground_truth"], errors="coerce")
     out["matches_release"] = (gt == out["accepted"].astype(int)).where(gt.notna())
@@ -606,21 +606,15 @@ def personalised_side(value: Any, *, where: str = "") -> str | None:
     """
     if value is None:
         return None
-    by_side: dict[str, Any] | None = None
-    if isinstance(value, list | tuple) and len(value) == 2:
-        by_side = {"A": value[0], "B": value[1]}
-    elif isinstance(value, dict) and {str(k).strip().upper() for k in value} == {"A", "B"}:
-        by_side = {str(k).strip().upper(): v for k, v in value.items()}
-    elif isinstance(value, dict) and len(value) == 2:
-        sides = {str(v).strip().upper(): k for k, v in value.items()}
-        by_side = sides if set(sides) == {"A", "B"} else None
-    if by_side is not None:
-        keys = {
-            side: str(c).strip().lower().replace("-", "_").replace(" ", "_") for side, c in by_side.items()
-        }
-        personal = [side for side, k in keys.items() if k in _PERSONAL_SIDE]
-        generic = [side for side, k in keys.items() if k in _GENERIC_SIDE]
-        if len(personal) == 1 and len(generic) == 1:
+    by_side = {"A": value[0], "B": value[1]} if isinstance(value, list | tuple) and len(value) == 2 else value
+    if isinstance(by_side, dict):
+        upper = {str(k).strip().upper(): v for k, v in by_side.items()}
+        inverse = {str(v).strip().upper(): k for k, v in by_side.items()} if len(by_side) == 2 else {}
+        sides = upper if set(upper) == {"A", "B"} else inverse
+        roles = {s: str(c).strip().lower().replace("-", "_").replace(" ", "_") for s, c in sides.items()}
+        personal = [s for s, r in roles.items() if r in _PERSONAL_SIDE]
+        generic = [s for s, r in roles.items() if r in _GENERIC_SIDE]
+        if set(roles) == {"A", "B"} and len(personal) == len(generic) == 1:
             return personal[0]
     raise ValueError(
         f"{where}: display_assignment {value!r} not understood: expected the sides A and B mapped to one "
