@@ -60,9 +60,6 @@ def _pairs(args: argparse.Namespace) -> Any:
     return head_per_group(pairs, args.limit)
 
 
-# ------------------------------------------------------------------------------------ personafeedback
-
-
 def _pf_load(args: argparse.Namespace) -> int:
     from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
 
@@ -131,9 +128,6 @@ def _pf_pv4_score(args: argparse.Namespace) -> int:
     return 0
 
 
-# -------------------------------------------------------------------------------------------- recenter
-
-
 def _rc_stage1(args: argparse.Namespace) -> int:
     from pv4kit.related import recenter as rc
 
@@ -188,9 +182,6 @@ def _rc_stage3(args: argparse.Namespace) -> int:
     )
     _write(args.out, {**tables, "generations": gens.drop(columns=["response"])}, args=args)
     return 0
-
-
-# -------------------------------------------------------------------------------------------- parsers
 
 
 def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:

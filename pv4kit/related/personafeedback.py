@@ -112,8 +112,8 @@ def read_personas(
     if use not in found:
         want = "persona/<N>.json files" if use == "files" else LINES_FILE
         raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
-    by_file = _read_persona_files(root, files) if files else None
-    by_line, line_rule = _read_persona_lines(root, id_rule=id_rule) if "lines" in found else (None, "")
+    by_file, _ = _read_layout(root, "files", files, id_rule) if files else (None, "")
+    by_line, line_rule = _read_layout(root, "lines", files, id_rule) if "lines" in found else (None, "")
     personas, rule = (by_file, "file") if use == "files" else (by_line, line_rule)
     rows = []
     if by_file is not None and by_line is not None:
@@ -152,46 +152,41 @@ def _persona_row(key: str, rec: Any, path: Path, line: int, root: Path) -> list[
     return [key, str(path.relative_to(root)), line, _flat(rec.get("Name", "")), render_persona(rec), rec]
 
 
-def _read_persona_files(root: Path, files: list[Path]) -> pd.DataFrame:
-    others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
-    if others:
-        logger.warning(
-            "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
-        )
-    rows = []
-    for path in files:
-        try:
-            rec = json.loads(path.read_text(encoding="utf-8"))
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{path}:{exc.lineno}: not one JSON object ({exc.msg})") from exc
-        key = str(int(path.stem))
-        for name in _ID_FIELDS:
-            if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
-                raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
-        rows.append(_persona_row(key, rec, path, 1, root))
+def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tuple[pd.DataFrame, str]:
+    """One layout's personas (ids checked unique) and the id rule used."""
+    rows, rule = [], "file"
+    if layout == "files":
+        others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
+        if others:
+            logger.warning(
+                "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
+            )
+        for path in files:
+            try:
+                rec = json.loads(path.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"{path}:{exc.lineno}: not one JSON object ({exc.msg})") from exc
+            key = str(int(path.stem))
+            for name in _ID_FIELDS:
+                if isinstance(rec, dict) and rec.get(name) is not None and _persona_key(rec[name]) != key:
+                    raise ValueError(f"{path}:1: {name} {rec[name]!r} but the file name says the id is {key}")
+            rows.append(_persona_row(key, rec, path, 1, root))
+    else:
+        path = root / LINES_FILE
+        records = list(iter_jsonl(path))
+        id_field = next((f for f in _ID_FIELDS if records and all(f in r for _, r in records)), None)
+        if id_rule == "field" and id_field is None:
+            raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
+        rule = f"field:{id_field}" if id_field is not None and id_rule != "line" else "line"
+        for n, (line, rec) in enumerate(records, start=1):
+            rows.append(
+                _persona_row(str(n) if rule == "line" else _persona_key(rec[id_field]), rec, path, line, root)
+            )
     frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
-    dupes = frame["file"][frame["persona_key"].duplicated(keep=False)].tolist()
-    if dupes:
-        raise ValueError(f"{root / 'persona'}: files name the same id: {dupes[:10]}")
-    return frame
-
-
-def _read_persona_lines(root: Path, *, id_rule: str) -> tuple[pd.DataFrame, str]:
-    path = root / LINES_FILE
-    records = list(iter_jsonl(path))
-    id_field = next((f for f in _ID_FIELDS if records and all(f in r for _, r in records)), None)
-    if id_rule == "field" and id_field is None:
-        raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
-    use_field = id_field is not None and id_rule != "line"
-    rule = f"field:{id_field}" if use_field else "line"
-    keys = [
-        _persona_key(rec[id_field]) if use_field else str(n) for n, (_, rec) in enumerate(records, start=1)
-    ]
-    rows = [_persona_row(key, rec, path, line, root) for key, (line, rec) in zip(keys, records, strict=True)]
-    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
-    dupes = frame["persona_key"][frame["persona_key"].duplicated()].unique()
+    dupes = frame[frame["persona_key"].duplicated(keep=False)]
     if len(dupes):
-        raise ValueError(f"{path}: duplicate persona ids under rule {rule}: {list(dupes)[:10]}")
+        places = (dupes["file"] + ":" + dupes["line"].astype(str)).tolist()[:10]
+        raise ValueError(f"{root / 'persona'}: persona ids repeat under rule {rule}: {places}")
     return frame, rule
 
 
