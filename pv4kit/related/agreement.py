@@ -1,9 +1,7 @@
-"""Inter-rater agreement: Cohen's kappa (plain and weighted), Fleiss' kappa, Krippendorff's alpha.
+"""Inter-rater agreement: tidy wrappers around scikit-learn, statsmodels and ``krippendorff``.
 
-Tidy wrappers around scikit-learn's ``cohen_kappa_score``, statsmodels' ``fleiss_kappa`` and the
-``krippendorff`` package. Ratings are an ``items x raters`` table (DataFrame or 2-D array) in which a
-missing rating is ``NaN``/``None``; labels may be strings, booleans or numbers (coded as positions in the
-sorted or given label set). Undefined cases (no item rated twice, one category throughout) give ``nan``.
+Ratings are an ``items x raters`` table in which a missing rating is ``NaN``/``None``; labels of any type
+are coded by their position in the sorted or given label set. Undefined cases give ``nan``.
 """
 
 from __future__ import annotations
@@ -158,8 +156,7 @@ def pairwise_cohen(
 ) -> pd.DataFrame:
     """Cohen's kappa and raw agreement for every pair of rater columns (or the given ``pairs``).
 
-    Returns:
-        ``rater_a, rater_b, n, agreement, kappa`` (``n``: items both rated).
+    Returns ``rater_a, rater_b, n`` (items both rated), ``agreement, kappa``.
     """
     rows = []
     for ra, rb in itertools.combinations(ratings.columns, 2) if pairs is None else pairs:

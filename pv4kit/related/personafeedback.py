@@ -1,10 +1,8 @@
 """PersonaFeedback (PersonalAILab/PersonaFeedback): loader, pairwise LLM judge, PV4-style scoring.
 
-The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (``spedific`` is the release's
-spelling; ``specific`` is accepted too) with rows ``{user_id, question, chosen, reject}``. Personas come as
-``persona/<N>.json`` (one JSON object per file, the id is ``N``) or ``persona/all_personas.jsonl`` (one per
-line; the id is an id field every record has, else the 1-based line, a third-party loader's rule); when
-both are present they are compared persona by persona.
+The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (``specific`` accepted too) with rows
+``{user_id, question, chosen, reject}``, and personas as ``persona/<N>.json`` and/or
+``persona/all_personas.jsonl`` (see :func:`read_personas`).
 """
 
 from __future__ import annotations
@@ -420,8 +418,7 @@ def judge_accuracy(
 ) -> pd.DataFrame:
     """Judge accuracy per order x set x tier (``interval="bootstrap"`` resamples personas).
 
-    Returns:
-        ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
+    Returns ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
     """
     return accuracy_table(
         predictions.assign(errored=predictions["error"].notna()),
@@ -433,11 +430,10 @@ def judge_accuracy(
 
 
 def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
-    """Position bias from a ``both_orders`` run, per set and overall.
+    """Position bias of a ``both_orders`` run, per set and overall.
 
-    Returns:
-        ``set, n_pairs, acc_chosen_A, acc_chosen_B, bias`` (A minus B), ``share_pick_A`` and ``consistent``
-        (share of pairs where both orders picked the same response).
+    Returns ``set, n_pairs, acc_chosen_A, acc_chosen_B, bias`` (A minus B), ``share_pick_A, consistent``
+    (share of pairs where both orders picked the same response).
     """
     both = predictions[predictions["order"].isin(["chosen_A", "chosen_B"])]
     if both.empty:
@@ -479,11 +475,7 @@ def generate_answers(
     complete_fn: Callable[..., Any] | None = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """One personalised answer per pair with a persona (arguments as :func:`judge_pairs`).
-
-    Returns:
-        ``pair_id, generation, error``.
-    """
+    """``pair_id, generation, error``: an answer per pair with a persona (arguments: :func:`judge_pairs`)."""
     usable = pairs[pairs["persona"].notna()]
     messages = [generation_messages(p, q) for p, q in zip(usable["persona"], usable["question"], strict=True)]
     replies = _ask(messages, "pf_generate", config, cache, client, complete_fn, progress)

@@ -192,11 +192,10 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
 
 
 def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
-    """Per attribute: judgment counts and acceptance by majority (strictly more than half said ``ok``).
+    """Per attribute: judgment counts and acceptance (strictly more than half of its judges said ``ok``).
 
-    Returns:
-        ``item_index, user_id, source, attr_index, attribute, n_ratings, n_ok, n_unsure, n_bad,
-        accepted, ground_truth, matches_release`` (whether ``accepted`` equals the release's label).
+    Returns ``item_index, user_id, source, attr_index, attribute, n_ratings, n_ok, n_unsure, n_bad, accepted,
+    ground_truth, matches_release`` (``accepted`` equals the release's label).
     """
     key = ["item_index", "attr_index"]
     counts = data.annotations.pivot_table(index=key, columns="judgment", values="annotator", aggfunc="count")
@@ -368,11 +367,10 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
 
 
 def stage2_labels(data: Stage2Data) -> pd.DataFrame:
-    """Human majority per (item, attribute), ties -> relevant; every pair of the items is kept.
+    """Human majority per (item, attribute), ties -> relevant: the items, ``n_ratings, n_relevant, human``.
 
-    Returns:
-        The items' columns, ``n_ratings, n_relevant`` and ``human`` (nullable boolean: NA for a pair no
-        annotator rated, e.g. an attribute text the tool showed under another user's item of the prompt).
+    ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
+    under another user's item of the prompt).
     """
     votes = data.annotations.groupby(["item_index", "attribute"])["relevant"].agg(
         n_ratings="size", n_relevant="sum"
@@ -386,11 +384,9 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
 
 
 def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
-    """Share of pairs each rater marked relevant (the "YES rate" of the authors' agreement script).
+    """Share of pairs each rater marked relevant (the authors' "YES rate"), plus an ``llm (mean)`` row.
 
-    Returns:
-        ``kind`` (human | llm), ``rater``, ``n`` (pairs with a label), ``n_yes``, ``yes_rate``, plus an
-        ``llm (mean)`` row averaging the LLMs' rates.
+    Returns ``kind`` (human | llm), ``rater, n`` (pairs with a label), ``n_yes, yes_rate``.
     """
     rows = []
     for kind, frame, who in (("human", data.annotations, "annotator"), ("llm", data.judgments, "model")):
@@ -728,9 +724,8 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
 def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     """All stage-3 ratings in one long frame.
 
-    Returns:
-        ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant`` (from the items),
-        ``rating`` and ``personalised_side``.
+    Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
+    personalised_side``.
     """
     human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
     llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
@@ -742,12 +737,7 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
 
 
 def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
-    """Every (item, attribute) pair of the items with its human and LLM ratings summarised.
-
-    Returns:
-        ``item_index, prompt_id, model_tag, attribute, is_relevant, n_human, human_mean, n_llm, llm_mean``;
-        a pair nobody rated has ``n_human == 0`` and a missing ``human_mean``.
-    """
+    """Every (item, attribute) pair of the items, ``n_human, human_mean, n_llm, llm_mean`` (0/NA: unrated)."""
     key = ["item_index", "attribute"]
     out = data.items[["item_index", "prompt_id", "model_tag", "attribute", "is_relevant"]]
     for frame, n, mean in (
