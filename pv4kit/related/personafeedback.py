@@ -403,7 +403,8 @@ def judge_pairs(
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
     out = requests.drop(columns=["messages"]).assign(**replies)
     out["parsed"] = [
-        parse_judge_reply(t) if e is None else None for t, e in zip(out["reply"], out["error"], strict=True)
+        parse_judge_reply(t) if pd.isna(e) and isinstance(t, str) else None
+        for t, e in zip(out["reply"], out["error"], strict=True)
     ]
     out["unparsed"] = out["parsed"].isna() & out["error"].isna()
     out["correct"] = (out["parsed"] == out["chosen_position"]).fillna(False).astype(bool)
@@ -444,7 +445,7 @@ def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
     rows = []
     for key, part in [*wide.groupby(level="set"), ("all", wide)]:
         acc_a, acc_b = float(part["chosen_A"].mean()), float(part["chosen_B"].mean())
-        share_a = float((picks.loc[part.index] == "A").to_numpy().mean())
+        share_a = float((picks.reindex(part.index) == "A").to_numpy().mean())
         consistent = float((part["chosen_A"] == part["chosen_B"]).mean())
         rows.append([key, len(part), acc_a, acc_b, acc_a - acc_b, share_a, consistent])
     return pd.DataFrame(

@@ -9,6 +9,7 @@ vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised)
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 from collections.abc import Iterable, Iterator, Sequence
@@ -92,12 +93,10 @@ def _attr_text(value: Any, path: Path, line: int, what: str) -> str:
 def _float_or_none(value: Any, where: str) -> float | None:
     if value is None:
         return None
-    try:
-        if isinstance(value, bool) or not isinstance(value, int | float | str):
-            raise ValueError
-        return float(value)
-    except ValueError:
-        raise ValueError(f"{where}: expected a number, found {value!r}") from None
+    if not isinstance(value, bool) and isinstance(value, int | float | str):
+        with contextlib.suppress(ValueError):
+            return float(value)
+    raise ValueError(f"{where}: expected a number, found {value!r}")
 
 
 def _coverage(
@@ -442,9 +441,8 @@ def stage2_predictions(
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     methods = set(methods)
-    unknown = methods - {"llm", "coarse_filter", "embedding", "bm25"}
-    if unknown:
-        raise ValueError(f"methods: unknown {sorted(unknown)}")
+    for method in methods:
+        check_choice(method, "methods", ("llm", "coarse_filter", "embedding", "bm25"))
     labels = stage2_labels(data)
     labels = labels[labels["human"].notna()].reset_index(drop=True)
     labels["human"] = labels["human"].astype(bool)

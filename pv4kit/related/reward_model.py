@@ -56,7 +56,7 @@ def fit_bradley_terry(
         raise ValueError(f"l2 must be > 0, got {l2!r}")
     if not (len(context) == len(chosen) == len(rejected)) or len(context) == 0:
         raise ValueError(
-            f"need equal, non-zero numbers of rows, got {len(context)}, {len(chosen)}, {len(rejected)}"
+            f"rows: need equal non-zero counts, got {len(context)}, {len(chosen)}, {len(rejected)}"
         )
     diff = _features(context, chosen) - _features(context, rejected)
 
