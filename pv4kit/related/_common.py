@@ -10,7 +10,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from pv4kit._io import iter_jsonl  # noqa: F401 - for the loaders
 from pv4kit.dataset.hub import download_dataset, looks_like_hub_id
 from pv4kit.scoring.accuracy import accuracy_table as scored_accuracy_table
 from pv4kit.vectors import unit_rows
@@ -19,10 +18,8 @@ from pv4kit.vectors import unit_rows
 def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     """A local folder for ``source``: the folder itself, or a snapshot of the hub dataset id.
 
-    Raises:
-        FileNotFoundError: If ``source`` is neither an existing folder nor a hub id (``repo_id`` is the
-            example named).
-        RuntimeError: If the hub download fails; the message says how to download by hand.
+    Raises ``FileNotFoundError`` if it is neither (``repo_id`` is the example id named), ``RuntimeError`` if
+    the download fails (the message says how to download by hand).
     """
     path = Path(source).expanduser()
     if path.is_dir():

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._io import iter_jsonl
 from pv4kit.llm.client import complete
-from pv4kit.related._common import accuracy_table, check_choice, encode, iter_jsonl, resolve_source
+from pv4kit.related._common import accuracy_table, check_choice, encode, resolve_source
 
 logger = logging.getLogger(__name__)
 
@@ -193,16 +194,12 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
 
 @dataclass
 class PersonaFeedbackData:
-    """A loaded PersonaFeedback release.
+    """A loaded PersonaFeedback release; ``personas`` and ``layout*``: see :func:`read_personas`.
 
-    Attributes:
-        pairs: ``set, tier, user_id, persona`` (NA when no persona joins), ``question, chosen, rejected,
-            pair_id`` (``"<set>/<tier>/<line>"``), ``line``.
-        personas: See :func:`read_personas`; ``unjoined``: the pairs without a persona; ``unused_personas``.
-        id_rule: ``"file"``, ``"field:<name>"`` or ``"line"``; ``layout``, ``layouts_found``: see
-            :func:`read_personas`; ``source``, ``files``: the folder and tier files read.
-        counts: ``set, tier, n_rows, n_joined, n_unjoined`` plus an ``all, all`` row.
-        layout_disagreements: See :func:`read_personas`.
+    ``pairs``: ``set, tier, user_id, persona`` (NA when no persona joins), ``question, chosen, rejected,
+    pair_id`` (``"<set>/<tier>/<line>"``), ``line``; ``unjoined``: the pairs without a persona; ``counts``:
+    ``set, tier, n_rows, n_joined, n_unjoined`` and an ``all, all`` row; ``id_rule``: ``"file"``,
+    ``"field:<name>"`` or ``"line"``; ``source``, ``files``: what was read.
     """
 
     pairs: pd.DataFrame
@@ -480,9 +477,8 @@ def generate_answers(
     usable = pairs[pairs["persona"].notna()]
     messages = [generation_messages(p, q) for p, q in zip(usable["persona"], usable["question"], strict=True)]
     replies = _ask(messages, "pf_generate", config, cache, client, complete_fn, progress)
-    return pd.DataFrame(
-        {"pair_id": usable["pair_id"].to_numpy(), "generation": replies["reply"], "error": replies["error"]}
-    )
+    out = pd.DataFrame({"pair_id": usable["pair_id"].to_numpy()})
+    return out.assign(generation=replies["reply"], error=replies["error"])
 
 
 def pv4_score(

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._io import iter_jsonl
 from pv4kit._options import check_number
-from pv4kit.related._common import check_choice, encode, iter_jsonl, resolve_source
+from pv4kit.related._common import check_choice, encode, resolve_source
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
 
 logger = logging.getLogger(__name__)
@@ -49,10 +50,7 @@ def _shape_error(path: Path, line: int, what: str, expected: str, rec: dict[str,
 
 
 def _records(path: Path, what: str, expected: str) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """``(line, record, item index)`` of every record of ``path``.
-
-    A second record for an item raises after the caller's checks of it (a malformed record is named first).
-    """
+    """``(line, record, item index)`` per record; a repeated item raises once the caller checked it."""
     first: dict[int, int] = {}
     for line, rec in iter_jsonl(path):
         key = next((k for k in _INDEX_KEYS if rec.get(k) is not None), None)
@@ -757,16 +755,21 @@ def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
     if "personalised_side" not in ratings.columns:
         raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
     frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
-    return (
-        frame.groupby(["kind", "personalised_side"], sort=True)["rating"]
-        .agg(
-            n="size",
-            mean_rating="mean",
-            share_prefer_personalised=lambda r: float((r >= 4).mean()),
-            share_prefer_generic=lambda r: float((r <= 2).mean()),
-        )
-        .reset_index()
-    )
+    shares = ("share_prefer_personalised", "share_prefer_generic")
+    return _rating_stats(frame, ["kind", "personalised_side"], *shares, sort=True)
+
+
+_SHARES = {
+    "share_not_preferred": lambda r: float((r <= 3).mean()),
+    "share_prefer_personalised": lambda r: float((r >= 4).mean()),
+    "share_prefer_generic": lambda r: float((r <= 2).mean()),
+}
+
+
+def _rating_stats(frame: pd.DataFrame, by: list[str], *shares: str, sort: bool = False) -> pd.DataFrame:
+    """``n, mean_rating`` and the named ``_SHARES`` of the ratings per ``by`` group."""
+    grouped = frame.groupby(by, sort=sort)["rating"]
+    return grouped.agg(n="size", mean_rating="mean", **{s: _SHARES[s] for s in shares}).reset_index()
 
 
 def _with_pooled(ratings: pd.DataFrame) -> pd.DataFrame:
@@ -796,13 +799,7 @@ def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     frame = pd.concat(
         [mean.assign(kind="human", rater="human mean per pair"), _with_pooled(ratings)], ignore_index=True
     )
-    out = frame.groupby(["kind", "rater"], sort=False)["rating"].agg(
-        n="size",
-        mean_rating="mean",
-        share_not_preferred=lambda r: float((r <= 3).mean()),
-        share_prefer_personalised=lambda r: float((r >= 4).mean()),
-    )
-    return out.reset_index()
+    return _rating_stats(frame, ["kind", "rater"], "share_not_preferred", "share_prefer_personalised")
 
 
 def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
