@@ -127,10 +127,8 @@ def read_personas(
     disagreements = pd.DataFrame(rows, columns=_DISAGREEMENT_COLUMNS)
     if rows:
         problems = disagreements["problem"].value_counts().to_dict()
-        logger.warning(
-            "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout",
-            *(LINES_FILE, len(rows), problems, use),
-        )
+        msg = "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout"
+        logger.warning(msg, LINES_FILE, len(rows), problems, use)
     return personas, rule, use, found, disagreements
 
 
@@ -258,17 +256,15 @@ def load_personafeedback(
     unjoined = pairs[pairs["persona"].isna()].reset_index(drop=True)
     unused = personas[~personas["persona_key"].isin(set(pairs["user_id"]))].reset_index(drop=True)
     if len(unjoined):
-        logger.warning(
-            "%d of %d PersonaFeedback rows match no persona under rule %s (user_ids %s)",
-            *(len(unjoined), len(pairs), rule, sorted(unjoined["user_id"].astype(str).unique())[:10]),
-        )
+        ids = sorted(unjoined["user_id"].astype(str).unique())[:10]
+        msg = "%d of %d PersonaFeedback rows match no persona under rule %s (user_ids %s)"
+        logger.warning(msg, len(unjoined), len(pairs), rule, ids)
     if len(unused):
         logger.warning("%d of %d personas are used by no row", len(unused), len(personas))
     if not sets and not tiers and len(pairs) != PAPER_TOTAL:
         logger.info("%d PersonaFeedback rows; the paper reports %d cases", len(pairs), PAPER_TOTAL)
-    logger.info(
-        "loaded %d pairs from %d files, %d personas (%s layout)", len(pairs), len(files), len(personas), use
-    )
+    msg = "loaded %d pairs from %d files, %d personas (%s layout)"
+    logger.info(msg, len(pairs), len(files), len(personas), use)
     groups = [*pairs.groupby(["set", "tier"], sort=False), (("all", "all"), pairs)]
     counts = [(*k, len(part), int(part["persona"].notna().sum())) for k, part in groups]
     counts = pd.DataFrame(counts, columns=["set", "tier", "n_rows", "n_joined"])
