@@ -28,7 +28,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from pv4kit.generation.steps import GenerationConfig, generate_users  # noqa: E402
+from pv4kit.generation.steps import generate_users  # noqa: E402
 from pv4kit.llm.config import LLMConfig  # noqa: E402
 
 # TCP_NODELAY on the server's sockets: http.server writes the headers and the body of a response in two
@@ -85,7 +85,7 @@ def main() -> None:
         for u in range(1, args.users + 1):
             (personas / f"user_{u}.txt").write_text(f"Persona {u}: a nurse who restores bicycles.\n")
         llm = LLMConfig(model="fake", base_url=base_url, protocol="chat", max_concurrency=w, timeout=30)
-        cfg = GenerationConfig(llm=llm, chat_llm=llm, num_categories=10, num_topics=200, num_questions=15)
+        cfg = dict(llm=llm, chat_llm=llm, num_categories=10, num_topics=200, num_questions=15)
         cache = tmp / "cache.sqlite"
 
         # one request at a time: the measured round trip (server delay + loopback + client overhead)
@@ -99,7 +99,7 @@ def main() -> None:
 
         t, cpu = time.perf_counter(), time.process_time()  # process time: the client only (server apart)
         one = generate_users(
-            personas, tmp / "out", config=cfg, user_start=1, user_end=1, cache=cache, progress=False
+            personas, tmp / "out", **cfg, user_start=1, user_end=1, cache=cache, progress=False
         )
         single = time.perf_counter() - t
         cpu = time.process_time() - cpu
@@ -111,14 +111,14 @@ def main() -> None:
         naive = 212 * per_call
 
         t = time.perf_counter()
-        generate_users(personas, tmp / "out", config=cfg, cache=cache, progress=False)
+        generate_users(personas, tmp / "out", **cfg, cache=cache, progress=False)
         fill = time.perf_counter() - t
         t = time.perf_counter()
-        rerun = generate_users(personas, tmp / "out", config=cfg, cache=cache, progress=False)
+        rerun = generate_users(personas, tmp / "out", **cfg, cache=cache, progress=False)
         noop = time.perf_counter() - t
         assert (rerun["calls"] == 0).all()
         t = time.perf_counter()
-        fresh = generate_users(personas, tmp / "out2", config=cfg, cache=cache, progress=False)
+        fresh = generate_users(personas, tmp / "out2", **cfg, cache=cache, progress=False)
         cached = time.perf_counter() - t
         assert (fresh["calls"] == 0).all() and (fresh["status"] == "complete").all()
 

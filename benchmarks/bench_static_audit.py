@@ -1,7 +1,7 @@
 """How far the static embedder can be trusted: every audit figure under MiniLM and under ``static``.
 
 For the sample (``raw/``) and the grown release-size tree (:mod:`grow`, 149 users, 20,860 questions), runs
-:func:`pv4kit.analysis.audit_report.run_audit` with MiniLM and with ``static`` (distilled from MiniLM) and
+:func:`pv4kit.analysis.audit.run_audit` with MiniLM and with ``static`` (distilled from MiniLM) and
 prints, side by side, the candidate-only solvers' accuracies with their user-bootstrap intervals, the flag
 counts, the duplicate question pairs and the category groups, then the agreement of the per-question
 verdicts (same predicted letter, same flag) and of the underlying scores (Spearman of the closest-pair
@@ -9,7 +9,7 @@ cosine, adjusted Rand index of the category groups). MiniLM costs ~30+ min of CP
 the grown tree the MiniLM side (and the comparison) is a seeded random subsample of ``--minilm-users``
 users; ``static`` also runs on every user (its figures are printed as a third column).
 
-``--calibrate`` prints the static cut-offs of :data:`pv4kit.analysis.audit.common.CUTOFFS`: for each
+``--calibrate`` prints the static cut-offs of :data:`pv4kit.analysis.audit.CUTOFFS`: for each
 MiniLM cut-off, the static value that flags the same share of the sample's pairs (every candidate pair
 within a question; every question pair within a user; every pair of category names), or, where MiniLM
 flags fewer than ten pairs of the sample (too few to match a share), of the grown subsample's pairs (its
@@ -56,7 +56,7 @@ def subsample(data, n_users: int, *, seed: int = 0):
 
 
 def audit(data, embedder, cache: Path):
-    from pv4kit.analysis.audit_report import run_audit
+    from pv4kit.analysis.audit import run_audit
 
     t0 = time.perf_counter()
     result = run_audit(data, embedder=embedder, cache=cache, n_boot=1000)
@@ -150,7 +150,7 @@ def side_by_side(title: str, columns: dict[str, dict[str, str]]) -> None:
 
 def calibrate(data, minilm, static, cache: Path, *, label: str) -> dict[str, tuple[int, float]]:
     """Per cut-off: how many pairs MiniLM's flags, and the static cut-off flagging the same share."""
-    from pv4kit.analysis.audit.common import CUTOFFS, _candidate_vectors
+    from pv4kit.analysis.audit import CUTOFFS, _candidate_vectors
     from pv4kit.embeddings.models import MINILM, embed_texts
     from pv4kit.vectors import unit_rows
 

@@ -20,13 +20,8 @@
 # the sample in `data/` (once built) or `raw/` is loaded instead, with a warning saying why.
 # `PV4KIT_DATA=DIR` (what the tests and `pv4kit demo` set) overrides it.
 #
-# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 53 s with an empty cache (peak 1,136 MiB), 13.2 s with it filled
-# (the category embeddings and their UMAP are read back; loading the release takes 1.1 s once its raw-tree
-# columns are in `loads/`, 2 s the first time). With the CPU default, `static`: 64.4 s with an empty cache,
-# 32.8 s of it distilling the static model from MiniLM (once per cache), and 7.0 s with it filled (2 cores,
-# load average about 2; at a load of 12 the distillation alone took 331-407 s; docs/analysis.md). Not
-# measured on a GPU.
+# Expected time at release size on a 2-core CPU: about 1 min the first time, under 15 s after
+# (docs/notebooks.md).
 
 # %%
 import os
@@ -69,9 +64,7 @@ users[["user_id", "role", "chats", "chat_words", "categories"]].merge(per_user, 
 pv4kit.plots.category_balance(data.questions).show()
 
 # %% [markdown]
-# Category names grouped across users by embedding, then placed on a UMAP (1,490 names at release size;
-# the UMAP fit takes about 22 s on a 2-core CPU the first time, then it is read from the cache; not
-# measured on a GPU).
+# Category names grouped across users by embedding, then placed on a UMAP (1,490 names at release size).
 
 # %%
 embedder = pv4kit.get_audit_embedder(EMBEDDER, export_dir=CACHE.parent / "static")

@@ -37,7 +37,7 @@ print(f"audit embedder: {embedder.name}")
 
 # %% [markdown]
 # **The embedder.** With no GPU the audit embeds with `static` (a static model distilled once from MiniLM,
-# ~100 s, then a table lookup): trust it for the aggregate figures (solver accuracies, flag rates, groups),
+# then a table lookup): trust it for the aggregate figures (solver accuracies, flag rates, groups),
 # not for per-question verdicts, which agree with MiniLM's far less (docs/analysis.md); set `EMBEDDER`
 # (or `PV4KIT_EMBEDDER`) to `"minilm"` or `"qwen3"` for those. Every table and figure names its embedder.
 #
@@ -46,15 +46,8 @@ print(f"audit embedder: {embedder.name}")
 # `PV4KIT_MODEL` alone for the OpenAI API with `OPENAI_API_KEY`. Responses are cached in
 # `.cache/pv4kit/llm.sqlite`.
 #
-# **Time at release size** (the next cell, `run_audit`) (`benchmarks/bench_notebooks.py`, 149 users, 20,860
-# questions): it embeds every question, candidate, rationale and category name (146,765 distinct texts).
-# With `static` on 2 cores (load average about 2): 43.5 s for the whole notebook with an empty cache once
-# the static model exists (notebook 01 distilled it first, in 32.8 s; once per cache), 8.0 s with the audit
-# stored (`store=`, read back without recomputing; notebook 07 reads it too); at a load of 8-12, 87-132 s
-# cold and 11-22 s stored.
-# With MiniLM on an otherwise idle 2-core CPU: 34 min with an empty cache (2,019 s; 97% of it MiniLM's
-# forward pass, py-spy), 12 s stored; even at the CPU's fp32 peak the embedding would take about 14 min
-# (`benchmarks/bench_audit_floor.py`). Not measured on a GPU.
+# Expected time at release size on a 2-core CPU: under a minute with `static` the first time, about 10 s
+# after; with MiniLM about 34 min the first time (docs/notebooks.md).
 
 # %%
 llm_config = None

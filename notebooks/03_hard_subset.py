@@ -19,15 +19,7 @@
 # data (the dataset card's hub id), the sample when the hub cannot be reached (`PV4KIT_DATA=DIR`
 # overrides it); with no question marked hard, the subset `make demo` derived is shown instead.
 #
-# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 9.5 s right after notebook 02 ran cold, 9.8 s with the cache filled.
-# The length audit, the category groups and the candidate-only solvers come from notebook 02's stored
-# audit when it ran on the same data (`hard_subset_tables`; computing them took 8-10 s of a 20 s run with
-# every vector cached); alone with an empty cache they are computed, and the solvers first embed all
-# 20,860 questions and 103,555 distinct candidates (3.1 M tokens): with MiniLM, at the 3,124 tokens/s it
-# reaches on two cores, about 17 min (an estimate from `benchmarks/bench_audit_floor.py`, not timed alone);
-# with the CPU default, `static`, a small part of notebook 02's cold time (docs/analysis.md).
-# Not measured on a GPU.
+# Expected time at release size on a 2-core CPU: about 10 s after notebook 02 (docs/notebooks.md).
 
 # %%
 import os

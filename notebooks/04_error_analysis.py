@@ -21,10 +21,7 @@
 # `DATA` is the released data (the dataset card's hub id), the sample when the hub cannot be reached
 # (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 31 s with an empty cache (the question UMAP's fit, about 22 s, is
-# most of it), 12.3 s with it filled; the paired comparison of two runs (302 category rows) takes about
-# 1 s. Not measured on a GPU.
+# Expected time at release size on a 2-core CPU: about 30 s the first time, 12 s after (docs/notebooks.md).
 
 # %%
 import os

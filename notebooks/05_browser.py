@@ -20,9 +20,7 @@
 # some run got wrong. `DATA` is the released data (the dataset card's hub id), the sample when the hub
 # cannot be reached (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 3.9 s with an empty cache, 4.1 s with it filled, peak 363 MiB. The
-# browser embeds nothing: the time is loading the data. Not measured on a GPU.
+# Expected time at release size on a 2-core CPU: about 4 s, loading the data (docs/notebooks.md).
 
 # %%
 import pv4kit

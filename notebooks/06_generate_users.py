@@ -19,6 +19,8 @@
 # cache. The generation itself runs only when an endpoint is configured (`PV4KIT_BASE_URL` for an
 # OpenAI-compatible server such as `vllm serve` or `pv4kit.llm.local.local_server()`, or `PV4KIT_MODEL`
 # with `OPENAI_API_KEY`); it writes into `build/generated/`, never into `raw/`.
+#
+# Expected time without an endpoint: about 3 s (docs/notebooks.md).
 
 # %%
 import os
@@ -61,7 +63,7 @@ print(
 # %% [markdown]
 # ## Cost estimate for one user
 # Prompt tokens are estimated as characters / 4; output tokens are typical sizes of each step's answer
-# (`pv4kit.generation.cost`). Prices are the example table in `pv4kit/llm/prices.json` (check your
+# (`pv4kit.generation.defaults`). Prices are the example table in `pv4kit/llm/prices.json` (check your
 # provider's).
 
 # %%
@@ -87,12 +89,15 @@ base_url, model = os.environ.get("PV4KIT_BASE_URL"), os.environ.get("PV4KIT_MODE
 if base_url or model:
     # chat at a base URL, else the Responses API; sampled (temperature None), so a re-ask gets a new answer
     llm = pv4kit.endpoint_config(model or "local", base_url=base_url, temperature=None)
-    config = pv4kit.GenerationConfig(llm=llm, chat_llm=llm, num_categories=2, num_topics=4, num_questions=3)
     user_id = int(persona_file.stem.split("_")[1])
     report = pv4kit.generate_users(
         PERSONAS,
         PROJECT / "build" / "generated",
-        config=config,
+        llm=llm,
+        chat_llm=llm,
+        num_categories=2,
+        num_topics=4,
+        num_questions=3,
         user_start=user_id,
         user_end=user_id,
         cache=LLM_CACHE,

@@ -19,12 +19,8 @@
 # --only 07_paper_figures`). `DATA` is the released data (the dataset card's hub id), the sample when
 # the hub cannot be reached (`PV4KIT_DATA=DIR` overrides it).
 #
-# Time at release size (`benchmarks/bench_notebooks.py`, 149 users, 20,860 questions, 5 scored runs, on an
-# otherwise idle 2-core CPU with MiniLM): 14 s after notebook 02 ran cold (the audit is 02's stored result;
-# without it, it is computed here, see 02) and 14 s with the cache filled, both with the figures
-# unchanged. Writing the 17 PNGs and PDFs through Chromium takes 27 s in one batch when they change
-# (`save_figures` renders only the files whose figure changed; `force=True` renders all). Not measured on
-# a GPU.
+# Expected time at release size on a 2-core CPU: about 15 s, plus about 30 s when the figures change and
+# their PNGs and PDFs are rendered (docs/notebooks.md).
 
 # %%
 import os

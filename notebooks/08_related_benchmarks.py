@@ -33,9 +33,7 @@
 # The LLM-judge cells run only when an endpoint is configured: `PV4KIT_BASE_URL` (OpenAI-compatible) and
 # `PV4KIT_MODEL`, optionally `PV4KIT_PROTOCOL` (`chat` or `responses`).
 #
-# Time: 24 s on the fixtures on a 2-core CPU with an empty cache, 12 s with it filled
-# (`benchmarks/bench_notebooks.py`; the notebook reads no PV4 data, so the PV4 release size does not change
-# it). On the real PersonaFeedback and Re-Centering data it was not measured, on a CPU or on a GPU.
+# Expected time on the fixtures on a 2-core CPU: about 25 s the first time, 12 s after (docs/notebooks.md).
 
 # %%
 import os

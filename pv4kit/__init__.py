@@ -9,10 +9,8 @@ The related benchmarks live in :mod:`pv4kit.related` (not imported here).
 __version__ = "0.1.0"
 
 from pv4kit.analysis import audit, plots
-from pv4kit.analysis.audit_report import run_audit, write_audit
-from pv4kit.analysis.audit_sequence import letter_sequence_audit
+from pv4kit.analysis.audit import hard_subset_tables, letter_sequence_audit, run_audit, write_audit
 from pv4kit.analysis.figures import browser_path, save_figure, save_figures
-from pv4kit.analysis.hard_report import hard_subset_tables
 from pv4kit.analysis.notebooks import (
     execute_notebooks,
     load_notebook_data,
@@ -24,7 +22,7 @@ from pv4kit.analysis.projection import with_category_umap, with_question_umap
 from pv4kit.analysis.widgets import browser
 from pv4kit.baselines.bm25 import bm25_scores
 from pv4kit.baselines.hard import derive_hard_subset, with_fallback_subset
-from pv4kit.baselines.methods import AnswerOptions, register_method
+from pv4kit.baselines.methods import register_method
 from pv4kit.baselines.prompting import build_messages
 from pv4kit.baselines.retrieve import retrieve
 from pv4kit.baselines.run import answer
@@ -37,9 +35,9 @@ from pv4kit.dataset.validate import validate_raw
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import embed_texts, get_audit_embedder, get_embedder
 from pv4kit.generation import prompts
-from pv4kit.generation.cost import estimate_user_cost
-from pv4kit.generation.prompt_sets import load_reference_prompts
-from pv4kit.generation.steps import GenerationConfig, generate_users
+from pv4kit.generation.defaults import estimate_user_cost
+from pv4kit.generation.prompts import load_reference_prompts
+from pv4kit.generation.steps import generate_users
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig, endpoint_config
 from pv4kit.llm.local import local_server
@@ -59,78 +57,20 @@ from pv4kit.scoring.score import compute_metrics, score_frame, score_run
 from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, mcnemar_exact, paired_bootstrap
 from pv4kit.scoring.validity import read_validity, validity
 
+# fmt: off
 __all__ = [
-    "AnswerOptions",
-    "EmbeddingCache",
-    "GenerationConfig",
-    "LLMConfig",
-    "PV4Data",
-    "__version__",
-    "accuracy_table",
-    "answer",
-    "audit",
-    "bm25_scores",
-    "bootstrap_ci",
-    "browser",
-    "browser_path",
-    "build_dataset",
-    "build_messages",
-    "build_question_table",
-    "check_tags",
-    "compare",
-    "complete",
-    "compute_metrics",
-    "derive_hard_subset",
-    "embed_texts",
-    "endpoint_config",
-    "estimate_user_cost",
-    "execute_notebooks",
-    "export_reference",
-    "generate_users",
-    "get_audit_embedder",
-    "get_embedder",
-    "grouped_bootstrap_ci",
-    "hard_subset_tables",
-    "import_reference",
-    "letter_sequence_audit",
-    "list_users",
-    "load",
-    "load_notebook_data",
-    "load_reference_prompts",
-    "load_scored_runs",
-    "local_server",
-    "mcnemar_exact",
-    "metrics_frame",
-    "paired_bootstrap",
-    "parse_qa_text",
-    "plots",
-    "project_paths",
-    "prompts",
-    "read_chats",
-    "read_generations",
-    "read_metrics",
-    "read_predictions",
-    "read_run_config",
-    "read_validity",
-    "read_user",
-    "register_method",
-    "retrieve",
-    "run_audit",
-    "run_demo",
-    "save_figure",
-    "save_figures",
-    "score_frame",
-    "score_run",
-    "split_indices",
-    "stack_runs",
-    "usage_frame",
-    "usage_summary",
-    "validate_raw",
-    "validity",
-    "with_category_umap",
-    "with_fallback_subset",
-    "with_question_umap",
-    "write_audit",
-    "write_generations",
-    "write_qa_tables",
+    "EmbeddingCache", "LLMConfig", "PV4Data", "__version__",
+    "accuracy_table", "answer", "audit", "bm25_scores", "bootstrap_ci", "browser", "browser_path",
+    "build_dataset", "build_messages", "build_question_table", "check_tags", "compare", "complete",
+    "compute_metrics", "derive_hard_subset", "embed_texts", "endpoint_config", "estimate_user_cost",
+    "execute_notebooks", "export_reference", "generate_users", "get_audit_embedder", "get_embedder",
+    "grouped_bootstrap_ci", "hard_subset_tables", "import_reference", "letter_sequence_audit",
+    "list_users", "load", "load_notebook_data", "load_reference_prompts", "load_scored_runs",
+    "local_server", "mcnemar_exact", "metrics_frame", "paired_bootstrap", "parse_qa_text", "plots",
+    "project_paths", "prompts", "read_chats", "read_generations", "read_metrics", "read_predictions",
+    "read_run_config", "read_validity", "read_user", "register_method", "retrieve", "run_audit",
+    "run_demo", "save_figure", "save_figures", "score_frame", "score_run", "split_indices", "stack_runs",
+    "usage_frame", "usage_summary", "validate_raw", "validity", "with_category_umap",
+    "with_fallback_subset", "with_question_umap", "write_audit", "write_generations", "write_qa_tables",
 ]
+# fmt: on

@@ -1,7 +1,6 @@
-"""Small shared helpers: atomic writes, hashing and provenance records.
+"""Files: atomic writes and folder swaps, reading that names file and line, hashes, provenance, SQLite.
 
-Every file pv4kit writes goes through these, so an interrupted or failing step never leaves a
-half-written file behind (write to a temporary file in the same folder, then ``os.replace``).
+Every file pv4kit writes goes through these, so an interrupted step never leaves a half-written file.
 """
 
 from __future__ import annotations
@@ -49,8 +48,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
-#: write errors that pyarrow and the file system report without the file: a full disk or quota, a
-#: read-only or failing file system, a file too large
+#: write errors reported without the file: full disk or quota, read-only or failing file system, too large
 _WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
 
 
@@ -65,7 +63,7 @@ def _naming(exc: OSError, path: Path) -> OSError:
 
 @functools.cache
 def _umask() -> int:
-    """The process umask, read once (reading it means setting it, which is not thread-safe)."""
+    """The process umask, read once (reading it means setting it: not thread-safe)."""
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
@@ -88,10 +86,9 @@ def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary directory; on success its files are moved into ``path``.
+    """Yield a temporary directory; on success its files replace theirs in ``path`` one by one.
 
-    Files already in ``path`` that the new output also writes are replaced one by one with
-    ``os.replace``; other files in ``path`` are kept. On failure nothing in ``path`` changes.
+    Other files in ``path`` are kept; on failure nothing in ``path`` changes.
     """
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -110,11 +107,8 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 class FileFormatError(ValueError):
     """A file that cannot be read as what it should be; the message starts with ``file:line:``.
 
-    Attributes:
-        path: The file.
-        line: 1-based line of the problem, or ``None`` when there is none.
-        code: A short code for reports: ``not_utf8``, ``binary``, ``not_a_file``, ``unreadable``.
-        reason: What was expected and what was found (the message without the location).
+    Attributes: ``path``, ``line`` (1-based, or ``None``), ``code`` (``not_utf8``, ``binary``,
+    ``not_a_file``, ``unreadable``) and ``reason`` (the message without the location).
     """
 
     def __init__(self, path: str | os.PathLike[str], line: int | None, code: str, reason: str) -> None:
@@ -149,8 +143,7 @@ def read_text(path: str | os.PathLike[str]) -> str:
     """Read a UTF-8 text file as :meth:`pathlib.Path.read_text` does (universal newlines).
 
     Raises:
-        FileFormatError: Naming the file and line when it is not UTF-8, holds a NUL byte (a binary
-            file) or is a directory.
+        FileFormatError: Not UTF-8, a NUL byte (a binary file) or a directory, naming file and line.
         FileNotFoundError: When it does not exist.
     """
     path = Path(path)
@@ -196,13 +189,8 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
 
 
 def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one atomic step (Linux ``renameat2(RENAME_EXCHANGE)``).
-
-    Returns:
-        ``True`` when swapped; ``False`` where the system or the file system cannot do it.
-    """
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where it cannot."""
     import ctypes
-    import errno
     import sys
 
     if not sys.platform.startswith("linux"):
@@ -231,9 +219,7 @@ def _pid_alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return True  # PermissionError too: alive, another user's
 
 
 def recover_directory(path: str | os.PathLike[str]) -> None:
@@ -246,18 +232,15 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
     """
     path = Path(path)
     ready, aside = _swap_names(path)
-    if ready.is_dir():
-        if path.exists():
-            shutil.rmtree(ready)
-        else:
-            os.rename(ready, path)
-            logger.warning("%s: finished the swap of a build that was killed (the new output is in)", path)
-    if aside.is_dir():
-        if path.exists():
-            shutil.rmtree(aside)
-        else:
-            os.rename(aside, path)
-            logger.warning("%s: put the previous output back (a build was killed while swapping)", path)
+    for leftover, done in (
+        (ready, "finished the swap of a build that was killed (the new output is in)"),
+        (aside, "put the previous output back (a build was killed while swapping)"),
+    ):
+        if leftover.is_dir() and path.exists():
+            shutil.rmtree(leftover)
+        elif leftover.is_dir():
+            os.rename(leftover, path)
+            logger.warning("%s: %s", path, done)
     if path.parent.is_dir():
         for tmp in path.parent.glob(f".{path.name}.new-*"):
             pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
@@ -294,14 +277,13 @@ def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
 def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) -> Iterator[Path]:
     """Yield an empty temporary directory; on success it replaces ``path`` as a whole.
 
-    At every instant ``path`` holds the whole old output or the whole new one, never a mix: the new
-    folder is built beside ``path``, entries of the old ``path`` it does not write are carried over
-    (hard links; not those named in ``drop``), then the two are exchanged in one atomic step and the
-    old copy is removed. Where the system cannot exchange two folders atomically (not Linux, or a file
-    system without ``RENAME_EXCHANGE``), the old folder is set aside and the new one renamed in; a kill
-    between those two renames leaves ``path`` missing until the next call (or :func:`recover_directory`)
-    moves the new one in. A swap killed at any step is finished or undone by the next call; on an exception in
-    the ``with`` body nothing in ``path`` changes.
+    At every instant ``path`` holds the whole old output or the whole new one: the new folder is built
+    beside ``path``, entries of the old one it does not write are carried over (hard links; not those in
+    ``drop``), then the two are exchanged in one atomic step. Where that is not possible (not Linux, or a
+    file system without ``RENAME_EXCHANGE``) the old folder is set aside and the new one renamed in: a kill
+    between the two renames leaves ``path`` missing until the next call (or :func:`recover_directory`).
+    A swap killed at any step is finished or undone by the next call; on an exception in the ``with`` body
+    nothing in ``path`` changes.
 
     Raises:
         NotADirectoryError: When ``path`` is an existing file.
@@ -380,21 +362,15 @@ def provenance(**extra: Any) -> dict[str, Any]:
     """A provenance record: pv4kit version, git commit, UTC time, plus ``extra`` fields."""
     from pv4kit import __version__
 
-    record: dict[str, Any] = {
-        "pv4kit_version": __version__,
-        "git_commit": git_commit(),
-        "created_utc": datetime.now(UTC).isoformat(timespec="seconds"),
-    }
-    record.update(extra)
-    return record
+    now = datetime.now(UTC).isoformat(timespec="seconds")
+    return {"pv4kit_version": __version__, "git_commit": git_commit(), "created_utc": now, **extra}
 
 
 def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check_same_thread: bool = True):  # noqa: ANN201
     """Open a SQLite database in WAL mode (autocommit), safe when threads or processes open it at once.
 
-    Switching a new file to WAL needs a moment of exclusive access, and SQLite answers "database is locked"
-    at once (without its busy handler) when another connection holds the file; the switch is retried until
-    ``timeout``.
+    Switching a new file to WAL needs exclusive access and fails at once with "database is locked" when
+    another connection holds it; the switch is retried until ``timeout``.
     """
     import sqlite3
     import time
@@ -420,24 +396,20 @@ def iter_jsonl(path: str | os.PathLike[str]) -> Iterator[tuple[int, dict[str, An
     """Yield ``(line_number, record)`` for each non-blank line (1-based); bad JSON names file and line."""
     if Path(path).is_dir():
         raise not_a_file_error(path, expected="a JSONL file")
-    with open(path, encoding="utf-8") as fh:
-        lines = enumerate(fh, start=1)
-        while True:
-            try:
-                number, line = next(lines)
-            except StopIteration:
-                return
-            except UnicodeDecodeError:
-                raise not_utf8_error(path) from None
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
-            if not isinstance(record, dict):
-                raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
-            yield number, record
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for number, line in enumerate(fh, start=1):
+                if not line.strip():
+                    continue
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError as exc:
+                    raise ValueError(f"{path}:{number}: invalid JSON ({exc.msg})") from None
+                if not isinstance(record, dict):
+                    raise ValueError(f"{path}:{number}: expected a JSON object, got {type(record).__name__}")
+                yield number, record
+    except UnicodeDecodeError:
+        raise not_utf8_error(path) from None
 
 
 def cache_root() -> Path:

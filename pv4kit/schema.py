@@ -1,15 +1,8 @@
 """The shapes every stage agrees on: answer letters, the question key, split names, user-id ranges, columns.
 
-This is the one place where these are declared; every other module imports them from here. Nothing here
-reads or writes a file.
-
-- A question is keyed by :data:`QUESTION_KEY` ``(user_id, question_index)`` everywhere in pv4kit: in the
-  loaded questions frame, in runs, predictions, audits and the hard subset.
-- :data:`SPLITS` are the three parquet files of step 6; a user's role (:func:`user_role`) decides which of
-  them its questions go to (:data:`ROLE_SPLITS`).
-- The ``qa.csv`` of a user has :data:`QA_COLUMNS`; :func:`answer_letter_problem` is the rule for its
-  ``correct_choice`` (one of :data:`LETTERS`, naming a non-empty choice), checked by ``validate``,
-  ``build`` and ``load`` alike.
+Declared once here, imported from here; nothing reads or writes a file. A question is keyed by
+:data:`QUESTION_KEY` everywhere; :func:`answer_letter_problem` is the one rule for a ``qa.csv`` row's
+``correct_choice``, used by ``validate``, ``build`` and ``load`` alike.
 """
 
 from __future__ import annotations
@@ -138,11 +131,8 @@ def answer_indices(questions: pd.DataFrame) -> np.ndarray:
         else:
             out[pos] = stripped.index(target)
     if bad:
-        rows = questions.iloc[[p for p, _ in bad]]
-        where = [
-            f"user {u} question {q}: {why}"
-            for (u, q), (_, why) in zip(rows[QUESTION_KEY].itertuples(index=False), bad, strict=True)
-        ]
+        keys = questions[QUESTION_KEY].iloc[[p for p, _ in bad[:5]]].itertuples(index=False)
+        where = [f"user {u} question {q}: {why}" for (u, q), (_, why) in zip(keys, bad, strict=False)]
         more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-        raise ValueError(f"{len(bad)} question(s) cannot be scored: " + "; ".join(where[:5]) + more)
+        raise ValueError(f"{len(bad)} question(s) cannot be scored: " + "; ".join(where) + more)
     return out

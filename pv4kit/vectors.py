@@ -1,7 +1,6 @@
-"""Vector helpers shared by retrieval, the audits, the plots and the related benchmarks.
+"""Vector helpers of retrieval, the audits, the plots and the embedders' output check.
 
-Scoring does *not* use these: it follows the reference's float16 rule (``norm + 1e-8``), see
-:mod:`pv4kit.scoring.numerics`.
+Scoring does *not* use these: it follows the reference's float16 rule (:mod:`pv4kit.scoring.numerics`).
 """
 
 from __future__ import annotations
@@ -12,32 +11,15 @@ import numpy as np
 
 
 def unit_rows(vectors: Any, *, eps: float = 1e-12) -> np.ndarray:
-    """Each row (last axis) scaled to length 1, as float32; a zero row stays zero (norm floored at ``eps``).
-
-    Args:
-        vectors: An array-like of shape ``(..., d)``.
-        eps: The smallest norm divided by.
-
-    Returns:
-        A float32 array of the same shape.
-    """
+    """Each row (last axis) scaled to length 1, as float32; a zero row stays zero (norm floored at eps)."""
     x = np.asarray(vectors, dtype=np.float32)
     return x / np.maximum(np.linalg.norm(x, axis=-1, keepdims=True), np.float32(eps))
 
 
 def check_vectors(vectors: np.ndarray, *, where: str, error: type[Exception] = ValueError) -> None:
-    """Refuse a batch of embeddings that holds NaN or infinite values, or whose vectors are all zero.
+    """Raise ``error`` naming ``where`` and the first bad row for a batch with NaN/inf or only zero vectors.
 
-    Every encoder's output passes through here (:func:`pv4kit.embeddings.models.embed_texts`, and the
-    endpoint embedder per request batch, to name the server), before anything of it is cached.
-
-    Args:
-        vectors: The ``(n, dim)`` batch.
-        where: What made it (embedder or server, model, batch), for the message.
-        error: The exception class raised.
-
-    Raises:
-        error: Naming ``where`` and the first bad row.
+    Every encoder's output passes here before anything of it is cached.
     """
     bad = ~np.isfinite(vectors).all(axis=1)
     if bad.any():

@@ -166,8 +166,8 @@ def _fixed_provenance(**extra: Any) -> dict[str, Any]:
 
 def run_case(name: str, out: Path) -> Path:
     """Run case ``name`` into ``out/<name>`` (``cache=None``: every request reaches the fake server)."""
-    from pv4kit.baselines.prompting import CharEstimate
     from pv4kit.baselines.run import answer
+    from pv4kit.baselines.tokens import CharEstimate
     from pv4kit.llm.config import LLMConfig
     from tests.conftest import FakeEmbedder
     from tests.llm_server import FakeLLMServer

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import dataclasses
+import inspect
 import logging
 import sqlite3
 
 import pytest
 
 from pv4kit.baselines.methods import Method, MethodPlan, Plan, PlanRequest, register_method
-from pv4kit.baselines.run import METHODS, AnswerOptions, answer
+from pv4kit.baselines.run import METHODS, answer
 from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.runs import read_generations, read_run_config
 from tests.llm_server import FakeLLMServer
@@ -21,10 +21,10 @@ def plan_recent(request: PlanRequest) -> MethodPlan:
     plans, first = [], []
     for uid in request.questions["user_id"]:
         docs = request.data.documents(int(uid))
-        ids = list(range(len(docs)))[-request.options.top_k :]
+        ids = list(range(len(docs)))[-request.top_k :]
         plans.append(Plan([docs[i] for i in ids], ids, [float("nan")] * len(ids)))
         first.append(ids[0])
-    return MethodPlan(plans, config={"window": request.options.top_k}, columns={"first_chat": first})
+    return MethodPlan(plans, config={"window": request.top_k}, columns={"first_chat": first})
 
 
 def plan_least_similar(request: PlanRequest) -> MethodPlan:
@@ -118,30 +118,15 @@ def test_register_method_refuses_a_taken_name_and_a_bad_row():
         register_method("recent")  # type: ignore[arg-type]
 
 
-def test_options_object_and_keywords_give_the_same_run(server, tmp_path):
-    data, llm = _data(), _llm(server)
-    by_keywords = answer(data, method="no_docs", llm=llm, users=[130], cache=None, progress=False)
-    opts = AnswerOptions(method="no_docs", llm=llm, users=[130], cache=None, progress=False)
-    by_options = answer(data, opts)
-    assert by_options.config == by_keywords.config
-    assert by_options.generations.equals(by_keywords.generations)
-    one = answer(data, opts, limit=1)  # keywords replace the options' fields
-    assert len(one.generations) == 1 and opts.limit is None
-    assert answer(data, dataclasses.replace(opts, method="persona")).config["method"] == "persona"
-
-
-def test_unknown_and_missing_options_are_named():
+def test_the_knobs_are_keyword_arguments_and_unknown_or_missing_ones_are_named():
+    params = inspect.signature(answer).parameters
+    assert params["top_k"].default == 5 and params["truncation"].default == "front"
+    assert all(p.kind is p.KEYWORD_ONLY for name, p in params.items() if name != "data")
     llm = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
-    with pytest.raises(TypeError, match="unknown option 'topk'; did you mean 'top_k'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'topk'"):
         answer(_data(), method="rag", llm=llm, topk=3)
-    with pytest.raises(TypeError, match="unknown option 'max_tokens'; did you mean 'max_new_tokens'"):
-        answer(_data(), method="rag", llm=llm, max_tokens=3)
-    with pytest.raises(TypeError, match="unknown option 'zzz'; options: method, llm, run_dir"):
-        answer(_data(), method="rag", llm=llm, zzz=3)
-    with pytest.raises(TypeError, match="missing option 'method'"):
+    with pytest.raises(TypeError, match="missing 1 required keyword-only argument: 'method'"):
         answer(_data(), llm=llm)
-    with pytest.raises(TypeError, match="unknown option 'metod'; did you mean 'method'"):
-        answer(_data(), AnswerOptions(method="rag", llm=llm), metod="full")
 
 
 def test_the_model_that_answered_is_recorded_and_a_mismatch_is_warned(server, tmp_path, caplog):

@@ -8,11 +8,12 @@ import pandas as pd
 import pytest
 
 from pv4kit.analysis import audit
-from pv4kit.analysis.audit_report import run_audit, write_audit
-from pv4kit.analysis.audit_sequence import (
+from pv4kit.analysis.audit import (
     letter_sequence_audit,
     letter_sequence_summary,
     row_letter_predictions,
+    run_audit,
+    write_audit,
 )
 from pv4kit.dataset.load import PV4Data
 
@@ -369,7 +370,7 @@ def test_run_audit_store_reads_back_and_keys_honestly(tmp_path, make_fake_embedd
 
 def _length_audit_loop(questions):
     """The per-row loop length_audit was before it was vectorised (a transcription)."""
-    from pv4kit.analysis.audit.common import _base
+    from pv4kit.analysis.audit import _base
     from pv4kit.schema import answer_indices
 
     rows = []
@@ -435,32 +436,8 @@ def test_length_audit_equals_the_per_row_loop_on_ties_blanks_and_punctuation():
     )
 
 
-def test_category_groups_keep_their_clustering_and_skip_scikit_learn_on_a_rerun(
-    tmp_path, monkeypatch, make_fake_embedder
-):
-    from pv4kit.analysis.audit import categories as catmod
-
-    monkeypatch.setenv("PV4KIT_CACHE", str(tmp_path))
-    q = _questions().assign(category=[0, 1, 0, 0, 1, 1][: len(_questions())])
-    q["category_name"] = [f"name {c} of {u}" for u, c in zip(q["user_id"], q["category"], strict=True)]
-    emb = make_fake_embedder()
-    fresh = audit.category_groups(q, embedder=emb, cache=False)
-    first = audit.category_groups(q, embedder=emb, cache=tmp_path / "emb")
-    assert len(list((tmp_path / "clusters").glob("*.npy"))) == 1
-
-    def no_sklearn(*args, **kwargs):
-        raise AssertionError("clustered again")
-
-    monkeypatch.setattr(catmod, "_agglomerative", no_sklearn)
-    again = audit.category_groups(q, embedder=emb, cache=tmp_path / "emb")
-    for frame in (first, again):
-        pd.testing.assert_frame_equal(frame.drop(columns="vector"), fresh.drop(columns="vector"))
-    with pytest.raises(AssertionError, match="clustered again"):
-        audit.category_groups(q, embedder=emb, cache=False)  # no cache: always clustered
-
-
 def test_cli_audit_refuses_an_output_file_before_auditing(tmp_path, monkeypatch, capsys):
-    import pv4kit.analysis.audit_report as audit_report
+    import pv4kit.analysis.audit as audit_report
     from pv4kit.cli import main
 
     target = tmp_path / "notes.txt"
@@ -552,7 +529,7 @@ def test_audit_functions_name_a_missing_column_and_its_frame(call, message, fake
 
 
 def test_static_embedder_gets_its_own_cutoffs_and_every_table_names_it(static_small, tmp_path):
-    from pv4kit.analysis.audit.common import CUTOFFS, cutoffs
+    from pv4kit.analysis.audit import CUTOFFS, cutoffs
     from pv4kit.embeddings.models import MINILM, get_embedder
 
     static = get_embedder(f"static:{static_small}")

@@ -9,18 +9,15 @@ import sqlite3
 import pandas as pd
 import pytest
 
-from pv4kit.baselines.prompting import (
-    SYSTEM_PROMPT,
-    CharEstimate,
+from pv4kit.baselines.attributes import (
     attribute_document,
-    build_messages,
-    fit_documents,
-    get_token_counter,
     parse_attributes,
     parse_selection,
     selection_messages,
 )
+from pv4kit.baselines.prompting import SYSTEM_PROMPT, build_messages, fit_documents
 from pv4kit.baselines.run import answer, select_questions
+from pv4kit.baselines.tokens import CharEstimate, get_token_counter
 from pv4kit.dataset.load import PV4Data
 from pv4kit.llm.config import LLMConfig
 from pv4kit.scoring.runs import read_generations, read_run_config

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from pv4kit.generation import prompts
-from pv4kit.generation.cost import estimate_user_cost
+from pv4kit.generation.defaults import estimate_user_cost
 
 ROOT = Path(__file__).resolve().parents[1]
 PERSONA = "Leo is a 34-year-old nurse in Lyon who cooks on weekends and plans every trip months ahead."

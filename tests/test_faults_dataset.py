@@ -633,7 +633,7 @@ def test_a_question_differing_from_qa_csv_is_named_in_the_warning(sample, tmp_pa
         return frame
 
     _edit_parquet(out / "test.parquet", edit)
-    with caplog.at_level("WARNING", logger="pv4kit.dataset.enrich"):
+    with caplog.at_level("WARNING", logger="pv4kit.dataset.load"):
         load(out)
     assert "1 question(s) differ" in caplog.text and "user 131 question 1" in caplog.text, caplog.text
     assert "'An edited question?' in the parquet" in caplog.text

@@ -11,7 +11,7 @@ import pytest
 
 from pv4kit.cli import main
 from pv4kit.generation import prompts
-from pv4kit.generation.steps import GenerationConfig, check_output, generate_user, generate_users, parse_list
+from pv4kit.generation.steps import generate_user, generate_users, normalise_output
 from pv4kit.llm.config import LLMConfig
 from pv4kit.llm.store import usage_frame
 from tests.llm_server import FakeLLMServer, Reply, prompt_of
@@ -68,7 +68,7 @@ def gen_config(server, *, protocol="chat", model="fake-model", **kw):
     )
     base = dict(llm=llm, chat_llm=llm, num_categories=3, num_topics=6, num_questions=2, max_retries=2)
     base.update(kw)
-    return GenerationConfig(**base)
+    return base
 
 
 @pytest.fixture
@@ -106,14 +106,19 @@ def test_list_items_one_reading_reference_by_default():
     ]
     # only the marked lines: a heading or a sentence around the list is no item
     assert list_items(reply, loose=True, marked_only=True) == ["a", "b", "c", "d"]
-    assert parse_list(reply) == list_items(reply)
-    assert parse_list(reply, repair=True) == list_items(reply, loose=True)
+
+
+def check_output(step, text, **kw):
+    return normalise_output(step, text, **kw)[:2]
 
 
 def test_check_output_rules():
     # the reference's list rule by default; pv4kit's repair on request
-    assert parse_list("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]
-    assert parse_list("1. a\n\n2) b\n- c\n", repair=True) == ["a", "b", "c"]
+    from pv4kit.text import list_items
+
+    assert list_items("1. a\n\n2) b\n- c\n") == ["a", "2) b", "- c"]
+    assert list_items("1. a\n\n2) b\n- c\n", loose=True) == ["a", "b", "c"]
+    assert check_output("categories", "1. a\n2) b", n=2, repair_lists=True) == ("a\nb", [])
     assert check_output("categories", "1. a\n2. b", n=2) == ("a\nb", [])
     content, problems = check_output("topics", "1. a\n2. b\n3. c", n=2)
     assert content == "a\nb\nc" and problems == ["expected 2 items, got 3"]  # no truncation
@@ -161,7 +166,7 @@ def test_generate_end_to_end_and_rerun(tmp_path, persona_dir, protocol):
     out, cache = tmp_path / "users", tmp_path / "cache.sqlite"
     with FakeLLMServer(responder()) as srv:
         cfg = gen_config(srv, protocol=protocol)
-        report = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        report = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert report.loc[0, "status"] == "complete" and report.loc[0, "questions"] == 6
         assert len(srv.requests) == 2 + 6 + 3 and report.loc[0, "calls"] == 11
         user = out / "user_7"
@@ -179,14 +184,14 @@ def test_generate_end_to_end_and_rerun(tmp_path, persona_dir, protocol):
         qa_bytes = (user / "qa.csv").read_bytes()
         assert not list(out.rglob("*.tmp"))
 
-        again = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        again = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert again.loc[0, "status"] == "complete" and again.loc[0, "calls"] == 0
         assert len(srv.requests) == 11
 
         # a deleted chat and qa.csv come back from the cache, byte for byte
         (user / "chats" / "3.txt").unlink()
         (user / "qa.csv").unlink()
-        third = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        third = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert third.loc[0, "cached"] == 1 and third.loc[0, "calls"] == 0 and len(srv.requests) == 11
         assert (user / "qa.csv").read_bytes() == qa_bytes
     frame = usage_frame(cache)
@@ -210,7 +215,7 @@ def test_malformed_outputs_are_asked_again_then_kept_with_reask_malformed(tmp_pa
         res = generate_user(
             persona_dir / "user_7.txt",
             out / "user_7",
-            config=cfg,
+            **cfg,
             cache=tmp_path / "c.sqlite",
             progress=False,
         )
@@ -227,7 +232,7 @@ def test_malformed_outputs_are_asked_again_then_kept_with_reask_malformed(tmp_pa
         rerun = generate_user(
             persona_dir / "user_7.txt",
             out / "user_7",
-            config=cfg,
+            **cfg,
             cache=tmp_path / "c.sqlite",
             progress=False,
         )
@@ -245,13 +250,13 @@ def test_failures_leave_user_incomplete_and_rerun_completes(tmp_path, persona_di
     out = tmp_path / "users"
     with FakeLLMServer(responder(bad)) as srv:
         cfg = gen_config(srv)
-        report = generate_users(persona_dir, out, config=cfg, cache=tmp_path / "c.sqlite", progress=False)
+        report = generate_users(persona_dir, out, **cfg, cache=tmp_path / "c.sqlite", progress=False)
         assert report.loc[0, "status"] == "incomplete" and report.loc[0, "missing"] == ["chats/4.txt"]
         assert report.loc[0, "errors"] and "gave up" in report.loc[0, "errors"][0]
         assert not (out / "user_7" / "qa.csv").exists()  # as the reference: all chats and questions first
         assert not list(out.rglob("*.tmp"))
         broken["on"] = False
-        report = generate_users(persona_dir, out, config=cfg, cache=tmp_path / "c.sqlite", progress=False)
+        report = generate_users(persona_dir, out, **cfg, cache=tmp_path / "c.sqlite", progress=False)
         assert report.loc[0, "status"] == "complete" and report.loc[0, "calls"] == 1
         assert (out / "user_7" / "qa.csv").is_file()
 
@@ -267,25 +272,25 @@ def test_a_reply_without_an_answer_leaves_the_user_incomplete_and_says_why(tmp_p
     out, cache = tmp_path / "users", tmp_path / "c.sqlite"
     with FakeLLMServer(responder(bad)) as srv:
         cfg = gen_config(srv)
-        report = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        report = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert report.loc[0, "status"] == "incomplete" and report.loc[0, "missing"] == ["chats/4.txt"]
         assert "upstream model overloaded" in " ".join(report.loc[0, "errors"])
         broken["on"] = False
-        report = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        report = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert report.loc[0, "status"] == "complete" and report.loc[0, "calls"] == 1
 
 
 def test_stale_files_are_detected_and_regenerated(tmp_path, persona_dir):
     out, cache = tmp_path / "users", tmp_path / "c.sqlite"
     with FakeLLMServer(responder()) as srv:
-        generate_users(persona_dir, out, config=gen_config(srv), cache=cache, progress=False)
+        generate_users(persona_dir, out, **gen_config(srv), cache=cache, progress=False)
         n = len(srv.requests)
         other = gen_config(srv, model="other-model")
-        report = generate_users(persona_dir, out, config=other, cache=cache, progress=False)
+        report = generate_users(persona_dir, out, **other, cache=cache, progress=False)
         assert report.loc[0, "status"] == "stale" and len(report.loc[0, "stale"]) == 11
         assert len(srv.requests) == n
         fixed = gen_config(srv, model="other-model", regenerate_stale=True)
-        report = generate_users(persona_dir, out, config=fixed, cache=cache, progress=False)
+        report = generate_users(persona_dir, out, **fixed, cache=cache, progress=False)
         assert report.loc[0, "status"] == "complete" and len(srv.requests) == n + 11
         files = json.loads((out / "user_7" / "manifest.json").read_text())["files"]
         assert {e.get("model") for k, e in files.items() if k != "qa.csv"} == {"other-model"}
@@ -294,7 +299,7 @@ def test_stale_files_are_detected_and_regenerated(tmp_path, persona_dir):
         report = generate_users(
             persona_dir,
             out,
-            config=fixed.__class__(**{**fixed.__dict__, "regenerate_stale": False}),
+            **{**fixed, "regenerate_stale": False},
             cache=cache,
             progress=False,
         )
@@ -305,12 +310,12 @@ def test_lost_manifest_is_rebuilt_from_cache(tmp_path, persona_dir):
     out, cache = tmp_path / "users", tmp_path / "c.sqlite"
     with FakeLLMServer(responder()) as srv:
         cfg = gen_config(srv)
-        generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         (out / "user_7" / "manifest.json").unlink()
-        res = generate_users(persona_dir, out, config=cfg, cache=cache, progress=False)
+        res = generate_users(persona_dir, out, **cfg, cache=cache, progress=False)
         assert res.loc[0, "untracked"] == [] and res.loc[0, "status"] == "complete"
         (out / "user_7" / "manifest.json").unlink()
-        res = generate_users(persona_dir, out, config=cfg, cache=None, progress=False)
+        res = generate_users(persona_dir, out, **cfg, cache=None, progress=False)
         assert len(res.loc[0, "untracked"]) == 11 and len(srv.requests) == 11
 
 

@@ -7,9 +7,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from pv4kit.analysis.audit.solvers import SOLVERS
-from pv4kit.analysis.audit_report import run_audit, stored_audit
-from pv4kit.analysis.hard_report import hard_subset_tables
+from pv4kit.analysis.audit import SOLVERS, hard_subset_tables, run_audit, stored_audit
 from pv4kit.baselines.hard import write_subset
 from pv4kit.dataset.load import load
 
@@ -39,7 +37,7 @@ def test_stored_audit_gives_the_tables_computing_gives(tmp_path, sample, make_fa
     store = tmp_path / "audits"
     computed = hard_subset_tables(data, derived=derived, embedder=make_fake_embedder(), cache=False)
     assert computed["source"] == "computed"
-    assert stored_audit(data, embedder=make_fake_embedder(), cache=False, store=store, n_boot=50) is None
+    assert stored_audit(data, embedder=make_fake_embedder(), store=store, n_boot=50) is None
     run_audit(data, embedder=make_fake_embedder(), cache=False, n_boot=50, store=store)  # notebook 02
     reader = make_fake_embedder()
     kept = hard_subset_tables(data, derived=derived, embedder=reader, cache=False, store=store, n_boot=50)

@@ -15,18 +15,18 @@ import pandas as pd
 import pytest
 
 from pv4kit._options import check_number, merge_options
-from pv4kit.analysis.audit_report import AuditOptions, run_audit
+from pv4kit.analysis.audit import run_audit
 from pv4kit.analysis.notebooks import execute_notebooks
-from pv4kit.baselines.attributes import AttributeOptions, attribute_contexts
-from pv4kit.baselines.methods import AnswerOptions
-from pv4kit.baselines.prompting import CharEstimate
-from pv4kit.dataset.splits import BuildOptions
+from pv4kit.baselines.attributes import attribute_contexts
+from pv4kit.baselines.run import answer
+from pv4kit.baselines.tokens import CharEstimate
+from pv4kit.dataset.splits import build_dataset
 from pv4kit.llm.config import LLMConfig
-from pv4kit.pipeline.demo import DemoOptions, demo_report, run_demo
+from pv4kit.pipeline.demo import demo_report, run_demo
 from pv4kit.related._common import accuracy_table
 from pv4kit.related.recenter import stage2_predictions
 from pv4kit.scoring.accuracy import accuracy_table as score_accuracy_table
-from pv4kit.scoring.score import ScoreOptions
+from pv4kit.scoring.score import score_run
 from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, paired_bootstrap
 
 
@@ -54,14 +54,16 @@ def test_merge_options_replaces_checks_and_requires():
 
 
 def test_run_demo_rejects_an_unknown_option_before_doing_anything(tmp_path, monkeypatch):
+    import inspect
+
     monkeypatch.chdir(tmp_path)
-    with pytest.raises(
-        TypeError, match="run_demo\\(\\) got an unexpected keyword argument 'max_tokens'; did you mean"
-    ):
+    with pytest.raises(TypeError, match="run_demo\\(\\) got an unexpected keyword argument 'max_tokens'"):
         run_demo(max_tokens=16)
-    with pytest.raises(TypeError, match="did you mean 'notebooks'"):
-        run_demo(options=DemoOptions(limit=1), notebook=False)
+    with pytest.raises(TypeError, match="'notebook'"):
+        run_demo(limit=1, notebook=False)
     assert not any(Path(tmp_path).iterdir())  # nothing built, nothing started
+    params = inspect.signature(run_demo).parameters  # the knobs show, with their defaults
+    assert params["max_new_tokens"].default == 32 and params["notebooks"].default is True
 
 
 def test_demo_report_holds_what_make_demo_prints():
@@ -79,32 +81,17 @@ def test_demo_report_holds_what_make_demo_prints():
     assert text.index("Hard subset") < text.index("Timings (s):") and "total" in text
 
 
-def test_run_audit_options_and_keywords_are_one_call(fake_embedder):
-    from tests.test_audit import _data
-
-    data = _data()
-    by_keywords = run_audit(data, embedder=fake_embedder, cache=False, n_boot=20, seed=3)
-    by_options = run_audit(data, options=AuditOptions(embedder=fake_embedder, cache=False, n_boot=20, seed=3))
-    assert by_keywords.summary == by_options.summary
-    for name, table in by_keywords.tables.items():
-        pd.testing.assert_frame_equal(table, by_options[name])
-    with pytest.raises(
-        TypeError, match="run_audit\\(\\) got an unexpected keyword argument 'n_bot'; did you mean 'n_boot'"
-    ):
-        run_audit(data, embedder=fake_embedder, n_bot=20)
-
-
 def test_attribute_contexts_names_unknown_and_missing_options():
     llm = LLMConfig(model="m", base_url="http://127.0.0.1:9/v1")
     questions = pd.DataFrame({"user_id": [1], "question_index": [0], "question": ["q?"]})
-    with pytest.raises(TypeError, match="did you mean 'max_attributes'"):
+    with pytest.raises(TypeError, match="unexpected keyword argument 'max_attribute'"):
         attribute_contexts(
             None, questions, llm=llm, cache=None, counter=CharEstimate(), budget=100, max_attribute=3
         )
     with pytest.raises(TypeError, match="budget"):
         attribute_contexts(None, questions, llm=llm, cache=None, counter=CharEstimate())
-    opts = AttributeOptions(llm=llm, cache=None, counter=CharEstimate(), budget=100)
-    docs, info = attribute_contexts(None, questions.iloc[0:0], options=opts)  # no user: no request
+    kw = dict(llm=llm, cache=None, counter=CharEstimate(), budget=100)
+    docs, info = attribute_contexts(None, questions.iloc[0:0], **kw)  # no user: no request
     assert docs == {} and info["calls"] == 0 and info["n_attributes_per_question"] == []
 
 
@@ -157,10 +144,10 @@ def _preds() -> pd.DataFrame:
         ),
         (lambda: compare(_preds(), _preds(), n_boot=-1), "n_boot must be an integer >= 1, got -1"),
         (lambda: score_accuracy_table(_preds(), n_boot=0), "n_boot must be an integer >= 1, got 0"),
-        (lambda: ScoreOptions(n_boot=0), "n_boot must be an integer >= 1, got 0"),
-        (lambda: ScoreOptions(batch_size=0), "batch_size must be an integer >= 1, got 0"),
-        (lambda: AuditOptions(n_boot=-1), "n_boot must be an integer >= 1, got -1"),
-        (lambda: AuditOptions(seed=-2), "seed must be an integer >= 0, got -2"),
+        (lambda: score_run("nowhere", n_boot=0), "n_boot must be an integer >= 1, got 0"),
+        (lambda: score_run("nowhere", batch_size=0), "batch_size must be an integer >= 1, got 0"),
+        (lambda: run_audit(None, n_boot=-1), "n_boot must be an integer >= 1, got -1"),
+        (lambda: run_audit(None, seed=-2), "seed must be an integer >= 0, got -2"),
         (lambda: LLMConfig(model="m", timeout=0), "timeout must be a number > 0, got 0"),
         (
             lambda: LLMConfig(model="m", max_output_tokens=-5),
@@ -168,15 +155,18 @@ def _preds() -> pd.DataFrame:
         ),
         (lambda: LLMConfig(model="m", temperature=-1.0), "temperature must be a number >= 0, got -1.0"),
         (
-            lambda: AnswerOptions(method="rag", llm=None, max_new_tokens=-5),
+            lambda: answer(None, method="rag", llm=None, max_new_tokens=-5),
             "max_new_tokens must be an integer >= 1",
         ),
-        (lambda: AnswerOptions(method="rag", llm=None, margin=-1), "margin must be an integer >= 0, got -1"),
+        (lambda: answer(None, method="rag", llm=None, margin=-1), "margin must be an integer >= 0, got -1"),
         (
-            lambda: AnswerOptions(method="rag", llm=None, max_model_len=0),
+            lambda: answer(None, method="rag", llm=None, max_model_len=0),
             "max_model_len must be an integer >= 1",
         ),
-        (lambda: BuildOptions(validation_fraction=1.5), "validation_fraction must be a number >= 0 and < 1"),
+        (
+            lambda: build_dataset("raw", "out", validation_fraction=1.5),
+            "validation_fraction must be a number >= 0 and < 1",
+        ),
         (lambda: stage2_predictions(None, tune_fraction=2.0), "tune_fraction must be a number > 0 and < 1"),
         (
             lambda: execute_notebooks(timeout=0, notebooks_dir="nowhere"),

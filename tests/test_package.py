@@ -60,6 +60,7 @@ def test_cli_lists_every_subcommand():
         "usage",
         "score",
         "compare",
+        "validity",
         "export",
         "import",
         "answer",
@@ -72,6 +73,30 @@ def test_cli_lists_every_subcommand():
         "recenter",
     ]:
         assert f"    {cmd}" in out.stdout, cmd
+
+
+def test_help_imports_nothing_of_pv4kit():
+    """``pv4kit --help`` (the console script, ``pv4kit_cli:main``) loads neither pv4kit nor pandas."""
+    code = (
+        "import sys\nfrom pv4kit_cli import main\ntry:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pv4kit', 'pandas', 'numpy', 'pyarrow')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert "validate" in out.stdout and out.stdout.strip().endswith("[]")
+
+
+def test_help_listing_is_the_one_the_groups_register(capsys):
+    """The console script's listing (``pv4kit_cli.COMMANDS``) equals the full parser's, word for word."""
+    import tomllib
+    from pathlib import Path
+
+    from pv4kit.cli import build_parser
+    from pv4kit_cli import main
+
+    assert main([]) == 0
+    assert capsys.readouterr().out == build_parser().format_help()
+    scripts = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())["project"]["scripts"]
+    assert scripts == {"pv4kit": "pv4kit_cli:main"}
 
 
 def test_setup_files_agree():

@@ -445,12 +445,11 @@ def _stand_in_answer(prompt: str, nth: int) -> str:
 
 
 def _gen_config(server, **kw):
-    from pv4kit.generation.steps import GenerationConfig
     from pv4kit.llm.config import LLMConfig
 
     llm = LLMConfig(model="m", base_url=server.base_url, protocol="chat", max_retries=1, backoff_base=0.01)
     base = dict(llm=llm, chat_llm=llm, num_categories=4, num_topics=3, num_questions=2, max_retries=2)
-    return GenerationConfig(**{**base, **kw})
+    return {**base, **kw}
 
 
 def _stand_in_module():
@@ -476,7 +475,7 @@ def test_generation_writes_as_the_reference_with_reference_prompts(tmp_path):
     user = tmp_path / "users" / "user_3"
     with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
         res = generate_user(
-            persona, user, config=_gen_config(srv, reference_prompts=STAND_IN), cache=None, progress=False
+            persona, user, **_gen_config(srv, reference_prompts=STAND_IN), cache=None, progress=False
         )
         prompts_sent = [p for _, p, _ in srv.requests]
     assert res.status == "complete" and res.repairs == [] and res.notes == []
@@ -520,7 +519,7 @@ def test_pv4kit_repairs_are_options_reported_and_recorded(tmp_path):
     user = tmp_path / "users" / "user_3"
     opts = dict(reference_prompts=STAND_IN, repair_lists=True, repair_chats=True, reask_malformed=True)
     with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
-        res = generate_user(persona, user, config=_gen_config(srv, **opts), cache=None, progress=False)
+        res = generate_user(persona, user, **_gen_config(srv, **opts), cache=None, progress=False)
     cats = (user / "categories.txt").read_text(encoding="utf-8").split("\n")
     assert cats[:4] == ["Here you go:", "2.5-hour commutes", "Paren item", "Bullet item"]
     assert (user / "chats" / "0.txt").read_text(encoding="utf-8").split("\n") == [
@@ -546,28 +545,28 @@ def test_existing_qa_csv_is_kept_unless_rewrite_stale_qa(tmp_path):
     cache = tmp_path / "c.sqlite"
     with FakeLLMServer(lambda protocol, body, nth: _stand_in_answer(prompt_of(protocol, body), nth)) as srv:
         cfg = _gen_config(srv, reference_prompts=STAND_IN)
-        generate_user(persona, user, config=cfg, cache=cache, progress=False)
+        generate_user(persona, user, **cfg, cache=cache, progress=False)
         (user / "qa.csv").write_text("edited\n", encoding="utf-8")
-        res = generate_user(persona, user, config=cfg, cache=cache, progress=False)
+        res = generate_user(persona, user, **cfg, cache=cache, progress=False)
         assert (user / "qa.csv").read_text(encoding="utf-8") == "edited\n"
         assert res.notes and "differs" in res.notes[0] and res.repairs == []
         res = generate_user(
             persona,
             user,
-            config=_gen_config(srv, reference_prompts=STAND_IN, rewrite_stale_qa=True),
+            **_gen_config(srv, reference_prompts=STAND_IN, rewrite_stale_qa=True),
             cache=cache,
             progress=False,
         )
         assert (user / "qa.csv").read_text(encoding="utf-8") == _ref_qa_csv(user)
         assert res.repairs == ["qa.csv: rewritten: it differed from what the question files give"]
         # pv4kit's own prompts make other requests: every file is stale, nothing is silently reused
-        res = generate_user(persona, user, config=_gen_config(srv), cache=cache, progress=False)
+        res = generate_user(persona, user, **_gen_config(srv), cache=cache, progress=False)
         assert res.status == "stale" and "qa/0.txt" in res.stale
 
 
 def test_reference_prompts_errors_and_cli(tmp_path, capsys):
     from pv4kit.cli import main
-    from pv4kit.generation.prompt_sets import load_reference_prompts
+    from pv4kit.generation.prompts import load_reference_prompts
     from tests.llm_server import FakeLLMServer, prompt_of
 
     with pytest.raises(FileNotFoundError, match="personalizationv4/prompts.py"):

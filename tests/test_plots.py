@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit.analysis import audit, audit_report, plots
+from pv4kit.analysis import audit, plots
 from pv4kit.analysis.figures import browser_path, save_figure
 from tests.test_audit import _data, _questions
 
@@ -15,7 +15,7 @@ from tests.test_audit import _data, _questions
 def tables():
     from tests.conftest import FakeEmbedder
 
-    result = audit_report.run_audit(_data(), embedder=FakeEmbedder(), cache=False, n_boot=20)
+    result = audit.run_audit(_data(), embedder=FakeEmbedder(), cache=False, n_boot=20)
     return result.tables
 
 
@@ -109,7 +109,7 @@ def test_umap_2d_keeps_its_fit_and_refits_when_anything_differs(tmp_path, monkey
     assert len(fits) == 3 and len(list(tmp_path.glob("*.npy"))) == 4
     (stored,) = [p for p in tmp_path.glob("*.npy") if np.array_equal(np.load(p), fresh)]
     stored.write_bytes(b"not an array")
-    with caplog.at_level(logging.WARNING, logger="pv4kit.analysis.fitcache"):
+    with caplog.at_level(logging.WARNING, logger="pv4kit.analysis.projection"):
         again = projection.umap_2d(x, seed=0, n_epochs=20, cache=tmp_path)
     np.testing.assert_array_equal(again, fresh)
     assert len(fits) == 4 and "unreadable" in caplog.text and np.array_equal(np.load(stored), fresh)
@@ -178,11 +178,9 @@ def test_save_figures_renders_every_static_file_in_one_batch(tmp_path, monkeypat
     written = save_figures(figs, figures_dir=tmp_path)
     assert [p.name for p in written] == [f"{n}.{f}" for n in figs for f in ("html", "png", "pdf")]
     assert len(calls) == 1 and len(calls[0]) == 4  # one batch: two figures x PNG and PDF
+    pngs = {name: (tmp_path / f"{name}.png").read_bytes() for name in figs}
     for name in figs:
-        png = (tmp_path / f"{name}.png").read_bytes()
-        assert png[:4] == b"\x89PNG" and (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
-        (single,) = save_figure(figs[name], name, figures_dir=tmp_path / "one", formats=("png",))
-        assert png[16:24] == single.read_bytes()[16:24]  # the same width and height as one by one
+        assert pngs[name][:4] == b"\x89PNG" and (tmp_path / f"{name}.pdf").read_bytes()[:4] == b"%PDF"
     hidden = sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("."))
     assert hidden == [".pv4kit-figures.json"]  # the record of what each file was made from; no temporary left
     # nothing changed: nothing is rendered again (and no browser is needed)
@@ -200,6 +198,9 @@ def test_save_figures_renders_every_static_file_in_one_batch(tmp_path, monkeypat
     ]
     save_figures(figs, figures_dir=tmp_path, force=True)
     assert len(calls) == 3 and len(calls[2]) == 4
+    for name in ("positions",):  # the same width and height as one by one (spread's title changed)
+        (single,) = save_figure(figs[name], name, figures_dir=tmp_path / "one", formats=("png",))
+        assert pngs[name][16:24] == single.read_bytes()[16:24]
 
 
 def test_save_figures_keeps_the_html_when_the_export_fails(tmp_path, monkeypatch):
@@ -437,12 +438,12 @@ def test_mathjax_lives_under_the_cache_root(tmp_path, monkeypatch):
 
 
 def test_fits_made_from_cached_embeddings_are_kept_beside_that_cache(tmp_path, monkeypatch):
-    from pv4kit.analysis.fitcache import beside_embeddings
+    from pv4kit.analysis.projection import beside_embeddings
     from pv4kit.embeddings.cache import EmbeddingCache
 
     store = tmp_path / "proj" / ".cache" / "pv4kit" / "embeddings"
-    assert beside_embeddings(store, "umap") == store.parent / "umap"
-    assert beside_embeddings(str(store), "clusters") == store.parent / "clusters"
-    assert beside_embeddings(EmbeddingCache(store), "umap") == store.parent / "umap"
-    assert beside_embeddings(True, "umap") is True and beside_embeddings(None, "umap") is False
-    assert beside_embeddings(False, "clusters") is False
+    assert beside_embeddings(store) == store.parent / "umap"
+    assert beside_embeddings(str(store)) == store.parent / "umap"
+    assert beside_embeddings(EmbeddingCache(store)) == store.parent / "umap"
+    assert beside_embeddings(True) is True and beside_embeddings(None) is False
+    assert beside_embeddings(False) is False

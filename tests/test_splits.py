@@ -150,26 +150,19 @@ def test_multi_letter_correct_choice_is_an_error(tree, tmp_path, letter):
         build_dataset(tree / "users", tmp_path / "data", progress=False)
 
 
-def test_build_options_equal_the_old_keywords_and_unknown_ones_fail(tree, tmp_path):
-    from pv4kit.dataset.splits import BuildOptions
+def test_build_settings_are_keywords_and_bad_ones_fail_before_writing(tree, tmp_path):
+    import inspect
 
-    old = build_dataset(tree / "users", tmp_path / "a", seed=5, validation_fraction=0.25, progress=False)
-    options = BuildOptions(seed=5, validation_fraction=0.25)
-    new = build_dataset(tree / "users", tmp_path / "b", options=options, progress=False)
-    pd.testing.assert_frame_equal(old, new)
-    for split in ("train", "validation", "test"):
-        assert (tmp_path / "a" / f"{split}.parquet").read_bytes() == (
-            tmp_path / "b" / f"{split}.parquet"
-        ).read_bytes()
-    # a keyword wins over the options it is given with
-    over = build_dataset(
-        tree / "users", tmp_path / "c", options=options, validation_fraction=0.5, progress=False
-    )
+    params = inspect.signature(build_dataset).parameters
+    assert {"train_users", "test_users", "validation_fraction", "seed", "id_column"} <= set(params)
+    over = build_dataset(tree / "users", tmp_path / "c", seed=5, validation_fraction=0.5, progress=False)
     assert over["validation"].tolist() == [6, 6, 6, 0, 0]
     with pytest.raises(TypeError, match="valdation_fraction"):
         build_dataset(tree / "users", tmp_path / "d", valdation_fraction=0.2, progress=False)
     with pytest.raises(ValueError, match="overlap"):
-        BuildOptions(train_users=(1, 130))
+        build_dataset(tree / "users", tmp_path / "d", train_users=(1, 130), progress=False)
+    with pytest.raises(ValueError, match="validation_fraction must be a number >= 0 and < 1"):
+        build_dataset(tree / "users", tmp_path / "d", validation_fraction=1.5, progress=False)
     assert not (tmp_path / "d").exists()
 
 

@@ -1,27 +1,18 @@
-"""Run the analysis notebooks headless, and the small helpers the notebooks share.
+"""Run the jupytext notebooks (``notebooks/NN_name.py``) headless, and the helpers the notebooks share.
 
-The notebooks live in ``notebooks/`` as jupytext percent scripts (``NN_name.py``, the source in git);
-:func:`execute_notebooks` converts each to ``.ipynb`` with jupytext, executes it with nbclient (kernel
-``python3``, working directory ``notebooks/``) and saves the executed notebook beside the script (the
-``.ipynb`` files are git-ignored). A failing cell raises :class:`NotebookError` naming the notebook and
-the cell. ``pv4kit notebooks --execute`` and ``make notebooks`` call it; ``pv4kit demo`` calls it last.
-
-Parameters reach a notebook through the environment (``PV4KIT_<NAME>``, e.g. ``params={"data":
-"/path"}`` sets ``PV4KIT_DATA``), which the notebooks read in their first cell through
-:func:`project_paths` and :func:`load_notebook_data` (the released data first, the sample when the hub
-cannot be reached).
+Parameters reach a notebook as ``PV4KIT_<NAME>`` environment variables, read by :func:`project_paths` and
+:func:`load_notebook_data` in its first cell.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import re
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pandas as pd
 
@@ -54,11 +45,10 @@ def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
 def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """``PROJECT, DATA, RUNS, FIGURES, CACHE, LLM_CACHE`` for a notebook.
 
-    ``DATA`` is ``$PV4KIT_DATA`` when set, else ``PROJECT/data`` when it holds parquet files, else the raw
-    tree ``PROJECT/raw``. ``RUNS`` and ``FIGURES`` follow ``$PV4KIT_RUNS`` / ``$PV4KIT_FIGURES``.
-    ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``,
-    the one the command line uses from the project root); ``LLM_CACHE`` the shared LLM response cache
-    (``llm.sqlite`` beside it).
+    ``DATA`` is ``$PV4KIT_DATA``, else ``PROJECT/data`` when it holds parquet files, else ``PROJECT/raw``;
+    ``RUNS``/``FIGURES`` follow ``$PV4KIT_RUNS``/``$PV4KIT_FIGURES``; ``CACHE`` is the embedding cache
+    (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``), ``LLM_CACHE`` ``llm.sqlite``
+    beside it.
     """
     project = find_project_root(start)
     data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
@@ -82,53 +72,33 @@ def load_notebook_data(
     *,
     fallback: str | os.PathLike[str] | None = None,
     start: str | os.PathLike[str] | None = None,
-    cache: bool | str | os.PathLike[str] = True,
 ) -> Any:
-    """The data a notebook analyses: the released PV4 first, the sample when the hub cannot give it.
+    """The data a notebook analyses: ``$PV4KIT_DATA`` when set (no fallback), else ``source``.
 
-    * ``$PV4KIT_DATA`` set (the tests, ``pv4kit demo`` and the benchmarks set it): that folder or id,
-      loaded with no fallback (an explicit choice fails loudly);
-    * else ``source`` (default the dataset card's hub id ``MemoryAsModality/PersonalizationV4``, or a
-      local copy of the release);
-    * when ``source`` is a hub id that cannot be had (offline, unreachable, gated, not found): a warning
-      naming why, then ``fallback`` (default :func:`project_paths`' ``DATA``: ``data/`` when built, else
-      the sample in ``raw/``). ``data.source`` says which was loaded.
-
-    Args:
-        source: The release's hub id or a local folder.
-        fallback: What to load when the hub fails.
-        start: Where to look for the project root (default: the working directory).
-        cache: :func:`~pv4kit.dataset.load.load`'s cache of the raw-tree columns: ``True`` keeps it in
-            ``loads/`` beside the notebooks' embedding cache (``project_paths()["CACHE"].parent``), a
-            folder there, ``False`` reads the raw tree every time.
+    When ``source`` (default: the release's hub id) is a hub id that cannot be had, a warning names why and
+    ``fallback`` is loaded (default :func:`project_paths`' ``DATA``); ``data.source`` says which.
+    ``start``: where to look for the project root.
 
     Returns:
         A :class:`~pv4kit.dataset.load.PV4Data`.
     """
-    if cache is True:
-        cache = project_paths(start)["CACHE"].parent / "loads"
-    elif cache is False:
-        cache = None
     if os.environ.get("PV4KIT_DATA"):
-        return load(os.environ["PV4KIT_DATA"], cache=cache)
+        return load(os.environ["PV4KIT_DATA"])
     try:
-        return load(source, cache=cache)
+        return load(source)
     except HubError as exc:
         if not looks_like_hub_id(source):  # pragma: no cover - only hub ids raise HubError
             raise
         other = Path(fallback) if fallback is not None else project_paths(start)["DATA"]
         logger.warning("%s could not be loaded (%s): using the sample in %s instead", source, exc, other)
-        return load(other, cache=cache)
+        return load(other)
 
 
 def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -> dict[str, pd.DataFrame]:
     """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
 
-    Extra per-question columns of the run's generations (``retrieved_ids``, ``retrieved_scores`` ...) are
-    joined on, so the browser can show what a method retrieved. A run without ``predictions.parquet``
-    is left out with a warning naming it; an empty dict means nothing is scored yet. Runs scored on other
-    data than the first are refused as :func:`pv4kit.scoring.stats.compare` refuses them
-    (:func:`pv4kit.scoring.samedata.check_same_data`; ``force``: a warning instead).
+    The generations' extra per-question columns (``retrieved_ids`` ...) are joined on. Runs scored on other
+    data than the first are refused (:func:`pv4kit.scoring.samedata.check_same_data`; ``force``: a warning).
     """
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}
@@ -192,38 +162,6 @@ def _cell_error(nb: Any) -> str:
     return "a cell failed (no error output was recorded)"
 
 
-def _choose_notebooks(names: list[str] | None, folder: Path) -> list[str]:
-    """The notebooks ``names`` asks for (``"07_paper_figures"`` or ``"07"``), in order; all without."""
-    available = list_notebooks(folder)
-    if not names:
-        return available
-    chosen = []
-    for name in names:
-        match = [a for a in available if a == name or a.split("_", 1)[0] == name or a == Path(name).stem]
-        if not match:
-            raise FileNotFoundError(f"names: no notebook {name!r} in {folder}; available: {available}")
-        chosen.extend(match)
-    return chosen
-
-
-@contextlib.contextmanager
-def _notebook_env(params: dict[str, Any] | None) -> Iterator[None]:
-    """``PV4KIT_<NAME>`` set from ``params`` for the kernels started inside; restored afterwards."""
-    backup = {}
-    for key, value in (params or {}).items():
-        var = f"PV4KIT_{key.upper()}"
-        backup[var] = os.environ.get(var)
-        os.environ[var] = str(value)
-    try:
-        yield
-    finally:
-        for var, old in backup.items():
-            if old is None:
-                os.environ.pop(var, None)
-            else:
-                os.environ[var] = old
-
-
 def execute_notebooks(
     names: list[str] | None = None,
     *,
@@ -232,22 +170,22 @@ def execute_notebooks(
     params: dict[str, Any] | None = None,
     kernel_name: str = "python3",
 ) -> pd.DataFrame:
-    """Convert, execute and save each notebook; raise on the first failing cell.
+    """Convert each notebook to ``.ipynb``, execute it (cwd ``notebooks_dir``) and save it beside the script.
 
     Args:
         names: Notebook names (``"07_paper_figures"`` or ``"07"``); default: every ``NN_*.py``.
-        notebooks_dir: Folder of the jupytext scripts; also the kernel's working directory.
+        notebooks_dir: Folder of the jupytext scripts.
         timeout: Seconds allowed per cell.
         params: Values passed to the notebooks as ``PV4KIT_<NAME>`` environment variables.
-        kernel_name: Jupyter kernel to run (``python3`` is the project's venv kernel).
+        kernel_name: Jupyter kernel to run.
 
     Returns:
         One row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
 
     Raises:
         FileNotFoundError: For an unknown notebook name (the message lists the available ones).
-        NotebookError: When a cell fails: one paragraph naming the notebook, the cell, the line that
-            raised and its code, the error, the parameters given and the saved notebook.
+        NotebookError: When a cell fails, naming the notebook, the cell, the line and its code, the error,
+            the parameters given and the saved notebook.
     """
     try:
         import jupytext
@@ -260,17 +198,21 @@ def execute_notebooks(
 
     check_number(timeout, "timeout", ge=1, integer=True)
     folder = Path(notebooks_dir).resolve()
-    chosen = _choose_notebooks(names, folder)
+    available = list_notebooks(folder)
+    chosen = []
+    for name in names or available:
+        match = [a for a in available if a == name or a.split("_", 1)[0] == name or a == Path(name).stem]
+        if not match:
+            raise FileNotFoundError(f"names: no notebook {name!r} in {folder}; available: {available}")
+        chosen.extend(match)
     rows = []
-    with _notebook_env(params):
+    env = {f"PV4KIT_{k.upper()}": str(v) for k, v in (params or {}).items()}
+    with mock.patch.dict(os.environ, env):
         for name in chosen:
             start = time.monotonic()
             nb = jupytext.read(folder / f"{name}.py")
-            nb.metadata["kernelspec"] = {
-                "name": kernel_name,
-                "display_name": "Python 3 (pv4kit)",
-                "language": "python",
-            }
+            spec = {"name": kernel_name, "display_name": "Python 3 (pv4kit)", "language": "python"}
+            nb.metadata["kernelspec"] = spec
             client = NotebookClient(
                 nb, timeout=timeout, kernel_name=kernel_name, resources={"metadata": {"path": str(folder)}}
             )
@@ -280,7 +222,7 @@ def execute_notebooks(
                 client.execute()
             except CellExecutionError:
                 jupytext.write(nb, out_path)
-                given = ", ".join(f"PV4KIT_{k.upper()}={v}" for k, v in (params or {}).items())
+                given = ", ".join(f"{k}={v}" for k, v in env.items())
                 raise NotebookError(
                     f"{name}: {_cell_error(nb)}. Fix what the error names"
                     + (f" (the notebook ran with {given})" if given else "")
@@ -290,12 +232,5 @@ def execute_notebooks(
             jupytext.write(nb, out_path)
             seconds = time.monotonic() - start
             logger.info("%s: %d cells in %.1fs", name, len(nb.cells), seconds)
-            rows.append(
-                {
-                    "notebook": name,
-                    "seconds": round(seconds, 1),
-                    "cells": len(nb.cells),
-                    "output": str(out_path),
-                }
-            )
+            rows.append((name, round(seconds, 1), len(nb.cells), str(out_path)))
     return pd.DataFrame(rows, columns=["notebook", "seconds", "cells", "output"])

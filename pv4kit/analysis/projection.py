@@ -1,25 +1,19 @@
-"""2-D projections of embeddings for the map figures: UMAP fitted once on the rows a figure needs.
-
-* :func:`umap_2d`: vectors in, ``(n, 2)`` coordinates out (cosine, seeded, exact k-nearest neighbours);
-* :func:`with_question_umap`: a scored-runs frame plus ``x, y`` of each question, the UMAP fitted once on
-  the distinct questions the frame holds (not on every question of the dataset);
-* :func:`with_category_umap`: the categories of :func:`pv4kit.analysis.audit.categories.category_groups`
-  plus ``x, y`` of each name.
-
-The figures themselves are :func:`pv4kit.analysis.plots.errors.question_map` and
-:func:`pv4kit.analysis.plots.dataset.category_map`.
-"""
+"""2-D UMAP coordinates for the map figures (:func:`pv4kit.analysis.plots.question_map`, ``category_map``)."""
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pv4kit.analysis.fitcache import beside_embeddings, stored_fit
+from pv4kit._io import atomic_path, cache_root
+from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.vectors import unit_rows
@@ -29,12 +23,29 @@ logger = logging.getLogger(__name__)
 _KNN_BLOCK = 2048  # rows of the distance matrix held at once (2048 x 21,000 float32 is 172 MB)
 
 
-def _exact_knn(unit: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """Indices and cosine distances of each row's ``k`` nearest rows, a block of rows at a time.
+def package_version(dist: str) -> str:
+    """The installed version of distribution ``dist`` (``"absent"`` when it is not installed)."""
+    from importlib.metadata import PackageNotFoundError, version
 
-    Within a row the neighbours are ordered by distance, then index. Among rows exactly as far as the
-    k-th neighbour, which ones are kept is numpy's (deterministic) choice.
+    try:
+        return version(dist)
+    except PackageNotFoundError:
+        return "absent"
+
+
+def beside_embeddings(cache: Any) -> bool | Path:
+    """Where :func:`umap_2d` keeps fits of vectors from the embedding cache ``cache``: ``umap/`` beside it.
+
+    ``True`` stays ``True`` (``cache_root()/umap``), ``False``/``None`` keeps nothing; a folder or an
+    :class:`~pv4kit.embeddings.cache.EmbeddingCache` gives its parent's ``umap/``.
     """
+    if cache is None or cache is False or cache is True:
+        return bool(cache)
+    return (cache.root if isinstance(cache, EmbeddingCache) else Path(cache)).parent / "umap"
+
+
+def _exact_knn(unit: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+    """Indices and cosine distances of each row's ``k`` nearest rows (by distance, then index), in blocks."""
     n = len(unit)
     order = np.empty((n, k), dtype=np.int64)
     dists = np.empty((n, k), dtype=np.float32)
@@ -59,24 +70,20 @@ def umap_2d(
     n_epochs: int | None = None,
     cache: bool | str | os.PathLike[str] | None = True,
 ) -> np.ndarray:
-    """2-D UMAP of ``vectors`` under cosine distance, reproducible for a given ``seed``.
+    """2-D UMAP of ``vectors`` under cosine distance (exact neighbours), reproducible for a given ``seed``.
 
-    The exact k-nearest neighbours are computed with numpy, a block of rows at a time (memory grows with
-    the number of rows, not its square), and passed in (``precomputed_knn``), which skips most of numba's
-    compilation: the first fit in a process takes about 9 s instead of 25 s on two cores; later fits are
-    well under a second for a few thousand points. Fewer than five points are placed by PCA instead.
+    Fewer than five points are placed by PCA instead.
 
     Args:
         vectors: ``(n, dim)`` array.
         seed: ``random_state`` of UMAP.
         n_neighbors: Neighbourhood size (capped at ``n - 1``).
         min_dist: UMAP's ``min_dist``.
-        n_epochs: Optimisation epochs (default: UMAP's; small values make tests fast).
-        cache: Where fitted coordinates are kept: ``True`` for ``cache_root()/umap`` (``$PV4KIT_CACHE``),
-            a folder, or ``False``/``None`` to always fit. The key is the SHA-256 of the vectors' bytes,
-            every option above and the versions of umap-learn, numba and numpy, so a hit returns the
-            coordinates the same fit gives; it saves the fit (about 22 s for 1,490 category names on
-            two cores, most of it numba compiling) and the import of umap.
+        n_epochs: Optimisation epochs (default: UMAP's).
+        cache: Where fits are kept (``True``: ``cache_root()/umap``; a folder; ``False``/``None``: always
+            fit), keyed by the vectors, the options above and the umap-learn, numba and numpy versions.
+            At release size on 2 cores a fit read back saves 15.1 s for the 4,237 test questions and 9.4 s
+            for the 1,490 category names in a fresh process (``benchmarks/bench_fits.py``).
 
     Returns:
         ``(n, 2)`` float array.
@@ -85,41 +92,52 @@ def umap_2d(
     if x.ndim != 2:
         raise ValueError(f"vectors: expected a 2-D array, got shape {x.shape}")
     n = len(x)
+    if n < 2:
+        return np.zeros((n, 2))
     if n < 5:
-        centred = x - x.mean(axis=0, keepdims=True)
-        if n < 2:
-            return np.zeros((n, 2))
-        u, s, _ = np.linalg.svd(centred, full_matrices=False)
+        u, s, _ = np.linalg.svd(x - x.mean(axis=0, keepdims=True), full_matrices=False)
         out = u[:, :2] * s[:2]
         return np.pad(out, ((0, 0), (0, 2 - out.shape[1])))
     k = max(2, min(n_neighbors, n - 1))
-    return stored_fit(
-        "umap",
-        x,
-        lambda: _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs),
-        options={
+    path = None
+    if cache is not None and cache is not False:
+        versions = {d: package_version(d) for d in ("umap-learn", "numba", "numpy")}
+        options = {
             "seed": seed,
             "n_neighbors": k,
             "min_dist": min_dist,
             "n_epochs": n_epochs,
             "knn": _KNN_BLOCK,
-        },
-        packages=("umap-learn", "numba", "numpy"),
-        shape=(n, 2),
-        cache=cache,
-    )
+        }
+        meta = {"shape": list(x.shape), "dtype": str(x.dtype), "options": options, "versions": versions}
+        digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
+        digest.update(np.ascontiguousarray(x).tobytes())
+        path = (cache_root() / "umap" if cache is True else Path(cache)) / f"{digest.hexdigest()[:32]}.npy"
+        try:
+            stored = np.load(path, allow_pickle=False)
+            if stored.shape == (n, 2):
+                return stored
+            logger.warning(
+                "umap cache %s holds shape %s, expected %s; fitting again", path, stored.shape, (n, 2)
+            )
+        except FileNotFoundError:
+            pass
+        except (OSError, ValueError) as exc:
+            logger.warning("umap cache %s unreadable (%s); fitting again", path, exc)
+    out = _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs)
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as tmp, open(tmp, "wb") as fh:
+            np.save(fh, out, allow_pickle=False)
+    return out
 
 
 def _fit_umap(x: np.ndarray, *, seed: int, k: int, min_dist: float, n_epochs: int | None) -> np.ndarray:
-    """The fit itself: exact neighbours (numpy), then UMAP's layout from them."""
+    """Exact neighbours (numpy, which skips most of numba's compilation), then UMAP's layout from them."""
     import warnings
 
-    try:
-        import umap
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError("umap_2d needs umap-learn: pip install umap-learn") from None
+    import umap
 
-    n = len(x)
     unit = unit_rows(x)
     order, dists = _exact_knn(unit, k)
     with warnings.catch_warnings():
@@ -132,9 +150,9 @@ def _fit_umap(x: np.ndarray, *, seed: int, k: int, min_dist: float, n_epochs: in
             random_state=seed,
             n_epochs=n_epochs,
             precomputed_knn=(order, dists, None),
-            init="spectral" if n > k + 1 else "random",
+            init="spectral" if len(x) > k + 1 else "random",
         )
-        return reducer.fit_transform(unit)
+        return np.asarray(reducer.fit_transform(unit))
 
 
 def with_question_umap(
@@ -148,18 +166,8 @@ def with_question_umap(
 ) -> pd.DataFrame:
     """``frame`` (e.g. stacked predictions of several runs) plus ``x, y``: its questions on one UMAP.
 
-    The UMAP is fitted once, on the distinct questions ``frame`` holds (by ``user_id, question_index``),
-    so every run's panel shares the same coordinates and questions no run answered are not projected.
-
-    Args:
-        frame: Rows with ``user_id, question_index`` (one question may appear once per run).
-        questions: The questions frame the texts come from (``user_id, question_index, question``).
-        embedder: Any :class:`~pv4kit.embeddings.models.Embedder` (the embedding cache is shared with
-            scoring and the audits).
-        cache: Embedding cache; the UMAP's fit is kept in ``umap/`` beside it
-            (:func:`~pv4kit.analysis.fitcache.beside_embeddings`), and ``False``/``None`` fits afresh.
-        seed: UMAP seed.
-        n_epochs: UMAP epochs (default: UMAP's).
+    The UMAP is fitted once, on the distinct questions ``frame`` holds, so every run's panel shares the
+    coordinates. ``cache`` is the embedding cache; the fit is kept in ``umap/`` beside it.
 
     Returns:
         ``frame`` with ``x`` and ``y`` columns, in its row order, and the ``embedder``'s name.
@@ -171,31 +179,23 @@ def with_question_umap(
     texts = keys.merge(questions[[*QUESTION_KEY, "question"]], on=QUESTION_KEY, how="left")
     missing = texts["question"].isna()
     if missing.any():
-        first = texts.loc[missing, QUESTION_KEY].iloc[0].tolist()
+        first = tuple(texts.loc[missing, QUESTION_KEY].iloc[0].tolist())
         raise KeyError(
             f"frame: {int(missing.sum())} question(s) not in questions, e.g. (user_id, question_index) = "
-            f"{tuple(first)}"
+            f"{first}"
         )
     logger.info("question UMAP: %d distinct questions", len(texts))
     vectors = embed_texts(list(texts["question"]), embedder=embedder, cache=cache, progress=False)
-    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=beside_embeddings(cache, "umap"))
-    coords = keys.assign(x=xy[:, 0], y=xy[:, 1])
+    xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=beside_embeddings(cache))
     out = frame.drop(columns=[c for c in ("x", "y") if c in frame])
-    out = out.merge(coords, on=QUESTION_KEY, how="left", validate="many_to_one")
+    out = out.merge(keys.assign(x=xy[:, 0], y=xy[:, 1]), on=QUESTION_KEY, how="left", validate="many_to_one")
     return out.assign(embedder=str(getattr(embedder, "name", embedder)))
 
 
 def with_category_umap(
-    categories: pd.DataFrame,
-    *,
-    seed: int = 0,
-    n_epochs: int | None = None,
-    cache: bool | str | os.PathLike[str] | None = True,
+    categories: pd.DataFrame, *, seed: int = 0, n_epochs: int | None = None, cache: Any = True
 ) -> pd.DataFrame:
-    """``categories`` (with their unit ``vector`` column) plus ``x, y`` on a UMAP of the names.
-
-    ``cache`` is :func:`umap_2d`'s (the fit is kept under ``cache_root()/umap`` by default).
-    """
+    """``categories`` (:func:`~pv4kit.analysis.audit.category_groups`) plus ``x, y``: UMAP of the vectors."""
     if categories.empty:
         return categories.assign(x=pd.Series(dtype=float), y=pd.Series(dtype=float))
     xy = umap_2d(np.stack(categories["vector"]), seed=seed, n_epochs=n_epochs, cache=cache)

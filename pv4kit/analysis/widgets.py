@@ -1,25 +1,18 @@
 """An ipywidgets browser of PV4: users, their persona and chats, questions, and what each run answered.
 
-:func:`browser` returns an ``ipywidgets.VBox``. Pick a user to see the persona, the chats and the list of
-questions; pick a question to see its five candidates (the reference marked) with one similarity bar per
-scored run, each run's generation and prediction, and the chats a retrieval run used. Everything is drawn
-as HTML widgets, so the browser works (and is testable) without a front end: set
-``box.controls["user"].value`` or ``box.controls["question"].value`` and read
-``box.controls["detail"].value``.
+Everything is drawn as HTML widgets, so it works (and is testable) without a front end: set
+``box.controls["user"].value`` or ``["question"].value`` and read ``["detail"].value``.
 """
 
 from __future__ import annotations
 
 import html
-import logging
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from pv4kit.schema import LETTERS
-
-logger = logging.getLogger(__name__)
 
 _BOX = "max-height:{h}px;overflow-y:auto;border:1px solid #ddd;padding:6px;font-size:13px"
 # ipywidgets' HTML widget sets line-height to the widget row height (28px), which spreads running text
@@ -154,113 +147,6 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
 
 
-def _wrong_keys(runs: dict[str, pd.DataFrame]) -> set[tuple[int, int]]:
-    """``(user_id, question_index)`` of every question some run got wrong."""
-    keys: set[tuple[int, int]] = set()
-    for preds in runs.values():
-        bad = preds[~preds["correct"].astype(bool)]
-        keys |= set(zip(bad["user_id"], bad["question_index"], strict=True))
-    return keys
-
-
-def _question_options(
-    questions: pd.DataFrame, uid: int, *, wrong_keys: set[tuple[int, int]] | None = None
-) -> tuple[list[tuple[str, int]], int]:
-    """One user's question options ``(label, question_index)`` and how many questions the user has.
-
-    With ``wrong_keys``, only the questions among them are listed.
-    """
-    sub = questions[questions["user_id"] == uid].sort_values("question_index")
-    n_all = len(sub)
-    if wrong_keys is not None:
-        sub = sub[[(uid, int(q)) in wrong_keys for q in sub["question_index"]]]
-    opts = [
-        (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
-        for r in sub.itertuples(index=False)
-    ]
-    return opts, n_all
-
-
-class _Browser:
-    """The browser's widgets and the three callbacks that keep them in step."""
-
-    def __init__(self, w: Any, data: Any, runs: dict[str, pd.DataFrame], *, users: list[int], first: int):
-        self.data, self.runs, self.wrong_keys = data, runs, _wrong_keys(runs)
-        self.controls = {
-            "user": w.Dropdown(options=[(f"user {u}", u) for u in users], value=first, description="User"),
-            "question": w.Select(options=[], rows=10, layout=w.Layout(width="auto")),
-            "question_label": w.HTML(),
-            "only_wrong": w.Checkbox(
-                value=False, description="only questions some run got wrong", indent=False
-            ),
-            "user_info": w.HTML(),
-            "detail": w.HTML(),
-        }
-        self.updating = False  # True while the question list is replaced: one detail render per change
-        c = self.controls
-        c["user"].observe(self.show_user, names="value")
-        c["only_wrong"].observe(self.show_questions, names="value")
-        c["question"].observe(self.show_question, names="value")
-        self.show_user()
-
-    def show_question(self, change: Any = None) -> None:
-        if self.updating:
-            return
-        c, q = self.controls, self.data.questions
-        uid, qi = c["user"].value, c["question"].value
-        if qi is None:
-            c["detail"].value = "<p><i>No question selected.</i></p>"
-            return
-        row = q[(q["user_id"] == uid) & (q["question_index"] == qi)].iloc[0]
-        c["detail"].value = question_html(self.data, row, self.runs)
-
-    def show_questions(self, change: Any = None) -> None:
-        c = self.controls
-        uid, only_wrong = c["user"].value, c["only_wrong"].value
-        opts, n_all = _question_options(
-            self.data.questions, uid, wrong_keys=self.wrong_keys if only_wrong else None
-        )
-        self.updating = True
-        try:
-            c["question"].options = opts
-            c["question"].value = opts[0][1] if opts else None
-        finally:
-            self.updating = False
-        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong else f"{n_all}"
-        # set after the options: a front end showing this label already has the new list
-        c["question_label"].value = f"<b>Questions</b> of user {uid} ({shown})"
-        self.show_question()
-
-    def show_user(self, change: Any = None) -> None:
-        self.controls["user_info"].value = user_html(self.data, self.controls["user"].value)
-        self.show_questions()
-
-
-def _browser_box(w: Any, controls: dict[str, Any], header: str) -> Any:
-    """The browser's layout: a header, the user row, then the user's panel beside the question panel."""
-    c = controls
-    # min_width 0 lets the columns shrink below their content (long question labels), so nothing
-    # overflows the notebook's output area
-    column = {"min_width": "0"}
-    return w.VBox(
-        [
-            w.HTML(header),
-            w.HBox([c["user"], c["only_wrong"]], layout=w.Layout(flex_flow="row wrap", align_items="center")),
-            w.HBox(
-                [
-                    w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", **column)),
-                    w.VBox(
-                        [c["question_label"], c["question"], c["detail"]],
-                        layout=w.Layout(flex="3 1 0%", **column),
-                    ),
-                ],
-                layout=w.Layout(width="100%"),
-            ),
-        ],
-        layout=w.Layout(width="100%"),
-    )
-
-
 def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: int | None = None) -> Any:
     """Build the PV4 explorer.
 
@@ -274,21 +160,81 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
         ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
     """
-    try:
-        import ipywidgets as w
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError("the browser needs ipywidgets: pip install ipywidgets") from None
+    import ipywidgets as w
+
     runs = dict(runs or {})
     users = [int(u) for u in data.users["user_id"]]
     if not users:
         raise ValueError("data: no users to browse")
     if user_id is not None and int(user_id) not in users:
         raise ValueError(f"user_id: {user_id} is not in the data; users: {users}")
-    state = _Browser(w, data, runs, users=users, first=users[0] if user_id is None else int(user_id))
+    wrong = set()  # (user_id, question_index) of every question some run got wrong
+    for preds in runs.values():
+        bad = preds[~preds["correct"].astype(bool)]
+        wrong |= set(zip(bad["user_id"], bad["question_index"], strict=True))
+    q, first = data.questions, users[0] if user_id is None else int(user_id)
+    c = {
+        "user": w.Dropdown(options=[(f"user {u}", u) for u in users], value=first, description="User"),
+        "question": w.Select(options=[], rows=10, layout=w.Layout(width="auto")),
+        "question_label": w.HTML(),
+        "only_wrong": w.Checkbox(value=False, description="only questions some run got wrong", indent=False),
+        "user_info": w.HTML(),
+        "detail": w.HTML(),
+    }
+    updating = []  # non-empty while the question list is replaced: one detail render per change
+
+    def show_question(change: Any = None) -> None:
+        if updating:
+            return
+        uid, qi = c["user"].value, c["question"].value
+        if qi is None:
+            c["detail"].value = "<p><i>No question selected.</i></p>"
+            return
+        row = q[(q["user_id"] == uid) & (q["question_index"] == qi)].iloc[0]
+        c["detail"].value = question_html(data, row, runs)
+
+    def show_questions(change: Any = None) -> None:
+        uid, only_wrong = c["user"].value, c["only_wrong"].value
+        sub = q[q["user_id"] == uid].sort_values("question_index")
+        n_all = len(sub)
+        if only_wrong:
+            sub = sub[[(uid, int(i)) in wrong for i in sub["question_index"]]]
+        opts = [
+            (f"{int(r.question_index):>3} [{r.split}] {_short(r.question)}", int(r.question_index))
+            for r in sub.itertuples(index=False)
+        ]
+        updating.append(True)
+        try:
+            c["question"].options = opts
+            c["question"].value = opts[0][1] if opts else None
+        finally:
+            updating.clear()
+        shown = f"{len(opts)} of {n_all}, only those some run got wrong" if only_wrong else f"{n_all}"
+        # set after the options: a front end showing this label already has the new list
+        c["question_label"].value = f"<b>Questions</b> of user {uid} ({shown})"
+        show_question()
+
+    def show_user(change: Any = None) -> None:
+        c["user_info"].value = user_html(data, c["user"].value)
+        show_questions()
+
+    c["user"].observe(show_user, names="value")
+    c["only_wrong"].observe(show_questions, names="value")
+    c["question"].observe(show_question, names="value")
+    show_user()
     runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
-    header = (
-        f"<b>PV4 browser</b>: {len(users)} users, {len(data.questions)} questions; runs: {_esc(runs_txt)}"
+    header = f"<b>PV4 browser</b>: {len(users)} users, {len(q)} questions; runs: {_esc(runs_txt)}"
+    column = {"min_width": "0"}  # the columns may shrink below their content: nothing overflows the output
+    panels = w.HBox(
+        [
+            w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", **column)),
+            w.VBox(
+                [c["question_label"], c["question"], c["detail"]], layout=w.Layout(flex="3 1 0%", **column)
+            ),
+        ],
+        layout=w.Layout(width="100%"),
     )
-    box = _browser_box(w, state.controls, header)
-    box.controls = state.controls
+    row = w.HBox([c["user"], c["only_wrong"]], layout=w.Layout(flex_flow="row wrap", align_items="center"))
+    box = w.VBox([w.HTML(header), row, panels], layout=w.Layout(width="100%"))
+    box.controls = c
     return box

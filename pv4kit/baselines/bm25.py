@@ -1,17 +1,10 @@
 """Okapi BM25 through the ``bm25s`` package, on pv4kit's own tokens.
 
-Used by the Re-Centering stage-2 baseline (prompt -> user attributes) and by retrieval over a user's
-chats. Tokens come from :func:`pv4kit.text.tokenize` with :data:`pv4kit.text.STOPWORDS` (the stop-word
-list the audits use too); ``bm25s`` gets them as token ids and does the scoring. The variant is Robertson
-& Zaragoza (2009) with the non-negative IDF used by Lucene, as pv4kit 0.1 computed it by hand::
+Tokens come from :func:`pv4kit.text.tokenize`; ``bm25s`` scores them as token ids (``method="atire"``,
+``idf_method="lucene"``, float64), which is Robertson & Zaragoza (2009) with Lucene's non-negative IDF::
 
     idf(t)   = log(1 + (N - n_t + 0.5) / (n_t + 0.5))
     score(d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
-
-where ``N`` is the number of documents, ``n_t`` the number of documents containing ``t`` and ``avgdl``
-the mean document length in tokens. A query term repeated in the query counts once per occurrence. In
-``bm25s`` this is ``method="atire"`` (its term-frequency part, with the ``k1 + 1`` factor) with
-``idf_method="lucene"``, scored in float64.
 
 Example:
     >>> from pv4kit.baselines.bm25 import bm25_scores
@@ -33,13 +26,6 @@ __all__ = ["BM25Index", "bm25_scores"]
 BM25S_METHOD, BM25S_IDF_METHOD = "atire", "lucene"
 
 
-def _check_parameters(k1: float, b: float) -> None:
-    if k1 < 0:
-        raise ValueError(f"k1 must be >= 0, got {k1!r}")
-    if not 0.0 <= b <= 1.0:
-        raise ValueError(f"b must be in [0, 1], got {b!r}")
-
-
 class BM25Index:
     """A BM25 index of one collection of tokenized documents, scored for many queries.
 
@@ -56,7 +42,10 @@ class BM25Index:
     """
 
     def __init__(self, doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75):
-        _check_parameters(k1, b)
+        if k1 < 0:
+            raise ValueError(f"k1 must be >= 0, got {k1!r}")
+        if not 0.0 <= b <= 1.0:
+            raise ValueError(f"b must be in [0, 1], got {b!r}")
         self.n_docs = len(doc_tokens_list)
         self.vocab: dict[str, int] = {}
         ids = [[self.vocab.setdefault(t, len(self.vocab)) for t in doc] for doc in doc_tokens_list]
@@ -86,9 +75,6 @@ def bm25_scores(
 ) -> np.ndarray:
     """BM25 score of every document for one query (:class:`BM25Index` for many queries at once).
 
-    The corpus statistics (document frequencies, mean length) come from ``doc_tokens_list`` itself, so
-    score a query against the whole collection it should be compared within.
-
     Args:
         query_tokens: The query, already tokenized (see :func:`pv4kit.text.tokenize`).
         doc_tokens_list: One token list per document.
@@ -102,7 +88,4 @@ def bm25_scores(
     Raises:
         ValueError: If ``k1`` or ``b`` is out of range.
     """
-    _check_parameters(k1, b)
-    if not doc_tokens_list or not query_tokens:
-        return np.zeros(len(doc_tokens_list), dtype=np.float64)
     return BM25Index(doc_tokens_list, k1=k1, b=b).scores(query_tokens)

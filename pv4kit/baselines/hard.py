@@ -1,16 +1,9 @@
 """The hard subset: questions a decoder gets wrong closed book and/or with the single best chat.
 
-The dataset card calls the 629 hard test questions those the untrained Qwen3-4B-Instruct-2507 "gets
-wrong in at least one of two settings": ``no_docs`` (closed book) or ``rag`` with ``top_k=1``. No code in
-the reference computes it, and the literal rule (``rule="any"``) puts every closed-book error in the set,
-which implies a closed-book accuracy of at least 85%; "wrong in both" (``rule="all"``) fits the released
-size better. Both rules are derived here so they can be checked against the released flags.
-
-:func:`with_fallback_subset` gives the notebooks the data's flags, or a derived subset when the data marks
-none.
-
-Only questions scored in **both** runs are considered; the overlap with an existing subset is computed
-on that same universe (and the existing entries outside it are counted separately).
+The dataset card calls the hard test questions those Qwen3-4B-Instruct-2507 "gets wrong in at least one of
+two settings": ``no_docs`` or ``rag`` with ``top_k=1``. The reference has no code for it; both readings,
+``rule="any"`` (the card's wording) and ``rule="all"`` (wrong in both), are derived here so they can be
+checked against the released flags. Only questions scored in **both** runs count, for the overlap too.
 """
 
 from __future__ import annotations
@@ -39,9 +32,9 @@ def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
         raise ValueError(
             f"{name}: predictions lack column(s) {missing}; score the run first (`pv4kit score`)"
         )
-    out = frame[[*QUESTION_KEY, "correct"]].copy()
-    out[QUESTION_KEY] = out[QUESTION_KEY].astype("int64")
-    out["correct"] = out["correct"].astype(bool)
+    out = frame[[*QUESTION_KEY, "correct"]].astype(
+        {"user_id": "int64", "question_index": "int64", "correct": bool}
+    )
     if out.duplicated(QUESTION_KEY).any():
         raise ValueError(f"{name}: predictions repeat a (user_id, question_index) key")
     return out
@@ -123,12 +116,8 @@ def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
 
     Use it to look at a derived subset (``pv4kit hard``, ``make demo``) before it is built into the data.
     """
-    keys = set(zip(subset["user_id"].astype(int), subset["question_index"].astype(int), strict=True))
-    flags = [
-        (int(u), int(i)) in keys
-        for u, i in zip(questions["user_id"], questions["question_index"], strict=True)
-    ]
-    return questions.assign(hard=flags)
+    keys = pd.MultiIndex.from_frame(subset[QUESTION_KEY].astype("int64"))
+    return questions.assign(hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys))
 
 
 def with_fallback_subset(
@@ -136,17 +125,13 @@ def with_fallback_subset(
 ) -> tuple[pd.DataFrame, str]:
     """The questions with their hard flags, falling back to a derived subset when the data marks none.
 
-    The data's own ``hard`` flags win whenever any question is marked; otherwise, when ``derived`` (a
-    ``hard_subset.csv`` such as the ``runs/demo_hard_subset.csv`` that ``make demo`` writes) exists, its
-    questions are marked hard (:func:`with_subset`). The analysis notebooks use it.
-
-    Args:
-        questions: The questions frame (with ``hard``).
-        derived: A derived ``hard_subset.csv``, or ``None``.
+    The data's own ``hard`` flags win whenever any question is marked; otherwise the questions of
+    ``derived`` (a ``hard_subset.csv`` such as ``make demo``'s ``runs/demo_hard_subset.csv``), when it
+    exists, are marked hard.
 
     Returns:
         ``(questions, note)``: the frame, and one sentence saying where its flags came from and how many
-        questions are hard (it says so plainly when none is).
+        questions are hard.
 
     Raises:
         ValueError: When ``derived`` exists but is not a valid ``hard_subset.csv`` (naming the file).
@@ -179,13 +164,8 @@ def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataF
         ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both
         are empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
     """
-    a = set(map(tuple, derived[QUESTION_KEY].to_numpy().tolist()))
-    b_all = set(map(tuple, existing[QUESTION_KEY].to_numpy().tolist()))
-    if universe is not None:
-        u = set(map(tuple, universe[QUESTION_KEY].to_numpy().tolist()))
-        b = b_all & u
-    else:
-        b = b_all
+    a, b_all = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (derived, existing))
+    b = b_all & set(map(tuple, universe[QUESTION_KEY].to_numpy().tolist())) if universe is not None else b_all
     both, union = len(a & b), len(a | b)
     return {
         "n_derived": len(a),

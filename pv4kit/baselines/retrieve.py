@@ -1,19 +1,10 @@
 """Retrieval over one user's chats: dense (cosine of embeddings) or BM25.
 
-As in the reference RAG baseline (``evaluate_baselines.py: retrieve``), a PV4 document is one whole chat
-(no chunking) and the query is ``str(question).strip()``; documents and questions are embedded with no
-instruction prefix (unless the embedder sets one). By default (``dense_ranking="reference"``) dense retrieval
-ranks as the reference does: the vectors are cast to float16 (its vector store's type), then per question
-``F.normalize(docs.float(), dim=1)``, the same for the question, ``docs @ question.T`` and torch's
-``argsort(descending=True)``, so ties and near-ties fall as the reference's on the same torch build (torch
-sorts equal scores in an order of its own: 17 equal chats give chat 8 first on torch 2.13 CPU).
-``dense_ranking="stable"`` is pv4kit's option: float32 cosines and a stable sort (equal scores keep chat
-order). BM25 (no reference counterpart) always ranks stably. Chats are embedded once per user through the
-on-disk embedding cache (:func:`pv4kit.embeddings.models.embed_texts`), so a second method or run re-embeds
-nothing.
-
-:func:`rank_questions` returns one row per question with the full ranking (``ranked_ids``,
-``ranked_scores``, most similar first); a method keeps the first ``top_k``.
+As in the reference (``evaluate_baselines.py: retrieve``), a document is one whole chat and the query is
+``str(question).strip()``. ``dense_ranking="reference"`` ranks as the reference does (float16 vectors,
+torch's normalise, matmul and ``argsort(descending=True)``: ties fall as torch orders them);
+``"stable"`` uses float32 cosines and a stable sort (ties in chat order), as BM25 always does. Chats are
+embedded through the on-disk embedding cache, so a second method or run re-embeds nothing.
 """
 
 from __future__ import annotations
@@ -63,11 +54,9 @@ def reference_ranking(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The reference's dense ranking of each question: ``(positions most similar first, similarities)``.
 
-    The lines of ``evaluate_baselines.py: retrieve`` on vectors cast to float16 (the reference's store):
-    ``F.normalize(docs.float(), dim=1)``, the question likewise, ``docs @ question.T`` one question at a
-    time (the shapes the reference multiplies), ``argsort(descending=True)``. The documents are normalised
-    once for all the questions (the reference does it per question: the same operation on the same input,
-    the same values). The similarities are per document (float32), not in ranked order.
+    ``evaluate_baselines.py: retrieve`` on vectors cast to float16: ``F.normalize(docs.float(), dim=1)``, the
+    question likewise, ``docs @ question.T`` one question at a time, ``argsort(descending=True)``. The
+    similarities (float32) are per document, not in ranked order.
     """
     import torch
     import torch.nn.functional as F
@@ -89,36 +78,6 @@ def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any)
         for i, q in enumerate(queries):
             out[i] = index.scores(tokenize(q))
     return out
-
-
-def score_documents(
-    queries: Sequence[str],
-    documents: Sequence[str],
-    *,
-    retriever: str = "dense",
-    embedder: Any = None,
-    cache: Any = True,
-) -> np.ndarray:
-    """Similarity of each query to each document: ``(len(queries), len(documents))`` float32.
-
-    Args:
-        queries: Query texts (used as given; :func:`rank_questions` strips questions first).
-        documents: The user's chats.
-        retriever: ``"dense"`` or ``"bm25"``.
-        embedder: An :class:`~pv4kit.embeddings.models.Embedder` (dense only).
-        cache: Embedding cache for :func:`~pv4kit.embeddings.models.embed_texts`.
-    """
-    if retriever not in RETRIEVERS:
-        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
-    if retriever == "bm25":
-        return bm25_matrix(queries, documents)
-    if embedder is None:
-        raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
-    if not documents or not queries:
-        return np.zeros((len(queries), len(documents)), dtype=np.float32)
-    doc_vecs = embed_texts(list(documents), embedder=embedder, cache=cache, progress=False)
-    q_vecs = embed_texts(list(queries), embedder=embedder, cache=cache, progress=False)
-    return dense_scores(q_vecs, doc_vecs)
 
 
 def rank_questions(
@@ -150,26 +109,31 @@ def rank_questions(
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    if dense_ranking not in DENSE_RANKINGS:
-        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
-    if retriever not in RETRIEVERS:
-        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+    for name, value, allowed in [
+        ("dense_ranking", dense_ranking, DENSE_RANKINGS),
+        ("retriever", retriever, RETRIEVERS),
+    ]:
+        if value not in allowed:
+            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     if retriever == "dense" and embedder is None:
         raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
-    by_torch = retriever == "dense" and dense_ranking == "reference"
     ids_col: list[list[int]] = [[] for _ in range(len(questions))]
     score_col: list[list[float]] = [[] for _ in range(len(questions))]
     frame = questions.reset_index(drop=True)
     for uid, rows in frame.groupby("user_id", sort=True):
         docs = data.documents(int(uid))
         texts = [str(q).strip() for q in rows["question"]]
-        if by_torch and docs:
+        if retriever == "bm25":
+            ranked = [(stable_ranking(row), row) for row in bm25_matrix(texts, docs)]
+        elif not docs:
+            ranked = [(np.zeros(0, dtype=np.int64), np.zeros(0))] * len(texts)
+        else:
             doc_vecs = embed_texts(list(docs), embedder=embedder, cache=cache, progress=False)
             q_vecs = embed_texts(texts, embedder=embedder, cache=cache, progress=False)
-            ranked = reference_ranking(q_vecs, doc_vecs)
-        else:
-            scores = score_documents(texts, docs, retriever=retriever, embedder=embedder, cache=cache)
-            ranked = [(stable_ranking(row), row) for row in scores]
+            if dense_ranking == "reference":
+                ranked = reference_ranking(q_vecs, doc_vecs)
+            else:
+                ranked = [(stable_ranking(row), row) for row in dense_scores(q_vecs, doc_vecs)]
         for pos, (order, row_scores) in zip(rows.index, ranked, strict=True):
             order = order[: min(top_k or len(docs), len(docs))]
             ids_col[pos] = [int(i) for i in order]

@@ -1,34 +1,26 @@
-"""Exact prompt tokens for the baselines: chat tokenizers, the server probe, front truncation, context.json.
+"""Prompt tokens: the reference's budget and ``context.json``, the server probe, and one family of tokenizers.
 
-The reference (``evaluate_baselines.py``) renders each prompt with the decoder's chat template
-(``add_generation_prompt=True``, ``enable_thinking=False``), encodes the text without adding special
-tokens, and keeps the **last** ``max_input_tokens = max(max_model_len - max_new_tokens - 32, 1)`` ids: an
-over-long prompt loses its system turn and oldest chats first and always keeps the question. Its
-``context.json`` describes the *untruncated* lengths.
-
-Where the ids come from (:func:`get_chat_tokenizer`):
-
-* ``--tokenizer NAME_OR_PATH``: the Hugging Face tokenizer and its chat template (:class:`HFChatTokenizer`);
-* else the server's own tokenizer: vLLM's ``POST /tokenize`` with the messages (:class:`VLLMChatTokenizer`)
-  or llama.cpp's ``POST /apply-template`` then ``POST /tokenize`` (:class:`LlamaCppChatTokenizer`);
-* else an estimate (:class:`EstimateChatTokenizer`, ``ceil(chars / 4)`` or a server that tokenizes text
-  but cannot render the template, such as ``llama-cpp-python``), logged and marked ``exact: false`` in
-  ``context.json``.
-
-:func:`probe_server` asks ``GET /v1/models`` what the server is (vLLM reports ``owned_by: "vllm"`` and
-its ``max_model_len``; llama.cpp ``owned_by: "llamacpp"``, its context from ``GET /props``).
+The reference renders each prompt with the decoder's chat template (thinking off), encodes it without
+added special tokens and keeps its **last** ``max(max_model_len - max_new_tokens - 32, 1)`` ids. Every
+tokenizer here has a ``name`` (recorded in ``context.json``), ``exact``, ``count(texts)`` for plain text
+(``truncation="relevance"`` and the attributes pipeline) and/or ``length(messages)`` for a whole chat
+(``truncation="front"``); exact ones also ``encode_chat``. :func:`get_chat_tokenizer` picks the prompt
+tokenizer, :func:`get_token_counter` the text counter.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import math
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 import numpy as np
 
+from pv4kit.llm.config import Message
 from pv4kit.redact import redact_url
 
 logger = logging.getLogger(__name__)
@@ -37,34 +29,22 @@ logger = logging.getLogger(__name__)
 GENERATION_RESERVE = 32
 #: the percentiles of ``context.json``
 PERCENTILES = (50, 90, 95, 99)
-#: keys of the reference's ``context.json``, in its order
-REFERENCE_CONTEXT_KEYS = (
-    "max_model_len",
-    "max_input_tokens",
-    "num_prompts",
-    "num_truncated",
-    "fit_rate",
-    "mean_prompt_tokens",
-    "max_prompt_tokens",
-    "tokens_dropped",
-    *(f"p{q}_prompt_tokens" for q in PERCENTILES),
-)
 #: the reference's PV4 full-context window: 65,536 tokens with YaRN x2 over Qwen3's native 32,768
 FULL_CONTEXT_LENGTH = 65_536
-RETRIEVAL_CONTEXT_LENGTH = 32_768
 FULL_CONTEXT_YARN_FACTOR = 2.0
 YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS = 32_768
 #: what vLLM's chat template receives so that a thinking model answers directly
 NO_THINKING = {"enable_thinking": False}
-
-Message = dict[str, str]
+#: chat-template tokens per message assumed by the estimate (role header and end marker)
+ESTIMATE_OVERHEAD_PER_MESSAGE = 5
+#: the assistant header of the generation prompt assumed by the estimate
+ESTIMATE_GENERATION_PROMPT = 3
 
 
 def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = GENERATION_RESERVE) -> int:
-    """The reference's prompt budget: ``max(max_model_len - max_new_tokens - margin, 1)`` (``margin`` 32).
+    """The reference's prompt budget: ``max(max_model_len - max_new_tokens - margin, 1)``.
 
-    Below ``max_new_tokens + margin + 1`` (289 tokens by default) the budget is clamped to 1, as the
-    reference's ``prepare_prompts`` does: every prompt is then cut to its last token.
+    Clamped to 1 as the reference's ``prepare_prompts`` does: every prompt is then cut to its last token.
     """
     return max(int(max_model_len) - int(max_new_tokens) - int(margin), 1)
 
@@ -80,12 +60,11 @@ def truncate_front(ids: Sequence[int], budget: int) -> list[int]:
 def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_tokens: int) -> dict[str, Any]:
     """``context.json`` as the reference writes it, from the **untruncated** prompt lengths.
 
-    ``fit_rate`` is the percentage of prompts kept whole (2 decimals), ``mean_prompt_tokens`` has one
-    decimal, the percentiles are NumPy's (linear interpolation) as floats, ``tokens_dropped`` sums what
-    went over the budget.
+    ``fit_rate`` in percent (2 decimals), ``mean_prompt_tokens`` with one decimal, NumPy's linear
+    percentiles as floats, ``tokens_dropped`` the sum of what went over the budget.
 
     Raises:
-        ValueError: On an empty list (the reference's statistics are undefined there).
+        ValueError: On an empty list.
     """
     if len(lengths) == 0:
         raise ValueError("lengths: no prompts to describe")
@@ -107,13 +86,7 @@ def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_t
 
 
 def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) -> list[str]:
-    """The ``vllm serve`` flags of the reference's engine for one context window.
-
-    ``--generation-config vllm`` keeps the model's ``generation_config.json`` from changing greedy
-    decoding; the YaRN override is the reference's ``hf_overrides`` for a factor.
-    """
-    import json
-
+    """The ``vllm serve`` flags of the reference's engine for one context window (and YaRN factor)."""
     flags = ["--dtype", "bfloat16", "--max-model-len", str(int(max_model_len)), "--generation-config", "vllm"]
     if yarn_factor is not None:
         override = {
@@ -133,14 +106,14 @@ def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) ->
 
 @dataclass(frozen=True)
 class ServerInfo:
-    """What ``GET /v1/models`` (and llama.cpp's ``/props``) say about an endpoint.
+    """What ``GET /v1/models`` (and llama.cpp's ``/props``, vLLM's ``/version``) say about an endpoint.
 
     Attributes:
         kind: ``"vllm"``, ``"llama.cpp"``, ``"llama-cpp-python"``, ``"other"`` or ``"unknown"`` (no answer).
-        max_model_len: The served context length, when the server reports one.
-        models: The model ids it lists.
-        version: The engine's version (vLLM's ``GET /version``), when it reports one.
-        served_model: What the model id is served from (vLLM's ``root``: a folder or hub id).
+        max_model_len: The served context length, when reported.
+        models: The model ids listed.
+        version: The engine's version, when reported.
+        served_model: What the model id is served from (vLLM's ``root``).
     """
 
     kind: str
@@ -173,7 +146,7 @@ def probe_server(
 
     Args:
         base_url: The OpenAI base URL (``None``: the OpenAI API, not asked).
-        model: The model id whose entry of ``/v1/models`` is read (default: the first).
+        model: The model id whose ``/v1/models`` entry is read (default: the first).
         timeout: Seconds per request.
         api_key_env: Environment variable with the server's key, sent as a bearer token when set.
     """
@@ -181,24 +154,28 @@ def probe_server(
         return ServerInfo("other")
     import httpx
 
-    root = server_root(base_url)
-    headers = _auth(api_key_env)
-    try:
-        r = httpx.get(f"{base_url.rstrip('/')}/models", timeout=timeout, headers=headers)
-        listing = r.json().get("data", []) if r.status_code == 200 else []
-    except (httpx.HTTPError, ValueError, AttributeError):
+    root, headers = server_root(base_url), _auth(api_key_env)
+
+    def ask(method: str, url: str, **kwargs: Any) -> dict[str, Any] | None:
+        """The JSON object a 200 answer holds ({} for another status; None on an error or a non-object)."""
+        try:
+            r = httpx.request(method, url, timeout=timeout, headers=headers, **kwargs)
+            body = r.json() if r.status_code == 200 else {}
+        except (httpx.HTTPError, ValueError):
+            return None
+        return body if isinstance(body, dict) else None
+
+    found = ask("GET", f"{base_url.rstrip('/')}/models")
+    if found is None:
         return ServerInfo("unknown")
+    listing = found.get("data", [])
     models = tuple(str(m.get("id")) for m in listing if isinstance(m, dict))
     entry = next((m for m in listing if isinstance(m, dict) and m.get("id") == model), None)
     entry = entry or (listing[0] if listing and isinstance(listing[0], dict) else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
-        mml, version = entry.get("max_model_len"), None
-        try:
-            version = httpx.get(f"{root}/version", timeout=timeout, headers=headers).json().get("version")
-        except (httpx.HTTPError, ValueError, AttributeError):
-            pass
-        root_of = entry.get("root")
+        mml, root_of = entry.get("max_model_len"), entry.get("root")
+        version = (ask("GET", f"{root}/version") or {}).get("version")
         return ServerInfo(
             "vllm",
             int(mml) if mml is not None else None,
@@ -207,80 +184,118 @@ def probe_server(
             served_model=str(root_of) if root_of else None,
         )
     if owner == "llamacpp":
-        n_ctx = None
-        try:
-            props = httpx.get(f"{root}/props", timeout=timeout, headers=headers).json()
-            n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
-        except (httpx.HTTPError, ValueError, AttributeError):
-            pass
+        props = ask("GET", f"{root}/props") or {}
+        n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
         return ServerInfo("llama.cpp", int(n_ctx) if n_ctx else None, models)
-    try:
-        r = httpx.post(f"{root}/extras/tokenize", json={"input": "hi"}, timeout=timeout, headers=headers)
-        if r.status_code == 200 and "tokens" in r.json():
-            return ServerInfo("llama-cpp-python", None, models)
-    except (httpx.HTTPError, ValueError, AttributeError):
-        pass
+    if "tokens" in (ask("POST", f"{root}/extras/tokenize", json={"input": "hi"}) or {}):
+        return ServerInfo("llama-cpp-python", None, models)
     return ServerInfo("other", None, models)
 
 
-# --------------------------------------------------------------------------- chat tokenizers
-
-
-@runtime_checkable
-class ChatTokenizer(Protocol):
-    """Turns a chat into the decoder's prompt ids (``exact``) or estimates its length."""
-
-    name: str
-    exact: bool
-
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        """The prompt ids of a chat with the generation prompt, thinking off, no added special tokens."""
-
-    def length(self, messages: Sequence[Message]) -> int:
-        """The prompt's length in tokens."""
-
-
-class _ExactLength:
-    """``length`` of a tokenizer that encodes exactly: the number of its prompt ids."""
-
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:  # pragma: no cover - overridden
-        raise NotImplementedError
-
-    def length(self, messages: Sequence[Message]) -> int:
-        """The exact prompt length."""
-        return len(self.encode_chat(messages))
+# --------------------------------------------------------------------------- the tokenizers
 
 
 @dataclass
-class HFChatTokenizer(_ExactLength):
-    """A Hugging Face tokenizer's chat template and vocabulary, as the reference uses them.
+class CharEstimate:
+    """The fallback text counter: ``ceil(len(text) / chars_per_token)``."""
 
-    Args:
-        tokenizer: A name or path for ``AutoTokenizer.from_pretrained``, or a loaded tokenizer.
-    """
+    chars_per_token: float = 4.0
+    name: str = "chars/4"
+    exact: bool = False
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Estimated tokens of each text."""
+        return [math.ceil(len(t) / self.chars_per_token) for t in texts]
+
+
+@dataclass
+class LlamaServerCounter:
+    """Text counts from a ``llama-cpp-python`` server's ``POST /extras/tokenize`` (memoised per text)."""
+
+    base_url: str
+    timeout: float = 30.0
+    name: str = "llama.cpp /extras/tokenize"
+    exact: bool = False
+    _memo: dict[str, int] = field(default_factory=dict, repr=False)
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of each text."""
+        import httpx
+
+        todo = [t for t in dict.fromkeys(texts) if t and t not in self._memo]
+        with httpx.Client(timeout=self.timeout) as client:
+            for text in todo:
+                url = f"{server_root(self.base_url)}/extras/tokenize"
+                r = client.post(url, json={"input": text, "add_special": False})
+                r.raise_for_status()
+                self._memo[text] = len(r.json()["tokens"])
+        return [self._memo[t] if t else 0 for t in texts]
+
+
+@dataclass
+class EstimateChatTokenizer:
+    """An estimate of a chat's prompt length: a text counter over the contents plus template overhead."""
+
+    counter: Any = field(default_factory=CharEstimate)
+    name: str = ""
+    exact: bool = False
+
+    def __post_init__(self) -> None:
+        self.name = self.name or f"estimate: {self.counter.name} + template overhead"
+
+    def length(self, messages: Sequence[Message]) -> int:
+        """Estimated prompt length."""
+        body = sum(self.counter.count([m["content"] for m in messages]))
+        return body + ESTIMATE_OVERHEAD_PER_MESSAGE * len(messages) + ESTIMATE_GENERATION_PROMPT
+
+    def truncate_messages(self, messages: Sequence[Message], budget: int) -> list[Message]:
+        """Front truncation: the system turn first, then the longest suffix of the user turn that fits."""
+        msgs = [dict(m) for m in messages]
+        while len(msgs) > 1 and self.length(msgs) > budget:
+            msgs.pop(0)
+        if self.length(msgs) <= budget:
+            return msgs
+        text = msgs[0]["content"]
+        lo, hi = 0, len(text)  # binary search for the smallest cut that fits
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.length([{**msgs[0], "content": text[mid:]}]) <= budget:
+                hi = mid
+            else:
+                lo = mid + 1
+        return [{**msgs[0], "content": text[lo:]}]
+
+
+class _Exact:
+    """A tokenizer that encodes a chat to the decoder's prompt ids (``encode_chat``): its length is theirs."""
+
+    exact = True
+
+    def length(self, messages: Sequence[Message]) -> int:
+        """The exact prompt length."""
+        return len(self.encode_chat(messages))  # type: ignore[attr-defined]
+
+
+@dataclass
+class HFChatTokenizer(_Exact):
+    """A Hugging Face tokenizer (a name/path, loaded on first use, or a loaded one) and its chat template."""
 
     tokenizer: Any
     name: str = ""
-    exact: bool = True
     _tok: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if not isinstance(self.tokenizer, str):
             self._tok = self.tokenizer
-            self.name = self.name or f"hf:{getattr(self._tok, 'name_or_path', '') or 'tokenizer'}"
-        else:
-            self.name = self.name or f"hf:{self.tokenizer}"
+        label = self.tokenizer if self._tok is None else getattr(self._tok, "name_or_path", "") or "tokenizer"
+        self.name = self.name or f"hf:{label}"
 
     @property
     def tok(self) -> Any:
-        """The loaded tokenizer (loaded on first use)."""
+        """The loaded tokenizer."""
         if self._tok is None:
-            try:
-                from transformers import AutoTokenizer
-            except ImportError:  # pragma: no cover - a declared dependency
-                raise ImportError(
-                    "tokenizer: a Hugging Face tokenizer needs transformers: pip install transformers"
-                ) from None
+            from transformers import AutoTokenizer
+
             try:
                 self._tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
             except (OSError, ValueError) as exc:
@@ -288,12 +303,20 @@ class HFChatTokenizer(_ExactLength):
                     f"tokenizer: could not load {self.tokenizer!r} ({exc}); pass a local folder or a hub id "
                     "of the decoder"
                 ) from exc
-            if not getattr(self._tok, "chat_template", None):
-                raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
         return self._tok
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        """Token counts of each text, without special tokens."""
+        return (
+            [len(ids) for ids in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
+            if texts
+            else []
+        )
 
     def render(self, messages: Sequence[Message]) -> str:
         """The chat rendered by the template (generation prompt on, thinking off)."""
+        if not getattr(self.tok, "chat_template", None):
+            raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
         return self.tok.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, enable_thinking=False
         )
@@ -308,19 +331,13 @@ class HFChatTokenizer(_ExactLength):
 
 
 @dataclass
-class VLLMChatTokenizer(_ExactLength):
-    """vLLM's own template and tokenizer: ``POST /tokenize`` with the messages.
-
-    The request is ``{"model", "messages", "add_generation_prompt": true, "add_special_tokens": false,
-    "chat_template_kwargs": {"enable_thinking": false}}``; the answer ``{"count", "max_model_len",
-    "tokens"}``.
-    """
+class VLLMChatTokenizer(_Exact):
+    """vLLM's own template and tokenizer: ``POST /tokenize`` with the messages (thinking off)."""
 
     base_url: str
     model: str
     timeout: float = 60.0
     name: str = "vllm /tokenize"
-    exact: bool = True
     api_key_env: str | None = "OPENAI_API_KEY"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
@@ -334,24 +351,19 @@ class VLLMChatTokenizer(_ExactLength):
             "add_special_tokens": False,
             "chat_template_kwargs": dict(NO_THINKING),
         }
-        r = httpx.post(
-            f"{server_root(self.base_url)}/tokenize",
-            json=body,
-            timeout=self.timeout,
-            headers=_auth(self.api_key_env),
-        )
+        url, headers = f"{server_root(self.base_url)}/tokenize", _auth(self.api_key_env)
+        r = httpx.post(url, json=body, timeout=self.timeout, headers=headers)
         r.raise_for_status()
         return [int(t) for t in r.json()["tokens"]]
 
 
 @dataclass
-class LlamaCppChatTokenizer(_ExactLength):
+class LlamaCppChatTokenizer(_Exact):
     """llama.cpp's server: ``POST /apply-template`` renders, ``POST /tokenize`` encodes (no BOS added)."""
 
     base_url: str
     timeout: float = 60.0
     name: str = "llama.cpp /apply-template + /tokenize"
-    exact: bool = True
     api_key_env: str | None = "OPENAI_API_KEY"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
@@ -360,75 +372,38 @@ class LlamaCppChatTokenizer(_ExactLength):
 
         root = server_root(self.base_url)
         with httpx.Client(timeout=self.timeout, headers=_auth(self.api_key_env)) as client:
-            r = client.post(
-                f"{root}/apply-template",
-                json={"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)},
-            )
+            body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
+            r = client.post(f"{root}/apply-template", json=body)
             r.raise_for_status()
-            prompt = r.json()["prompt"]
-            r = client.post(
-                f"{root}/tokenize", json={"content": prompt, "add_special": False, "parse_special": True}
-            )
+            body = {"content": r.json()["prompt"], "add_special": False, "parse_special": True}
+            r = client.post(f"{root}/tokenize", json=body)
             r.raise_for_status()
         return [int(t) if not isinstance(t, dict) else int(t["id"]) for t in r.json()["tokens"]]
 
 
-#: chat-template tokens per message assumed by the estimate (role header and end marker)
-ESTIMATE_OVERHEAD_PER_MESSAGE = 5
-#: the assistant header of the generation prompt assumed by the estimate
-ESTIMATE_GENERATION_PROMPT = 3
-
-
-@dataclass
-class EstimateChatTokenizer:
-    """An estimate: a text counter (``ceil(chars / 4)`` by default) over the contents plus template overhead.
+def get_token_counter(
+    tokenizer: str | None = None, *, base_url: str | None = None, probe: bool = True
+) -> Any:
+    """The text counter of ``truncation="relevance"``.
 
     Args:
-        counter: A :class:`pv4kit.baselines.prompting.TokenCounter` for plain text (default: chars/4).
+        tokenizer: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
+            or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
+        base_url: The model's OpenAI base URL.
+        probe: With ``tokenizer=None``, ask ``base_url`` what it is.
     """
-
-    counter: Any = None
-    name: str = ""
-    exact: bool = False
-
-    def __post_init__(self) -> None:
-        if self.counter is None:
-            from pv4kit.baselines.prompting import CharEstimate
-
-            self.counter = CharEstimate()
-        self.name = self.name or f"estimate: {self.counter.name} + template overhead"
-
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:  # pragma: no cover - never exact
-        """Not available for an estimate."""
-        raise NotImplementedError("an estimate has no token ids")
-
-    def length(self, messages: Sequence[Message]) -> int:
-        """Estimated prompt length."""
-        body = sum(self.counter.count([m["content"] for m in messages]))
-        return body + ESTIMATE_OVERHEAD_PER_MESSAGE * len(messages) + ESTIMATE_GENERATION_PROMPT
-
-    def truncate_messages(self, messages: Sequence[Message], budget: int) -> list[Message]:
-        """Front truncation of the messages: the system turn first, then the front of the user turn.
-
-        The kept user text is the longest suffix whose estimated prompt fits ``budget`` (binary search on
-        the character offset); the question at the end survives unless it alone is over the budget.
-        """
-        msgs = [dict(m) for m in messages]
-        if self.length(msgs) <= budget:
-            return msgs
-        while len(msgs) > 1:
-            msgs.pop(0)
-            if self.length(msgs) <= budget:
-                return msgs
-        text = msgs[0]["content"]
-        lo, hi = 0, len(text)  # smallest cut that fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.length([{**msgs[0], "content": text[mid:]}]) <= budget:
-                hi = mid
-            else:
-                lo = mid + 1
-        return [{**msgs[0], "content": text[lo:]}]
+    if tokenizer == "chars":
+        return CharEstimate()
+    if tokenizer == "server":
+        if not base_url:
+            raise ValueError("tokenizer='server' needs base_url (a llama.cpp server)")
+        return LlamaServerCounter(base_url)
+    if tokenizer:
+        return HFChatTokenizer(tokenizer)
+    if base_url and probe and probe_server(base_url).kind == "llama-cpp-python":
+        return LlamaServerCounter(base_url)
+    logger.info("no tokenizer given; counting prompt tokens as ceil(chars / 4)")
+    return CharEstimate()
 
 
 def get_chat_tokenizer(
@@ -438,17 +413,20 @@ def get_chat_tokenizer(
     model: str | None = None,
     server: ServerInfo | None = None,
     api_key_env: str | None = "OPENAI_API_KEY",
-) -> ChatTokenizer:
-    """Pick the prompt tokenizer: ``--tokenizer``, else the server's, else the logged estimate.
+) -> Any:
+    """The prompt tokenizer of ``truncation="front"``: ``tokenizer``, else the server's, else the estimate.
 
     Args:
-        tokenizer: A Hugging Face name/path or tokenizer object; ``"chars"`` for the estimate; ``"server"``
-            to require the server's; ``None`` to use the server's when it has one.
+        tokenizer: A tokenizer of this module (used as is), a Hugging Face name/path or tokenizer object,
+            ``"chars"`` for the estimate, ``"server"`` to require the server's, ``None`` for the server's
+            when it has one.
         base_url: The endpoint's OpenAI base URL.
         model: The model id (vLLM's ``/tokenize`` wants it).
-        server: The endpoint's :class:`ServerInfo` (probed when ``None`` and ``base_url`` is set).
+        server: The endpoint's :class:`ServerInfo` (probed when ``None``).
         api_key_env: Environment variable with the server's key.
     """
+    if hasattr(tokenizer, "length"):
+        return tokenizer
     if tokenizer is not None and not isinstance(tokenizer, str):
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
@@ -466,8 +444,6 @@ def get_chat_tokenizer(
     if kind == "llama.cpp" and base_url:
         return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
     if kind == "llama-cpp-python" and base_url:
-        from pv4kit.baselines.prompting import LlamaServerCounter
-
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
             "/extras/tokenize counts of the contents plus an estimated template overhead (pass "
@@ -477,13 +453,11 @@ def get_chat_tokenizer(
     if tokenizer == "server":
         raise ValueError(
             f"tokenizer='server': {redact_url(base_url) if base_url else 'the endpoint'} ({kind}) has no "
-            "tokenizer endpoint pv4kit "
-            "knows "
-            "(vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass tokenizer=NAME_OR_PATH"
+            "tokenizer endpoint pv4kit knows (vLLM /tokenize, llama.cpp /apply-template + /tokenize); pass "
+            "tokenizer=NAME_OR_PATH"
         )
     logger.warning(
         "no tokenizer: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass "
-        "tokenizer=NAME_OR_PATH "
-        "(the decoder's Hugging Face tokenizer) for the reference's exact counts"
+        "tokenizer=NAME_OR_PATH (the decoder's Hugging Face tokenizer) for the reference's exact counts"
     )
     return EstimateChatTokenizer()

@@ -1,7 +1,7 @@
 """Options and values the command groups share: numbers, user-id ranges, the LLM endpoint, embedders.
 
-Every numeric option takes one of the range-checked types below (:func:`number`), so a bad value is an
-argparse error naming the option (exit 2) before anything runs.
+Every numeric option takes a range-checked type (:func:`number`): a bad value is an argparse error naming
+the option (exit 2) before anything runs.
 """
 
 from __future__ import annotations
@@ -18,18 +18,14 @@ from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, SPLITS
 
 
 def number(kind: type = int, **bounds: float) -> Callable[[str], Any]:
-    """An argparse ``type``: the text as a ``kind`` within ``bounds`` (:func:`~pv4kit._options.check_number`).
-
-    argparse names the option: ``argument --n-boot: must be an integer >= 1, got 0`` (exit 2).
-    """
+    """An argparse ``type``: the text as a ``kind`` within ``bounds`` (``argument --n-boot: must be ...``)."""
 
     def parse(text: str) -> Any:
         try:
             value = kind(text)
         except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected {'an integer' if kind is int else 'a number'}, got {text!r}"
-            ) from None
+            kind_text = "an integer" if kind is int else "a number"
+            raise argparse.ArgumentTypeError(f"expected {kind_text}, got {text!r}") from None
         try:
             return check_number(value, None, integer=kind is int, **bounds)
         except ValueError as exc:
@@ -38,7 +34,6 @@ def number(kind: type = int, **bounds: float) -> Callable[[str], Any]:
     return parse
 
 
-#: the argparse types of every numeric option
 positive_int = number(int, ge=1)
 nonnegative_int = number(int, ge=0)  # seeds (numpy takes none below 0), counts where 0 means none/all
 positive_float = number(float, gt=0)
@@ -50,10 +45,7 @@ validation_fraction = number(float, ge=0, lt=1)
 def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
     """Refuse an output folder that names an existing file, before any work (``option`` names the flag)."""
     if Path(path).exists() and not Path(path).is_dir():
-        raise NotADirectoryError(
-            f"{option} {path}: is a file, not a directory; name a folder for the output (it is created when "
-            "absent)"
-        )
+        raise NotADirectoryError(f"{option} {path}: is a file, not a directory; name a folder for the output")
 
 
 def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
@@ -118,13 +110,11 @@ def pick(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any
     return {**{n: getattr(args, n) for n in names}, **{k: getattr(args, v) for k, v in renamed.items()}}
 
 
-# ------------------------------------------------------------------------- options several commands share
-
-#: help of ``--cache`` where it is the LLM response cache of a command that calls an LLM
-LLM_CACHE_HELP = "LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]"
-
-
-def add_llm_cache(parser: argparse.ArgumentParser, *, help: str = LLM_CACHE_HELP) -> None:
+def add_llm_cache(
+    parser: argparse.ArgumentParser,
+    *,
+    help: str = "LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]",
+) -> None:
     """Add ``--cache`` (read with :func:`llm_cache_arg`)."""
     parser.add_argument("--cache", default=None, help=help)
 

@@ -3,42 +3,29 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 
 from pv4kit.cli._args import check_output_dir, llm_cache_arg, nonnegative_int, positive_int
 
-logger = logging.getLogger(__name__)
-
 
 def _audit(args: argparse.Namespace) -> int:
-    from pv4kit.analysis.audit_report import run_audit, write_audit
+    from pv4kit.analysis.audit import run_audit, write_audit
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_audit_embedder
+    from pv4kit.llm.config import endpoint_config
 
     out = args.output_dir or os.path.join(args.data, "audit")
     check_output_dir(out, option="-o/--output-dir")
     data = load(args.data)
     embedder = get_audit_embedder(args.embedder, device=args.device)
-    llm_config = None
-    if args.llm_model:
-        from pv4kit.llm.config import endpoint_config
-
-        llm_config = endpoint_config(
-            args.llm_model,
-            base_url=args.llm_base_url,
-            protocol=args.llm_protocol,
-            max_output_tokens=args.llm_max_tokens,
-        )
-    result = run_audit(
-        data,
-        embedder=embedder,
-        cache=False if args.no_cache else True,
-        llm_config=llm_config,
-        llm_cache=llm_cache_arg(args.llm_cache),
-        n_boot=args.n_boot,
-        seed=args.seed,
+    llm = args.llm_model and endpoint_config(
+        args.llm_model,
+        base_url=args.llm_base_url,
+        protocol=args.llm_protocol,
+        max_output_tokens=args.llm_max_tokens,
     )
+    kw = {"llm_config": llm or None, "llm_cache": llm_cache_arg(args.llm_cache), "n_boot": args.n_boot}
+    result = run_audit(data, embedder=embedder, cache=not args.no_cache, seed=args.seed, **kw)
     paths = write_audit(result, out)
     print(result.summary)
     print(f"wrote {len(paths)} files to {out}")
@@ -57,8 +44,7 @@ def _notebooks(args: argparse.Namespace) -> int:
     from pv4kit.analysis.notebooks import execute_notebooks, list_notebooks
 
     if not args.execute:
-        for name in list_notebooks(args.notebooks_dir):
-            print(name)
+        print("\n".join(list_notebooks(args.notebooks_dir)))
         return 0
     params = dict(args.param or [])
     table = execute_notebooks(
@@ -66,11 +52,6 @@ def _notebooks(args: argparse.Namespace) -> int:
     )
     print(table.to_string(index=False))
     return 0
-
-
-def _figures(args: argparse.Namespace) -> int:
-    args.execute, args.only = True, ["07_paper_figures"]
-    return _notebooks(args)
 
 
 def _nb_options(p: argparse.ArgumentParser) -> None:
@@ -124,4 +105,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     f = subparsers.add_parser("figures", help="regenerate every figure in figures/ (runs 07_paper_figures)")
     _nb_options(f)
-    f.set_defaults(func=_figures)
+    f.set_defaults(func=_notebooks, execute=True, only=["07_paper_figures"])

@@ -26,6 +26,10 @@ from pv4kit.cli._args import (
 
 logger = logging.getLogger(__name__)
 
+#: ``pv4kit answer`` options passed to :func:`pv4kit.baselines.run.answer` under their own names
+ANSWER_KNOBS = ("method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin", "users")
+ANSWER_KNOBS += ("truncation", "limit", "dense_ranking", "mcq")
+
 
 def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
     slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model.split("/")[-1]).strip("_")
@@ -41,31 +45,6 @@ def _memory(args: argparse.Namespace) -> str:
     return args.memory or "no_docs"
 
 
-def _answer(args: argparse.Namespace) -> int:
-    from pv4kit.baselines.run import default_max_model_len
-    from pv4kit.dataset.load import load
-
-    args.mcq, args.method = args.method == "mcq", _memory(args)
-    from pv4kit.llm.local import resolve_endpoint
-
-    data = load(args.data, splits=[args.split])
-    embedder = _embedder(args)
-    with resolve_endpoint(
-        args.model,
-        args.base_url,
-        max_model_len=args.max_model_len or default_max_model_len(args.model, method=args.method),
-    ) as endpoint:
-        run = _run_answer(args, data, endpoint, embedder)
-    _print_run(run, args)
-    if args.score and not run.errors:
-        from pv4kit.scoring.score import score_run
-
-        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
-        lo, hi = m["accuracy_ci"]
-        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
-    return 1 if run.errors else 0
-
-
 def _embedder(args: argparse.Namespace) -> Any:
     """The dense retriever's embedder, loaded only when the method ranks chats with it (else ``None``)."""
     if args.retriever != "dense" or not get_method(args.method).ranks(args.truncation):
@@ -75,40 +54,38 @@ def _embedder(args: argparse.Namespace) -> Any:
     return get_embedder(args.embedder, device=args.device)
 
 
-def _run_answer(args: argparse.Namespace, data: Any, endpoint: Any, embedder: Any) -> Any:
-    """Call :func:`~pv4kit.baselines.run.answer` with the options of ``pv4kit answer``."""
-    from pv4kit.baselines.prompting import get_token_counter
-    from pv4kit.baselines.run import answer
-    from pv4kit.llm.local import local_llm_config
+def _answer_command(args: argparse.Namespace) -> int:
+    from pv4kit.baselines.run import answer, default_max_model_len
+    from pv4kit.baselines.tokens import get_token_counter
+    from pv4kit.dataset.load import load
+    from pv4kit.llm.local import local_llm_config, resolve_endpoint, smollm2_dir
 
-    llm = local_llm_config(
-        endpoint,
-        **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
-        max_concurrency=args.concurrency,
-    )
-    counter = None
-    if args.truncation == "relevance":
-        from pv4kit.llm.local import smollm2_dir
-
-        tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
-        counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
+    args.mcq, args.method = args.method == "mcq", _memory(args)
+    data = load(args.data, splits=[args.split])
+    embedder = _embedder(args)
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
-    return answer(
-        data,
-        llm=llm,
-        run_dir=Path(args.runs_dir) / name,
-        embedder=embedder,
-        cache=llm_cache_arg(args.cache),
-        token_counter=counter,
-        tokenizer=args.tokenizer if args.truncation == "front" else None,
-        users=args.users,
-        **pick(args, "method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin"),
-        **pick(args, "truncation", "limit", "dense_ranking", "mcq"),
-        progress=not args.quiet,
-    )
-
-
-def _print_run(run: Any, args: argparse.Namespace) -> None:
+    max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
+    with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
+        llm = local_llm_config(
+            endpoint,
+            **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
+            max_concurrency=args.concurrency,
+        )
+        counter = None
+        if args.truncation == "relevance":
+            tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
+            counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
+        run = answer(
+            data,
+            llm=llm,
+            run_dir=Path(args.runs_dir) / name,
+            embedder=embedder,
+            cache=llm_cache_arg(args.cache),
+            token_counter=counter,
+            tokenizer=args.tokenizer if args.truncation == "front" else None,
+            progress=not args.quiet,
+            **pick(args, *ANSWER_KNOBS),
+        )
     c = run.context
     print(
         f"{run.run_dir}: {len(run.generations)} answers ({run.calls} called, {run.cached} cached, "
@@ -120,6 +97,13 @@ def _print_run(run: Any, args: argparse.Namespace) -> None:
         print(f"{run.errors} requests failed (status 'failed'); run the same command again to resume them")
     if args.method == "attributes":
         print(f"attributes: {run.config['attributes']['n_fallback']} unparseable selections fell back to all")
+    if args.score and not run.errors:
+        from pv4kit.scoring.score import score_run
+
+        _, m = score_run(run.run_dir, data=data, embedder=args.score_embedder, progress=not args.quiet)
+        lo, hi = m["accuracy_ci"]
+        print(f"accuracy {100 * m['accuracy']:.2f}% [{100 * lo:.2f}, {100 * hi:.2f}] on {m['n']} questions")
+    return 1 if run.errors else 0
 
 
 def _hard(args: argparse.Namespace) -> int:
@@ -138,14 +122,9 @@ def _demo(args: argparse.Namespace) -> int:
     from pv4kit.pipeline.demo import demo_report, run_demo
 
     out = run_demo(
-        raw=args.raw,
-        data=args.data,
-        runs_dir=args.runs_dir,
-        split=args.split,
+        **pick(args, "raw", "data", "runs_dir", "split", "max_new_tokens", "limit"),
         cache=llm_cache_arg(args.cache),
-        max_new_tokens=args.max_new_tokens,
         endpoint_scoring=not args.no_endpoint_scoring,
-        limit=args.limit,
         notebooks=not args.no_notebooks,
         progress=not args.quiet,
     )
@@ -156,12 +135,6 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
-    _add_answer(sub)
-    _add_hard(sub)
-    _add_demo(sub)
-
-
-def _add_answer(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
     add_split(p)
@@ -172,14 +145,10 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
         help="memory setting, or 'mcq': the five candidates lettered in a seeded order, a one-letter answer "
         "scored by the letter (with --memory)",
     )
+    memory_help = "--method mcq: the memory setting shown before the question [no_docs]"
+    p.add_argument("--memory", default=None, choices=list(METHODS), help=memory_help)
     p.add_argument(
-        "--memory",
-        default=None,
-        choices=list(METHODS),
-        help="--method mcq: the memory setting shown before the question [no_docs]",
-    )
-    p.add_argument(
-        "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1 and 5)"
+        "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1, 5)"
     )
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
     p.add_argument(
@@ -195,33 +164,8 @@ def _add_answer(sub: argparse._SubParsersAction) -> None:
         "stable: float32 cosines, ties in chat order [reference]",
     )
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
-    _add_answer_endpoint(p)
-    p.add_argument(
-        "--name", type=run_name, default=None, help="run name (default: <model>_<method>[_top<k>])"
-    )
-    p.add_argument("--runs-dir", default="runs")
-    add_llm_cache(p)
-    _add_answer_budget(p)
-    p.add_argument(
-        "--users", type=user_ids, default=None, help="comma-separated user ids (default: all of the split)"
-    )
-    p.add_argument(
-        "--limit", type=positive_int, default=None, help="only the first N questions (smoke tests)"
-    )
-    p.add_argument("--score", action="store_true", help="score the run afterwards")
-    p.add_argument(
-        "--score-embedder", default=None, help="scorer's embedder (default: qwen3 on CUDA, else minilm)"
-    )
-    p.set_defaults(func=_answer)
-
-
-def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
-    """The decoder: its model, endpoint, protocol, key, concurrency, timeout and retries."""
-    p.add_argument(
-        "--model",
-        required=True,
-        help="model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)",
-    )
+    model_help = "model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)"
+    p.add_argument("--model", required=True, help=model_help)
     add_base_url(p, help="OpenAI-compatible base URL (default: the OpenAI API)")
     add_protocol(p, default="chat")
     add_api_key_env(p, help="environment variable with the key")
@@ -229,10 +173,11 @@ def _add_answer_endpoint(p: argparse.ArgumentParser) -> None:
     p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 8)")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-
-
-def _add_answer_budget(p: argparse.ArgumentParser) -> None:
-    """The context budget: context length, output cap, margin, token counting and truncation."""
+    p.add_argument(
+        "--name", type=run_name, default=None, help="run name (default: <model>_<method>[_top<k>])"
+    )
+    p.add_argument("--runs-dir", default="runs")
+    add_llm_cache(p)
     p.add_argument(
         "--max-model-len",
         type=positive_int,
@@ -258,41 +203,35 @@ def _add_answer_budget(p: argparse.ArgumentParser) -> None:
         help="over-long prompts: 'front' cuts the whole prompt's tokens from the front (the reference), "
         "'relevance' drops the least relevant chats [front]",
     )
+    p.add_argument("--users", type=user_ids, default=None, help="comma-separated user ids (default: all)")
+    p.add_argument(
+        "--limit", type=positive_int, default=None, help="only the first N questions (smoke tests)"
+    )
+    p.add_argument("--score", action="store_true", help="score the run afterwards")
+    score_help = "scorer's embedder (default: qwen3 on CUDA, else minilm)"
+    p.add_argument("--score-embedder", default=None, help=score_help)
+    p.set_defaults(func=_answer_command)
 
-
-def _add_hard(sub: argparse._SubParsersAction) -> None:
     h = sub.add_parser("hard", help="hard subset from a no_docs run and a rag top-1 run (scored)")
     h.add_argument("--no-docs", required=True, help="scored no_docs run directory")
     h.add_argument("--rag", required=True, help="scored rag --top-k 1 run directory of the same decoder")
     h.add_argument("--rule", default="any", choices=["any", "all"], help="wrong in any run, or in all [any]")
-    h.add_argument(
-        "--output", default=None, help="write user_id,question_index here (e.g. raw/hard_subset.csv)"
-    )
+    h.add_argument("--output", default=None, help="write user_id,question_index here (raw/hard_subset.csv)")
     h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
-    h.add_argument(
-        "--force", action="store_true", help="use runs scored on different data (refused by default)"
-    )
+    force_help = "use runs scored on different data (refused by default)"
+    h.add_argument("--force", action="store_true", help=force_help)
     h.set_defaults(func=_hard)
 
-
-def _add_demo(sub: argparse._SubParsersAction) -> None:
     d = sub.add_parser("demo", help="the whole pipeline on the sample with the local model (make demo)")
     d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
     add_split(d, help="[test]")
     add_llm_cache(d, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
-    d.add_argument(
-        "--max-new-tokens",
-        type=positive_int,
-        default=32,
-        help="output cap [32, for speed; the reference uses 256]",
-    )
-    d.add_argument(
-        "--no-endpoint-scoring",
-        action="store_true",
-        help="do not score a run again through vLLM's embeddings endpoint",
-    )
+    tokens_help = "output cap [32, for speed; the reference uses 256]"
+    d.add_argument("--max-new-tokens", type=positive_int, default=32, help=tokens_help)
+    no_scoring_help = "do not score a run again through vLLM's embeddings endpoint"
+    d.add_argument("--no-endpoint-scoring", action="store_true", help=no_scoring_help)
     d.add_argument("--limit", type=positive_int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
     d.set_defaults(func=_demo)

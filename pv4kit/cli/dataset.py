@@ -31,20 +31,20 @@ def _qa_table(args: argparse.Namespace) -> int:
     from pv4kit.dataset.questions import write_qa_tables
     from pv4kit.dataset.tree import users_dir_of
 
-    report = write_qa_tables(
-        users_dir_of(args.users_dir), seed=args.seed, overwrite=args.overwrite, force=args.force
-    )
-    summary = report.attrs["summary"]
+    report = write_qa_tables(users_dir_of(args.users_dir), **pick(args, "seed", "overwrite", "force"))
+    summary, flagged = report.attrs["summary"], report["reason"] == "malformed_tags"
     print(summary.to_string(index=False))
-    flagged = report["reason"] == "malformed_tags"
-    if (~flagged).any():
-        print("\ndropped blocks (and untagged first questions kept, as the reference keeps them):")
-        for r in report[~flagged].itertuples(index=False):
-            print(f"  {r.file}:{r.line}: {r.reason.replace('_', ' ')}")
-    if flagged.any():
-        print("\nmalformed tags (parsed as the reference parses them; fix each, rerun with --overwrite):")
-        for r in report[flagged].itertuples(index=False):
-            print(f"  {r.file}:{r.line}: {r.detail}")
+    for rows, title in (
+        (report[~flagged], "dropped blocks (and untagged first questions kept, as the reference keeps them)"),
+        (
+            report[flagged],
+            "malformed tags (parsed as the reference parses them; fix each, rerun with --overwrite)",
+        ),
+    ):
+        if len(rows):
+            print(f"\n{title}:")
+            for r in rows.itertuples(index=False):
+                print(f"  {r.file}:{r.line}: {r.detail or r.reason.replace('_', ' ')}")
     if len(report):
         print("\nper reason:", report["reason"].value_counts().to_dict())
     print(

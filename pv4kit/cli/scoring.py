@@ -1,4 +1,4 @@
-"""Scoring commands: ``score``, ``compare``, ``export`` and ``import`` (the reference's formats)."""
+"""Scoring commands: ``score``, ``compare``, ``validity``, ``export`` and ``import``."""
 
 from __future__ import annotations
 
@@ -20,55 +20,48 @@ from pv4kit.cli._args import (
 logger = logging.getLogger(__name__)
 
 
-def _fmt(value: float | None, *, pct: bool = True) -> str:
-    if value is None:
-        return "n/a"
-    return f"{100 * value:.2f}%" if pct else f"{value:.4f}"
+def _pct(value: float | None) -> str:
+    return "n/a" if value is None else f"{100 * value:.2f}%"
 
 
 def _score(args: argparse.Namespace) -> int:
     from pathlib import Path
 
+    import pyarrow.parquet as pq
+
     from pv4kit.embeddings.models import get_embedder
+    from pv4kit.scoring.choices import ORDER_COLUMN
     from pv4kit.scoring.runs import GENERATIONS_FILE
     from pv4kit.scoring.score import score_run
 
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
-    import pyarrow.parquet as pq
-
-    from pv4kit.scoring.choices import ORDER_COLUMN
-
     # a multiple-choice run is scored by the letter: the embedder loads only for a free-text run
     free = [r for r in args.run_dirs if ORDER_COLUMN not in pq.read_schema(Path(r) / GENERATIONS_FILE).names]
-    embedder = (
-        get_embedder(args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args))
-        if free
-        else None
-    )
-    cache = False if args.no_cache else (args.cache_dir or True)
+    embedder = None
+    if free:
+        embedder = get_embedder(
+            args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args)
+        )
     for run_dir in args.run_dirs:
         _, m = score_run(
             run_dir,
             embedder=embedder,
-            cache=cache,
+            cache=False if args.no_cache else (args.cache_dir or True),
             **pick(args, "data", "numerics", "n_boot", "seed", "batch_size", "failed"),
             progress=not args.quiet,
         )
-        lo, hi = m["accuracy_ci"]
+        (lo, hi), (hlo, hhi) = m["accuracy_ci"], m["accuracy_hard_ci"]
         hard = m["accuracy_hard"]
-        hard_txt = (
+        hard = (
             "n/a (no hard questions)"
             if hard is None
-            else (
-                f"{_fmt(hard)} [{_fmt(m['accuracy_hard_ci'][0])}, {_fmt(m['accuracy_hard_ci'][1])}] "
-                f"(n={m['n_hard']})"
-            )
+            else f"{_pct(hard)} [{_pct(hlo)}, {_pct(hhi)}] (n={m['n_hard']})"
         )
         print(
-            f"{run_dir}: accuracy {_fmt(m['accuracy'])} [{_fmt(lo)}, {_fmt(hi)}] on {m['n']} questions, "
-            f"{m['n_users']} users; hard {hard_txt}; ties {m['n_ties']}"
+            f"{run_dir}: accuracy {_pct(m['accuracy'])} [{_pct(lo)}, {_pct(hi)}] on {m['n']} questions, "
+            f"{m['n_users']} users; hard {hard}; ties {m['n_ties']}"
             + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
             + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
             + (
@@ -90,14 +83,13 @@ def _compare(args: argparse.Namespace) -> int:
             args.run_a, args.run_b, judge=args.judge_agreed or None, **pick(args, "n_boot", "seed", "force")
         )
     else:
-        table = compare(args.run_a, args.run_b, n_boot=args.n_boot, seed=args.seed, force=args.force)
+        table = compare(args.run_a, args.run_b, **pick(args, "n_boot", "seed", "force"))
     if args.output:
         from pv4kit._io import atomic_write_text
 
         atomic_write_text(args.output, table.to_csv(index=False))
     with_pct = table.copy()
-    pct = ("accuracy_a", "accuracy_b", "diff", "diff_low", "diff_high")
-    for col in [c for c in table.columns if c in pct or c.startswith("diff_agreed")]:
+    for col in [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]:
         with_pct[col] = with_pct[col].map(lambda v: None if v is None else round(100 * v, 2))
     print(with_pct.to_string(index=False))
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
@@ -121,19 +113,17 @@ def _validity(args: argparse.Namespace) -> int:
             f"got {len(urls)}"
         )
     with contextlib.ExitStack() as stack:
-        judges = []
-        for i, model in enumerate(args.judge_model):
-            url = urls[i] if len(urls) > 1 else (urls[0] if urls else None)
-            endpoint = stack.enter_context(resolve_endpoint(model, url))
-            judges.append(
-                local_llm_config(
-                    endpoint,
-                    **pick(args, "protocol", api_key_env="judge_api_key_env"),
-                    max_output_tokens=args.judge_max_tokens,
-                    max_concurrency=args.judge_concurrency,
-                    max_retries=args.judge_max_retries,
-                )
+        judges = [
+            local_llm_config(
+                stack.enter_context(
+                    resolve_endpoint(model, urls[i] if len(urls) > 1 else (urls or [None])[0])
+                ),
+                **pick(args, "protocol", api_key_env="judge_api_key_env"),
+                **pick(args, max_output_tokens="judge_max_tokens", max_concurrency="judge_concurrency"),
+                max_retries=args.judge_max_retries,
             )
+            for i, model in enumerate(args.judge_model)
+        ]
         summary = validity(
             args.run_dir,
             judges=judges,
@@ -152,11 +142,7 @@ def _export(args: argparse.Namespace) -> int:
     from pv4kit.scoring.refformat import export_reference
 
     out = export_reference(
-        args.run_dir,
-        out_dir=args.output_dir,
-        data=args.data,
-        split=args.split,
-        metrics_form=args.metrics_form,
+        args.run_dir, out_dir=args.output_dir, **pick(args, "data", "split", "metrics_form")
     )
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
@@ -165,31 +151,21 @@ def _export(args: argparse.Namespace) -> int:
 def _import(args: argparse.Namespace) -> int:
     from pv4kit.scoring.refformat import import_reference
 
-    gens, unmatched = import_reference(
-        args.predictions,
-        data=args.data,
-        run_dir=args.run_dir,
-        split=args.split or None,
-        method=args.method,
-        model=args.model,
-        force=args.force,
-    )
+    kwargs = pick(args, "data", "run_dir", "method", "model", "force")
+    gens, unmatched = import_reference(args.predictions, split=args.split or None, **kwargs)
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
     for row in unmatched.head(10).itertuples(index=False):
         print(f"  {args.predictions}:{row.line}: {row.reason}: {row.question[:80]!r}")
     return 0 if len(gens) else 1
 
 
+def _boot(p: argparse.ArgumentParser, *, seed_help: str | None = None) -> None:
+    p.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
+    p.add_argument("--seed", type=nonnegative_int, default=0, help=seed_help)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
-    """Add ``score``, ``compare``, ``export`` and ``import`` to the ``pv4kit`` command line."""
-    _add_score(subparsers)
-    _add_compare(subparsers)
-    _add_validity(subparsers)
-    _add_export(subparsers)
-    _add_import(subparsers)
-
-
-def _add_score(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
     p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
     p.add_argument("--data", default=None, help="data source (default: 'data' in the run's config.json)")
@@ -204,9 +180,7 @@ def _add_score(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
     p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
     p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument(
-        "--cache-dir", default=None, help="embedding cache (default $PV4KIT_CACHE or .cache/pv4kit)"
-    )
+    p.add_argument("--cache-dir", default=None, help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument(
         "--numerics",
@@ -214,8 +188,7 @@ def _add_score(subparsers: argparse._SubParsersAction) -> None:
         default="float16",
         help="cosine arithmetic: float16 arrays as the reference scorer (default) or float32",
     )
-    p.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
-    p.add_argument("--seed", type=nonnegative_int, default=0)
+    _boot(p)
     p.add_argument(
         "--failed",
         default=None,
@@ -224,16 +197,13 @@ def _add_score(subparsers: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_score)
 
-
-def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
     c.add_argument("run_a")
     c.add_argument("run_b")
-    c.add_argument("--n-boot", type=positive_int, default=2000)
-    c.add_argument("--seed", type=nonnegative_int, default=0)
+    _boot(c)
     c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
     c.add_argument(
-        "--force", action="store_true", help="compare runs scored on different data (refused by default)"
+        "--force", action="store_true", help="compare runs scored on different data (else refused)"
     )
     c.add_argument(
         "--judge-agreed",
@@ -246,8 +216,6 @@ def _add_compare(subparsers: argparse._SubParsersAction) -> None:
     )
     c.set_defaults(func=_compare)
 
-
-def _add_validity(subparsers: argparse._SubParsersAction) -> None:
     v = subparsers.add_parser(
         "validity", help="how far a scored run's scores hold: judge agreement, embedder/numerics, margins"
     )
@@ -259,41 +227,29 @@ def _add_validity(subparsers: argparse._SubParsersAction) -> None:
         help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
     )
     v.add_argument(
-        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one per judge)"
+        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one each)"
     )
     add_protocol(v, default="chat", help="judge protocol [chat]")
     v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
     v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
     v.add_argument("--judge-concurrency", type=positive_int, default=8, help="judge requests in flight [8]")
     v.add_argument(
-        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a failed judge request [6]"
+        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a judge request [6]"
     )
     add_llm_cache(v)
-    v.add_argument(
-        "--against", action="append", default=[], help="another embedder to rescore with (repeatable)"
-    )
+    v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
     v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
     v.add_argument(
-        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which a question is a near-tie"
+        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which it is a near-tie"
     )
-    v.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
-    v.add_argument(
-        "--seed",
-        type=nonnegative_int,
-        default=0,
-        help="seed of the judge's candidate order and the bootstrap",
-    )
+    _boot(v, seed_help="seed of the judge's candidate order and the bootstrap")
     v.set_defaults(func=_validity)
 
-
-def _add_export(subparsers: argparse._SubParsersAction) -> None:
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
     e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
-    e.add_argument(
-        "--data", default=None, help="data the run was scored on (default: 'data' in its config.json)"
-    )
+    e.add_argument("--data", default=None, help="data the run was scored on (default: 'data' in config.json)")
     e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
     e.add_argument(
         "--metrics-form",
@@ -304,8 +260,6 @@ def _add_export(subparsers: argparse._SubParsersAction) -> None:
     )
     e.set_defaults(func=_export)
 
-
-def _add_import(subparsers: argparse._SubParsersAction) -> None:
     i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
     i.add_argument("predictions", help="the reference's predictions.jsonl")
     i.add_argument("run_dir", help="run directory to create")
@@ -313,7 +267,5 @@ def _add_import(subparsers: argparse._SubParsersAction) -> None:
     i.add_argument("--split", default="test", help="split to match against ('' for all)")
     i.add_argument("--method", default="imported")
     i.add_argument("--model", default=None)
-    i.add_argument(
-        "--force", action="store_true", help="replace a run already in RUN_DIR (refused by default)"
-    )
+    i.add_argument("--force", action="store_true", help="replace a run already in RUN_DIR (else refused)")
     i.set_defaults(func=_import)

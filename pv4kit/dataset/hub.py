@@ -1,17 +1,9 @@
 """Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
 
-:func:`looks_like_hub_id` is pv4kit's one rule for "is this a hub dataset id or a local path"; every
-loader that accepts both uses it. :func:`download_dataset` wraps ``huggingface_hub.snapshot_download``
-and turns its failures into one message each: a gated dataset (:class:`HubAccessError`: the
-``hf auth login`` step and the page where access is requested), an unknown id (:class:`HubNotFoundError`,
-naming another known id of the same dataset when that one exists), offline mode
-(:class:`HubOfflineError`) and an unreachable hub (:class:`HubUnreachableError`). All are
-``RuntimeError``. ``HF_ENDPOINT``, ``HF_TOKEN``, ``HF_HOME`` and ``HF_HUB_OFFLINE`` work as in
-``huggingface_hub``.
-
-PV4 has two ids: the dataset card (the dataset's own page) loads :data:`PV4_HUB_ID`
-(``MemoryAsModality/PersonalizationV4``), the reference's code names ``memorilla/PersonalizationV4``.
-pv4kit defaults to the card's and accepts both (:data:`PV4_HUB_IDS`).
+:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path". :func:`download_dataset`
+turns ``snapshot_download``'s failures into one ``RuntimeError`` subclass each (gated, not found, offline,
+unreachable) that says what to do. PV4's dataset card loads :data:`PV4_HUB_ID`, the reference's code
+names ``memorilla/PersonalizationV4``; both are accepted (:data:`PV4_HUB_IDS`).
 """
 
 from __future__ import annotations
@@ -56,10 +48,9 @@ class HubUnreachableError(HubError):
 def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     """Whether ``source`` names a hub dataset (``owner/name``) rather than a local path.
 
-    The rule: a ``str`` (a ``Path`` object is always a path) of the form ``owner/name`` as the hub
-    validates ids (letters, digits, ``_``, ``-``, ``.``; each part starts and ends with a letter, digit
-    or ``_``; no ``--`` or ``..``; at most 96 characters; not ending in ``.git``), not ending like a data
-    file (``.parquet``, ``.csv``, ``.jsonl``, ...), and not an existing local path.
+    True for a ``str`` (never a ``Path``) that is a valid hub id (``owner/name`` of letters, digits, ``_``,
+    ``-``, ``.``; no ``--`` or ``..``; at most 96 characters; not ``.git``), does not end like a data file
+    (``.parquet``, ``.csv``, ...) and is not an existing local path.
     """
     if not isinstance(source, str):
         return False
@@ -71,72 +62,56 @@ def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     return not Path(text).expanduser().exists()
 
 
-def _endpoint() -> str:
-    from huggingface_hub import constants
+def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:
+    """The one error that says what went wrong and what to do."""
+    from huggingface_hub import HfApi, constants, errors
+    from huggingface_hub.utils import OfflineModeIsEnabled
 
-    return constants.ENDPOINT.rstrip("/")
-
-
-def _chain(exc: BaseException) -> list[BaseException]:
-    seen: list[BaseException] = []
-    while exc is not None and exc not in seen:
-        seen.append(exc)
+    chain: list[BaseException] = []
+    while exc is not None and exc not in chain:
+        chain.append(exc)
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    return seen
-
-
-def _exists(repo_id: str) -> bool:
-    """Whether the hub knows ``repo_id`` (gated counts); ``False`` on any error."""
-    try:
-        from huggingface_hub import HfApi
-
-        return bool(HfApi().repo_exists(repo_id, repo_type="dataset"))
-    except Exception:  # noqa: BLE001 - only a hint for a message
-        return False
-
-
-def _manual(repo_id: str) -> str:
-    return (
+    exc = chain[0]
+    endpoint = constants.ENDPOINT.rstrip("/")
+    head = f"could not get dataset {repo_id!r} from the Hugging Face hub"
+    manual = (
         f"or download it where the hub is reachable with `hf download {repo_id} --repo-type dataset "
         "--local-dir DIR` and pass DIR (a local folder) instead"
     )
-
-
-def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:
-    """The one error that says what went wrong and what to do."""
-    from huggingface_hub import errors
-    from huggingface_hub.utils import OfflineModeIsEnabled
-
-    chain = _chain(exc)
-    endpoint = _endpoint()
-    head = f"could not get dataset {repo_id!r} from the Hugging Face hub"
-    page = f"{endpoint}/datasets/{repo_id}"
     gated = next((e for e in chain if isinstance(e, errors.GatedRepoError)), None)
     if gated is not None:
         status = getattr(getattr(gated, "response", None), "status_code", None)
-        if status == 403:
-            why = (
-                "HTTP 403: a token was sent but it has no access to it yet (access not requested, still "
-                "pending, or the token is another account's)"
-            )
-        else:
-            why = f"HTTP {status or 401}: no token was sent (not logged in)"
+        why = (
+            "HTTP 403: a token was sent but it has no access to it yet (access not requested, still "
+            "pending, or the token is another account's)"
+            if status == 403
+            else f"HTTP {status or 401}: no token was sent (not logged in)"
+        )
         return HubAccessError(
-            f"{head}: it is gated ({why}). Request access on its page {page} (log in there and "
-            "accept the terms), then authenticate here with `hf auth login` (or set HF_TOKEN to a token "
-            "of that account) and run again."
+            f"{head}: it is gated ({why}). Request access on its page {endpoint}/datasets/{repo_id} (log in "
+            "there and accept the terms), then authenticate here with `hf auth login` (or set HF_TOKEN to a "
+            "token of that account) and run again."
         )
     if any(isinstance(e, errors.RevisionNotFoundError) for e in chain):
         return HubNotFoundError(f"{head}: it has no revision {revision!r} on {endpoint}")
     if any(isinstance(e, errors.RepositoryNotFoundError) for e in chain):
         others = [a for a in also_at if a.lower() != repo_id.lower()]
-        found = next((a for a in others if _exists(a)), None)
+
+        def exists(other: str) -> bool:
+            try:
+                return bool(HfApi().repo_exists(other, repo_type="dataset"))
+            except Exception:  # noqa: BLE001 - only a hint for a message
+                return False
+
+        found = next((a for a in others if exists(a)), None)
         if found is not None:
             hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").'
-        elif others:
-            hint = f" Its other known id{'s' if len(others) > 1 else ''} {others} were not found either."
         else:
-            hint = ""
+            hint = (
+                f" Its other known id{'s' if len(others) > 1 else ''} {others} were not found either."
+                if others
+                else ""
+            )
         return HubNotFoundError(
             f"{head}: {repo_id!r} was not found on {endpoint} (or it is private and this machine's token "
             f"has no access; log in with `hf auth login`).{hint}"
@@ -145,26 +120,21 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
     if offline or any(isinstance(e, OfflineModeIsEnabled) for e in chain):
         return HubOfflineError(
             f"{head}: HF_HUB_OFFLINE is set and it is not in the local hub cache; unset "
-            f"HF_HUB_OFFLINE where the hub is reachable, {_manual(repo_id)}."
+            f"HF_HUB_OFFLINE where the hub is reachable, {manual}."
         )
-    unreachable = next(
-        (
-            e
-            for e in chain
-            if isinstance(e, (ConnectionError, TimeoutError))
-            or type(e).__name__ in ("ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException")
-        ),
-        None,
-    )
-    if unreachable is not None or any(isinstance(e, errors.LocalEntryNotFoundError) for e in chain):
-        cause = unreachable or exc
+    names = ("ConnectError", "ConnectTimeout", "ReadTimeout", "TimeoutException")
+    unreachable = [
+        e for e in chain if isinstance(e, (ConnectionError, TimeoutError)) or type(e).__name__ in names
+    ]
+    if unreachable or any(isinstance(e, errors.LocalEntryNotFoundError) for e in chain):
+        cause = (unreachable or [exc])[0]
         first = str(cause).splitlines()[0][:160] if str(cause) else ""
         return HubUnreachableError(
             f"{head}: cannot reach {endpoint} ({type(cause).__name__}: {first}); check the network "
-            f"(and HF_ENDPOINT), {_manual(repo_id)}."
+            f"(and HF_ENDPOINT), {manual}."
         )
     first = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return HubError(f"{head} at {endpoint}: {type(exc).__name__}: {first}. Try again, {_manual(repo_id)}.")
+    return HubError(f"{head} at {endpoint}: {type(exc).__name__}: {first}. Try again, {manual}.")
 
 
 def download_dataset(
@@ -187,21 +157,14 @@ def download_dataset(
         The local snapshot folder.
 
     Raises:
-        HubAccessError: Gated or private, and no token with access (the message has the
-            ``hf auth login`` step and the page where access is requested).
-        HubNotFoundError: Unknown id or revision.
-        HubOfflineError: ``HF_HUB_OFFLINE`` is set and the dataset is not cached.
-        HubUnreachableError: The endpoint cannot be reached.
-        HubError: Any other failure; every message says how to download by hand and pass the folder.
+        HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),
+            ``HubOfflineError``, ``HubUnreachableError`` or ``HubError``; each message says what to do.
     """
+    from huggingface_hub import snapshot_download
+
     try:
-        from huggingface_hub import snapshot_download
-    except ImportError as exc:  # pragma: no cover - a core dependency
-        raise RuntimeError("loading a hub id needs huggingface_hub: pip install huggingface-hub") from exc
-    try:
-        local = snapshot_download(
-            repo_id, repo_type="dataset", revision=revision, allow_patterns=list(allow_patterns or []) or None
-        )
+        patterns = list(allow_patterns or []) or None
+        local = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns)
     except Exception as exc:  # noqa: BLE001 - network, offline mode, auth, unknown repo: one clear error
         raise _explain(repo_id, exc, revision=revision, also_at=also_at) from exc
     return Path(local)

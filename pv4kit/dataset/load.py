@@ -1,16 +1,9 @@
 """Load PV4 into two tidy frames, from released parquet, the Memorilla-Data layout, a raw tree or the hub.
 
-``load(source)`` returns :class:`PV4Data` with
-
-* ``questions``: one row per question (``user_id, split, question_index, category, category_name,
-  question, choices, answer, answer_letter, hard, rationale``), keyed by ``(user_id, question_index)``
-  where ``question_index`` is the row's position in the user's ``qa.csv`` (recovered from the split rule
-  when only parquet is given);
-* ``users``: one row per user (``user_id, role, documents, persona, seed, categories, topics``), the
-  chats held **once per user**.
-
-Parquet is read without materialising ``documents`` once per row: the other columns are read whole,
-then a single row's documents per user.
+``questions`` has one row per question keyed by ``(user_id, question_index)`` (the row's position in the
+user's ``qa.csv``, recovered from the split rule when only parquet is given); ``users`` one row per user,
+the chats held once per user (parquet is read without materialising ``documents`` once per row).
+A parquet load takes category names, rationales and personas from a raw tree beside it when there is one.
 """
 
 from __future__ import annotations
@@ -18,15 +11,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from pv4kit.dataset.enrich import enrich_from_raw
 from pv4kit.dataset.formats import check_answer_letters
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
@@ -44,6 +34,7 @@ from pv4kit.schema import (
     DEFAULT_TRAIN_USERS,
     LETTERS,
     QUESTION_COLUMNS,
+    QUESTION_KEY,
     SPLITS,
     USER_COLUMNS,
     answer_indices,
@@ -70,8 +61,8 @@ class PV4Data:
     """PV4 as two tidy frames.
 
     Attributes:
-        questions: One row per question (see module docstring for the columns).
-        users: One row per user; ``documents`` holds the user's chats once.
+        questions: One row per question (columns :data:`pv4kit.schema.QUESTION_COLUMNS`).
+        users: One row per user (:data:`pv4kit.schema.USER_COLUMNS`); ``documents`` holds the chats once.
         source: Where the data came from (path or hub id).
         fingerprint: SHA-256 identifying the input files (for provenance and caches).
         kind: ``"parquet"``, ``"memorilla"``, ``"raw"`` or ``"hub"``.
@@ -90,12 +81,9 @@ class PV4Data:
         self._by_user = {int(u): i for i, u in enumerate(self.users["user_id"])}
 
     def _user_row(self, user_id: int) -> pd.Series:
-        try:
-            return self.users.iloc[self._by_user[int(user_id)]]
-        except KeyError:
-            raise KeyError(
-                f"user {user_id} is not in {self.source}; users: {sorted(self._by_user)}"
-            ) from None
+        if int(user_id) not in self._by_user:
+            raise KeyError(f"user {user_id} is not in {self.source}; users: {sorted(self._by_user)}")
+        return self.users.iloc[self._by_user[int(user_id)]]
 
     def documents(self, user_id: int) -> list[str]:
         """The chats of ``user_id`` in topic order."""
@@ -114,19 +102,11 @@ class PV4Data:
 
     def summary(self) -> pd.DataFrame:
         """Users, questions and hard questions per split, as a small frame."""
-        q = self.questions
-        rows = []
-        for s in SPLITS:
-            part = q[q["split"] == s]
-            rows.append(
-                {
-                    "split": s,
-                    "users": part["user_id"].nunique(),
-                    "questions": len(part),
-                    "hard": int(part["hard"].sum()),
-                }
-            )
-        return pd.DataFrame(rows)
+        q = self.questions.assign(hard=self.questions["hard"].astype(int))
+        table = q.groupby("split").agg(
+            users=("user_id", "nunique"), questions=("user_id", "size"), hard=("hard", "sum")
+        )
+        return table.reindex(SPLITS, fill_value=0).rename_axis("split").reset_index()
 
     def per_user(self) -> pd.DataFrame:
         """Questions per split and the number of chats, one row per user (index ``user_id``)."""
@@ -137,9 +117,6 @@ class PV4Data:
     def __repr__(self) -> str:
         counts = ", ".join(f"{r.split} {r.questions}" for r in self.summary().itertuples())
         return f"PV4Data({self.kind} {self.source!r}: {len(self.users)} users; {counts})"
-
-
-# --------------------------------------------------------------------------- helpers
 
 
 def _quick_fingerprint(paths: list[Path]) -> str:
@@ -156,18 +133,10 @@ def _quick_fingerprint(paths: list[Path]) -> str:
     return digest.hexdigest()
 
 
-def _empty_questions() -> pd.DataFrame:
-    return pd.DataFrame({c: pd.Series(dtype=object) for c in QUESTION_COLUMNS})
-
-
 def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
     frame = frame.reindex(columns=QUESTION_COLUMNS)
-    return frame.astype(
-        {"user_id": "int64", "question_index": "int64", "category": "Int64", "hard": "bool"}
-    ).reset_index(drop=True)
-
-
-# --------------------------------------------------------------------------- raw tree
+    types = {"user_id": "int64", "question_index": "int64", "category": "Int64", "hard": "bool"}
+    return frame.astype(types).reset_index(drop=True)
 
 
 def _load_raw(
@@ -187,17 +156,7 @@ def _load_raw(
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
         check_answer_letters(u.qa, u.path / "qa.csv")
         tables[uid] = (u.qa, u.categories)
-        users.append(
-            {
-                "user_id": uid,
-                "role": role,
-                "documents": u.chats,
-                "persona": u.persona,
-                "seed": u.seed,
-                "categories": u.categories or None,
-                "topics": u.topics or None,
-            }
-        )
+        users.append((uid, role, u.chats, u.persona, u.seed, u.categories or None, u.topics or None))
     if not users:
         raise ValueError(
             f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
@@ -205,56 +164,41 @@ def _load_raw(
     if outside:
         logger.warning(
             "%s: left out %d user(s) outside train users %s and test users %s: %s",
-            users_dir,
-            len(outside),
-            train_users,
-            test_users,
-            outside,
+            *(users_dir, len(outside), train_users, test_users, outside),
         )
-    hard_path = root / "hard_subset.csv"
-    hard = read_hard_subset(hard_path if hard_path.is_file() else None)
+    hard_path = root / "hard_subset.csv" if (root / "hard_subset.csv").is_file() else None
+    hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
-    plan = assign_splits(
-        {u: len(t[0]) for u, t in tables.items()},
-        train_users=train_users,
-        test_users=test_users,
-        fraction=fraction,
-        seed=seed,
-    )
+    sizes = {u: len(t[0]) for u, t in tables.items()}
+    plan = assign_splits(sizes, train_users=train_users, test_users=test_users, fraction=fraction, seed=seed)
     parts = []
     for (uid, split), idx in plan.groupby(["user_id", "split"], sort=False):
         qa, categories = tables[uid]
         rows = qa.iloc[idx["question_index"].to_numpy()]
         choices = rows[CHOICE_COLUMNS].to_numpy().tolist()
         letters = rows["correct_choice"].str.strip().str.upper().tolist()
-        part = pd.DataFrame(
-            {
-                "user_id": uid,
-                "split": split,
-                "question_index": rows["index"].to_numpy(),
-                "category": rows["category"].to_numpy(),
-                "category_name": [categories[c] if c < len(categories) else None for c in rows["category"]],
-                "question": rows["question"].to_numpy(),
-                "choices": choices,
-                "answer": [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
-                "answer_letter": letters,
-                "hard": [(uid, int(i)) in hard_keys for i in rows["index"]],
-                "rationale": rows["rationale"].to_numpy(),
-            }
-        )
-        parts.append(part)
-    questions = _finish_questions(pd.concat(parts, ignore_index=True))
+        part = {
+            "user_id": uid,
+            "split": split,
+            "question_index": rows["index"].to_numpy(),
+            "category": rows["category"].to_numpy(),
+            "category_name": [categories[c] if c < len(categories) else None for c in rows["category"]],
+            "question": rows["question"].to_numpy(),
+            "choices": choices,
+            "answer": [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
+            "answer_letter": letters,
+            "hard": [(uid, int(i)) in hard_keys for i in rows["index"]],
+            "rationale": rows["rationale"].to_numpy(),
+        }
+        parts.append(pd.DataFrame(part))
     return PV4Data(
-        questions=questions,
+        questions=_finish_questions(pd.concat(parts, ignore_index=True)),
         users=pd.DataFrame(users, columns=USER_COLUMNS),
         source=str(raw_dir),
-        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path if hard_path.is_file() else None),
+        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path),
         kind="raw",
         users_outside=outside,
     )
-
-
-# --------------------------------------------------------------------------- parquet
 
 
 def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
@@ -265,8 +209,6 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
         (root / "data" / "pv4", "memorilla"),
         (root / "pv4", "memorilla"),
     ):
-        if not base.is_dir():
-            continue
         found = {}
         for s in SPLITS:
             files = sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet"))
@@ -297,12 +239,10 @@ def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict
         for g in range(pf.num_row_groups):
             ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
             need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
-            if not need:
-                continue
             if len(need) == 1 and (ids == need[0]).all():
                 batch = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"]))
                 docs[need[0]] = batch.column(0)[0].as_py()
-            else:  # a row group shared by several users: read it and take each user's first row
+            elif need:  # a row group shared by several users: read it and take each user's first row
                 col = pf.read_row_group(g, columns=["documents"]).column(0)
                 for u in need:
                     docs[u] = col[int(np.flatnonzero(ids == u)[0])].as_py()
@@ -311,7 +251,7 @@ def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict
     return docs
 
 
-def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd.Series:
+def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> np.ndarray:
     """``question_index`` of every parquet row from the split rule.
 
     A user whose rows are all ``test`` keeps ``qa.csv`` order; any other user's rows follow the split rule
@@ -319,12 +259,10 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
     """
     out = np.empty(len(frame), dtype=np.int64)
     for uid, grp in frame.groupby("user_id", sort=False):
-        idx = grp.index.to_numpy()
         if set(grp["split"]) == {"test"}:
-            out[idx] = np.arange(len(grp))
+            out[grp.index.to_numpy()] = np.arange(len(grp))
             continue
-        n = len(grp)
-        train_pos, val_pos = split_indices(n, fraction=fraction, seed=seed)
+        train_pos, val_pos = split_indices(len(grp), fraction=fraction, seed=seed)
         tr, va = grp.index[grp["split"] == "train"], grp.index[grp["split"] == "validation"]
         if len(tr) != len(train_pos) or len(va) != len(val_pos):
             raise ValueError(
@@ -332,17 +270,8 @@ def _recover_positions(frame: pd.DataFrame, *, fraction: float, seed: int) -> pd
                 f"(fraction {fraction}, seed {seed} gives {len(train_pos)} and {len(val_pos)}); pass the "
                 "right validation fraction and seed"
             )
-        out[tr.to_numpy()] = train_pos
-        out[va.to_numpy()] = val_pos
-    return pd.Series(out, index=frame.index)
-
-
-def _read_manifest(root: Path) -> dict:
-    """The ``manifest.json`` a build wrote beside the parquet files ({} when there is none)."""
-    for cand in (root / "manifest.json", root / "data" / "manifest.json"):
-        if cand.is_file():
-            return json.loads(cand.read_text())
-    return {}
+        out[tr.to_numpy()], out[va.to_numpy()] = train_pos, val_pos
+    return out
 
 
 def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
@@ -353,22 +282,20 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
     for split, files in found.items():
         for path in files:
             try:
-                schema = pq.read_schema(path)
+                names = pq.read_schema(path).names
             except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
                 raise _parquet_error(path, exc) from None
-            id_column = "collection_id" if "collection_id" in schema.names else "user_id"
+            id_column = "collection_id" if "collection_id" in names else "user_id"
             need = [id_column, "question", "answer", "choices", "hard"]
-            missing = [c for c in need if c not in schema.names]
+            missing = [c for c in need if c not in names]
             if missing:
-                raise ValueError(f"{path}: parquet lacks columns {missing}; found {schema.names}")
+                raise ValueError(f"{path}: parquet lacks columns {missing}; found {names}")
             try:
                 t = pq.read_table(path, columns=need).to_pandas()
             except (OSError, ValueError) as exc:
                 raise _parquet_error(path, exc) from None
             _check_rows(t, path, id_column)
-            t = t.rename(columns={id_column: "user_id"})
-            t.insert(1, "split", split)
-            parts.append(t)
+            parts.append(t.rename(columns={id_column: "user_id"}).assign(split=split))
     return pd.concat(parts, ignore_index=True), id_column
 
 
@@ -384,8 +311,7 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
                 f"{path}: row {nulls[0]} has no {column!r} (null; {len(nulls)} such row(s)); every row needs "
                 f"one. Rebuild the file with `pv4kit build`"
             )
-    key = [id_column, "question", "answer"]
-    seen = table[key].assign(_choices=[tuple(c) for c in table["choices"]])
+    seen = table[[id_column, "question", "answer"]].assign(_choices=[tuple(c) for c in table["choices"]])
     dup = seen.duplicated(keep=False).to_numpy()
     if dup.any():
         first = seen[dup].iloc[0]
@@ -397,6 +323,52 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
+def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
+    """Fill ``category, category_name, rationale`` and the users' raw-tree columns in place from ``raw_root``.
+
+    A question the tree holds under another text is counted in a warning.
+    """
+    seeds, parts = read_persona_seeds(raw_root), []
+    for i, uid in enumerate(users["user_id"]):
+        udir = raw_root / "users" / f"user_{uid}"
+        if not udir.is_dir():
+            continue
+        u = read_user(udir, raw_dir=raw_root, chats=False, seeds=seeds)  # the parquet holds the chats
+        values = (u.persona, u.seed, u.categories or None, u.topics or None)
+        for col, value in zip(USER_COLUMNS[3:], values, strict=True):
+            users.at[i, col] = value
+        if u.qa is not None:
+            cats, names = u.qa["category"].to_numpy(), u.categories
+            part = {
+                "user_id": uid,
+                "question_index": np.arange(len(u.qa), dtype="int64"),
+                "_raw_question": u.qa["question"].to_numpy(),
+                "_category": cats,
+                "_category_name": [names[c] if c < len(names) else None for c in cats],
+                "_rationale": u.qa["rationale"].to_numpy(),
+            }
+            parts.append(pd.DataFrame(part))
+    merged = frame[[*QUESTION_KEY, "question"]]
+    if parts:
+        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
+        merged = merged.merge(found, on=QUESTION_KEY, how="left")
+    else:
+        merged = merged.assign(_raw_question=None, _category=None, _category_name=None, _rationale=None)
+    present = merged["_raw_question"].notna().to_numpy()
+    differ = present & (merged["_raw_question"] != merged["question"]).to_numpy()
+    if differ.any():
+        first = merged[differ].iloc[0]
+        logger.warning(
+            "%d question(s) differ between the parquet and %s (first: user %s question %s, %r in the "
+            "parquet, %r in qa.csv); their category names and rationales may belong to other questions",
+            *(int(differ.sum()), raw_root, first["user_id"], first["question_index"]),
+            *(str(first["question"])[:60], str(first["_raw_question"])[:60]),
+        )
+    frame["category"] = pd.array(merged["_category"], dtype="Int64")
+    for col in ("category_name", "rationale"):
+        frame[col] = merged[f"_{col}"].astype(object).where(present, None).to_numpy()
+
+
 def _load_parquet(
     root: Path,
     found: dict[str, list[Path]],
@@ -405,53 +377,33 @@ def _load_parquet(
     splits: list[str] | None,
     fraction: float,
     seed: int,
-    cache: Any = None,
 ) -> PV4Data:
-    manifest = _read_manifest(root)
-    fraction = manifest.get("validation_fraction", fraction)
-    seed = manifest.get("seed", seed)
+    manifest_path = next(
+        (p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()), None
+    )
+    manifest = json.loads(manifest_path.read_text()) if manifest_path else {}
+    fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
     frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
     frame["question_index"] = _recover_positions(frame, fraction=fraction, seed=seed)
     frame["answer_letter"] = [LETTERS[i] for i in answer_indices(frame)]
-    frame["category"] = pd.NA
-    frame["category_name"] = None
-    frame["rationale"] = None
+    frame["category"], frame["category_name"], frame["rationale"] = pd.NA, None, None
     all_files = [p for fs in found.values() for p in fs]
     ids = sorted(frame["user_id"].unique().tolist())
     docs = _read_documents(all_files, id_column, set(ids))
     roles = frame.groupby("user_id")["split"].agg(lambda s: "test" if "test" in set(s) else "train")
-    users = pd.DataFrame(
-        {
-            "user_id": ids,
-            "role": [roles[u] for u in ids],
-            "documents": [docs[u] for u in ids],
-            "persona": None,
-            "seed": None,
-            "categories": None,
-            "topics": None,
-        },
-        columns=USER_COLUMNS,
-    )
+    columns = {"user_id": ids, "role": [roles[u] for u in ids], "documents": [docs[u] for u in ids]}
+    users = pd.DataFrame({**columns, **dict.fromkeys(USER_COLUMNS[3:])}, columns=USER_COLUMNS)
     # enrich from a raw tree next to the parquet (the hub layout, or the users_dir a build recorded)
     raw_candidates = [root / "raw", root.parent / "raw"]
     if manifest.get("users_dir"):
         raw_candidates.insert(0, Path(manifest["users_dir"]).parent)
     raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
     if raw_root is not None:
-        frame, users = enrich_from_raw(frame, users, raw_root, cache=cache)
+        _enrich(frame, users, raw_root)
     if splits:
         frame = frame[frame["split"].isin(splits)]
-    return PV4Data(
-        questions=_finish_questions(frame),
-        users=users,
-        source=str(root),
-        fingerprint=_quick_fingerprint(all_files),
-        kind=kind,
-    )
-
-
-# --------------------------------------------------------------------------- hub
+    return PV4Data(_finish_questions(frame), users, str(root), _quick_fingerprint(all_files), kind)
 
 
 def load(
@@ -463,7 +415,6 @@ def load(
     validation_fraction: float = 0.1,
     seed: int = 23,
     revision: str | None = None,
-    cache: bool | str | os.PathLike[str] | None = None,
 ) -> PV4Data:
     """Load PV4 from a local folder or a hub dataset id.
 
@@ -472,54 +423,37 @@ def load(
             layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
             ``users/``), or a hub dataset id (:func:`pv4kit.dataset.hub.looks_like_hub_id`). The default is
             the id the dataset card loads, ``"MemoryAsModality/PersonalizationV4"``; the reference code's
-            ``"memorilla/PersonalizationV4"`` works too, and when one is not found the error names the other
-            if it exists. A gated dataset needs access granted on its hub page and ``hf auth login``.
+            ``"memorilla/PersonalizationV4"`` works too. A gated dataset needs access granted on its hub
+            page and ``hf auth login``.
         splits: Keep only these splits (default: all present).
         train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
         test_users: Inclusive id range of evaluation users.
         validation_fraction: Held-out share used by the split rule (read from ``manifest.json`` if present).
         seed: Seed of the split rule (read from ``manifest.json`` if present).
         revision: Hub revision (branch, tag or commit) when ``source`` is a hub id.
-        cache: Keep what a parquet load reads from the raw tree beside it (category names, rationales,
-            personas: 149 ``qa.csv`` at release size, ~1 s) in this folder (``True``: ``cache_root()/loads``),
-            keyed by the SHA-256 of every file read and of the code that reads them, so a rerun hashes
-            the files instead of parsing them (release: 1.1 s instead of 2.0 s for the whole load) and any
-            edit reads the tree again. Off by default; the notebooks use it.
-
-    Returns:
-        A :class:`PV4Data`.
 
     Raises:
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
-        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded; a ``RuntimeError`` whose subclass and
-            message say why (gated, not found, offline, hub unreachable) and what to do.
+        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why:
+            gated, not found, offline, hub unreachable, and what to do).
     """
-    if splits is not None:
-        bad = [s for s in splits if s not in SPLITS]
-        if bad:
-            raise ValueError(f"splits: unknown split(s) {bad}; expected any of {SPLITS}")
-    root = Path(source)
-    kind = None
-    if looks_like_hub_id(source):
+    bad = [s for s in splits or [] if s not in SPLITS]
+    if bad:
+        raise ValueError(f"splits: unknown split(s) {bad}; expected any of {SPLITS}")
+    root, hub = Path(source), looks_like_hub_id(source)
+    if hub:
         logger.info("downloading %s from the Hugging Face hub", source)
         also = PV4_HUB_IDS if str(source).lower() in {i.lower() for i in PV4_HUB_IDS} else ()
         root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision, also_at=also)
-        kind = "hub"
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)
-    opts = {
-        "train_users": train_users,
-        "test_users": test_users,
-        "fraction": validation_fraction,
-        "seed": seed,
-    }
     if found is not None:
-        data = _load_parquet(
-            root, found[0], found[1], splits=splits, fraction=validation_fraction, seed=seed, cache=cache
-        )
+        data = _load_parquet(root, *found, splits=splits, fraction=validation_fraction, seed=seed)
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
-        data = _load_raw(root if (root / "users").is_dir() else root / "raw", **opts)
+        raw = root if (root / "users").is_dir() else root / "raw"
+        ranges = {"train_users": train_users, "test_users": test_users}
+        data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
         if splits:
             data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     else:
@@ -527,7 +461,7 @@ def load(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "
             "tree with users/user_N folders"
         )
-    if kind == "hub":
+    if hub:
         data.kind, data.source = "hub", str(source)
     logger.info("%r", data)
     return data

@@ -1,16 +1,10 @@
 """Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
 
-Step 5 (:mod:`pv4kit.dataset.questions`) reproduces the reference parse, in which each field runs from its tag
-to the next tag of the fixed sequence. A tag that is malformed (``<CHOICE_B`` without its ``>``, a
-lower-case or closing tag), missing or given twice is not an error there: one field silently runs into
-the next or a choice comes out empty. The ``qa.csv`` bytes stay the reference's; this check finds every
-such block so that ``validate`` and ``qa-table`` can say where it is.
-
-A well-formed block holds, after its ``<QUESTION>`` tag, each of ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
-``<CORRECT_CHOICE>`` exactly once and in that order, then at most one ``<RATIONALE...>``, each tag
-spelled exactly so (``<RATIONALE`` may carry text before its ``>`` on the same line, as the reference's
-pattern allows). ``<WORD_COUNTS>`` is not checked: it sits inside the rationale, which runs to the end
-of the block whatever follows.
+Step 5 reproduces the reference parse, where a malformed (``<CHOICE_B`` without ``>``, lower-case,
+closing), missing or repeated tag silently runs one field into the next. This check finds every such block
+for ``validate`` and ``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
+``<CORRECT_CHOICE>`` once each, in order, then at most one ``<RATIONALE...>``; ``<WORD_COUNTS>`` sits
+inside the rationale and is not checked.
 """
 
 from __future__ import annotations
@@ -22,7 +16,7 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import read_text
-from pv4kit.dataset.formats import read_categories
+from pv4kit.dataset.formats import read_list
 
 #: tags every block needs once, in this order (``<QUESTION>`` opens the block)
 REQUIRED = ("CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE")
@@ -76,138 +70,80 @@ def _field_name(tag: str) -> str:
 def check_tags(text: str) -> list[TagProblem]:
     """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text.
 
-    Args:
-        text: The file's text.
-
     Returns:
         The problems in file order; empty for a well-formed file. A block holding only whitespace is
         skipped (step 5's drop report already names it).
     """
     problems: list[TagProblem] = []
-    starts = [m.start() for m in re.finditer("<QUESTION>", text)]
-    bounds = [0, *starts, len(text)]
+    bounds = [0, *(m.start() for m in re.finditer("<QUESTION>", text)), len(text)]
+
+    def add(pos: int, number: int | None, code: str, message: str) -> None:
+        problems.append(TagProblem(text.count("\n", 0, pos) + 1, number, code, message))
+
     for k in range(len(bounds) - 1):
-        block = _Block(text, bounds[k], bounds[k + 1], k - 1 if k else None)
-        if block.number is not None and not block.body.strip():
+        number, lo = (k - 1 if k else None), bounds[k]
+        body_lo = lo + len("<QUESTION>") if k else lo
+        body = text[body_lo : bounds[k + 1]]
+        if k and not body.strip():
             continue
-        malformed = _malformed_tags(block, problems)
-        if block.number is None:
-            problems += _tags_outside(block)
-        else:
-            problems += _missing_tags(block, malformed) + _repeated_tags(block) + _misordered_tags(block)
+        well = {m.start() + body_lo: m for m in _WELL_FORMED.finditer(body)}  # the tags the parse sees
+        found: dict[str, list[int]] = {}
+        for pos, m in sorted(well.items()):
+            found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
+        malformed: set[str] = set()
+        for m in _LOOSE.finditer(body):
+            pos = m.start() + body_lo
+            if pos in well and well[pos].end() - well[pos].start() >= m.end() - m.start():
+                continue
+            tag = _canonical(m.group(0))
+            malformed.add(tag)
+            if tag == "WORD_COUNTS":  # inside the rationale, which runs to the end of the block anyway
+                continue
+            before = [_canonical(w.group(0).split()[0]) for q, w in well.items() if q < pos]
+            field = _field_name(before[-1] if before else ("QUESTION" if k else ""))
+            effect = (
+                "the rationale is read from the next '>' on, or is empty"
+                if tag == "RATIONALE"
+                else f"{field} runs on through it"
+            )
+            where = f"question {number + 1}: " if k else ""
+            message = (
+                f"{where}{m.group(0).strip()!r} is not a well-formed tag (expected '<{tag}>'); "
+                f"the parse does not see it, so {effect}"
+            )
+            add(pos, number, "tag_malformed", message)
+        if not k:  # the text before the first <QUESTION>
+            if found:
+                names = ", ".join(f"<{t}>" for t in found)
+                message = (
+                    f"text before the first <QUESTION> tag holds {names}; "
+                    "is a <QUESTION> tag malformed or missing?"
+                )
+                add(min(p for ps in found.values() for p in ps), None, "tag_outside", message)
+            continue
+        q = f"question {number + 1}"
+        for tag in REQUIRED:
+            if tag not in found and tag not in malformed:
+                message = (
+                    f"{q} has no <{tag}> tag; the parse leaves that field empty and the one before it runs on"
+                )
+                add(lo, number, "tag_missing", message)
+        for tag, where in found.items():
+            if tag not in ("QUESTION", "WORD_COUNTS") and len(where) > 1:
+                lines = ", ".join(str(text.count("\n", 0, p) + 1) for p in where)
+                message = (
+                    f"{q} has <{tag}> {len(where)} times (lines {lines}); "
+                    "the parse reads the first and runs the rest into that field"
+                )
+                add(where[1], number, "tag_repeated", message)
+        order = [t for t in (*REQUIRED, "RATIONALE") if t in found]
+        for before, after in zip(order, order[1:], strict=False):
+            if found[after][0] < found[before][0]:
+                message = (
+                    f"{q} has <{after}> before <{before}>; the parse runs the fields between them together"
+                )
+                add(found[after][0], number, "tag_order", message)
     return sorted(problems, key=lambda p: p.line)
-
-
-class _Block:
-    """One block of a ``qa/{i}.txt`` text (or the text before its first ``<QUESTION>``) and its tags."""
-
-    def __init__(self, text: str, lo: int, hi: int, number: int | None) -> None:
-        self.text, self.lo, self.number = text, lo, number
-        self.body_lo = lo + len("<QUESTION>") if number is not None else lo
-        self.body = text[self.body_lo : hi]
-        # well-formed tags by position in the file, and their positions by tag
-        self.well = {m.start() + self.body_lo: m for m in _WELL_FORMED.finditer(self.body)}
-        self.found: dict[str, list[int]] = {}
-        for pos, m in sorted(self.well.items()):
-            self.found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
-
-    def line_of(self, pos: int) -> int:
-        return self.text.count("\n", 0, pos) + 1
-
-    @property
-    def where(self) -> str:
-        return f"question {self.number + 1}: " if self.number is not None else ""
-
-
-def _malformed_tags(block: _Block, problems: list[TagProblem]) -> set[str]:
-    """Append a ``tag_malformed`` problem per tag the parse does not see; the tags so malformed."""
-    malformed: set[str] = set()
-    for m in _LOOSE.finditer(block.body):
-        pos = m.start() + block.body_lo
-        well = block.well.get(pos)
-        if well is not None and well.end() - well.start() >= m.end() - m.start():
-            continue
-        tag = _canonical(m.group(0))
-        malformed.add(tag)
-        if tag == "WORD_COUNTS":  # inside the rationale, which runs to the end of the block anyway
-            continue
-        before = [_canonical(w.group(0).split()[0]) for q, w in block.well.items() if q < pos]
-        field = _field_name(before[-1] if before else ("QUESTION" if block.number is not None else ""))
-        effect = (
-            "the rationale is read from the next '>' on, or is empty"
-            if tag == "RATIONALE"
-            else f"{field} runs on through it"
-        )
-        problems.append(
-            TagProblem(
-                block.line_of(pos),
-                block.number,
-                "tag_malformed",
-                f"{block.where}{m.group(0).strip()!r} is not a well-formed tag (expected '<{tag}>'); the "
-                f"parse does not see it, so {effect}",
-            )
-        )
-    return malformed
-
-
-def _tags_outside(block: _Block) -> list[TagProblem]:
-    """Tags in the text before the first ``<QUESTION>``: is a ``<QUESTION>`` tag malformed or missing?"""
-    if not block.found:
-        return []
-    first = min(p for where in block.found.values() for p in where)
-    names = ", ".join(f"<{t}>" for t in block.found)
-    message = f"text before the first <QUESTION> tag holds {names}; is a <QUESTION> tag malformed or missing?"
-    return [TagProblem(block.line_of(first), None, "tag_outside", message)]
-
-
-def _missing_tags(block: _Block, malformed: set[str]) -> list[TagProblem]:
-    """Each required tag the block lacks (and does not hold malformed)."""
-    return [
-        TagProblem(
-            block.line_of(block.lo),
-            block.number,
-            "tag_missing",
-            f"question {block.number + 1} has no <{tag}> tag; the parse leaves that field empty "
-            "and the one before it runs on",
-        )
-        for tag in REQUIRED
-        if tag not in block.found and tag not in malformed
-    ]
-
-
-def _repeated_tags(block: _Block) -> list[TagProblem]:
-    """Each tag the block holds more than once (``<WORD_COUNTS>`` aside)."""
-    problems = []
-    for tag, where in block.found.items():
-        if tag in ("QUESTION", "WORD_COUNTS") or len(where) < 2:
-            continue
-        lines = ", ".join(str(block.line_of(p)) for p in where)
-        problems.append(
-            TagProblem(
-                block.line_of(where[1]),
-                block.number,
-                "tag_repeated",
-                f"question {block.number + 1} has <{tag}> {len(where)} times (lines {lines}); the parse "
-                "reads the first and runs the rest into that field",
-            )
-        )
-    return problems
-
-
-def _misordered_tags(block: _Block) -> list[TagProblem]:
-    """Each pair of consecutive tags that comes in the wrong order."""
-    order = [t for t in (*REQUIRED, "RATIONALE") if t in block.found]
-    return [
-        TagProblem(
-            block.line_of(block.found[after][0]),
-            block.number,
-            "tag_order",
-            f"question {block.number + 1} has <{after}> before <{before}>; the parse runs the fields "
-            "between them together",
-        )
-        for before, after in zip(order, order[1:], strict=False)
-        if block.found[after][0] < block.found[before][0]
-    ]
 
 
 #: columns of :func:`tag_report`
@@ -226,7 +162,7 @@ def tag_report(user_dir: str | Path) -> pd.DataFrame:
     """
     user_dir = Path(user_dir)
     rows = []
-    for c in range(len(read_categories(user_dir))):
+    for c in range(len(read_list(user_dir / "categories.txt"))):
         path = user_dir / "qa" / f"{c}.txt"
         for problem in check_tags(read_text(path)):
             rows.append(

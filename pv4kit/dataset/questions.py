@@ -35,7 +35,7 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import atomic_write_text, not_a_file_error, read_text
-from pv4kit.dataset.formats import format_qa_csv, read_categories, read_qa_csv
+from pv4kit.dataset.formats import format_qa_csv, read_list, read_qa_csv
 from pv4kit.dataset.qatags import tag_report
 from pv4kit.dataset.tree import list_users
 from pv4kit.schema import LETTERS, QA_COLUMNS
@@ -211,22 +211,17 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
             ``categories.txt``, such as a trailing newline, counts as a category, as in the reference).
     """
     user_dir = Path(user_dir)
-    categories = read_categories(user_dir)
+    categories = read_list(user_dir / "categories.txt")
     records: list[tuple[int, QABlock]] = []
     drops: list[dict[str, object]] = []
     for c in range(len(categories)):
         path = user_dir / "qa" / f"{c}.txt"
         if not path.exists():
-            why = (
-                " (line {} of categories.txt is blank{}; the reference counts it as a category)".format(
-                    c + 1, ": the file ends with a newline" if c == len(categories) - 1 else ""
-                )
-                if not categories[c]
-                else ""
-            )
+            last = ": the file ends with a newline" if c == len(categories) - 1 else ""
+            why = f" (line {c + 1} of categories.txt is blank{last}; the reference counts it as a category)"
             raise FileNotFoundError(
                 f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
-                f"categories.txt lists {len(categories)} categories{why}"
+                f"categories.txt lists {len(categories)} categories{why if not categories[c] else ''}"
             )
         for blk in parse_qa_text(read_text(path)):
             if blk.question:
@@ -244,17 +239,6 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     return table, report
 
 
-def _with_tag_flags(drops: pd.DataFrame, user_dir: Path) -> pd.DataFrame:
-    """``drops`` plus one ``malformed_tags`` row per tag problem (:func:`~.qatags.tag_report`)."""
-    flags = tag_report(user_dir)
-    drops = drops.assign(detail="")
-    if flags.empty:
-        return drops
-    flags = flags.assign(kept=False)  # a flag, not a drop: the parse keeps or drops the block itself
-    both = pd.concat([drops, flags[drops.columns]], ignore_index=True)
-    return both.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
-
-
 def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
 
@@ -262,11 +246,8 @@ def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     the new table lacks (matched one for one), or the last old rows when the texts all survive. A
     ``target`` that is not a readable question table holds no question to lose (a warning says so).
     """
-    target = Path(target)
-    if not target.is_file():
-        return pd.DataFrame(columns=QA_COLUMNS)
     try:
-        old = read_qa_csv(target)
+        old = read_qa_csv(target) if Path(target).is_file() else pd.DataFrame(columns=QA_COLUMNS)
     except ValueError as exc:
         logger.warning("replacing %s, which is not a readable question table: %s", target, exc)
         return pd.DataFrame(columns=QA_COLUMNS)
@@ -275,23 +256,9 @@ def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     left = Counter(table["question"])
     gone = []
     for i, q in enumerate(old["question"]):
-        if left[q] > 0:
-            left[q] -= 1
-        else:
-            gone.append(i)
+        left[q] -= 1
+        gone += [i] if left[q] < 0 else []
     return old.iloc[gone] if gone else old.iloc[len(table) :]
-
-
-def _shrink_message(target: Path, new: int, old: int, gone: pd.DataFrame) -> str:
-    shown = ", ".join(
-        f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
-        for r in gone.head(3).itertuples(index=False)
-    )
-    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
-    return (
-        f"{target}: the new table has {new} questions, the one it replaces {old}; "
-        f"{len(gone)} would go: {shown}{more}"
-    )
 
 
 def write_qa_tables(
@@ -316,68 +283,50 @@ def write_qa_tables(
         The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
         besides the dropped blocks (and the untagged first questions kept, ``kept`` true) it flags every
         block with a malformed, missing or repeated tag (reason ``malformed_tags``, ``kept`` false: a flag,
-        not a drop; the block is kept or dropped as the reference parse makes it; ``detail`` says what is
-        wrong), plus an ``attrs["summary"]`` frame with per-user counts (``user_id, kept, dropped,
-        malformed, written``).
+        not a drop; ``detail`` says what is wrong), plus an ``attrs["summary"]`` frame with per-user counts
+        (``user_id, kept, dropped, malformed, written``).
 
     Raises:
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.
     """
     users_dir = Path(users_dir)
-    ids = list_users(users_dir) if user_ids is None else list(user_ids)
-    reports, summary = [], []
-    pending: list[tuple[Path, pd.DataFrame]] = []
-    for uid in ids:
-        table, drops, counts = _user_report(users_dir / f"user_{uid}", uid, seed=seed)
-        target = users_dir / f"user_{uid}" / "qa.csv"
-        counts["written"] = overwrite or not target.exists()
-        if counts["written"]:
-            pending.append((target, table))
+    reports, summary, pending, shrinking = [], [], [], []
+    for uid in list_users(users_dir) if user_ids is None else list(user_ids):
+        user_dir, target = users_dir / f"user_{uid}", users_dir / f"user_{uid}" / "qa.csv"
+        table, drops = build_question_table(user_dir, seed=seed)
+        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
+        flags = tag_report(user_dir).assign(kept=False)  # a flag, not a drop: the parse decides that
+        drops = drops.assign(detail="")
+        if len(flags):
+            drops = pd.concat([drops, flags[drops.columns]], ignore_index=True)
+            drops = drops.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
+        if target.is_dir():
+            raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
+        drops.insert(0, "user_id", uid)
         reports.append(drops)
-        summary.append(counts)
+        written = overwrite or not target.exists()
+        counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
+        summary.append({**counts, "written": written})
         logger.info(
             "user %d: %d questions kept, %d dropped%s%s",
-            uid,
-            counts["kept"],
-            counts["dropped"],
+            *(uid, counts["kept"], counts["dropped"]),
             f", {counts['malformed']} tag problem(s)" if counts["malformed"] else "",
-            "" if counts["written"] else " (qa.csv exists, kept)",
+            "" if written else " (qa.csv exists, kept)",
         )
-    _refuse_shrinking(pending, force=force)
-    for target, table in pending:
-        atomic_write_text(target, format_qa_csv(table))
-    report = (
-        pd.concat(reports, ignore_index=True)
-        if reports
-        else pd.DataFrame(
-            columns=["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
-        )
-    )
-    report.attrs["summary"] = pd.DataFrame(
-        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
-    )
-    return report
-
-
-def _user_report(user_dir: Path, uid: int, *, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
-    """One user's question table, its drop report with the tag flags, and its summary counts."""
-    table, drops = build_question_table(user_dir, seed=seed)
-    n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
-    drops = _with_tag_flags(drops, user_dir)
-    if (user_dir / "qa.csv").is_dir():
-        raise not_a_file_error(user_dir / "qa.csv", expected="a qa.csv file (remove the directory)")
-    drops.insert(0, "user_id", uid)
-    counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
-    return table, drops, counts
-
-
-def _refuse_shrinking(pending: list[tuple[Path, pd.DataFrame]], *, force: bool) -> None:
-    """Raise, before anything is written, when a table would replace a ``qa.csv`` with more questions."""
-    shrinking = []
-    for target, table in pending:
+        if not written:
+            continue
+        pending.append((target, table))
         gone = lost_questions(target, table)
         if len(gone):
-            shrinking.append(_shrink_message(target, len(table), len(table) + len(gone), gone))
+            shown = ", ".join(
+                f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
+                for r in gone.head(3).itertuples(index=False)
+            )
+            more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+            shrinking.append(
+                f"{target}: the new table has {len(table)} questions, the one it replaces "
+                f"{len(table) + len(gone)}; {len(gone)} would go: {shown}{more}"
+            )
     if shrinking and not force:
         raise ValueError(
             "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
@@ -387,3 +336,10 @@ def _refuse_shrinking(pending: list[tuple[Path, pd.DataFrame]], *, force: bool) 
         )
     for message in shrinking:
         logger.warning("forced: %s", message)
+    for target, table in pending:
+        atomic_write_text(target, format_qa_csv(table))
+    columns = ["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
+    report = pd.concat(reports, ignore_index=True) if reports else pd.DataFrame(columns=columns)
+    names = ["user_id", "kept", "dropped", "malformed", "written"]
+    report.attrs["summary"] = pd.DataFrame(summary, columns=names)
+    return report

@@ -16,14 +16,13 @@ import csv
 import io
 import logging
 import math
-from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
-from pv4kit._options import check_number, merge_options
+from pv4kit._options import check_number
 from pv4kit.dataset.formats import check_answer_letters, read_qa_csv
 from pv4kit.dataset.tree import (
     chat_files,
@@ -34,6 +33,7 @@ from pv4kit.dataset.tree import (
     users_dir_of,
 )
 from pv4kit.schema import (
+    CHOICE_COLUMNS,
     DEFAULT_TEST_USERS,
     DEFAULT_TRAIN_USERS,
     LETTERS,
@@ -94,135 +94,40 @@ def assign_splits(
         seed: Seed of the per-user permutation.
 
     Returns:
-        Frame ``user_id, split, question_index`` in the order rows appear in each split's file.
+        Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
+        both ranges are left out.
     """
     check_ranges(train_users, test_users)
-    parts = []
+    rows = []
     for uid in sorted(sizes):
-        n = sizes[uid]
         role = user_role(uid, train_users=train_users, test_users=test_users)
         if role == "train":
-            train, val = split_indices(n, fraction=fraction, seed=seed)
-            parts.append(pd.DataFrame({"user_id": uid, "split": "train", "question_index": train}))
-            parts.append(pd.DataFrame({"user_id": uid, "split": "validation", "question_index": val}))
+            train, val = split_indices(sizes[uid], fraction=fraction, seed=seed)
+            rows += [(uid, "train", i) for i in train] + [(uid, "validation", i) for i in val]
         elif role == "test":
-            parts.append(pd.DataFrame({"user_id": uid, "split": "test", "question_index": np.arange(n)}))
-    if not parts:
-        return pd.DataFrame(
-            {
-                "user_id": pd.Series(dtype="int64"),
-                "split": pd.Series(dtype=str),
-                "question_index": pd.Series(dtype="int64"),
-            }
-        )
-    out = pd.concat(parts, ignore_index=True)
-    return out.astype({"user_id": "int64", "question_index": "int64"})
+            rows += [(uid, "test", i) for i in range(sizes[uid])]
+    frame = pd.DataFrame(rows, columns=["user_id", "split", "question_index"])
+    return frame.astype({"user_id": "int64", "split": str, "question_index": "int64"})
 
 
-def parquet_schema(id_column: str = "user_id"):  # noqa: ANN201 - pyarrow type
-    """The released parquet schema: id, question, answer, choices, documents, hard."""
-    import pyarrow as pa
-
-    return pa.schema(
-        [
-            (id_column, pa.int64()),
-            ("question", pa.string()),
-            ("answer", pa.string()),
-            ("choices", pa.list_(pa.string())),
-            ("documents", pa.list_(pa.string())),
-            ("hard", pa.bool_()),
-        ]
-    )
-
-
-def _user_table(
-    qa: pd.DataFrame, positions: np.ndarray, chats: list[str], hard: set[int], *, uid: int, id_column: str
-):  # noqa: ANN202
+def _user_table(qa: pd.DataFrame, positions: np.ndarray, chats: list[str], hard: set[int], uid: int, schema):
+    """One user's rows of one split as a pyarrow table in the released schema."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     rows = qa.iloc[positions]
-    letters = rows["correct_choice"].to_numpy()
-    choices = rows[["choice_a", "choice_b", "choice_c", "choice_d", "choice_e"]].to_numpy()
-    answers = [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)]
-    one = pa.array([chats], type=pa.list_(pa.string()))
-    documents = pc.take(one, pa.array(np.zeros(len(rows), dtype=np.int64)))
-    return pa.table(
-        {
-            id_column: pa.array(np.full(len(rows), uid, dtype=np.int64)),
-            "question": pa.array(rows["question"].tolist(), type=pa.string()),
-            "answer": pa.array(answers, type=pa.string()),
-            "choices": pa.array([list(c) for c in choices], type=pa.list_(pa.string())),
-            "documents": documents,
-            "hard": pa.array([int(i) in hard for i in rows["index"]], type=pa.bool_()),
-        },
-        schema=parquet_schema(id_column),
-    )
-
-
-def format_user_splits(rows: list[dict[str, object]]) -> str:
-    """Render ``user_splits.csv`` as the reference writes it (``csv`` module, ``\\n`` line ends).
-
-    Args:
-        rows: One dict per user with the keys of :data:`USER_SPLITS_COLUMNS`.
-    """
-    buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=USER_SPLITS_COLUMNS, lineterminator="\n")
-    writer.writeheader()
-    writer.writerows(rows)
-    return buf.getvalue()
-
-
-@dataclass(frozen=True, kw_only=True)
-class BuildOptions:
-    """The settings of step 6 (:func:`build_dataset`), each recorded in ``manifest.json``.
-
-    Attributes:
-        train_users: Inclusive id range of training users.
-        test_users: Inclusive id range of evaluation users.
-        validation_fraction: Held-out share of each training user's questions.
-        seed: Seed of the per-user permutation.
-        id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
-    """
-
-    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS
-    test_users: tuple[int, int] = DEFAULT_TEST_USERS
-    validation_fraction: float = 0.1
-    seed: int = 23
-    id_column: str = "user_id"
-
-    def __post_init__(self) -> None:
-        check_ranges(self.train_users, self.test_users)
-        check_number(self.validation_fraction, "validation_fraction", ge=0, lt=1)
-        check_number(self.seed, "seed", ge=0, integer=True)
-
-
-@dataclass
-class BuildInputs:
-    """What step 6 read and checked before writing anything."""
-
-    users_dir: Path
-    roles: dict[int, str]  # user -> "train" | "test", the users built, in id order
-    tables: dict[int, pd.DataFrame]  # user -> qa.csv rows ordered by their index column
-    hard: dict[int, set[int]]  # user -> index values of its hard questions
-
-
-def _build_roles(users_dir: Path, options: BuildOptions) -> dict[int, str]:
-    """The role of each user built; users outside both ranges are skipped with a warning."""
-    roles = {
-        u: user_role(u, train_users=options.train_users, test_users=options.test_users)
-        for u in list_users(users_dir)
+    choices = rows[CHOICE_COLUMNS].to_numpy()
+    answers = [c[LETTERS.index(x)] for c, x in zip(choices, rows["correct_choice"], strict=True)]
+    strings = pa.list_(pa.string())
+    columns = {
+        schema.names[0]: pa.array(np.full(len(rows), uid, dtype=np.int64)),
+        "question": pa.array(rows["question"].tolist(), type=pa.string()),
+        "answer": pa.array(answers, type=pa.string()),
+        "choices": pa.array([list(c) for c in choices], type=strings),
+        "documents": pc.take(pa.array([chats], type=strings), pa.array(np.zeros(len(rows), dtype=np.int64))),
+        "hard": pa.array([int(i) in hard for i in rows["index"]], type=pa.bool_()),
     }
-    skipped = [u for u, r in roles.items() if r is None]
-    if skipped:
-        logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
-    roles = {u: r for u, r in roles.items() if r is not None}
-    if not roles:
-        raise ValueError(
-            f"{users_dir}: no user falls in train users {options.train_users} or test users "
-            f"{options.test_users}"
-        )
-    return roles
+    return pa.table(columns, schema=schema)
 
 
 def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
@@ -248,93 +153,18 @@ def _read_hard(
     """The hard entries by user; each must name a question of a test user built."""
     hard_by_user: dict[int, set[int]] = {}
     for i, e in enumerate(read_hard_subset(hard_subset).itertuples(index=False)):
-        where = f"{hard_subset}:{i + 2}"
+        where = f"{hard_subset}:{i + 2}: hard entry for user {e.user_id}"
         if e.user_id not in tables:
-            raise ValueError(f"{where}: hard entry for user {e.user_id}, who is not among the users built")
+            raise ValueError(f"{where}, who is not among the users built")
         if roles[e.user_id] != "test":
-            raise ValueError(
-                f"{where}: hard entry for user {e.user_id}, a training user; hard questions "
-                "must be test questions"
-            )
+            raise ValueError(f"{where}, a training user; hard questions must be test questions")
         if e.question_index not in set(tables[e.user_id]["index"]):
             raise ValueError(
-                f"{where}: user {e.user_id} has no question {e.question_index} "
+                f"{hard_subset}:{i + 2}: user {e.user_id} has no question {e.question_index} "
                 f"(it has {len(tables[e.user_id])})"
             )
         hard_by_user.setdefault(int(e.user_id), set()).add(int(e.question_index))
     return hard_by_user
-
-
-def read_build_inputs(
-    users_dir: str | Path, *, hard_subset: str | Path | None = None, options: BuildOptions | None = None
-) -> BuildInputs:
-    """Step 6's first step: read and check every input (nothing is written).
-
-    Raises:
-        ValueError, FileNotFoundError: Naming the file (and line) of the first bad input: a missing
-            ``qa.csv``, a bad letter or empty answer, a bad chat file name or a chat number given twice,
-            a hard entry that is not a test question.
-    """
-    options = options or BuildOptions()
-    users_dir = users_dir_of(users_dir)
-    roles = _build_roles(users_dir, options)
-    tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
-    return BuildInputs(users_dir, roles, tables, _read_hard(hard_subset, roles, tables))
-
-
-def _write_row_groups(
-    folder: Path, inputs: BuildInputs, options: BuildOptions, *, progress: bool
-) -> pd.DataFrame:
-    """Step 6's second step: one row group per user and split of its role; the ``user_splits.csv`` frame."""
-    import pyarrow.parquet as pq
-    from tqdm.auto import tqdm
-
-    plan = assign_splits(
-        {u: len(t) for u, t in inputs.tables.items()},
-        train_users=options.train_users,
-        test_users=options.test_users,
-        fraction=options.validation_fraction,
-        seed=options.seed,
-    )
-    groups = plan.groupby(["user_id", "split"], sort=False)
-    schema = parquet_schema(options.id_column)
-    summary = []
-    writers = {s: pq.ParquetWriter(folder / f"{s}.parquet", schema) for s in SPLITS}
-    try:
-        for uid in tqdm(list(inputs.roles), desc="build", unit="user", disable=not progress):
-            role, qa, hard = inputs.roles[uid], inputs.tables[uid], inputs.hard.get(uid, set())
-            chats = read_chats(inputs.users_dir / f"user_{uid}")
-            counts = {"user_id": uid, "role": REFERENCE_ROLES[role], "questions": len(qa)}
-            for split in SPLITS:
-                key = (uid, split)
-                positions = groups.get_group(key)["question_index"].to_numpy() if key in groups.groups else []
-                counts[split] = len(positions)
-                if split in ROLE_SPLITS[role]:  # an empty row group too, as the reference
-                    positions = np.asarray(positions, dtype=np.int64)
-                    table = _user_table(qa, positions, chats, hard, uid=uid, id_column=options.id_column)
-                    writers[split].write_table(table)
-            counts["hard"] = sum(int(i) in hard for i in qa["index"])
-            summary.append(counts)
-    finally:
-        for w in writers.values():
-            w.close()
-    atomic_write_text(folder / "user_splits.csv", format_user_splits(summary))
-    return pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
-
-
-def _manifest(
-    inputs: BuildInputs, hard_subset: str | Path | None, options: BuildOptions, frame: pd.DataFrame
-) -> dict:
-    settings = asdict(options)
-    settings.update(train_users=list(options.train_users), test_users=list(options.test_users))
-    return provenance(
-        step="build",
-        users_dir=str(inputs.users_dir),
-        hard_subset=str(hard_subset) if hard_subset else None,
-        **settings,
-        input_fingerprint=input_fingerprint(inputs.users_dir, hard_subset=hard_subset),
-        rows={s: int(frame[s].sum()) for s in SPLITS},
-    )
 
 
 def build_dataset(
@@ -342,31 +172,42 @@ def build_dataset(
     output_dir: str | Path,
     *,
     hard_subset: str | Path | None = None,
-    options: BuildOptions | None = None,
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
+    validation_fraction: float = 0.1,
+    seed: int = 23,
+    id_column: str = "user_id",
     progress: bool = True,
-    **settings: object,
 ) -> pd.DataFrame:
-    """Build ``{train,validation,test}.parquet`` and ``user_splits.csv`` from a raw users tree.
+    """Build ``{train,validation,test}.parquet``, ``user_splits.csv`` and ``manifest.json`` from raw users.
 
-    Everything is validated before anything is written (:func:`read_build_inputs`: bad letters, empty
-    answers, hard-subset entries that are not test questions, overlapping ranges, duplicate chat
-    numbers); files are written into a temporary folder beside ``output_dir`` that replaces it as a whole
-    when all are complete (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried
-    over), so a failure or a kill at any step leaves the previous output or the new one, never a mix.
+    Every input is read and checked before anything is written (bad letters, empty answers, hard-subset
+    entries that are not test questions, overlapping ranges, bad chat names or duplicate chat numbers); the
+    files are written into a temporary folder that replaces ``output_dir`` as a whole
+    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure or
+    a kill leaves the previous output or the new one, never a mix. Users outside both ranges are skipped.
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
-        output_dir: Where the parquet files, ``user_splits.csv`` and ``manifest.json`` go.
+        output_dir: Where the files go.
         hard_subset: Optional ``hard_subset.csv`` (``user_id, question_index``).
-        options: The split settings (:class:`BuildOptions`; default: the reference's).
+        train_users: Inclusive id range of training users.
+        test_users: Inclusive id range of evaluation users.
+        validation_fraction: Held-out share of each training user's questions.
+        seed: Seed of the per-user permutation.
+        id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
         progress: Show a progress bar.
-        **settings: Any field of :class:`BuildOptions` by name (``train_users``, ``test_users``,
-            ``validation_fraction``, ``seed``, ``id_column``), over ``options``.
 
     Returns:
         The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
-    options = merge_options(BuildOptions, options or BuildOptions(), settings, where="build_dataset")
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from tqdm.auto import tqdm
+
+    check_ranges(train_users, test_users)
+    check_number(validation_fraction, "validation_fraction", ge=0, lt=1)
+    check_number(seed, "seed", ge=0, integer=True)
     users_dir = users_dir_of(users_dir)
     out = Path(output_dir).resolve()
     if out == users_dir.resolve() or out in users_dir.resolve().parents:
@@ -374,9 +215,65 @@ def build_dataset(
             f"{output_dir}: the output folder holds the users folder {users_dir}; the build replaces its "
             "output folder as a whole, so name a folder of its own (e.g. data)"
         )
-    inputs = read_build_inputs(users_dir, hard_subset=hard_subset, options=options)
+    ranges = {"train_users": train_users, "test_users": test_users}
+    roles = {u: user_role(u, **ranges) for u in list_users(users_dir)}
+    if skipped := [u for u, r in roles.items() if r is None]:
+        logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
+    roles = {u: r for u, r in roles.items() if r is not None}
+    if not roles:
+        raise ValueError(
+            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+    tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
+    hard = _read_hard(hard_subset, roles, tables)
+    plan = assign_splits(
+        {u: len(t) for u, t in tables.items()}, **ranges, fraction=validation_fraction, seed=seed
+    )
+    positions = {
+        key: g["question_index"].to_numpy() for key, g in plan.groupby(["user_id", "split"], sort=False)
+    }
+    strings = pa.list_(pa.string())
+    schema = pa.schema(
+        [(id_column, pa.int64()), ("question", pa.string()), ("answer", pa.string()), ("choices", strings)]
+        + [("documents", strings), ("hard", pa.bool_())]
+    )
+    summary = []
     with replace_directory(output_dir) as tmp:
-        frame = _write_row_groups(tmp, inputs, options, progress=progress)
-        atomic_write_json(tmp / "manifest.json", _manifest(inputs, hard_subset, options, frame))
+        writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
+        try:
+            for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
+                role, qa, user_hard = roles[uid], tables[uid], hard.get(uid, set())
+                chats = read_chats(users_dir / f"user_{uid}")
+                counts = {"user_id": uid, "role": REFERENCE_ROLES[role], "questions": len(qa)}
+                for split in SPLITS:
+                    pos = positions.get((uid, split), np.zeros(0, dtype=np.int64))
+                    counts[split] = len(pos)
+                    if split in ROLE_SPLITS[role]:  # an empty row group too, as the reference
+                        table = _user_table(qa, pos, chats, user_hard, uid, schema)
+                        writers[split].write_table(table)
+                counts["hard"] = sum(int(i) in user_hard for i in qa["index"])
+                summary.append(counts)
+        finally:
+            for w in writers.values():
+                w.close()
+        buf = io.StringIO()
+        writer = csv.DictWriter(buf, fieldnames=USER_SPLITS_COLUMNS, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(summary)
+        atomic_write_text(tmp / "user_splits.csv", buf.getvalue())
+        frame = pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
+        manifest = provenance(
+            step="build",
+            users_dir=str(users_dir),
+            hard_subset=str(hard_subset) if hard_subset else None,
+            train_users=list(train_users),
+            test_users=list(test_users),
+            validation_fraction=validation_fraction,
+            seed=seed,
+            id_column=id_column,
+            input_fingerprint=input_fingerprint(users_dir, hard_subset=hard_subset),
+            rows={s: int(frame[s].sum()) for s in SPLITS},
+        )
+        atomic_write_json(tmp / "manifest.json", manifest)
     logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
     return frame

@@ -132,10 +132,11 @@ def chat_files(user_dir: str | Path) -> list[Path]:
         ValueError: When a file name is not ``<integer>.txt``, or a chat number is given twice.
     """
     chats_dir = Path(user_dir) / "chats"
-    if not chats_dir.is_dir():
-        return []
-    files = [p for p in chats_dir.iterdir() if is_chat_file(p)]
-    files.sort(key=lambda p: int(p.stem))
+    files = (
+        sorted((p for p in chats_dir.iterdir() if is_chat_file(p)), key=lambda p: int(p.stem))
+        if chats_dir.is_dir()
+        else []
+    )
     for number, same in duplicate_chats(files).items():
         raise ValueError(f"{chats_dir}: {duplicate_message(number, same)}")
     return files
@@ -151,8 +152,8 @@ def duplicate_chats(files: list[Path]) -> dict[int, list[Path]]:
 
 def duplicate_message(number: int, files: list[Path]) -> str:
     """The message for chat ``number`` given by several ``files`` (what to do about it included)."""
-    names = " and ".join(p.name for p in files)
     both = "both" if len(files) == 2 else "all"
+    names = " and ".join(p.name for p in files)
     return (
         f"{names} are {both} chat {number}; each chat number must have one file "
         "(rename or remove the extra one)"
@@ -191,25 +192,18 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     order are accepted (the other columns are not read). A UTF-8 byte-order mark is read as one (the
     reference's reader keeps it in the first column's name and stops with ``KeyError: 'user_id'``).
     """
-    empty = pd.DataFrame({"user_id": pd.Series(dtype="int64"), "question_index": pd.Series(dtype="int64")})
-    if path is None:
-        return empty
-    path = Path(path)
-    if not path.is_file():
+    if path is not None and not Path(path).is_file():
         raise FileNotFoundError(f"{path}: hard subset file does not exist")
-    frame = read_csv(path)
+    frame = read_csv(path) if path is not None else pd.DataFrame(columns=["user_id", "question_index"])
     if not {"user_id", "question_index"} <= set(frame.columns):
         raise ValueError(
             f"{path}: expected the columns user_id and question_index, found {list(frame.columns)}"
         )
     frame = frame[["user_id", "question_index"]]
-    if frame.empty:
-        return empty
-    for col in frame.columns:
+    for col in frame.columns if len(frame) else []:
         if not pd.api.types.is_integer_dtype(frame[col]):
             bad = frame.index[pd.to_numeric(frame[col], errors="coerce").isna()]
-            line = int(bad[0]) + 2 if len(bad) else 2
-            raise ValueError(f"{path}:{line}: {col} must be an integer")
+            raise ValueError(f"{path}:{int(bad[0]) + 2 if len(bad) else 2}: {col} must be an integer")
     return frame.astype("int64").drop_duplicates().reset_index(drop=True)
 
 
@@ -232,19 +226,16 @@ def read_user(
     if not user_dir.is_dir():
         raise FileNotFoundError(f"{user_dir}: user folder does not exist")
     uid = int(m.group(1))
-    user = RawUser(user_id=uid, path=user_dir)
-    if (user_dir / "categories.txt").is_file():
-        user.categories = read_list(user_dir / "categories.txt")
-    if (user_dir / "chat_topics.txt").is_file():
-        user.topics = read_list(user_dir / "chat_topics.txt")
-    if chats:
-        user.chats = read_chats(user_dir)
+    user, lists = RawUser(user_id=uid, path=user_dir), ("categories.txt", "chat_topics.txt")
+    user.categories, user.topics = (
+        read_list(user_dir / f) if (user_dir / f).is_file() else [] for f in lists
+    )
+    user.chats = read_chats(user_dir) if chats else []
     if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
         user.qa = read_qa_csv(user_dir / "qa.csv")
     if raw_dir is not None:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
-        if persona.is_file():
-            user.persona = read_text(persona).strip()
+        user.persona = read_text(persona).strip() if persona.is_file() else None
         user.seed = (seeds if seeds is not None else read_persona_seeds(raw_dir)).get(uid)
     return user
 

@@ -1,16 +1,9 @@
-"""On-disk embedding cache: one SQLite database (WAL mode) per embedding model.
+"""On-disk embedding cache: one SQLite database (WAL mode) per model key, vectors keyed by the text's SHA-256.
 
-Vectors are keyed by the SHA-256 of the exact text that was embedded, inside a database that belongs to
-one *model key* (model id, revision, instruction, output width). SQLite in WAL mode gives the two
-guarantees the scorer needs without any locking code of our own:
-
-- **kill -9 safe**: a transaction is either fully in the database or not at all; a process killed in the
-  middle of a write leaves the previous contents readable;
-- **concurrent writers**: two processes writing the same database serialise on SQLite's lock (we wait up
-  to ``timeout`` seconds); inserts are ``INSERT OR IGNORE`` so two writers embedding the same text agree.
-
-Layout: ``<root>/<slug>-<hash12>/embeddings.sqlite`` plus ``key.json`` naming the full model key.
-The default root is ``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings``.
+A transaction is in the database whole or not at all, so a process killed mid-write leaves the store
+readable (kill -9 safe); concurrent writers serialise on SQLite's lock, and ``INSERT OR IGNORE`` makes two
+writers of one text agree. Layout: ``<root>/<slug>-<hash12>/embeddings.sqlite`` plus ``key.json``; the
+default root is ``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings``.
 """
 
 from __future__ import annotations
@@ -36,21 +29,8 @@ _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 _TABLES = {"emb": ("sha", "dim", "dtype", "vec")}  # what a store must hold to be read (else rebuilt)
 
 
-def default_cache_dir() -> Path:
-    """The embedding cache root: ``$PV4KIT_CACHE/embeddings``, else ``./.cache/pv4kit/embeddings``."""
-    return cache_root() / "embeddings"
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", text).strip("_")[:60] or "model"
-
-
 def model_key(name: str, *, revision: str, dim: int, **fields: object) -> str:
-    """The model key of an embedder: ``name|rev=REVISION|dim=DIM`` then ``|field=value`` per set field.
-
-    Fields come in the order given; one that is ``None``, ``0`` or ``""`` is left out, so an option at its
-    default does not change the key (and every store written before it existed is still found).
-    """
+    """``name|rev=REVISION|dim=DIM`` then ``|field=value`` per field given that is not ``None``, 0 or ""."""
     parts = [name, f"rev={revision}", f"dim={dim}"]
     parts += [f"{key}={value}" for key, value in fields.items() if value]
     return "|".join(parts)
@@ -60,16 +40,9 @@ class EmbeddingCache:
     """A directory of per-model SQLite embedding stores.
 
     Args:
-        root: Cache root directory; ``None`` uses :func:`default_cache_dir`.
-        dtype: Storage precision, ``"float32"`` (default, exact) or ``"float16"`` (half the disk).
-            Vectors always come back as float32.
+        root: Cache root directory (default ``$PV4KIT_CACHE/embeddings``).
+        dtype: Storage precision, ``"float32"`` (exact) or ``"float16"``; vectors come back as float32.
         timeout: Seconds to wait for another writer's lock before failing.
-
-    Example:
-        >>> cache = EmbeddingCache("/tmp/emb")  # doctest: +SKIP
-        >>> cache.put("minilm", ["a"], np.ones((1, 3)))  # doctest: +SKIP
-        >>> cache.get("minilm", ["a"])["a"].shape  # doctest: +SKIP
-        (3,)
     """
 
     def __init__(
@@ -77,16 +50,16 @@ class EmbeddingCache:
     ) -> None:
         if dtype not in _DTYPES:
             raise ValueError(f"dtype: expected one of {_DTYPES}, got {dtype!r}")
-        self.root = Path(root) if root is not None else default_cache_dir()
-        self.dtype = dtype
-        self.timeout = timeout
+        self.root = Path(root) if root is not None else cache_root() / "embeddings"
+        self.dtype, self.timeout = dtype, timeout
 
     def __repr__(self) -> str:
         return f"EmbeddingCache(root={str(self.root)!r}, dtype={self.dtype!r})"
 
     def model_dir(self, model_key: str) -> Path:
         """The directory that holds ``model_key``'s vectors."""
-        return self.root / f"{_slug(model_key)}-{sha256_text(model_key)[:12]}"
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "_", model_key).strip("_")[:60] or "model"
+        return self.root / f"{slug}-{sha256_text(model_key)[:12]}"
 
     def _path(self, model_key: str) -> Path:
         return self.model_dir(model_key) / "embeddings.sqlite"
@@ -110,28 +83,19 @@ class EmbeddingCache:
 
     def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
-        if not hashes:
-            return {}
-        con = self._connect(model_key, create=False)
+        con = self._connect(model_key, create=False) if hashes else None
         if con is None:
             return {}
-        found: dict[str, np.ndarray] = {}
-        try:
-            # in key order: each chunk's lookups then walk the table's B-tree forwards, which reads
-            # 104k cached vectors in ~3 s instead of ~7-10 s in input order (the release's candidates)
-            unique = sorted(set(hashes))
+        unique, found = sorted(set(hashes)), {}  # in key order: the lookups walk the B-tree forwards
+        with contextlib.closing(con):
             for start in range(0, len(unique), _CHUNK):
                 part = unique[start : start + _CHUNK]
-                marks = ",".join("?" * len(part))
-                rows = con.execute(f"SELECT sha, dim, dtype, vec FROM emb WHERE sha IN ({marks})", part)
-                for sha, dim, dtype, blob in rows:
-                    vec = np.frombuffer(blob, dtype=dtype)
-                    if vec.shape[0] != dim:  # cannot happen with SQLite's atomic commits; be safe anyway
-                        logger.warning("embedding cache %s: bad row for %s, ignored", model_key, sha)
-                        continue
-                    found[sha] = vec.astype(np.float32)
-        finally:
-            con.close()
+                rows = con.execute(
+                    f"SELECT sha, dtype, vec FROM emb WHERE sha IN ({','.join('?' * len(part))})", part
+                )
+                found.update(
+                    (sha, np.frombuffer(blob, dtype=dtype).astype(np.float32)) for sha, dtype, blob in rows
+                )
         return found
 
     def put(self, model_key: str, hashes: Sequence[str], vectors: np.ndarray) -> int:
@@ -142,45 +106,32 @@ class EmbeddingCache:
         if not hashes:
             return 0
         stored = np.ascontiguousarray(vectors, dtype=self.dtype)
-        dim = int(stored.shape[1])
+        rows = (
+            (h, stored.shape[1], self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)
+        )
         con = self._connect(model_key, create=True)
-        assert con is not None
-        try:
-            with storage_errors(self._path(model_key), what="embedding cache"):
-                con.execute("BEGIN IMMEDIATE")
-                before = con.total_changes
-                con.executemany(
-                    "INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)",
-                    ((h, dim, self.dtype, row.tobytes()) for h, row in zip(hashes, stored, strict=True)),
-                )
-                con.execute("COMMIT")
+        # closing a connection mid-transaction rolls it back: the store keeps only whole commits
+        with contextlib.closing(con), storage_errors(self._path(model_key), what="embedding cache"):
+            con.execute("BEGIN IMMEDIATE")
+            before = con.total_changes
+            con.executemany("INSERT OR IGNORE INTO emb (sha, dim, dtype, vec) VALUES (?, ?, ?, ?)", rows)
+            con.execute("COMMIT")
             return con.total_changes - before
-        except BaseException:
-            if con.in_transaction:
-                with contextlib.suppress(sqlite3.Error):
-                    con.execute("ROLLBACK")
-            raise
-        finally:
-            con.close()
 
     def count(self, model_key: str) -> int:
         """Number of vectors cached for ``model_key``."""
         con = self._connect(model_key, create=False)
         if con is None:
             return 0
-        try:
+        with contextlib.closing(con):
             return int(con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])
-        finally:
-            con.close()
 
     def models(self) -> list[str]:
         """The model keys that have a store under this root."""
         keys = []
         for path in sorted(self.root.glob("*/key.json")):
-            try:
+            with contextlib.suppress(OSError, ValueError, KeyError):
                 keys.append(json.loads(path.read_text())["model_key"])
-            except (OSError, ValueError, KeyError):
-                continue
         return keys
 
 

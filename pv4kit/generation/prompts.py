@@ -1,19 +1,29 @@
-"""Versioned prompt templates for generation steps 1-4.
+"""The prompts of generation steps 1-4: pv4kit's own versioned templates, or the reference's from a checkout.
 
-Written fresh for pv4kit against the dataset card (not copied from the reference). Each builder returns
-OpenAI-style messages (one user message, as the reference sent). :data:`PROMPT_VERSION` names the
-template set; :func:`template_hash` fingerprints one template so the manifest of
-:mod:`pv4kit.generation.steps` can tell when a prompt changed. Unlike the reference, no persona's name,
-pronouns
-or traits are written into the chat prompt: ``Leo`` is only the fixed speaker tag of the user's turn.
-
-Every template states its count as ``exactly N`` and starts with a ``# Task:`` line; tests rely on both.
+pv4kit's templates were written against the dataset card (not copied from the reference); each builder
+returns one user message, as the reference sent. Unlike the reference, no persona's name, pronouns or
+traits are written into the chat prompt: ``Leo`` is only the speaker tag. Every template states its count
+as ``exactly N`` and starts with a ``# Task:`` line; tests rely on both. pv4kit never ships the reference's
+prompt text: :func:`load_reference_prompts` imports the four functions of a local checkout's
+``personalizationv4/prompts.py``, so regenerated users get the release's requests.
 """
 
 from __future__ import annotations
 
-from pv4kit._io import sha256_text
+import importlib.util
+import inspect
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
+from pv4kit._io import sha256_file, sha256_text
+
+logger = logging.getLogger(__name__)
+
+Messages = list[dict[str, str]]
+STEPS = ("categories", "topics", "chats", "questions")
 #: bump when any template's wording changes (the manifest records it per file)
 PROMPT_VERSION = "pv4kit-gen-1"
 USER_TAG = "Leo"
@@ -132,6 +142,16 @@ TEMPLATES: dict[str, str] = {
     "chats": _CHAT,
     "questions": _QUESTIONS,
 }
+#: the reference's prompt function of each step
+REFERENCE_FUNCTIONS = {"categories": "categories_prompt", "topics": "topics_prompt", "chats": "chat_prompt"}
+REFERENCE_FUNCTIONS["questions"] = "questions_prompt"
+#: each step's positional arguments (the reference's order) from ``(persona, n, list item)``
+_ARGS: dict[str, Callable[[str, int, str], tuple]] = {
+    "categories": lambda persona, n, item: (persona, n),
+    "topics": lambda persona, n, item: (persona, n),
+    "chats": lambda persona, n, item: (persona, item),
+    "questions": lambda persona, n, item: (persona, item, n),
+}
 
 
 def template_hash(step: str) -> str:
@@ -141,25 +161,137 @@ def template_hash(step: str) -> str:
     return sha256_text(f"{PROMPT_VERSION}\n{TEMPLATES[step]}")
 
 
-def _user(text: str) -> list[dict[str, str]]:
+def _user(text: str) -> Messages:
     return [{"role": "user", "content": text}]
 
 
-def categories_messages(persona: str, *, n: int = 10) -> list[dict[str, str]]:
+def categories_messages(persona: str, *, n: int = 10) -> Messages:
     """Step 1: the persona's ``n`` most testable question categories, as a numbered list."""
     return _user(_CATEGORIES.format(n=n, persona=persona.strip()))
 
 
-def topics_messages(persona: str, *, n: int = 200) -> list[dict[str, str]]:
+def topics_messages(persona: str, *, n: int = 200) -> Messages:
     """Step 2: ``n`` one-sentence chat topics (skeptical then reliant; hidden-project requests)."""
     return _user(_TOPICS.format(n=n, persona=persona.strip()))
 
 
-def chat_messages(persona: str, topic: str, *, user_tag: str = USER_TAG) -> list[dict[str, str]]:
+def chat_messages(persona: str, topic: str, *, user_tag: str = USER_TAG) -> Messages:
     """Step 3: one two-turn chat (``Leo: ...`` then ``Assistant: ...``) for one topic."""
     return _user(_CHAT.format(topic=topic.strip(), persona=persona.strip(), user_tag=user_tag))
 
 
-def questions_messages(persona: str, category: str, *, n: int = 15) -> list[dict[str, str]]:
+def questions_messages(persona: str, category: str, *, n: int = 15) -> Messages:
     """Step 4: ``n`` tagged multiple-choice questions for one category (the format step 5 parses)."""
     return _user(_QUESTIONS.format(n=n, category=category.strip(), persona=persona.strip()))
+
+
+_PV4KIT: dict[str, Callable[..., Messages]] = {
+    "categories": lambda persona, n: categories_messages(persona, n=n),
+    "topics": lambda persona, n: topics_messages(persona, n=n),
+    "chats": chat_messages,
+    "questions": lambda persona, category, n: questions_messages(persona, category, n=n),
+}
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    """The four prompt builders of one set, and what the manifest records about them.
+
+    Attributes:
+        name: ``"pv4kit"`` or ``"reference"``.
+        version: Recorded as ``prompt_version`` (:data:`PROMPT_VERSION`, or ``reference``).
+        source: The prompts file a reference set was loaded from (``None`` for pv4kit's).
+        sha256: SHA-256 of that file's bytes (pv4kit: of its four templates).
+        functions: ``{step: function}``, called with the reference's positional arguments; a reference
+            function returns the prompt text, sent as one user message.
+    """
+
+    name: str
+    version: str
+    source: str | None
+    sha256: str
+    functions: dict[str, Callable[..., Any]]
+
+    def messages(
+        self, step: str, persona: str, *, n: int = 1, topic: str = "", category: str = ""
+    ) -> Messages:
+        """The request of one file: ``n`` is the count asked for, ``topic``/``category`` the list item."""
+        if step not in self.functions:
+            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+        out = self.functions[step](*_ARGS[step](persona, n, topic or category))
+        if self.name == "pv4kit":
+            return out
+        if not isinstance(out, str):
+            name = REFERENCE_FUNCTIONS[step]
+            raise TypeError(
+                f"{self.source}: {name}() returned {type(out).__name__}, expected the prompt text (str)"
+            )
+        return _user(out)
+
+    def template_hash(self, step: str) -> str:
+        """SHA-256 identifying one step's template (a reference set: the prompts file's hash)."""
+        return template_hash(step) if self.name == "pv4kit" else self.sha256
+
+    def record(self) -> dict[str, Any]:
+        """The fields the manifest records for this set."""
+        return {
+            "prompt_set": self.name,
+            "prompt_version": self.version,
+            "prompts_file": self.source,
+            "prompts_sha256": self.sha256,
+        }
+
+
+def load_reference_prompts(path: str | Path) -> PromptSet:
+    """Import the reference's prompt functions from a local checkout (nothing is copied into pv4kit).
+
+    Args:
+        path: The checkout, its ``personalizationv4`` folder, or ``prompts.py`` itself.
+
+    Returns:
+        A :class:`PromptSet` named ``reference``: one user message holding the reference's prompt for the
+        persona and list item exactly as read.
+
+    Raises:
+        FileNotFoundError: When no prompts file is found.
+        ValueError: When the file lacks one of the four functions or one takes other parameters.
+    """
+    path = Path(path).expanduser()
+    file = next(
+        (c for c in (path, path / "prompts.py", path / "personalizationv4" / "prompts.py") if c.is_file()),
+        None,
+    )
+    if file is None:
+        raise FileNotFoundError(
+            f"{path}: no reference prompts found; expected a checkout of snap-stanford/memorilla (holding "
+            "personalizationv4/prompts.py), its personalizationv4 folder, or the prompts.py file itself"
+        )
+    file = file.resolve()
+    digest = sha256_file(file)
+    spec = importlib.util.spec_from_file_location(f"_pv4kit_reference_prompts_{digest[:12]}", file)
+    if spec is None or spec.loader is None:
+        raise ValueError(f"{file}: cannot be imported as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    functions = {}
+    for step, name in REFERENCE_FUNCTIONS.items():
+        functions[step] = fn = getattr(module, name, None)
+        if not callable(fn):
+            raise ValueError(f"{file}: no function {name}() (expected the reference's four prompt functions)")
+        params = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
+        if len(params) != (arity := len(_ARGS[step]("", 0, ""))):
+            raise ValueError(
+                f"{file}: {name}() takes {len(params)} positional parameters ({', '.join(params)}); the "
+                f"reference's takes {arity}"
+            )
+    logger.info("reference prompts: %s (sha256 %s)", file, digest[:12])
+    return PromptSet("reference", "reference", str(file), digest, functions)
+
+
+def prompt_set(reference_prompts: str | Path | None = None) -> PromptSet:
+    """The reference's prompts when a checkout is given, else pv4kit's own."""
+    if reference_prompts is not None:
+        return load_reference_prompts(reference_prompts)
+    digest = sha256_text("\n".join(template_hash(s) for s in STEPS))
+    return PromptSet("pv4kit", PROMPT_VERSION, None, digest, _PV4KIT)

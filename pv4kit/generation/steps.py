@@ -1,34 +1,27 @@
-"""Generation steps 1-4 (and step 5 when a user is complete), resumable and provenance-tracked.
+"""Generation steps 1-4 (and step 5 once a user is complete), resumable and provenance-tracked.
 
-Per user, under ``<output_dir>/user_N/`` (the release layout of :mod:`pv4kit.dataset.tree`):
+Per user, under ``<output_dir>/user_N/``: 1. ``categories.txt`` and 2. ``chat_topics.txt`` (one call each,
+together); 3. ``chats/{i}.txt`` and 4. ``qa/{c}.txt`` (one call per topic and per category, in one bounded
+pool); 5. ``qa.csv``, written only when absent and every chat and question file exists.
 
-1. ``categories.txt`` and 2. ``chat_topics.txt``: one call each, run together (neither needs the other);
-3. ``chats/{i}.txt`` and 4. ``qa/{c}.txt``: one call per topic and per category, run together in one
-   bounded pool as soon as the lists exist (questions need only the categories);
-5. ``qa.csv``: built by :mod:`pv4kit.dataset.questions` once every question file exists.
-
-Files are written as the reference writes them: a list is parsed with the reference's rule only (a
-leading ``digits.`` and spaces removed, blank lines dropped) and joined with ``\\n`` (no trailing newline),
-a chat is stripped and written as returned, a question file as returned, and ``qa.csv`` is written only
-when it is absent and every chat and question file exists. A reply is asked again (next ``sample_index``,
-up to ``max_retries`` times) only when it came back empty; failed requests are retried by
-:mod:`pv4kit.llm.client`. Every output is still checked (list counts, the two-line ``Leo:``/``Assistant:``
-chat, parseable question blocks) and its problems are recorded. pv4kit's repairs are options, off by default
-(:class:`GenerationConfig`: ``repair_lists``, ``repair_chats``, ``reask_malformed``, ``rewrite_stale_qa``);
-every repair that acts is reported and recorded in the manifest. The prompts are pv4kit's own, or the
-reference's imported from a local checkout (``reference_prompts``, see :mod:`pv4kit.generation.prompt_sets`).
-Files are written atomically as responses arrive; ``manifest.json`` records for every file the model,
-protocol, reasoning effort, prompt set, version and hash, and a hash of the exact request, so a changed
-persona, prompt or model marks the file *stale*: reported, and regenerated with ``regenerate_stale=True``. A
-file with no manifest entry (a crash between writing it and the next manifest flush, or a tree made elsewhere)
-is adopted when the response cache holds the same output for the current request, and otherwise reported as
-*untracked* and kept.
+Files are written as the reference writes them: a list by its rule (stripped, split on ``\\n``, blank
+lines dropped, one leading ``digits.`` and its spaces removed, joined with ``\\n``), a chat stripped, a
+question file as returned; an empty reply is asked again (next ``sample_index``). Every output is checked
+(list count, the two-line ``Leo:``/``Assistant:`` chat, complete question blocks) and its problems are
+recorded; pv4kit's repairs (``repair_lists``, ``repair_chats``, ``reask_malformed``, ``rewrite_stale_qa``)
+are off by default and reported when they act. ``manifest.json`` records for every file the model,
+options, prompt set and a hash of the exact request, so a changed persona, prompt or model marks the file
+*stale* (regenerated with ``regenerate_stale``). A file with no manifest entry is adopted when the response
+cache holds the same output for the current request, else reported *untracked* and kept.
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import re
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,78 +29,89 @@ from typing import Any
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text, sha256_text
-from pv4kit.dataset.formats import format_qa_csv, read_list
-from pv4kit.dataset.questions import build_question_table
+from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list
+from pv4kit.dataset.questions import build_question_table, parse_qa_text
 from pv4kit.dataset.tree import list_personas
-from pv4kit.generation.manifest import UserManifest, request_hash, sort_key
-from pv4kit.generation.outputs import check_output, normalise_output, parse_list
-from pv4kit.generation.prompt_sets import PromptSet, prompt_set
+from pv4kit.generation.prompts import prompt_set
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
-from pv4kit.llm.protocols import cache_key
+from pv4kit.llm.protocols import build_request, cache_key
 from pv4kit.llm.store import ResponseStore
-
-__all__ = [
-    "GenerationConfig",
-    "UserResult",
-    "check_output",
-    "generate_user",
-    "generate_users",
-    "normalise_output",
-    "parse_list",
-]
+from pv4kit.schema import LETTERS
+from pv4kit.text import list_items
 
 logger = logging.getLogger(__name__)
 
+MANIFEST = "manifest.json"
+_FLUSH_EVERY_S = 1.0
+_LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
 
-@dataclass(frozen=True, kw_only=True)
-class GenerationConfig:
-    """Settings of one generation run.
 
-    Attributes:
-        llm: Model for categories, topics and questions (reference: gpt-5.1, effort ``none``).
-        chat_llm: Model for chats (reference: gpt-5-mini, effort ``minimal``).
-        num_categories: Categories per user (step 1) = question files (step 4).
-        num_topics: Topics per user (step 2) = chats (step 3).
-        num_questions: Questions requested per category (step 4).
-        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
-        seed: Seed of step 5's answer shuffle.
-        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
-        reference_prompts: A local checkout of the reference repository (or its ``prompts.py``) whose
-            prompt functions build the requests; ``None`` uses pv4kit's own prompts.
-        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
-        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
-            between the two turns (pv4kit repair).
-        reask_malformed: Ask again for a malformed output (wrong list count, chat format, incomplete
-            question blocks) up to ``max_retries`` times before keeping it (pv4kit repair).
-        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
-            (pv4kit repair; the reference keeps an existing ``qa.csv``).
+# --------------------------------------------------------------------------- what a reply becomes
+
+
+def normalise_output(
+    step: str, text: str, *, n: int, repair_lists: bool = False, repair_chats: bool = False
+) -> tuple[str | None, list[str], list[str]]:
+    """``(content, problems, repairs)`` for one model output of ``step``.
+
+    Lists are read by the reference's rule (:func:`pv4kit.text.list_items`); ``repair_lists`` also removes
+    ``1)``, ``1 .``, ``-``, ``*`` and bullet markers (a ``2.5-hour`` item stays whole) and drops empty items.
+
+    ``content`` is the file as the reference writes it (``None`` for an empty reply, which is asked
+    again); ``problems`` is empty when the output is valid (``n`` items, a two-line chat, or ``n``
+    complete question blocks); ``repairs`` describes each pv4kit repair that changed the content.
     """
-
-    llm: LLMConfig
-    chat_llm: LLMConfig
-    num_categories: int = 10
-    num_topics: int = 200
-    num_questions: int = 15
-    max_retries: int = 3
-    seed: int = 42
-    regenerate_stale: bool = False
-    reference_prompts: str | Path | None = None
-    repair_lists: bool = False
-    repair_chats: bool = False
-    reask_malformed: bool = False
-    rewrite_stale_qa: bool = False
-
-    def __post_init__(self) -> None:
-        for name in ("num_categories", "num_topics", "num_questions"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        if self.max_retries < 0:
-            raise ValueError(f"max_retries must be >= 0, got {self.max_retries}")
+    if step not in ("categories", "topics", "chats", "questions"):
+        raise ValueError(f"step must be categories, topics, chats or questions, got {step!r}")
+    if not text.strip():
+        return None, ["empty reply"], []
+    repairs: list[str] = []
+    if step in ("categories", "topics"):
+        items = list_items(text)
+        if repair_lists and (repaired := list_items(text, loose=True)) != items:
+            repairs.append("list repaired: 1) / bullet numbering removed, empty items dropped")
+            items = repaired
+        if not items:
+            return None, ["no list items"], repairs
+        problems = [] if len(items) == n else [f"expected {n} items, got {len(items)}"]
+        problems += ["empty list item"] if any(not item for item in items) else []
+        return "\n".join(items), problems, repairs
+    if step == "chats":
+        body = text.strip()
+        if repair_chats:
+            fixed = body.replace("\\nAssistant:", "\nAssistant:")
+            lines = [line.strip() for line in fixed.splitlines() if line.strip()]
+            fixed = "\n".join(lines) if len(lines) == 2 else fixed
+            if fixed != body:
+                repairs.append("chat repaired: literal \\n or blank lines between the two turns")
+                body = fixed
+        problems = [msg for _, _, msg in check_chat(body)]
+        if len(body.splitlines()) != 2 and not problems:
+            problems.append(f"expected 2 lines (Leo:, Assistant:), got {len(body.splitlines())}")
+        return body, problems, repairs
+    blocks = parse_qa_text(text)
+    good = [
+        b for b in blocks if b.question and b.letter and all(b.choices) and b.choices[LETTERS.index(b.letter)]
+    ]
+    problems = []
+    if len(good) != n:
+        problems.append(f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks")
+    return text, problems, repairs
 
 
 # --------------------------------------------------------------------------- one user
+
+
+def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
+    """SHA-256 of what a file was made from: protocol plus the exact request (model, messages, options)."""
+    return sha256_text(llm.protocol + "\n" + json.dumps(build_request(messages, llm), sort_keys=True))
+
+
+def sort_key(rel: str) -> tuple:
+    """Order of manifest entries: file paths with their numbers compared as numbers."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", rel))
 
 
 @dataclass
@@ -120,6 +124,7 @@ class _Item:
     done: bool = False
     last: tuple[str | None, list[str], LLMResponse] | None = None
     repairs: list[str] = field(default_factory=list)
+    malformed_before: list[str] = field(default_factory=list)  # problems of an earlier malformed reply
 
 
 @dataclass
@@ -128,6 +133,10 @@ class UserResult:
 
     user_id: int
     status: str = "complete"
+    questions: int | None = None
+    calls: int = 0
+    cached: int = 0
+    seconds: float = 0.0
     missing: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     malformed: list[str] = field(default_factory=list)
@@ -135,207 +144,255 @@ class UserResult:
     errors: list[str] = field(default_factory=list)
     repairs: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    calls: int = 0
-    cached: int = 0
-    questions: int | None = None
-    seconds: float = 0.0
 
 
-def _entry(
-    item: _Item,
-    content: str,
-    problems: list[str],
-    resp: LLMResponse,
-    attempt: int,
-    prompt_set: PromptSet,
-    repairs: list[str],
-) -> dict[str, Any]:
-    return {
-        "step": item.step,
-        "model": item.llm.model,
-        "protocol": item.llm.protocol,
-        "reasoning_effort": item.llm.reasoning_effort,
-        "temperature": item.llm.temperature,
-        "max_output_tokens": item.llm.max_output_tokens,
-        "prompt_set": prompt_set.name,
-        "prompt_version": prompt_set.version,
-        "template_sha256": prompt_set.template_hash(item.step),
-        "prompts_sha256": prompt_set.sha256,
-        "request_sha256": request_hash(item.messages, item.llm),
-        "output_sha256": sha256_text(content),
-        "sample_index": attempt,
-        "valid": not problems,
-        "problems": problems,
-        "response_id": resp.response_id,
-        "response_model": resp.model,
-        "finish_reason": resp.finish_reason,
-        "repairs": repairs,
-    }
-
-
-def _normalise(item: _Item, text: str, cfg: GenerationConfig) -> tuple[str | None, list[str], list[str]]:
-    return normalise_output(
-        item.step, text, n=item.n, repair_lists=cfg.repair_lists, repair_chats=cfg.repair_chats
-    )
-
-
-def _plan(items: list[_Item], ctx: _UserRun) -> list[_Item]:
-    """Decide per item: fresh (skip), stale, untracked or to generate; returns the items to generate."""
-    todo, unknown = [], []
-    for item in items:
-        path = ctx.user_dir / item.rel
-        if not path.is_file():
-            todo.append(item)
-            continue
-        entry = ctx.manifest.files.get(item.rel)
-        if entry is None:
-            unknown.append(item)
-        elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
-            if ctx.cfg.regenerate_stale:
-                todo.append(item)
-            else:
-                ctx.result.stale.append(item.rel)
-        elif not entry.get("valid", True):
-            ctx.result.malformed.append(item.rel)
-    if unknown:
-        adopted = _adopt(unknown, ctx.user_dir, ctx.manifest, ctx.cfg, ctx.cache)
-        ctx.result.untracked.extend(item.rel for item in unknown if item.rel not in adopted)
-    return todo
-
-
-def _adopt(
-    items: list[_Item], user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, cache
-) -> set[str]:
-    """Record files without a manifest entry whose content the cache reproduces for the current request."""
-    if cache is None or not Path(cache).is_file():
-        return set()
-    keys = {
-        (item.rel, a): cache_key(item.messages, item.llm, sample_index=a)
-        for item in items
-        for a in range(cfg.max_retries + 1)
-    }
-    store = ResponseStore(cache)
-    try:
-        hits = store.get_many(list(keys.values()))
-    finally:
-        store.close()
-    adopted = set()
-    for item in items:
-        on_disk = (user_dir / item.rel).read_text(encoding="utf-8")
-        for a in range(cfg.max_retries + 1):
-            resp = hits.get(keys[(item.rel, a)])
-            if resp is None:
-                continue
-            content, problems, repairs = _normalise(item, resp.text, cfg)
-            if content == on_disk:
-                manifest.set(item.rel, _entry(item, content, problems, resp, a, manifest.prompts, repairs))
-                adopted.add(item.rel)
-                break
-    return adopted
-
-
-@dataclass
 class _UserRun:
-    """One user's run: where it writes, what it records, how it calls the model."""
+    """One user's run with :func:`generate_user`'s ``settings``, and its ``manifest.json``.
 
-    user_dir: Path
-    manifest: UserManifest
-    cfg: GenerationConfig
-    result: UserResult
-    cache: str | Path | None
-    client: Any
-    progress: bool
-    user_id: int | None
+    The manifest records each file's entry and is flushed atomically at most once a second and at the end.
+    """
 
+    def __init__(self, user_dir: Path, persona: str, settings: dict[str, Any]) -> None:
+        self.__dict__.update(settings)  # generate_user's keywords: max_retries, cache, repair_lists ...
+        self.user_dir, self.persona_sha = user_dir, sha256_text(persona)
+        self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
+        self.prompts = prompt_set(self.reference_prompts)
+        self.path, self.lock, self.last_flush = user_dir / MANIFEST, threading.Lock(), 0.0
+        data: dict[str, Any] = {}
+        if self.path.is_file():
+            try:
+                data = json.loads(self.path.read_text(encoding="utf-8"))
+            except ValueError:
+                logger.warning("%s: unreadable manifest, starting a new one", self.path)
+        self.files: dict[str, dict[str, Any]] = data.get("files", {})
+        self.dirty = data.get("persona_sha256") != self.persona_sha
+        self.dirty |= any(data.get(k) != v for k, v in self.prompts.record().items())
+        self._record: dict[str, Any] | None = None
 
-def _run(items: list[_Item], ctx: _UserRun) -> None:
-    """Generate ``items``, asking again for empty replies (and malformed ones with ``reask_malformed``)."""
-    pending = list(items)
-    prior_problems: dict[str, list[str]] = {}
-    for attempt in range(ctx.cfg.max_retries + 1):
-        if not pending:
-            break
-        pending = _attempt(pending, ctx, attempt=attempt, prior_problems=prior_problems)
-    for item in items:
-        ctx.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
-        if item.done and item.last and item.last[1]:
-            ctx.result.malformed.append(item.rel)
-            logger.warning(
-                "user %s: %s kept with problems: %s", ctx.user_id, item.rel, "; ".join(item.last[1])
-            )
+    def set(self, rel: str, entry: dict[str, Any] | None) -> None:
+        """Record (``None``: drop) the manifest entry of ``rel``; flushed when a second has passed."""
+        with self.lock:
+            if entry is None and self.files.pop(rel, None) is not None:
+                self.dirty = True
+            elif entry is not None and self.files.get(rel) != entry:
+                self.files[rel], self.dirty = entry, True
+            if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
+                self._flush()
 
+    def flush(self) -> None:
+        """Write the manifest now when it changed."""
+        with self.lock:
+            self._flush()
 
-def _attempt(
-    pending: list[_Item], ctx: _UserRun, *, attempt: int, prior_problems: dict[str, list[str]]
-) -> list[_Item]:
-    """One round of calls for ``pending`` (``sample_index`` ``attempt``); the items to ask again."""
-    final = attempt == ctx.cfg.max_retries
+    def _flush(self) -> None:
+        if not self.dirty:
+            return
+        if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
+            self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
+        files = dict(sorted(self.files.items(), key=lambda kv: sort_key(kv[0])))
+        atomic_write_json(self.path, {**self._record, "files": files})
+        self.last_flush, self.dirty = time.monotonic(), False
 
-    def on_result(i: int, resp: LLMResponse) -> None:
-        _take(pending[i], resp, ctx, attempt=attempt, final=final, prior_problems=prior_problems)
-
-    responses = complete(
-        [it.messages for it in pending],
-        config=[it.llm for it in pending],
-        cache=ctx.cache,
-        step=[it.step for it in pending],
-        user_id=ctx.user_id,
-        sample_index=attempt,
-        progress=ctx.progress,
-        client=ctx.client,
-        on_result=on_result,
-    )
-    ctx.result.calls += sum(not r.cached for r in responses)
-    ctx.result.cached += sum(r.cached for r in responses)
-    ctx.manifest.flush()
-    retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
-    for it, r in zip(pending, responses, strict=True):
-        if r.error is not None:
-            ctx.result.errors.append(f"{it.rel}: {r.error}")
-    if retry and not final:
-        logger.info(
-            "user %s: asking again for %d empty or malformed outputs (%s)",
-            ctx.user_id,
-            len(retry),
-            "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3]),
+    def normalise(self, item: _Item, text: str) -> tuple[str | None, list[str], list[str]]:
+        return normalise_output(
+            item.step, text, n=item.n, repair_lists=self.repair_lists, repair_chats=self.repair_chats
         )
-    return retry
 
+    def entry(
+        self,
+        item: _Item,
+        content: str,
+        problems: list[str],
+        resp: LLMResponse,
+        attempt: int,
+        repairs: list[str],
+    ) -> dict[str, Any]:
+        """The manifest entry of a file written from ``resp``."""
+        llm, ps = item.llm, self.prompts
+        entry = {"step": item.step, **{k: getattr(llm, k) for k in _LLM_FIELDS}, "prompt_set": ps.name}
+        entry.update(prompt_version=ps.version, template_sha256=ps.template_hash(item.step))
+        entry.update(prompts_sha256=ps.sha256, request_sha256=request_hash(item.messages, llm))
+        entry.update(output_sha256=sha256_text(content), sample_index=attempt, valid=not problems)
+        entry.update(problems=problems, response_id=resp.response_id, response_model=resp.model)
+        return {**entry, "finish_reason": resp.finish_reason, "repairs": repairs}
 
-def _take(
-    item: _Item,
-    resp: LLMResponse,
-    ctx: _UserRun,
-    *,
-    attempt: int,
-    final: bool,
-    prior_problems: dict[str, list[str]],
-) -> None:
-    """Write one reply's content (and its manifest entry), or keep it for asking again."""
-    if resp.error is not None:
-        item.last = (None, [resp.error], resp)
-        return
-    content, problems, repairs = _normalise(item, resp.text, ctx.cfg)
-    item.last = (content, problems, resp)
-    # as the reference: an empty reply is asked again, anything else is written as it came
-    # (re-asking a malformed one is the reask_malformed repair)
-    if content is not None and (not problems or not ctx.cfg.reask_malformed or final):
-        if attempt and ctx.cfg.reask_malformed and prior_problems.get(item.rel):
-            repairs = [*repairs, f"asked again after: {'; '.join(prior_problems[item.rel])}"]
-        entry = _entry(item, content, problems, resp, attempt, ctx.manifest.prompts, repairs)
-        ctx.manifest.set(item.rel, entry)
-        atomic_write_text(ctx.user_dir / item.rel, content)
-        item.done = True
-        item.repairs = repairs
-    elif content is not None:
-        prior_problems[item.rel] = problems
+    def plan(self, items: list[_Item]) -> list[_Item]:
+        """Sort ``items`` into fresh (skipped), stale, untracked and to generate; returns the last."""
+        todo, unknown = [], []
+        for item in items:
+            entry = self.files.get(item.rel)
+            if not (self.user_dir / item.rel).is_file():
+                todo.append(item)
+            elif entry is None:
+                unknown.append(item)
+            elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
+                if self.regenerate_stale:
+                    todo.append(item)
+                else:
+                    self.result.stale.append(item.rel)
+            elif not entry.get("valid", True):
+                self.result.malformed.append(item.rel)
+        if unknown and self.cache is not None and Path(self.cache).is_file():
+            self.adopt(unknown)
+        self.result.untracked += [item.rel for item in unknown if item.rel not in self.files]
+        return todo
+
+    def adopt(self, items: list[_Item]) -> None:
+        """Record files without a manifest entry whose content the cache gives for the current request."""
+        tries = range(self.max_retries + 1)
+        keys = {(it.rel, a): cache_key(it.messages, it.llm, sample_index=a) for it in items for a in tries}
+        with contextlib.closing(ResponseStore(self.cache)) as store:
+            hits = store.get_many(list(keys.values()))
+        for item in items:
+            on_disk = (self.user_dir / item.rel).read_text(encoding="utf-8")
+            for a in tries:
+                if (resp := hits.get(keys[(item.rel, a)])) is None:
+                    continue
+                content, problems, repairs = self.normalise(item, resp.text)
+                if content == on_disk:
+                    self.set(item.rel, self.entry(item, content, problems, resp, a, repairs))
+                    break
+
+    def run(self, items: list[_Item]) -> None:
+        """Generate ``items``, asking again for empty (with ``reask_malformed``: malformed) replies."""
+        pending = list(items)
+        for attempt in range(self.max_retries + 1):
+            if not pending:
+                break
+            pending = self.attempt(pending, attempt)
+        for item in items:
+            self.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
+            if item.done and item.last and item.last[1]:
+                self.result.malformed.append(item.rel)
+                logger.warning(
+                    "user %s: %s kept with problems: %s", self.user_id, item.rel, "; ".join(item.last[1])
+                )
+
+    def attempt(self, pending: list[_Item], attempt: int) -> list[_Item]:
+        """One round of calls (``sample_index`` ``attempt``); returns the items to ask again."""
+        final = attempt == self.max_retries
+        responses = complete(
+            [it.messages for it in pending],
+            config=[it.llm for it in pending],
+            cache=self.cache,
+            step=[it.step for it in pending],
+            user_id=self.user_id,
+            sample_index=attempt,
+            progress=self.progress,
+            client=self.client,
+            on_result=lambda i, resp: self.take(pending[i], resp, attempt, final),
+        )
+        self.result.calls += sum(not r.cached for r in responses)
+        self.result.cached += sum(r.cached for r in responses)
+        self.flush()
+        self.result.errors += [
+            f"{it.rel}: {r.error}" for it, r in zip(pending, responses, strict=True) if r.error
+        ]
+        retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
+        if retry and not final:
+            why = "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3])  # type: ignore[index]
+            logger.info(
+                "user %s: asking again for %d empty or malformed outputs (%s)", self.user_id, len(retry), why
+            )
+        return retry
+
+    def take(self, item: _Item, resp: LLMResponse, attempt: int, final: bool) -> None:
+        """Write one reply's content (and its manifest entry), or keep it for asking again."""
+        if resp.error is not None:
+            item.last = (None, [resp.error], resp)
+            return
+        content, problems, repairs = self.normalise(item, resp.text)
+        item.last = (content, problems, resp)
+        # as the reference: an empty reply is asked again, anything else is written as it came
+        if content is not None and (not problems or not self.reask_malformed or final):
+            if attempt and self.reask_malformed and item.malformed_before:
+                repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
+            self.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
+            atomic_write_text(self.user_dir / item.rel, content)
+            item.done, item.repairs = True, repairs
+        elif content is not None:
+            item.malformed_before = problems
+
+    def generate(self, persona: str) -> UserResult:
+        """Steps 1-5: the lists, then the chats and question files, then ``qa.csv``."""
+        start, user_dir, ps, result = time.monotonic(), self.user_dir, self.prompts, self.result
+
+        def item(step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
+            return _Item(step, rel, ps.messages(step, persona, n=n, **kw), llm, n)
+
+        lists = [item("categories", "categories.txt", self.llm, self.num_categories)]
+        lists.append(item("topics", "chat_topics.txt", self.llm, self.num_topics))
+        self.run(self.plan(lists))
+        categories, topics = (
+            read_list(user_dir / name) if (user_dir / name).is_file() else None
+            for name in ("categories.txt", "chat_topics.txt")
+        )
+        second = [
+            item("chats", f"chats/{i}.txt", self.chat_llm, 1, topic=t) for i, t in enumerate(topics or [])
+        ]
+        second += [
+            item("questions", f"qa/{c}.txt", self.llm, self.num_questions, category=cat)
+            for c, cat in enumerate(categories or [])
+        ]
+        for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
+            for rel in list(self.files):  # files of a longer list, generated before
+                if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
+                    (user_dir / rel).unlink(missing_ok=True)
+                    self.set(rel, None)
+                    logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
+        self.run(self.plan(second))
+        result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+        result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
+        result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
+        if not result.missing:  # as the reference: only once every chat and question file exists
+            result.questions = self.write_qa_csv()
+        self.flush()
+        result.malformed = sorted(set(result.malformed), key=sort_key)
+        result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+        result.seconds = time.monotonic() - start
+        return result
+
+    def write_qa_csv(self) -> int:
+        """Step 5: write ``qa.csv`` when absent (an existing one is kept unless ``rewrite_stale_qa``)."""
+        table, drops = build_question_table(self.user_dir, seed=self.seed)
+        text = format_qa_csv(table)
+        target = self.user_dir / "qa.csv"
+        repairs: list[str] = []
+        if not target.is_file():
+            atomic_write_text(target, text)
+        elif target.read_text(encoding="utf-8") != text and self.rewrite_stale_qa:
+            logger.info("%s: question files changed, rewriting qa.csv", self.user_dir)
+            atomic_write_text(target, text)
+            repairs.append("rewritten: it differed from what the question files give")
+            self.result.repairs.append(f"qa.csv: {repairs[-1]}")
+        elif target.read_text(encoding="utf-8") != text:
+            note = "qa.csv differs from what the question files give; kept (rewrite_stale_qa rewrites it)"
+            logger.warning("%s: %s", self.user_dir, note)
+            self.result.notes.append(note)
+        on_disk = target.read_text(encoding="utf-8")
+        entry = {"step": "qa_table", "seed": self.seed, "output_sha256": sha256_text(on_disk)}
+        entry.update(matches_question_files=on_disk == text, questions=len(table))
+        self.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
+        return len(table)
 
 
 def generate_user(
     persona_path: str | Path,
     user_dir: str | Path,
     *,
-    config: GenerationConfig,
+    llm: LLMConfig,
+    chat_llm: LLMConfig,
+    num_categories: int = 10,
+    num_topics: int = 200,
+    num_questions: int = 15,
+    max_retries: int = 3,
+    seed: int = 42,
+    regenerate_stale: bool = False,
+    reference_prompts: str | Path | None = None,
+    repair_lists: bool = False,
+    repair_chats: bool = False,
+    reask_malformed: bool = False,
+    rewrite_stale_qa: bool = False,
     cache: str | Path | None = None,
     client: Any = None,
     progress: bool = True,
@@ -346,7 +403,23 @@ def generate_user(
     Args:
         persona_path: The persona profile ``user_N.txt``.
         user_dir: Output folder ``users/user_N``.
-        config: Models and sizes.
+        llm: Model of categories, topics and questions (the reference's: gpt-5.1, effort ``none``);
+            see :func:`~pv4kit.generation.defaults.generation_llm_configs`.
+        chat_llm: Model of the chats (the reference's: gpt-5-mini, effort ``minimal``).
+        num_categories: Categories per user (step 1) = question files (step 4).
+        num_topics: Topics per user (step 2) = chats (step 3).
+        num_questions: Questions requested per category (step 4).
+        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
+        seed: Seed of step 5's answer shuffle.
+        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
+        reference_prompts: A local checkout of the reference (or its ``prompts.py``) whose prompt functions
+            build the requests; ``None``: pv4kit's own prompts.
+        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
+        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
+            between the turns (pv4kit repair).
+        reask_malformed: Ask again for a malformed output up to ``max_retries`` times (pv4kit repair).
+        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
+            (pv4kit repair; the reference keeps it).
         cache: SQLite response cache and usage ledger (see :func:`pv4kit.llm.client.complete`).
         client: Injected OpenAI-like client (tests).
         progress: Show progress bars.
@@ -355,157 +428,50 @@ def generate_user(
     Returns:
         A :class:`UserResult`; ``status`` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
-    start = time.monotonic()
+    settings = dict(locals())
+    for name in ("num_categories", "num_topics", "num_questions"):
+        if settings[name] < 1:
+            raise ValueError(f"{name} must be >= 1, got {settings[name]}")
+    if max_retries < 0:
+        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
     persona_path, user_dir = Path(persona_path), Path(user_dir)
-    if user_id is None:
-        m = re.match(r"user_(\d+)\.txt$", persona_path.name)
-        user_id = int(m.group(1)) if m else None
+    if user_id is None and (m := re.match(r"user_(\d+)\.txt$", persona_path.name)):
+        settings["user_id"] = int(m.group(1))
     persona = persona_path.read_text(encoding="utf-8")
     if not persona.strip():
         raise ValueError(f"{persona_path}: persona file is empty")
-    result = UserResult(user_id=user_id if user_id is not None else -1)
-    _remove_partial_writes(user_dir)
-    ps = prompt_set(config.reference_prompts)
-    manifest = UserManifest(user_dir, sha256_text(persona), ps)
-    ctx = _UserRun(user_dir, manifest, config, result, cache, client, progress, user_id)
-    lists = _list_items(ps, persona, config)
-    _run(_plan(lists, ctx), ctx)
-
-    categories = read_list(user_dir / "categories.txt") if (user_dir / "categories.txt").is_file() else None
-    topics = read_list(user_dir / "chat_topics.txt") if (user_dir / "chat_topics.txt").is_file() else None
-    second = _file_items(ps, persona, config, topics=topics or [], categories=categories or [])
-    _remove_extras(user_dir, manifest, "chats", len(topics or []))
-    _remove_extras(user_dir, manifest, "qa", len(categories or []))
-    _run(_plan(second, ctx), ctx)
-
-    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
-    if categories is None:
-        result.missing.append("qa/* (categories.txt missing)")
-    if topics is None:
-        result.missing.append("chats/* (chat_topics.txt missing)")
-    if not result.missing:  # as the reference: only once every chat and question file exists
-        result.questions = _write_qa_csv(user_dir, manifest, config, result)
-    manifest.flush()
-    result.malformed = sorted(set(result.malformed), key=sort_key)
-    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-    result.seconds = time.monotonic() - start
-    return result
-
-
-def _list_items(ps: PromptSet, persona: str, config: GenerationConfig) -> list[_Item]:
-    """Steps 1 and 2: the categories and the chat topics of one persona."""
-    return [
-        _Item(
-            "categories",
-            "categories.txt",
-            ps.messages("categories", persona, n=config.num_categories),
-            config.llm,
-            config.num_categories,
-        ),
-        _Item(
-            "topics",
-            "chat_topics.txt",
-            ps.messages("topics", persona, n=config.num_topics),
-            config.llm,
-            config.num_topics,
-        ),
-    ]
-
-
-def _file_items(
-    ps: PromptSet, persona: str, config: GenerationConfig, *, topics: list[str], categories: list[str]
-) -> list[_Item]:
-    """Steps 3 and 4: one chat per topic, one question file per category (lists read as stored)."""
-    items = [
-        _Item("chats", f"chats/{i}.txt", ps.messages("chats", persona, topic=topic), config.chat_llm, 1)
-        for i, topic in enumerate(topics)
-    ]
-    items += [
-        _Item(
-            "questions",
-            f"qa/{c}.txt",
-            ps.messages("questions", persona, category=category, n=config.num_questions),
-            config.llm,
-            config.num_questions,
-        )
-        for c, category in enumerate(categories)
-    ]
-    return items
-
-
-def _remove_partial_writes(user_dir: Path) -> None:
-    """Delete temporary files that a killed run left behind (``pv4kit._io.atomic_path`` names)."""
-    for folder in (user_dir, user_dir / "chats", user_dir / "qa"):
-        if folder.is_dir():
-            for tmp in folder.glob(".*.tmp"):
-                logger.info("%s: removing a partial write left by an interrupted run", tmp)
-                tmp.unlink(missing_ok=True)
-
-
-def _remove_extras(user_dir: Path, manifest: UserManifest, folder: str, count: int) -> None:
-    """Delete ``folder/{k}.txt`` for ``k >= count`` that pv4kit generated (a shorter list was regenerated)."""
-    for rel in list(manifest.files):
-        m = re.fullmatch(rf"{folder}/(\d+)\.txt", rel)
-        if m and int(m.group(1)) >= count:
-            (user_dir / rel).unlink(missing_ok=True)
-            manifest.set(rel, None)
-            logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
-
-
-def _write_qa_csv(user_dir: Path, manifest: UserManifest, cfg: GenerationConfig, result: UserResult) -> int:
-    """Step 5: write ``qa.csv`` when it is absent (an existing one is kept, as the reference keeps it).
-
-    With ``rewrite_stale_qa`` an existing ``qa.csv`` that differs from what the question files give is
-    rewritten (reported as a repair); without it the difference is reported as a note. Returns the
-    number of rows the question files give.
-    """
-    table, drops = build_question_table(user_dir, seed=cfg.seed)
-    text = format_qa_csv(table)
-    target = user_dir / "qa.csv"
-    repairs: list[str] = []
-    if not target.is_file():
-        atomic_write_text(target, text)
-    elif target.read_text(encoding="utf-8") != text:
-        if cfg.rewrite_stale_qa:
-            logger.info("%s: question files changed, rewriting qa.csv", user_dir)
-            atomic_write_text(target, text)
-            repairs.append("rewritten: it differed from what the question files give")
-            result.repairs.append(f"qa.csv: {repairs[-1]}")
-        else:
-            note = "qa.csv differs from what the question files give; kept (rewrite_stale_qa rewrites it)"
-            logger.warning("%s: %s", user_dir, note)
-            result.notes.append(note)
-    on_disk = target.read_text(encoding="utf-8")
-    manifest.set(
-        "qa.csv",
-        {
-            "step": "qa_table",
-            "seed": cfg.seed,
-            "output_sha256": sha256_text(on_disk),
-            "matches_question_files": on_disk == text,
-            "questions": len(table),
-            "dropped": int((~drops["kept"]).sum()),
-            "repairs": repairs,
-        },
-    )
-    return len(table)
-
-
-# --------------------------------------------------------------------------- many users
+    for tmp in [
+        p for d in (user_dir, user_dir / "chats", user_dir / "qa") if d.is_dir() for p in d.glob(".*.tmp")
+    ]:
+        logger.info("%s: removing a partial write left by an interrupted run", tmp)
+        tmp.unlink(missing_ok=True)
+    return _UserRun(user_dir, persona, settings).generate(persona)
 
 
 def generate_users(
     persona_dir: str | Path,
     output_dir: str | Path,
     *,
-    config: GenerationConfig,
+    llm: LLMConfig,
+    chat_llm: LLMConfig,
+    num_categories: int = 10,
+    num_topics: int = 200,
+    num_questions: int = 15,
+    max_retries: int = 3,
+    seed: int = 42,
+    regenerate_stale: bool = False,
+    reference_prompts: str | Path | None = None,
+    repair_lists: bool = False,
+    repair_chats: bool = False,
+    reask_malformed: bool = False,
+    rewrite_stale_qa: bool = False,
     user_start: int | None = None,
     user_end: int | None = None,
     cache: str | Path | None = None,
     client: Any = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Run :func:`generate_user` for every persona ``user_N.txt`` with ``user_start <= N <= user_end``.
+    """Run :func:`generate_user` (same keywords) for each ``user_N.txt`` with ``user_start <= N <= user_end``.
 
     Returns:
         One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
@@ -515,8 +481,11 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
+    settings = {
+        k: v for k, v in locals().items() if k not in ("persona_dir", "output_dir", "user_start", "user_end")
+    }
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
-    prompt_set(config.reference_prompts)  # a bad --reference-prompts fails before any request
+    prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
     ids = [
         u
         for u in list_personas(persona_dir)
@@ -529,33 +498,12 @@ def generate_users(
     rows = []
     for uid in ids:
         res = generate_user(
-            persona_dir / f"user_{uid}.txt",
-            output_dir / f"user_{uid}",
-            config=config,
-            cache=cache,
-            client=client,
-            progress=progress,
-            user_id=uid,
+            persona_dir / f"user_{uid}.txt", output_dir / f"user_{uid}", user_id=uid, **settings
         )
         logger.info(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
         )
         rows.append(res.__dict__.copy())
-    columns = [
-        "user_id",
-        "status",
-        "questions",
-        "calls",
-        "cached",
-        "seconds",
-        "missing",
-        "stale",
-        "malformed",
-        "untracked",
-        "errors",
-        "repairs",
-        "notes",
-    ]
-    frame = pd.DataFrame(rows)[columns]
+    frame = pd.DataFrame(rows)
     frame["questions"] = frame["questions"].astype("Int64")
     return frame

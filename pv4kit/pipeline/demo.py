@@ -1,112 +1,67 @@
 """``make demo``: the whole pipeline on the sample in ``raw/``, on the local SmolLM2 model, on a CPU.
 
-Stages (each logged as it starts, with its wall time at the end):
-
-1. ``data``: step 5 (``qa.csv``) and step 6 (``data/*.parquet``) from ``raw/``, only when ``data/`` is
-   missing or older than a file it is built from;
-2. ``server``: SmolLM2-135M-Instruct on a vLLM server on a free loopback port (:mod:`pv4kit.llm.local`);
-3. ``answer:<run>``: ``no_docs``, ``rag`` top-1, ``rag`` top-5 and ``persona`` on the test split, into
-   ``runs/demo_<run>/``, with the reference's protocol: exact prompt tokens from the server's ``/tokenize``,
-   over-long prompts cut from the front to the token and sent as token ids through ``/v1/completions``
-   (every call cached, so a rerun makes no requests); each run's ``config.json`` names the engine
-   (``server_kind``, ``server_version``), the model that answered (``served_model``) and where it was
-   served from (``served_from``);
-4. ``score``: each run scored with the CPU embedder (MiniLM, in process);
-5. ``score (vLLM embeddings)``: ``rag`` top-1 scored again through vLLM's ``/v1/embeddings`` (MiniLM on
-   vLLM's pooling runner, ``openai:all-minilm-l6-v2``) into ``runs/demo_rag_top1_vllm_embed/``, compared
-   with the in-process predictions;
-6. ``hard``: the hard subset from ``no_docs`` and ``rag`` top-1 (rule ``any``) written to
-   ``runs/demo_hard_subset.csv`` (never over ``raw/hard_subset.csv``), with its overlap with the released
-   flags under both rules;
-7. ``validity``: a multiple-choice ``no_docs`` run (``runs/demo_mcq_no_docs``), and the scorer-validity
-   report of ``demo_no_docs`` with the local model as judge and a second embedder (``_validity_stage``);
-8. the results table (accuracy with its user-bootstrap 95% interval, hard accuracy, n; logged, and
-   returned for :func:`demo_report` to format: ``pv4kit demo`` prints it), then, when
-   :func:`pv4kit.analysis.notebooks.execute_notebooks` exists, the notebooks are executed.
+Stages, each logged with its wall time: ``data`` (steps 5 and 6, only when ``data/`` is stale); the runs of
+:data:`DEMO_RUNS` answered on a local vLLM server with the reference's protocol (every call cached, so a
+rerun makes no requests); ``score`` (MiniLM in process); ``score (vLLM embeddings)`` (one run again through
+vLLM's ``/v1/embeddings``, compared with in-process); ``hard`` (``runs/demo_hard_subset.csv``, never over
+``raw/hard_subset.csv``); ``validity`` (a multiple-choice run and the scorer-validity report); then the
+results table and the notebooks. docs/baselines.md describes it.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import json
 import logging
 import os
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 from pv4kit._io import default_llm_cache
-from pv4kit._options import merge_options
 from pv4kit.scoring.runs import tidy_metrics
 
 logger = logging.getLogger(__name__)
 
 #: the demo's runs: name -> (method, top_k)
-#: the demo's output cap. SmolLM2 nearly always runs to the cap, and 32 tokens (a sentence) hold the gist
-#: the nearest-candidate scorer needs and keep the demo to a few minutes on 2 cores (``--max-new-tokens
-#: 256``: the reference protocol)
-DEMO_MAX_NEW_TOKENS = 32
-#: the run scored a second time through vLLM's embeddings endpoint
-ENDPOINT_SCORED_RUN = "rag_top1"
 DEMO_RUNS: dict[str, tuple[str, int]] = {
     "no_docs": ("no_docs", 1),
     "rag_top1": ("rag", 1),
     "rag_top5": ("rag", 5),
     "persona": ("persona", 1),
 }
+#: the run scored a second time through vLLM's embeddings endpoint
+ENDPOINT_SCORED_RUN = "rag_top1"
+#: the demo's second embedder for ``validity(against=)``: MiniLM with an instruction prefix (the only other
+#: embedder the offline sample has)
+DEMO_AGAINST_INSTRUCTION = "Represent the meaning of this answer: "
+_KEPT = {"called": 0, "cached": 0, "errors": 0, "kept": 1}
 
 
-@dataclass
-class Timer:
-    """Wall time per stage, in the order the stages ran."""
-
-    stages: dict[str, float] = field(default_factory=dict)
-
-    @contextlib.contextmanager
-    def stage(self, name: str) -> Iterator[None]:
-        """Time the ``with`` block as stage ``name`` (logged at start and end)."""
-        logger.info("== %s", name)
-        start = time.perf_counter()
-        try:
-            yield
-        finally:
-            self.stages[name] = self.stages.get(name, 0.0) + time.perf_counter() - start
-            logger.info("== %s done in %.1fs", name, self.stages[name])
-
-    def table(self) -> pd.DataFrame:
-        """``stage, seconds`` plus a ``total`` row."""
-        rows = [{"stage": k, "seconds": round(v, 1)} for k, v in self.stages.items()]
-        rows.append({"stage": "total", "seconds": round(sum(self.stages.values()), 1)})
-        return pd.DataFrame(rows)
+@contextlib.contextmanager
+def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
+    """Time the ``with`` block as stage ``name`` into ``timings`` (logged at start and end)."""
+    logger.info("== %s", name)
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+        logger.info("== %s done in %.1fs", name, timings[name])
 
 
 def _newest_mtime(paths: list[Path]) -> float:
     return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
 
 
-def data_is_stale(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bool:
-    """Whether ``data/`` is missing or older than any file under ``raw/users`` or the hard subset."""
-    raw, data = Path(raw), Path(data)
-    manifest = data / "manifest.json"
-    if not manifest.is_file() or not (data / "test.parquet").is_file():
-        return True
-    sources = [p for p in (raw / "users").rglob("*") if p.is_file()]
-    sources += [raw / "hard_subset.csv", *sorted((raw / "personas").glob("*"))]
-    return _newest_mtime(sources) > manifest.stat().st_mtime
-
-
 def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, force: bool = False) -> bool:
-    """Build ``data/`` from ``raw/`` (steps 5 and 6) when it is missing or stale.
+    """Build ``data/`` from ``raw/`` (steps 5 and 6); whether it was built.
 
-    ``qa.csv`` files are written where missing and rewritten where a ``qa/*.txt`` is newer.
-
-    Returns:
-        Whether anything was built.
+    Only when ``data/`` is missing or older than a file under ``raw/users``, ``raw/personas`` or the hard
+    subset; ``qa.csv`` files are written where missing and rewritten where a ``qa/*.txt`` is newer.
     """
     from pv4kit.dataset.questions import write_qa_tables
     from pv4kit.dataset.splits import build_dataset
@@ -116,7 +71,10 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
     users_dir = raw / "users"
     if not users_dir.is_dir():
         raise FileNotFoundError(f"raw: no users/ folder in {raw}")
-    if not force and not data_is_stale(raw, data):
+    manifest = data / "manifest.json"
+    sources = [*users_dir.rglob("*"), raw / "hard_subset.csv", *(raw / "personas").glob("*")]
+    fresh = manifest.is_file() and (data / "test.parquet").is_file()
+    if not force and fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
         logger.info("data: %s is up to date with %s", data, raw)
         return False
     stale_qa = []
@@ -143,10 +101,7 @@ def _interval(row: Any) -> str:
 
 
 def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent).
-
-    The numbers are read from :func:`~pv4kit.scoring.runs.tidy_metrics` (the rows of ``metrics_frame``).
-    """
+    """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
     rows = []
     for name, m in metrics.items():
         tidy = tidy_metrics(m, run=name)
@@ -166,73 +121,29 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def _run_notebooks(*, data: Path, runs_dir: Path) -> str | None:
-    """Execute the notebooks (:func:`~pv4kit.analysis.notebooks.execute_notebooks`); the error, if any."""
-    try:
-        from pv4kit.analysis import notebooks
-    except ImportError:
-        logger.info("notebooks: pv4kit.analysis.notebooks is not available; skipping the figures")
-        return None
-    fn = getattr(notebooks, "execute_notebooks", None)
-    if fn is None:
-        logger.info("notebooks: pv4kit.analysis.notebooks has no execute_notebooks(); skipping the figures")
-        return None
-    import inspect
+def _run_notebooks(data: Path, runs_dir: Path) -> str | None:
+    """Execute the notebooks on ``data`` and ``runs_dir``; the error, if any."""
+    from pv4kit.analysis.notebooks import execute_notebooks
 
-    kwargs: dict[str, Any] = {}
-    if "params" in inspect.signature(fn).parameters:
-        kwargs["params"] = {"data": str(data.resolve()), "runs": str(runs_dir.resolve())}
     try:
-        done = fn(**kwargs)
+        done = execute_notebooks(params={"data": str(data.resolve()), "runs": str(runs_dir.resolve())})
     except Exception as exc:  # noqa: BLE001 - the results are logged already; report and go on
         logger.error("notebooks: %s: %s", type(exc).__name__, exc)
         return f"{type(exc).__name__}: {exc}"
-    if isinstance(done, pd.DataFrame) and len(done):
-        logger.info("notebooks: executed\n%s", done.to_string(index=False))
+    logger.info("notebooks: executed\n%s", done.to_string(index=False))
     return None
 
 
-@dataclass(frozen=True)
-class DemoOptions:
-    """Everything :func:`run_demo` takes.
-
-    Attributes:
-        raw: The raw tree (``users/``, ``personas/``, ``hard_subset.csv``).
-        data: Where the parquet dataset is built.
-        runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
-        split: The split to answer (``test``: the sample's two evaluation users).
-        cache: The LLM response cache (default: the shared one, :func:`~pv4kit._io.default_llm_cache`).
-        max_new_tokens: Output cap per answer (32 for speed; 256 is the reference protocol).
-        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
-        limit: Only the first N questions (smoke tests).
-        notebooks: Execute the notebooks afterwards when :mod:`pv4kit.analysis.notebooks` provides it.
-        progress: Progress bars.
-    """
-
-    raw: str | os.PathLike[str] = "raw"
-    data: str | os.PathLike[str] = "data"
-    runs_dir: str | os.PathLike[str] = "runs"
-    split: str = "test"
-    cache: str | os.PathLike[str] | None = None
-    max_new_tokens: int = DEMO_MAX_NEW_TOKENS
-    endpoint_scoring: bool = True
-    limit: int | None = None
-    notebooks: bool = True
-    progress: bool = True
-
-
-def _finished(run_dir: Path, dataset: Any, opts: DemoOptions, method: str, top_k: int) -> bool:
-    """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with these settings."""
+def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], method: str, top_k: int | None) -> bool:
+    """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with ``settings``."""
     from pv4kit.llm.local import LOCAL_MODEL_ID
     from pv4kit.scoring.runs import read_run_config
 
     config = read_run_config(run_dir)
     want = {
+        **settings,
         "method": method,
         "top_k": top_k if method == "rag" else None,
-        "split": opts.split,
-        "limit": opts.limit,
-        "max_new_tokens": opts.max_new_tokens,
         "model": LOCAL_MODEL_ID,
         "server_kind": "vllm",
         "truncation": "front",
@@ -242,52 +153,50 @@ def _finished(run_dir: Path, dataset: Any, opts: DemoOptions, method: str, top_k
     return (run_dir / "generations.parquet").is_file() and all(config.get(k) == v for k, v in want.items())
 
 
-def _answer_runs(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, dict[str, int]]:
-    """Start the vLLM server, answer every run of :data:`DEMO_RUNS`, stop it; the LLM requests per run.
+def _answer_runs(
+    dataset: Any, embedder: Any, timings: dict[str, float], runs_dir: Path, cache: Any, progress: bool,
+    settings: dict[str, Any],
+) -> dict[str, dict[str, int]]:  # fmt: skip
+    """Answer every run of :data:`DEMO_RUNS` on a local vLLM server; the LLM requests per run.
 
-    Runs already complete with the same settings and data are kept as they are (no server is started
-    when all are: a warm demo).
+    ``settings`` (``split``, ``limit``, ``max_new_tokens``) go to :func:`~pv4kit.baselines.run.answer`.
+    Runs already complete with the same settings and data are kept (no server starts when all are).
     """
     from pv4kit.baselines.run import answer
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
 
-    runs_dir = Path(opts.runs_dir)
     todo = {
         name: spec
         for name, spec in DEMO_RUNS.items()
-        if not _finished(runs_dir / f"demo_{name}", dataset, opts, *spec)
+        if not _finished(runs_dir / f"demo_{name}", dataset, settings, *spec)
     }
-    calls: dict[str, dict[str, int]] = {
-        name: {"called": 0, "cached": 0, "errors": 0, "kept": 1} for name in DEMO_RUNS if name not in todo
-    }
+    calls = {name: dict(_KEPT) for name in DEMO_RUNS if name not in todo}
     if calls:
         logger.info("answers: %s complete with these settings in %s; kept", ", ".join(calls), runs_dir)
     if not todo:
         return calls
     with contextlib.ExitStack() as stack:
-        with timer.stage("server start"):
+        with _stage(timings, "server start"):
             endpoint = stack.enter_context(resolve_endpoint("local"))
         llm = local_llm_config(endpoint)
         for name, (method, top_k) in todo.items():
-            with timer.stage(f"answer {name}"):
+            with _stage(timings, f"answer {name}"):
                 run = answer(
                     dataset,
                     method=method,
                     llm=llm,
                     run_dir=runs_dir / f"demo_{name}",
-                    split=opts.split,
                     top_k=top_k,
                     embedder=embedder,
-                    cache=opts.cache or default_llm_cache(),
-                    max_new_tokens=opts.max_new_tokens,
-                    limit=opts.limit,
-                    progress=opts.progress,
+                    cache=cache,
+                    progress=progress,
+                    **settings,
                 )
                 calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
                 logger.info(
                     "%s: %d answers, %d called, %d cached", name, len(run.generations), run.calls, run.cached
                 )
-        with timer.stage("server stop"):
+        with _stage(timings, "server stop"):
             stack.close()
     return {name: calls[name] for name in DEMO_RUNS}
 
@@ -303,7 +212,7 @@ def _scored_metrics(run_dir: Path, embedder: str | None) -> dict[str, Any] | Non
     return metrics if (metrics.get("embedder") or {}).get("name") == embedder else None
 
 
-def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> dict[str, Any]:
+def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dict[str, Any]:
     """Score :data:`ENDPOINT_SCORED_RUN` through vLLM's embeddings endpoint; how it compares with in-process.
 
     Returns:
@@ -316,25 +225,23 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> 
 
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.llm.local import LOCAL_EMBED_MODEL_ID, local_embed_server
+    from pv4kit.scoring.runs import read_metrics, read_predictions
     from pv4kit.scoring.score import score_run
 
     src = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}"
     dst = runs_dir / f"demo_{ENDPOINT_SCORED_RUN}_vllm_embed"
-    gens, metrics = "generations.parquet", dst / "metrics.json"
+    gens = "generations.parquet"
     same = (dst / gens).is_file() and (dst / gens).read_bytes() == (src / gens).read_bytes()
-    scored = json.loads(metrics.read_text(encoding="utf-8")) if same and metrics.is_file() else {}
-    if scored.get("embedder", {}).get("name") == f"openai:{LOCAL_EMBED_MODEL_ID}":
+    if same and _scored_metrics(dst, f"openai:{LOCAL_EMBED_MODEL_ID}"):
         logger.info("vLLM embeddings: %s was scored from these generations before; kept", dst)
     else:
         shutil.rmtree(dst, ignore_errors=True)
         shutil.copytree(src, dst, ignore=shutil.ignore_patterns("predictions.parquet", "metrics.json"))
         with local_embed_server() as url:
             embedder = get_embedder(f"openai:{LOCAL_EMBED_MODEL_ID}", base_url=url)
-            score_run(dst, data=dataset, embedder=embedder, progress=opts.progress)
-    remote = pd.read_parquet(dst / "predictions.parquet")
-    m_remote = json.loads((dst / "metrics.json").read_text(encoding="utf-8"))
-    local = pd.read_parquet(src / "predictions.parquet")
-    m_local = json.loads((src / "metrics.json").read_text(encoding="utf-8"))
+            score_run(dst, data=dataset, embedder=embedder, progress=progress)
+    remote, local = read_predictions(dst), read_predictions(src)
+    m_remote, m_local = read_metrics(dst), read_metrics(src)
     sims = [c for c in local.columns if c.startswith("sim_")]
     a, b = remote[sims].to_numpy(float), local[sims].to_numpy(float)
     diff = np.where(np.isnan(a) & np.isnan(b), 0.0, np.abs(a - b))  # no candidate on both sides: equal
@@ -350,20 +257,18 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, opts: DemoOptions) -> 
     return out
 
 
-#: the demo's second embedder for ``validity --against``: MiniLM with an instruction prefix (the only other
-#: embedder the offline sample has; on a GPU pass ``qwen3`` to ``pv4kit validity``)
-DEMO_AGAINST_INSTRUCTION = "Represent the meaning of this answer: "
+def _validity_stage(
+    dataset: Any, embedder: Any, timings: dict[str, float], runs_dir: Path, cache: Any, progress: bool,
+    settings: dict[str, Any],
+) -> tuple[dict[str, Any], str, dict[str, int]]:  # fmt: skip
+    """Scorer validity on the sample: a multiple-choice ``no_docs`` run, and ``validity`` on ``demo_no_docs``.
 
-
-def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer) -> dict[str, Any]:
-    """Scorer validity on the sample: a multiple-choice run, and ``validity`` on ``demo_no_docs``.
-
-    The local model answers ``no_docs`` as multiple choice (``runs/demo_mcq_no_docs``, scored by the letter)
-    and judges which candidate each ``demo_no_docs`` answer expresses; the run is also rescored with a
-    second embedder and in float32. The tiny model shows the machinery, not a result.
+    The local model answers as multiple choice (``runs/demo_mcq_no_docs``, scored by the letter) and judges
+    which candidate each ``demo_no_docs`` answer expresses; the run is also rescored with a second embedder
+    and in float32. The tiny model shows the machinery, not a result.
 
     Returns:
-        ``{"mcq": the multiple-choice run's metrics, "validity": the report's text, "calls": LLM requests}``.
+        The multiple-choice run's metrics, the validity report's text, its LLM requests.
     """
     from pv4kit.baselines.run import answer
     from pv4kit.embeddings.models import get_embedder
@@ -372,35 +277,28 @@ def _validity_stage(dataset: Any, embedder: Any, opts: DemoOptions, timer: Timer
     from pv4kit.scoring.score import score_run
     from pv4kit.scoring.validity import read_validity, summary_text, validity
 
-    runs_dir, cache = Path(opts.runs_dir), opts.cache or default_llm_cache()
     mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
-    mcq_done = _finished(mcq_dir, dataset, opts, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
-    if mcq_done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
-        mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=opts.progress)[1]
-        report = read_validity(report_dir)["summary"]
-        return {
-            "mcq": mcq,
-            "validity": summary_text(report),
-            "calls": {"called": 0, "cached": 0, "errors": 0, "kept": 1},
-        }
+    done = _finished(mcq_dir, dataset, settings, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
+    if done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
+        mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=progress)[1]
+        return mcq, summary_text(read_validity(report_dir)["summary"]), dict(_KEPT)
     with resolve_endpoint("local") as endpoint:
         llm = local_llm_config(endpoint)
-        with timer.stage("answer mcq_no_docs"):
+        with _stage(timings, "answer mcq_no_docs"):
             run = answer(
                 dataset, method="no_docs", mcq=True, llm=llm, run_dir=runs_dir / "demo_mcq_no_docs",
-                split=opts.split, cache=cache, max_new_tokens=opts.max_new_tokens, limit=opts.limit,
-                progress=opts.progress,
+                cache=cache, progress=progress, **settings,
             )  # fmt: skip
-        with timer.stage("validity"):
+        with _stage(timings, "validity"):
             against = get_embedder("minilm", device="cpu", instruction=DEMO_AGAINST_INSTRUCTION)
             judge = dataclasses.replace(llm, max_output_tokens=8)
             report = validity(
                 runs_dir / "demo_no_docs", judges=[judge], against=[against], embedder=embedder,
-                llm_cache=cache, progress=opts.progress,
+                llm_cache=cache, progress=progress,
             )  # fmt: skip
-    _, mcq = score_run(run.run_dir, data=dataset, progress=opts.progress)
+    _, mcq = score_run(run.run_dir, data=dataset, progress=progress)
     calls = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
-    return {"mcq": mcq, "validity": summary_text(report), "calls": calls}
+    return mcq, summary_text(report), calls
 
 
 def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -414,92 +312,105 @@ def _hard_subset(raw: Path, runs_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]
     return subset, hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
 
 
-def run_demo(*, options: DemoOptions | None = None, **overrides: Any) -> dict[str, Any]:
+def run_demo(
+    *,
+    raw: str | os.PathLike[str] = "raw",
+    data: str | os.PathLike[str] = "data",
+    runs_dir: str | os.PathLike[str] = "runs",
+    split: str = "test",
+    cache: str | os.PathLike[str] | None = None,
+    max_new_tokens: int = 32,
+    endpoint_scoring: bool = True,
+    limit: int | None = None,
+    notebooks: bool = True,
+    progress: bool = True,
+) -> dict[str, Any]:
     """Run the demo pipeline; its results table and timings (:func:`demo_report` formats them).
 
     Args:
-        options: The settings (:class:`DemoOptions`; default: ``raw/`` -> ``data/`` -> ``runs/``, the test
-            split, 32 new tokens, the notebooks afterwards).
-        **overrides: Any field of :class:`DemoOptions` by name (``raw=``, ``data=``, ``runs_dir=``,
-            ``split=``, ``cache=``, ``max_new_tokens=``, ``endpoint_scoring=``, ``limit=``,
-            ``notebooks=``, ``progress=``), replacing the one in ``options``.
+        raw: The raw tree (``users/``, ``personas/``, ``hard_subset.csv``); ``data/`` is built from it.
+        data: Where the parquet dataset is built.
+        runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
+        split: The split to answer (``test``: the sample's two evaluation users).
+        cache: The LLM response cache (default: :func:`~pv4kit._io.default_llm_cache`).
+        max_new_tokens: Output cap per answer (32 keeps the demo to minutes; the reference uses 256).
+        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
+        limit: Only the first N questions (smoke tests).
+        notebooks: Execute the notebooks afterwards.
+        progress: Progress bars.
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``), ``endpoint_scoring`` (the comparison of
-        :func:`_score_through_endpoint`, or ``None``), ``notebook_error`` (``None`` when they ran or were
-        skipped), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
+        requests ``called``, ``cached``, ``errors``, ``kept``), ``endpoint_scoring`` (the comparison, or
+        ``None``), ``notebook_error`` (``None`` when they ran or were skipped), ``validity`` (the report's
+        text), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
 
     Raises:
-        TypeError: An unknown option (with the closest name).
         FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).
     """
     from pv4kit.dataset.load import load
     from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.local import smollm2_dir, vllm_python
     from pv4kit.scoring.score import score_run
 
-    opts = merge_options(DemoOptions, options, overrides, where="run_demo")
-    from pv4kit.llm.local import smollm2_dir, vllm_python
-
     vllm_python(), smollm2_dir()  # the local engine is set up (else one message naming `make vllm`)
-    timer = Timer()
-    raw, data_dir, runs_dir = Path(opts.raw), Path(opts.data), Path(opts.runs_dir)
-    with timer.stage("data"):
+    timings: dict[str, float] = {}
+    raw, data_dir, runs_dir = Path(raw), Path(data), Path(runs_dir)
+    cache = cache or default_llm_cache()
+    settings = {"split": split, "limit": limit, "max_new_tokens": max_new_tokens}
+    with _stage(timings, "data"):
         ensure_data(raw, data_dir)
         dataset = load(data_dir)
-    with timer.stage("embedder"):
+    with _stage(timings, "embedder"):
         embedder = get_embedder("minilm", device="cpu")
-    calls = _answer_runs(dataset, embedder, opts, timer)
+    calls = _answer_runs(dataset, embedder, timings, runs_dir, cache, progress, settings)
     metrics: dict[str, dict[str, Any]] = {}
-    with timer.stage("score"):
+    with _stage(timings, "score"):
         for name in DEMO_RUNS:
             run_dir = runs_dir / f"demo_{name}"
             metrics[name] = (
                 _scored_metrics(run_dir, embedder.name)
-                or score_run(run_dir, data=dataset, embedder=embedder, progress=opts.progress)[1]
+                or score_run(run_dir, data=dataset, embedder=embedder, progress=progress)[1]
             )  # a run scored from these generations with this embedder is kept (and its validity report)
-    endpoint_scoring = None
-    if opts.endpoint_scoring:
-        with timer.stage("score (vLLM embeddings)"):
-            endpoint_scoring = _score_through_endpoint(runs_dir, dataset, opts)
-    with timer.stage("hard"):
+    compared = None
+    if endpoint_scoring:
+        with _stage(timings, "score (vLLM embeddings)"):
+            compared = _score_through_endpoint(runs_dir, dataset, progress)
+    with _stage(timings, "hard"):
         subset, report = _hard_subset(raw, runs_dir)
-    checked = _validity_stage(dataset, embedder, opts, timer)
-    metrics["mcq_no_docs"], calls["mcq_no_docs"] = checked["mcq"], checked["calls"]
+    metrics["mcq_no_docs"], text, calls["mcq_no_docs"] = _validity_stage(
+        dataset, embedder, timings, runs_dir, cache, progress, settings
+    )
     results = results_table(metrics)
     notebook_error = None
-    if opts.notebooks:  # the notebooks take minutes: show the results first
+    if notebooks:  # the notebooks take minutes: show the results first
         logger.info("results (before the notebooks):\n%s", results.to_string(index=False))
-        with timer.stage("notebooks"):
-            notebook_error = _run_notebooks(data=data_dir, runs_dir=runs_dir)
+        with _stage(timings, "notebooks"):
+            notebook_error = _run_notebooks(data_dir, runs_dir)
+    seconds = [{"stage": k, "seconds": round(v, 1)} for k, v in timings.items()]
     return {
         "results": results,
         "hard": report,
-        "timings": timer.table(),
+        "timings": pd.DataFrame([*seconds, {"stage": "total", "seconds": round(sum(timings.values()), 1)}]),
         "metrics": metrics,
         "calls": calls,
-        "endpoint_scoring": endpoint_scoring,
+        "endpoint_scoring": compared,
         "notebook_error": notebook_error,
-        "validity": checked["validity"],
-        "split": opts.split,
+        "validity": text,
+        "split": split,
         "hard_subset": runs_dir / "demo_hard_subset.csv",
         "n_hard": len(subset),
     }
 
 
 def demo_report(out: dict[str, Any]) -> str:
-    """The text ``pv4kit demo`` prints: the results table, the hard subset's overlap, the timings.
-
-    Args:
-        out: What :func:`run_demo` returned.
-    """
+    """The text ``pv4kit demo`` prints from :func:`run_demo`'s ``out``: results, hard subset, timings."""
     lines = [
         f"\nResults (SmolLM2-135M on vLLM, the sample's {out['split']} split; percent, user-bootstrap "
         "95% CI):",
         out["results"].to_string(index=False),
     ]
-    e = out.get("endpoint_scoring")
-    if e:
+    if e := out.get("endpoint_scoring"):
         lines.append(
             f"\n{e['run']} scored through vLLM's /v1/embeddings: {e['n_equal']} of {e['n']} predictions "
             f"equal to in-process MiniLM's (max |sim difference| {e['max_abs_sim_diff']:.1e}; accuracy "

@@ -1,17 +1,10 @@
 """The five candidates as a lettered list: seeded order, the listing shown to a model, its reply parsed.
 
-Shared by the multiple-choice method (``pv4kit answer --method mcq``, scored here by the letter) and the
-judge of :mod:`pv4kit.scoring.validity`. Each question gets its own seeded order
-(:func:`choice_order`: the same question and seed give the same order whatever else is in the run), the
-candidates are shown in that order labelled A-E, and the reply is read back to a *shown* letter
-(:func:`parse_choice`) and then to the question's own letter through the order.
-
-A reply is read strictly enough that prose is never taken for a pick: the whole reply (or its first
-line) must be a letter (``B``, ``(B)``, ``b.``, ``**B**``, ``Answer: b``, ``The answer is B``), a letter
-followed by that candidate's text or its beginning (``B. the te``: cut by the output cap), or one
-candidate's text alone (or its first three words or more, when they begin no other candidate; case and
-surrounding punctuation ignored). ``NONE`` is read only where the listing offered it (the judge).
-Anything else is ``None``: unparsed, counted and shown, never a pick.
+Shared by the multiple-choice method (``pv4kit answer --method mcq``) and the judge of
+:mod:`pv4kit.scoring.validity`. A reply is read strictly, so prose is never taken for a pick: a letter
+(``B``, ``(B)``, ``Answer: b``, ``The answer is B``), a letter with that candidate's text or its beginning,
+or one candidate's text alone (or its first three words or more, when they begin no other). ``NONE`` only
+where the listing offered it. Anything else is ``None``: unparsed, counted, never a pick.
 """
 
 from __future__ import annotations
@@ -44,12 +37,7 @@ _MIN_PREFIX_WORDS = 3
 
 
 def choice_order(user_id: int, question_index: int, *, seed: int) -> list[int]:
-    """The seeded order of one question's five candidates: shown position -> index into its choices.
-
-    Example:
-        >>> choice_order(131, 4, seed=0) == choice_order(131, 4, seed=0)
-        True
-    """
+    """The seeded order of one question's five candidates: shown position -> index into its choices."""
     rng = np.random.default_rng([int(seed), int(user_id), int(question_index)])
     return [int(i) for i in rng.permutation(len(LETTERS))]
 
@@ -74,10 +62,7 @@ def _norm(text: str) -> str:
 def parse_choice(reply: str | None, shown: Sequence[str], *, none: bool = False) -> str | None:
     """The shown letter a reply names (``"A"``..``"E"``), ``"NONE"`` (only with ``none``), or ``None``.
 
-    Args:
-        reply: The model's reply.
-        shown: The candidate texts in the order shown (``shown[0]`` was labelled A).
-        none: Whether the listing offered ``NONE``.
+    ``shown``: the candidate texts in the order shown (``shown[0]`` was labelled A).
 
     Example:
         >>> shown = ["tea", "coffee", "water", "milk", "juice"]
@@ -120,56 +105,18 @@ def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | Non
     return LETTERS[int(order[LETTERS.index(shown_letter)])]
 
 
-def score_choices(rows: pd.DataFrame) -> pd.DataFrame:
-    """Score multiple-choice replies by their letter: the prediction columns of the embedding scorer.
-
-    Args:
-        rows: The scorer's joined rows (questions with ``choices`` and ``answer_letter``, and the run's
-            ``generation`` and ``choice_order``).
-
-    Returns:
-        ``rows`` with ``shown_letter`` (the letter the reply names, ``None`` when unparsed),
-        ``predicted_letter`` (the question's own letter), ``correct`` (an unparsed reply is wrong),
-        ``unparsed``, ``answer_position`` (the shown letter of the correct answer), and the similarity
-        columns ``NaN`` (no embedding), ``margin`` NaN, ``tie`` false.
-    """
-    out = rows.copy()
-    orders = [list(o) for o in out[ORDER_COLUMN]]
-    shown = [
-        parse_choice(g, [c[i] for i in o])
-        for g, c, o in zip(out["generation"], out["choices"], orders, strict=True)
-    ]
-    out["shown_letter"] = shown
-    out["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
-    out["correct"] = (out["predicted_letter"] == out["answer_letter"]).to_numpy(dtype=bool)
-    out["unparsed"] = out["shown_letter"].isna().to_numpy(dtype=bool)
-    out["answer_position"] = [
-        LETTERS[o.index(LETTERS.index(a))] for a, o in zip(out["answer_letter"], orders, strict=True)
-    ]
-    return out
-
-
 def position_table(predictions: pd.DataFrame, *, position: str = "answer_position") -> pd.DataFrame:
-    """Accuracy by the shown letter of the correct answer, and how often each letter was picked.
+    """Accuracy by the shown letter of the correct answer, and the share of parsed replies naming each letter.
 
     Returns:
-        ``position, n, n_correct, accuracy, share_picked`` (the share of parsed replies naming that
-        letter; 0.2 each for a model without position bias on a balanced order).
+        ``position, n, n_correct, accuracy, share_picked``.
     """
-    letters = list(LETTERS)
     picked = (
         predictions["shown_letter"].dropna() if "shown_letter" in predictions else pd.Series(dtype=object)
     )
     rows = []
-    for letter in letters:
-        at = predictions[predictions[position] == letter]
-        rows.append(
-            {
-                "position": letter,
-                "n": int(len(at)),
-                "n_correct": int(at["correct"].sum()),
-                "accuracy": float(at["correct"].mean()) if len(at) else float("nan"),
-                "share_picked": float((picked == letter).mean()) if len(picked) else float("nan"),
-            }
-        )
-    return pd.DataFrame(rows)
+    for letter in LETTERS:
+        at = predictions.loc[predictions[position] == letter, "correct"]
+        share = float((picked == letter).mean()) if len(picked) else float("nan")
+        rows.append((letter, len(at), int(at.sum()), float(at.mean()) if len(at) else float("nan"), share))
+    return pd.DataFrame(rows, columns=["position", "n", "n_correct", "accuracy", "share_picked"])

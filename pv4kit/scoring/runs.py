@@ -1,19 +1,10 @@
-"""The run directory format: ``runs/<name>/`` with generations, config, and (after scoring) predictions.
+"""The run directory ``runs/<name>/``: generations, config and (once scored) predictions and metrics.
 
-- ``generations.parquet``: ``user_id, question_index, split, generation`` (required) plus ``method``,
-  ``model`` and any extra per-question columns;
-- ``config.json``: provenance (:func:`pv4kit._io.provenance`) plus ``data`` (the data source), ``method``,
-  ``model`` and options;
-- ``predictions.parquet`` and ``metrics.json`` are written by :func:`pv4kit.scoring.score.score_run`;
-  both record the SHA-256 of the ``generations.parquet`` they score (``generations_sha256``), and
-  :func:`read_predictions` and :func:`read_metrics` refuse them once the generations are others.
+``predictions.parquet`` and ``metrics.json`` record the SHA-256 of the ``generations.parquet`` they score and
+are refused once the generations are others.
 
-A run is written as one unit (:func:`rewrite_run`): under a lock beside it (``.<name>.lock``), into a
-folder that replaces it whole, so two processes writing one run, or ``score`` while ``answer`` rewrites
-it, never leave files of two writes side by side.
-
-Any directory holding a ``generations.parquet`` with the four required columns can be scored, whoever
-wrote it; ``config.json`` is optional for reading.
+A run is written as one unit (:func:`rewrite_run`): under a lock beside it, into a folder that replaces it
+whole. Any directory with a ``generations.parquet`` holding the four required columns can be scored.
 """
 
 from __future__ import annotations
@@ -88,11 +79,9 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
 
 @contextlib.contextmanager
 def rewrite_run(run_dir: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) -> Iterator[Path]:
-    """Lock ``run_dir`` and yield an empty folder that replaces it whole when the block succeeds.
+    """Lock ``run_dir`` (``flock`` on ``.<name>.lock``) and yield an empty folder that replaces it whole.
 
-    The lock (``flock`` on ``.<name>.lock`` beside the run) is held until the swap is done, so writers of
-    one run take turns; files of the run the block does not write are carried over, but those in
-    ``drop``. On an exception nothing in the run changes (:func:`pv4kit._io.replace_directory`).
+    Files the block does not write are carried over, but those in ``drop``; on an exception nothing changes.
     """
     run_dir = Path(run_dir)
     if run_dir.is_dir() and not os.access(run_dir, os.W_OK):  # a run kept read-only stays as it is
@@ -100,12 +89,9 @@ def rewrite_run(run_dir: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) 
     run_dir.parent.mkdir(parents=True, exist_ok=True)
     real = run_dir.resolve()  # one lock whatever path or link names the run
     with open(real.parent / f".{real.name}.lock", "a") as lock:
-        try:
-            import fcntl
-        except ImportError:  # pragma: no cover - not POSIX: the swap alone
-            fcntl = None  # type: ignore[assignment]
-        if fcntl is not None:
-            fcntl.flock(lock, fcntl.LOCK_EX)
+        import fcntl
+
+        fcntl.flock(lock, fcntl.LOCK_EX)
         with replace_directory(run_dir, drop=drop) as tmp:
             yield tmp
 
@@ -119,19 +105,8 @@ def write_generations(
 ) -> Path:
     """Write ``frame`` as ``run_dir/generations.parquet`` and ``config`` (with provenance) as ``config.json``.
 
-    The run is replaced as one unit (:func:`rewrite_run`); a ``predictions.parquet`` and ``metrics.json``
-    left from scoring earlier generations are dropped in the same step.
-
-    Args:
-        run_dir: The run directory (created if needed).
-        frame: One row per question with ``user_id, question_index, split, generation``; ``method`` and
-            ``model`` columns are filled from ``config`` when absent.
-        config: Run settings; should include ``data`` (the data source), ``method`` and ``model``.
-        files: More files of the run written in the same step: ``{name: text}``, or JSON for any
-            other value (``answer``'s ``context.json``).
-
-    Returns:
-        The run directory.
+    Earlier scores are dropped in the same step. ``frame``: ``user_id, question_index, split, generation``
+    (``method``, ``model`` filled from ``config``); ``files``: more files, ``{name: text or JSON value}``.
     """
     run_dir = Path(run_dir)
     out = _check_generations(frame, where="frame")
@@ -157,11 +132,7 @@ def write_generations(
 
 
 def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read and check ``run_dir/generations.parquet``.
-
-    A missing generation reads as ``""``, except on rows with ``status == "failed"`` (a request that failed,
-    see :mod:`pv4kit.scoring.failures`), which keep ``None``.
-    """
+    """Read and check ``run_dir/generations.parquet``; a missing generation reads ``""`` unless it failed."""
     path = Path(run_dir) / GENERATIONS_FILE
     if not path.exists():
         raise FileNotFoundError(f"run_dir: no {GENERATIONS_FILE} in {Path(run_dir)}")
@@ -169,22 +140,6 @@ def read_generations(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
     frame = _check_generations(pd.read_parquet(io.BytesIO(data)), where=str(path))
     frame.attrs[GENERATIONS_SHA] = hashlib.sha256(data).hexdigest()
     return frame
-
-
-def check_scored_generations(run_dir: str | os.PathLike[str], recorded: str | None, *, what: str) -> None:
-    """Refuse ``what`` (a file of scores) when the generations it records are not those of ``run_dir`` now.
-
-    ``recorded`` is ``None`` for runs scored before pv4kit recorded it (nothing to check).
-
-    Raises:
-        ValueError: Naming both files.
-    """
-    path = Path(run_dir) / GENERATIONS_FILE
-    if recorded is not None and path.exists() and sha256_file(path) != recorded:
-        raise ValueError(
-            f"{Path(run_dir) / what}: scored from other generations than {path} holds now (the run was "
-            "rewritten after scoring); score the run again"
-        )
 
 
 def read_run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
@@ -198,26 +153,30 @@ def read_run_config(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
         raise ValueError(f"{path}: line {exc.lineno}: invalid JSON: {exc.msg}") from None
 
 
-def read_predictions(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
-    """Read ``run_dir/predictions.parquet`` written by :func:`pv4kit.scoring.score.score_run`."""
-    path = Path(run_dir) / PREDICTIONS_FILE
+def _read_scored(run_dir: str | os.PathLike[str], name: str) -> Any:
+    """``predictions.parquet`` or ``metrics.json``, refused when the generations changed since scoring."""
+    path, gens = Path(run_dir) / name, Path(run_dir) / GENERATIONS_FILE
     if not path.exists():
-        raise FileNotFoundError(
-            f"run_dir: no {PREDICTIONS_FILE} in {Path(run_dir)}; run `pv4kit score` first"
+        raise FileNotFoundError(f"run_dir: no {name} in {Path(run_dir)}; run `pv4kit score` first")
+    frame = name == PREDICTIONS_FILE
+    found = pd.read_parquet(path) if frame else json.loads(path.read_text(encoding="utf-8"))
+    recorded = (found.attrs if frame else found).get(GENERATIONS_SHA)  # None: scored before it was kept
+    if recorded is not None and gens.exists() and sha256_file(gens) != recorded:
+        raise ValueError(
+            f"{path}: scored from other generations than {gens} holds now (the run was rewritten after "
+            "scoring); score the run again"
         )
-    frame = pd.read_parquet(path)
-    check_scored_generations(run_dir, frame.attrs.get(GENERATIONS_SHA), what=PREDICTIONS_FILE)
-    return frame
+    return found
+
+
+def read_predictions(run_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """Read ``run_dir/predictions.parquet`` (refused when the generations changed since scoring)."""
+    return _read_scored(run_dir, PREDICTIONS_FILE)
 
 
 def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read ``run_dir/metrics.json`` written by :func:`pv4kit.scoring.score.score_run`."""
-    path = Path(run_dir) / METRICS_FILE
-    if not path.exists():
-        raise FileNotFoundError(f"run_dir: no {METRICS_FILE} in {Path(run_dir)}; run `pv4kit score` first")
-    metrics = json.loads(path.read_text(encoding="utf-8"))
-    check_scored_generations(run_dir, metrics.get(GENERATIONS_SHA), what=METRICS_FILE)
-    return metrics
+    """Read ``run_dir/metrics.json`` (refused when the generations changed since scoring)."""
+    return _read_scored(run_dir, METRICS_FILE)
 
 
 #: the columns of :func:`metrics_frame`, in order
@@ -231,43 +190,27 @@ COUNT_METRICS = (
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
-    """One run's ``metrics.json`` (as :func:`read_metrics` returns it) as tidy rows.
-
-    Args:
-        metrics: The metrics dict of :func:`pv4kit.scoring.score.score_run`.
-        run: The run's name (default: the last part of the ``run`` path it records).
-
-    Returns:
-        The columns of :func:`metrics_frame`: accuracy on ``subset`` ``"all"``, ``"hard"`` and each
-        ``"category"`` (``group`` its name), then the counts of :data:`COUNT_METRICS` that the file holds.
-    """
+    """One run's ``metrics.json`` as the tidy rows of :func:`metrics_frame` (``run``: default its folder)."""
     name = run if run is not None else Path(str(metrics.get("run", ""))).name
-    head = {
-        "run": name,
-        "method": metrics.get("method"),
-        "model": metrics.get("model"),
-        "split": "+".join(sorted(metrics.get("splits") or {})) or None,
-    }
-    lo, hi = metrics.get("accuracy_ci") or (None, None)
-    rows = [{"subset": "all", "group": "all", "metric": "accuracy", "value": metrics.get("accuracy")}]
-    rows[0].update(ci_low=lo, ci_high=hi, n=metrics.get("n"))
+    split = "+".join(sorted(metrics.get("splits") or {})) or None
+    n = metrics.get("n")
+    rows = [
+        ("all", "all", "accuracy", metrics.get("accuracy"), *(metrics.get("accuracy_ci") or (None,) * 2), n)
+    ]
     if "accuracy_hard" in metrics:
-        hlo, hhi = metrics.get("accuracy_hard_ci") or (None, None)
+        hard_ci = metrics.get("accuracy_hard_ci") or (None, None)
+        rows.append(("hard", "hard", "accuracy", metrics["accuracy_hard"], *hard_ci, metrics.get("n_hard")))
+    for c in metrics.get("by_category") or []:
+        group = c.get("category_name") or str(c.get("category"))
         rows.append(
-            {"subset": "hard", "group": "hard", "metric": "accuracy", "value": metrics["accuracy_hard"]}
+            ("category", group, "accuracy", c.get("accuracy"), c.get("ci_low"), c.get("ci_high"), c.get("n"))
         )
-        rows[-1].update(ci_low=hlo, ci_high=hhi, n=metrics.get("n_hard"))
-    for cat in metrics.get("by_category") or []:
-        group = cat.get("category_name") or str(cat.get("category"))
-        rows.append(
-            {"subset": "category", "group": group, "metric": "accuracy", "value": cat.get("accuracy")}
-        )
-        rows[-1].update(ci_low=cat.get("ci_low"), ci_high=cat.get("ci_high"), n=cat.get("n"))
-    for key in COUNT_METRICS:
-        if metrics.get(key) is not None:
-            rows.append({"subset": "all", "group": "all", "metric": key, "value": metrics[key]})
-            rows[-1].update(ci_low=None, ci_high=None, n=metrics.get("n"))
-    out = pd.DataFrame([{**head, **row} for row in rows], columns=list(METRICS_COLUMNS))
+    rows += [
+        ("all", "all", k, metrics[k], None, None, n) for k in COUNT_METRICS if metrics.get(k) is not None
+    ]
+    out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
+    out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
+    out = out[list(METRICS_COLUMNS)]
     for col in ("value", "ci_low", "ci_high"):
         out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
     out["n"] = out["n"].astype("Int64")
@@ -288,23 +231,16 @@ def scored_runs(root: Path, needed: str) -> list[Path]:
 
 
 def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]]) -> pd.DataFrame:
-    """Every scored run's ``metrics.json`` as one tidy frame (nothing to flatten by hand).
+    """Every scored run's ``metrics.json`` as one tidy frame.
 
     Args:
-        runs: A folder of run directories (those holding a ``metrics.json``, sorted by name; the folder
-            itself when it is a scored run), or a list of run directories (each must be scored).
+        runs: A folder of run directories (unscored ones left out with a warning; the folder itself when
+            it is a scored run), or a list of run directories (each must be scored).
 
     Returns:
-        ``run, method, model, split`` (the scored splits joined by ``+``), ``subset`` (``all``, ``hard``,
-        ``category``), ``group`` (the category's name), ``metric`` (``accuracy``, or a count of
-        :data:`COUNT_METRICS`), ``value``, ``ci_low``, ``ci_high`` (the user-bootstrap interval of an
-        accuracy) and ``n`` (questions in the subset); empty with those columns when nothing is scored.
-
-    A run of the folder (a directory with ``generations.parquet``) that has no ``metrics.json`` is left
-    out with a warning naming it.
-
-    Raises:
-        FileNotFoundError: A listed run directory has no ``metrics.json``, or the folder does not exist.
+        ``run, method, model, split`` (splits joined by ``+``), ``subset`` (``all``, ``hard``,
+        ``category``), ``group``, ``metric`` (``accuracy`` or a count of :data:`COUNT_METRICS`), ``value,
+        ci_low, ci_high, n``.
     """
     if isinstance(runs, str | os.PathLike):
         root = Path(runs)
@@ -317,3 +253,26 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     if not frames:
         return tidy_metrics({}).iloc[0:0]
     return pd.concat(frames, ignore_index=True)
+
+
+def load_questions(
+    data: Any, run_dir: Path | None = None, *, splits: list[str] | None = None
+) -> tuple[pd.DataFrame, str | None, str | None]:
+    """``(questions, source, fingerprint)`` of ``data``: a questions frame, a ``PV4Data`` or a source.
+
+    ``data=None`` loads the ``data`` recorded in ``run_dir``'s ``config.json``.
+    """
+    if isinstance(data, pd.DataFrame):
+        return data, "<DataFrame>", None
+    if data is not None and hasattr(data, "questions"):
+        return data.questions, getattr(data, "source", None), getattr(data, "fingerprint", None)
+    source = data if data is not None else read_run_config(run_dir).get("data")
+    if source is None or str(source).startswith("<"):
+        raise ValueError(
+            f"data: {Path(str(run_dir)) / CONFIG_FILE} records no loadable data source ({source!r}); "
+            "pass data=SOURCE"
+        )
+    from pv4kit.dataset.load import load
+
+    loaded = load(str(source), splits=splits)
+    return loaded.questions, str(source), getattr(loaded, "fingerprint", None)

@@ -1,9 +1,6 @@
-"""Whether two scored runs were made on the same data, and which questions differ when they were not.
+"""Whether two scored runs were made on the same data, naming the questions that differ.
 
-A paired comparison only means something when both runs answered the same questions. Each scored run
-records the ``data_fingerprint`` of its data in ``metrics.json`` (``provenance``), and its
-``predictions.parquet`` holds every question's text, choices and answer; :func:`check_same_data` looks at
-both and refuses (``ValueError``) unless told to go on.
+Both the ``data_fingerprint`` in ``metrics.json`` and each shared question's text, choices and answer count.
 """
 
 from __future__ import annotations
@@ -26,7 +23,7 @@ _SHOWN = 5
 
 
 def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
-    """The ``data_fingerprint`` a scored run recorded (``None`` when unknown, e.g. for a frame)."""
+    """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
     if isinstance(run, pd.DataFrame):
         return run.attrs.get("data_fingerprint")
     path = Path(run) / METRICS_FILE
@@ -47,11 +44,7 @@ def _norm(field: str, value: Any) -> Any:
 
 
 def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
-    """Questions scored in both frames whose text, choices or answer differ.
-
-    Returns:
-        ``user_id, question_index, fields`` (the differing fields, comma-separated), in key order.
-    """
+    """Questions in both frames whose text, choices or answer differ: ``user_id, question_index, fields``."""
     fields = [c for c in CONTENT if c in a.columns and c in b.columns]
     both = a[[*QUESTION_KEY, *fields]].merge(
         b[[*QUESTION_KEY, *fields]], on=QUESTION_KEY, suffixes=("_a", "_b")
@@ -60,13 +53,7 @@ def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     for rec in both.sort_values(QUESTION_KEY, kind="stable").to_dict("records"):
         differ = [f for f in fields if _norm(f, rec[f"{f}_a"]) != _norm(f, rec[f"{f}_b"])]
         if differ:
-            rows.append(
-                {
-                    "user_id": rec["user_id"],
-                    "question_index": rec["question_index"],
-                    "fields": ", ".join(differ),
-                }
-            )
+            rows.append((rec["user_id"], rec["question_index"], ", ".join(differ)))
     return pd.DataFrame(rows, columns=[*QUESTION_KEY, "fields"])
 
 
@@ -80,24 +67,14 @@ def check_same_data(
 ) -> bool:
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
-    Every function that combines runs calls it (:func:`pv4kit.scoring.stats.compare`,
-    :func:`pv4kit.baselines.hard.hard_flags`, :func:`pv4kit.analysis.notebooks.load_scored_runs`).
-
-    The data differ when both runs recorded a ``data_fingerprint`` and the two are not equal, or when a
-    question scored in both has another text, other choices or another answer.
-
-    Args:
-        run_a: The first run (directory or predictions frame), for its fingerprint and name.
-        run_b: The second run.
-        a: The first run's predictions.
-        b: The second run's predictions.
-        force: Log a warning instead of raising.
+    ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the
+    recorded fingerprints differ, or a question in both has another text, choices or answer.
 
     Returns:
-        Whether the data differ (only ever ``True`` with ``force``).
+        Whether the data differ (``True`` only with ``force``, which warns instead of raising).
 
     Raises:
-        ValueError: When the data differ and ``force`` is false.
+        ValueError: The data differ, naming the questions, and ``force`` is false.
     """
     fa, fb = data_fingerprint(run_a), data_fingerprint(run_b)
     diff = question_differences(a, b)

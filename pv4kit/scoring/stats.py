@@ -1,8 +1,8 @@
-"""Uncertainty for PV4 accuracies: user-clustered bootstrap CIs, paired bootstrap, exact McNemar.
+"""Uncertainty for PV4 accuracies: user-clustered bootstrap CIs, paired bootstrap, exact McNemar, kappa.
 
-Questions of one user share a persona and a chat history, so they are not independent; every bootstrap here
-resamples **users** (clusters) with replacement and recomputes the pooled accuracy (a ratio estimator:
-total correct / total questions over the resampled users). Intervals are percentile intervals.
+Questions of one user share a persona and a chat history, so every bootstrap here resamples **users**
+(clusters) with replacement and recomputes the pooled accuracy (total correct / total questions);
+intervals are percentile intervals.
 """
 
 from __future__ import annotations
@@ -24,23 +24,21 @@ from pv4kit.scoring.samedata import check_same_data
 logger = logging.getLogger(__name__)
 
 
-def _cluster_totals(frame: pd.DataFrame, value: str, cluster: str) -> tuple[np.ndarray, np.ndarray]:
-    for col in (value, cluster):
-        if col not in frame.columns:
-            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
-    grouped = frame.groupby(cluster, sort=True)[value]
-    return grouped.sum().to_numpy(dtype=np.float64), grouped.count().to_numpy(dtype=np.float64)
-
-
-def _check_boot(n_boot: int, seed: int) -> None:
+def _check(frame: pd.DataFrame | None, columns: list[str], n_boot: int, seed: int, level: float) -> None:
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
+    if not 0 < level < 1:
+        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    for col in columns if frame is not None else ():
+        if col not in frame.columns:
+            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
 
 
-def _boot_ratios(sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, len(sums), size=(n_boot, len(sums)))
-    return sums[idx].sum(axis=1) / counts[idx].sum(axis=1)
+def _boots(sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
+    """``(groups, n_boot)`` ratios of per-cluster totals ``(groups, k)``, clusters drawn with ``seed``."""
+    k = sums.shape[1]
+    idx = np.random.default_rng(seed).integers(0, k, size=(n_boot, k))
+    return sums[:, idx].sum(axis=2) / counts[:, idx].sum(axis=2)
 
 
 def bootstrap_ci(
@@ -54,46 +52,17 @@ def bootstrap_ci(
 ) -> dict[str, Any]:
     """Mean of ``value`` with a percentile CI from a bootstrap that resamples ``cluster`` groups.
 
-    Args:
-        frame: One row per question.
-        value: Numeric or boolean column to average (e.g. ``correct``).
-        cluster: Column whose groups are resampled (users by default).
-        n_boot: Bootstrap replicates.
-        seed: Random seed; the same inputs and seed give the same interval.
-        level: Confidence level.
-
     Returns:
         ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are
-        ``None`` for an empty frame.
+        ``None`` when no row has a value.
     """
-    _check_boot(n_boot, seed)
-    if not 0 < level < 1:
-        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    for col in (value, cluster):
-        if col not in frame.columns:
-            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
-    out: dict[str, Any] = {
-        "estimate": None,
-        "low": None,
-        "high": None,
-        "n": int(len(frame)),
-        "n_clusters": 0,
-        "n_boot": n_boot,
-        "level": level,
-    }
-    frame = frame[frame[value].notna()]
-    if len(frame) == 0:
-        return out
-    sums, counts = _cluster_totals(frame.assign(**{value: frame[value].astype(float)}), value, cluster)
-    boots = _boot_ratios(sums, counts, n_boot=n_boot, seed=seed)
-    alpha = (1 - level) / 2
-    out.update(
-        estimate=float(sums.sum() / counts.sum()),
-        low=float(np.quantile(boots, alpha)),
-        high=float(np.quantile(boots, 1 - alpha)),
-        n_clusters=int(len(sums)),
+    _check(frame, [value, cluster], n_boot, seed, level)
+    one = grouped_bootstrap_ci(
+        frame.assign(_all=0), by="_all", value=value, cluster=cluster, n_boot=n_boot, seed=seed, level=level
     )
-    return out
+    row = one.iloc[0] if len(one) else {"estimate": np.nan, "low": np.nan, "high": np.nan, "n_clusters": 0}
+    out = {k: None if pd.isna(row[k]) else float(row[k]) for k in ("estimate", "low", "high")}
+    return {**out, "n": len(frame), "n_clusters": int(row["n_clusters"]), "n_boot": n_boot, "level": level}
 
 
 def grouped_bootstrap_ci(
@@ -106,32 +75,14 @@ def grouped_bootstrap_ci(
     seed: int = 0,
     level: float = 0.95,
 ) -> pd.DataFrame:
-    """:func:`bootstrap_ci` for every group of ``by`` at once, with the same numbers.
-
-    Each group gets exactly what :func:`bootstrap_ci` returns for that group's rows (the same seed
-    restarts for every group), but the per-cluster totals come from one grouped pass, so thousands of
-    groups (a category per user at release size) cost milliseconds rather than minutes.
-
-    Args:
-        frame: One row per question.
-        by: Grouping column(s); groups with missing keys are kept (``dropna=False``).
-        value: Numeric or boolean column to average.
-        cluster: Column whose groups are resampled within each group.
-        n_boot: Bootstrap replicates.
-        seed: Random seed.
-        level: Confidence level.
+    """:func:`bootstrap_ci` for every group of ``by`` (missing keys kept), the seed restarted per group.
 
     Returns:
-        One row per group (sorted as ``groupby(by, sort=True)``): the ``by`` columns, then ``estimate,
-        low, high, n, n_clusters``; ``estimate``/``low``/``high`` are NaN for a group with no value.
+        One row per group (sorted): the ``by`` columns, then ``estimate, low, high, n, n_clusters``;
+        ``estimate``/``low``/``high`` are NaN for a group with no value.
     """
-    _check_boot(n_boot, seed)
-    if not 0 < level < 1:
-        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
     by = [by] if isinstance(by, str) else list(by)
-    for col in (value, cluster, *by):
-        if col not in frame.columns:
-            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
+    _check(frame, [value, cluster, *by], n_boot, seed, level)
     sizes = frame.groupby(by, sort=True, dropna=False).size().rename("n")
     valid = frame[frame[value].notna()]
     totals = (
@@ -141,24 +92,19 @@ def grouped_bootstrap_ci(
         .reset_index()
     )
     alpha = (1 - level) / 2
-    gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()
+    gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
     sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
-    order = np.argsort(gid, kind="stable")
     starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
-    keys = list(totals[by].iloc[order[starts[:-1]]].itertuples(index=False, name=None))
-    all_sums = totals["sum"].to_numpy(np.float64)[order]
-    all_counts = totals["count"].to_numpy(np.float64)[order]
+    keys = list(totals[by].iloc[starts[:-1]].itertuples(index=False, name=None))
+    all_sums, all_counts = (totals[c].to_numpy(np.float64) for c in ("sum", "count"))
     est, low, high = (np.full(len(keys), np.nan) for _ in range(3))
-    # every group restarts the same seed, so groups with the same number of clusters share one index draw
-    for k in np.unique(sizes_k):
+    for k in np.unique(sizes_k):  # groups with as many clusters share one draw (the seed restarts)
         members = np.flatnonzero(sizes_k == k)
         pos = starts[members][:, None] + np.arange(k)[None, :]
-        sums, counts = all_sums[pos], all_counts[pos]  # (groups, k), clusters in sorted order
-        idx = np.random.default_rng(seed).integers(0, k, size=(n_boot, k))
-        boots = sums[:, idx].sum(axis=2) / counts[:, idx].sum(axis=2)
+        sums, counts = all_sums[pos], all_counts[pos]
+        boots = _boots(sums, counts, n_boot=n_boot, seed=seed)
         est[members] = sums.sum(axis=1) / counts.sum(axis=1)
-        low[members] = np.quantile(boots, alpha, axis=1)
-        high[members] = np.quantile(boots, 1 - alpha, axis=1)
+        low[members], high[members] = np.quantile(boots, [alpha, 1 - alpha], axis=1)
     rows = [(*key, est[i], low[i], high[i], int(sizes_k[i])) for i, key in enumerate(keys)]
     out = sizes.reset_index()
     if rows:
@@ -172,10 +118,7 @@ def grouped_bootstrap_ci(
 
 
 def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tuple[float, float]:
-    """Wilson score interval for a binomial proportion (``(nan, nan)`` when ``n == 0``).
-
-    Decisions are treated as independent (no clustering); the bootstrap functions above resample users.
-    """
+    """Wilson score interval for a binomial proportion (decisions independent; NaNs when ``n == 0``)."""
     if n == 0:
         return float("nan"), float("nan")
     from scipy.stats import norm
@@ -186,6 +129,26 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     centre = (p + z**2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z**2 / (4 * n**2)) / denom
     return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def _paired(a: np.ndarray, b: np.ndarray, users: np.ndarray, n_boot: int, seed: int, level: float) -> dict:
+    """``diff, low, high, p_boot, n, n_clusters`` of ``a - b`` with users resampled."""
+    out: dict[str, Any] = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a)}
+    uniq, inverse = np.unique(users, return_inverse=True)
+    out["n_clusters"] = len(uniq) if len(a) else 0
+    if len(a):
+        sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
+        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
+        boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
+        alpha = (1 - level) / 2
+        p = 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0)))
+        out.update(
+            diff=float(sums.sum() / counts.sum()),
+            low=float(np.quantile(boots, alpha)),
+            high=float(np.quantile(boots, 1 - alpha)),
+            p_boot=min(1.0, p),
+        )
+    return out
 
 
 def paired_bootstrap(
@@ -204,64 +167,24 @@ def paired_bootstrap(
         ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
         replicates on the other side of zero (a rough check; use McNemar for the test).
     """
-    _check_boot(n_boot, seed)
+    _check(None, [], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
-    out: dict[str, Any] = {
-        "diff": None,
-        "low": None,
-        "high": None,
-        "p_boot": None,
-        "n": int(len(paired)),
-        "n_clusters": 0,
-    }
-    if len(paired) == 0:
-        return out
-    diff = paired[a].astype(float) - paired[b].astype(float)
-    sums, counts = _cluster_totals(pd.DataFrame({"d": diff, cluster: paired[cluster]}), "d", cluster)
-    out.update(_paired_summary(sums, counts, n_boot=n_boot, seed=seed, level=level))
-    return out
-
-
-def _paired_summary(
-    sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int, level: float
-) -> dict[str, Any]:
-    """``diff, low, high, p_boot, n_clusters`` of :func:`paired_bootstrap` from per-cluster totals."""
-    boots = _boot_ratios(sums, counts, n_boot=n_boot, seed=seed)
-    alpha = (1 - level) / 2
-    p = 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0)))
-    return {
-        "diff": float(sums.sum() / counts.sum()),
-        "low": float(np.quantile(boots, alpha)),
-        "high": float(np.quantile(boots, 1 - alpha)),
-        "p_boot": min(1.0, p),
-        "n_clusters": int(len(sums)),
-    }
+    return _paired(
+        paired[a].to_numpy(), paired[b].to_numpy(), paired[cluster].to_numpy(), n_boot, seed, level
+    )
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
-    """Exact (binomial) McNemar test on paired booleans ``a`` and ``b``.
-
-    Returns:
-        ``{"a_only", "b_only", "pvalue"}``: questions only ``a`` got right, only ``b`` got right, and the
-        two-sided exact p-value (1.0 when there are no discordant pairs).
-    """
+    """Exact McNemar test on paired booleans: ``{"a_only", "b_only", "pvalue"}`` (1.0 if no pair differs)."""
     from scipy.stats import binomtest
 
-    a = np.asarray(a, dtype=bool)
-    b = np.asarray(b, dtype=bool)
+    a, b = np.asarray(a, dtype=bool), np.asarray(b, dtype=bool)
     if a.shape != b.shape:
         raise ValueError(f"a and b must have the same shape, got {a.shape} and {b.shape}")
-    a_only = int(np.sum(a & ~b))
-    b_only = int(np.sum(~a & b))
+    a_only, b_only = int(np.sum(a & ~b)), int(np.sum(~a & b))
     n = a_only + b_only
     p = 1.0 if n == 0 else float(binomtest(a_only, n, 0.5, alternative="two-sided").pvalue)
     return {"a_only": a_only, "b_only": b_only, "pvalue": p}
-
-
-def _as_predictions(run: str | os.PathLike[str] | pd.DataFrame) -> pd.DataFrame:
-    if isinstance(run, pd.DataFrame):
-        return run
-    return read_predictions(Path(run))
 
 
 def compare(
@@ -273,26 +196,19 @@ def compare(
     level: float = 0.95,
     force: bool = False,
 ) -> pd.DataFrame:
-    """Paired comparison of two scored runs, overall, on the hard subset and per category.
+    """Paired comparison of two scored runs (directories or predictions frames): overall, hard, per category.
 
-    Args:
-        run_a: A run directory (its ``predictions.parquet``) or a predictions frame.
-        run_b: The same for the second run.
-        n_boot: Bootstrap replicates (users resampled, pairs kept together).
-        seed: Random seed.
-        level: Confidence level of the difference interval.
-        force: Compare runs made on different data (their ``data_fingerprint``s differ, or a question
-            in both has another text, choices or answer) with a warning instead of the ``ValueError``
-            that names the differing questions (:func:`pv4kit.scoring.samedata.check_same_data`).
+    Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
+    made on different data with a warning instead of the ``ValueError`` of
+    :func:`pv4kit.scoring.samedata.check_same_data`.
 
     Returns:
         One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
-        accuracy_a, accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``. Only questions
-        scored in both runs are compared; ``frame.attrs`` holds ``only_in_a`` and ``only_in_b`` counts
-        and ``data_differs``.
+        accuracy_a, accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``, on the questions
+        scored in both runs; ``attrs`` holds ``only_in_a``, ``only_in_b`` and ``data_differs``.
     """
-    _check_boot(n_boot, seed)
-    pa, pb = _as_predictions(run_a), _as_predictions(run_b)
+    _check(None, [], n_boot, seed, level)
+    pa, pb = (r if isinstance(r, pd.DataFrame) else read_predictions(Path(r)) for r in (run_a, run_b))
     data_differs = check_same_data(run_a, run_b, pa, pb, force=force)
     cols = [c for c in ("category", "category_name", "hard") if c in pa.columns]
     merged = pa[[*QUESTION_KEY, *cols, "correct"]].merge(
@@ -300,73 +216,36 @@ def compare(
     )
     only_a = int((merged["_merge"] == "left_only").sum())
     only_b = int((merged["_merge"] == "right_only").sum())
+    both = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
     if only_a or only_b:
         logger.warning(
             "compare: %d questions only in run A, %d only in run B; comparing the %d in both",
-            only_a,
-            only_b,
-            int((merged["_merge"] == "both").sum()),
+            *(only_a, only_b, len(both)),
         )
-    both = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
-    correct_a = both["correct_a"].astype(bool).to_numpy()
-    correct_b = both["correct_b"].astype(bool).to_numpy()
-    users = both["user_id"].to_numpy()
-
     groups: list[tuple[str, Any, np.ndarray]] = [("overall", "all", np.arange(len(both)))]
     if "hard" in both.columns:
         groups.append(("hard", "hard", np.flatnonzero(both["hard"].fillna(False).astype(bool).to_numpy())))
     if "category" in both.columns:
         label = "category_name" if "category_name" in both.columns else "category"
         by_label = both.groupby(both[label].astype(object).fillna("(none)"), sort=True)
-        for name in by_label.size().index:  # sorted, as iterating the groupby gives them
-            groups.append(("category", name, by_label.indices[name]))
-
-    boot = {"n_boot": n_boot, "seed": seed, "level": level}
-    rows = [
-        _paired_row(scope, group, correct_a[idx], correct_b[idx], users[idx], boot=boot)
-        for scope, group, idx in groups
-    ]
+        groups += [("category", name, by_label.indices[name]) for name in by_label.size().index]
+    ca, cb = (both[c].astype(bool).to_numpy() for c in ("correct_a", "correct_b"))
+    users = both["user_id"].to_numpy()
+    rows = []
+    for scope, group, idx in groups:
+        a, b, n = ca[idx], cb[idx], len(idx)
+        pb_ = _paired(a, b, users[idx], n_boot, seed, level)
+        mc = mcnemar_exact(a, b) if n else {"a_only": 0, "b_only": 0, "pvalue": None}
+        rows.append(
+            {"scope": scope, "group": group, "n": n, "n_users": len(np.unique(users[idx])),
+             "accuracy_a": float(a.mean()) if n else None, "accuracy_b": float(b.mean()) if n else None,
+             "diff": pb_["diff"], "diff_low": pb_["low"], "diff_high": pb_["high"],
+             "a_only": mc["a_only"], "b_only": mc["b_only"], "mcnemar_p": mc["pvalue"]}
+        )  # fmt: skip
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs["data_differs"] = data_differs
     return out
-
-
-def _paired_row(
-    scope: str, group: Any, a: np.ndarray, b: np.ndarray, users: np.ndarray, *, boot: dict[str, Any]
-) -> dict[str, Any]:
-    """One row of :func:`compare` from one group's paired booleans and user ids.
-
-    The same numbers as :func:`paired_bootstrap` and :func:`mcnemar_exact` on the group's rows: the
-    per-user totals of ``a - b`` (in {-1, 0, 1}, so every sum is exact) come from one ``bincount`` over
-    the users in sorted order, as ``groupby`` orders them, instead of a frame per group (two compares
-    of 302 groups at release size, runs read included: 2.8 s instead of 5.5 s).
-    """
-    n = len(a)
-    if n:
-        uniq, inverse = np.unique(users, return_inverse=True)
-        sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
-        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
-        pb = _paired_summary(sums, counts, **boot)
-        mc = mcnemar_exact(a, b)
-    else:
-        uniq = users
-        pb = {"diff": None, "low": None, "high": None}
-        mc = {"a_only": 0, "b_only": 0, "pvalue": None}
-    return {
-        "scope": scope,
-        "group": group,
-        "n": int(n),
-        "n_users": int(len(uniq)),
-        "accuracy_a": float(a.mean()) if n else None,
-        "accuracy_b": float(b.mean()) if n else None,
-        "diff": pb["diff"],
-        "diff_low": pb["low"],
-        "diff_high": pb["high"],
-        "a_only": mc["a_only"],
-        "b_only": mc["b_only"],
-        "mcnemar_p": mc["pvalue"],
-    }
 
 
 def _kappa(counts: np.ndarray) -> np.ndarray:
@@ -391,24 +270,13 @@ def cohen_kappa_ci(
 ) -> dict[str, Any]:
     """Cohen's kappa between the ratings in columns ``a`` and ``b``, with a cluster-bootstrap interval.
 
-    Rows where either rating is missing are left out. Each replicate resamples ``cluster`` groups with
-    replacement and recomputes kappa from the pooled confusion table (one table per cluster, summed), the
-    same resampling as :func:`bootstrap_ci`.
-
-    Args:
-        frame: One row per rated item.
-        a: The first rater's column.
-        b: The second rater's column.
-        labels: Every label either rater may use (a rating outside them is a ``ValueError``).
-        cluster: The column whose groups are resampled (users).
-        n_boot: Bootstrap replicates.
-        seed: Random seed.
-        level: Confidence level.
+    Rows missing either rating are left out; each replicate resamples ``cluster`` groups and recomputes
+    kappa from the pooled confusion table. ``labels``: every label either rater may use (another is a
+    ``ValueError``).
 
     Returns:
         ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
-        both ratings or chance agreement is 1 (one label throughout); replicates where it is 1 are left out
-        of the interval.
+        both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
     """
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
