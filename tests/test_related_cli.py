@@ -17,7 +17,7 @@ def toy_embed(texts):
 
 @pytest.fixture
 def no_model(monkeypatch):
-    monkeypatch.setattr(cli_related, "_embedder", lambda args: toy_embed)
+    monkeypatch.setattr(cli_related, "_embedding", lambda args: {"embedder": toy_embed, "cache": True})
 
 
 def test_recenter_commands_write_tables(tmp_path, no_model, capsys):

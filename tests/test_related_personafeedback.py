@@ -370,3 +370,17 @@ def test_head_per_group_caps_each_set_and_tier():
     assert pf.head_per_group(pairs, 0) is pairs
     with pytest.raises(ValueError, match="limit"):
         pf.head_per_group(pairs, -1)
+
+
+def test_position_bias_with_failed_requests(data):
+    def complete(requests, **kw):  # every third request fails: its pick is not "A"
+        return [
+            SimpleNamespace(text="A", error=None if i % 3 else "HTTP 500", cached=False)
+            for i in range(len(requests))
+        ]
+
+    preds = pf.judge_pairs(data.pairs, config=None, both_orders=True, complete_fn=complete)
+    ok = preds["error"].isna()
+    assert preds.loc[ok, "parsed"].eq("A").all() and not preds["unparsed"].any() and 0 < ok.sum() < len(preds)
+    bias = pf.position_bias(preds).set_index("set")
+    assert bias.loc["all", "share_pick_A"] == pytest.approx(preds["parsed"].eq("A").mean())

@@ -6,51 +6,30 @@ Every command writes tidy CSV tables plus a ``config.json`` provenance record in
 from __future__ import annotations
 
 import argparse
-import logging
-from pathlib import Path
 from typing import Any
 
-from pv4kit.cli._args import (
-    add_base_url,
-    add_llm_cache,
-    add_protocol,
-    fraction,
-    llm_cache_arg,
-    nonnegative_float,
-    nonnegative_int,
-    pick,
-    positive_float,
-    positive_int,
-)
-from pv4kit.related.personafeedback.load import HUB_ID as PF_HUB_ID
-from pv4kit.related.recenter.records import HUB_ID as RC_HUB_ID
+from pv4kit.cli import _args
+from pv4kit.cli._args import fraction, llm_cache_arg, nonnegative_int, pick
+from pv4kit.related.personafeedback import HUB_ID as PF_HUB
+from pv4kit.related.recenter import HUB_ID as RC_HUB
 
-logger = logging.getLogger(__name__)
-
-_PF_HUB = PF_HUB_ID
-_RC_HUB = RC_HUB_ID
+_COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
 
 
-def _write(out_dir: str, tables: dict[str, Any], *, command: str, args: argparse.Namespace) -> Path:
+def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) -> None:
     from pv4kit._io import atomic_directory, atomic_write_json, provenance
     from pv4kit.redact import redact_text
 
+    tables = {name: frame for name, frame in tables.items() if frame is not None}
     options = {
-        k: redact_text(v) if isinstance(v, str) else v
-        for k, v in vars(args).items()
-        if k != "func" and not callable(v)
+        k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if not callable(v)
     }
+    command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
     with atomic_directory(out_dir) as tmp:
         for name, frame in tables.items():
-            if frame is None:
-                continue
             frame.to_csv(tmp / f"{name}.csv", index=False)
         atomic_write_json(tmp / "config.json", provenance(command=command, options=options))
-    print(
-        f"wrote {', '.join(f'{n}.csv' for n, f in tables.items() if f is not None)} and config.json "
-        f"to {out_dir}"
-    )
-    return Path(out_dir)
+    print(f"wrote {', '.join(f'{n}.csv' for n in tables)} and config.json to {out_dir}")
 
 
 def _show(frame: Any, columns: list[str]) -> None:
@@ -58,40 +37,31 @@ def _show(frame: Any, columns: list[str]) -> None:
     print(frame[cols].to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
 
-def _embedder(args: argparse.Namespace) -> Any:
-    return args.embedder
+def _embedding(args: argparse.Namespace) -> dict[str, Any]:
+    return {"embedder": args.embedder, "cache": not args.no_embed_cache}
 
 
-def _embed_cache(args: argparse.Namespace) -> Any:
-    return False if args.no_embed_cache else True
-
-
-def _llm_config(args: argparse.Namespace) -> Any:
+def _llm(args: argparse.Namespace) -> dict[str, Any]:
     from pv4kit.llm.config import LLMConfig
 
-    return LLMConfig(
-        **pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens"),
-        max_concurrency=args.concurrency,
-        max_retries=args.max_retries,
-    )
+    options = pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens")
+    config = LLMConfig(**options, max_concurrency=args.concurrency, max_retries=args.max_retries)
+    return {"config": config, "cache": llm_cache_arg(args.cache), "progress": not args.quiet}
 
 
 def _pairs(args: argparse.Namespace) -> Any:
-    from pv4kit.related.personafeedback.load import head_per_group, load_personafeedback
+    from pv4kit.related.personafeedback import head_per_group, load_personafeedback
     from pv4kit.related.pv4_pairs import load_pv4_pairs
 
-    if getattr(args, "pv4", False):
+    if args.pv4:
         pairs = load_pv4_pairs(args.data, seed=args.seed, splits=args.splits)
     else:
         pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
     return head_per_group(pairs, args.limit)
 
 
-# ------------------------------------------------------------------------------------ personafeedback
-
-
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.load import PAPER_TOTAL, load_personafeedback
+    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
 
     data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
@@ -109,41 +79,23 @@ def _pf_load(args: argparse.Namespace) -> int:
     if len(data.layout_disagreements):
         _show(data.layout_disagreements, ["persona_key", "problem", "file", "line"])
     if args.out:
-        personas = data.personas.drop(columns=["record"])
-        _write(
-            args.out,
-            {
-                "pairs": data.pairs,
-                "unjoined": data.unjoined,
-                "counts": data.counts,
-                "unused_personas": data.unused_personas.drop(columns=["record"]),
-                "layout_disagreements": data.layout_disagreements,
-                "personas": personas,
-            },
-            command="personafeedback load",
-            args=args,
-        )
+        tables = {"pairs": data.pairs, "unjoined": data.unjoined, "counts": data.counts}
+        tables["unused_personas"] = data.unused_personas.drop(columns=["record"])
+        tables["layout_disagreements"] = data.layout_disagreements
+        _write(args.out, {**tables, "personas": data.personas.drop(columns=["record"])}, args=args)
     return 0
 
 
 def _pf_judge(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.judge import judge_accuracy, judge_pairs, position_bias
+    from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
 
-    preds = judge_pairs(
-        _pairs(args),
-        config=_llm_config(args),
-        cache=llm_cache_arg(args.cache),
-        seed=args.seed,
-        both_orders=args.both_orders,
-        progress=not args.quiet,
-    )
+    preds = judge_pairs(_pairs(args), **_llm(args), **pick(args, "seed", "both_orders"))
     acc = judge_accuracy(preds, interval=args.interval)
     bias = position_bias(preds) if args.both_orders else None
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
     if bias is not None:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
-    tables = {"predictions": preds, "accuracy": acc, "position_bias": bias}
-    _write(args.out, tables, command="personafeedback judge", args=args)
+    _write(args.out, {"predictions": preds, "accuracy": acc, "position_bias": bias}, args=args)
     failed = preds["error"].dropna()
     if len(failed):
         print(
@@ -156,148 +108,80 @@ def _pf_judge(args: argparse.Namespace) -> int:
 def _pf_reward(args: argparse.Namespace) -> int:
     from pv4kit.related.reward_model import reward_model_baseline
 
-    preds, acc, head = reward_model_baseline(
-        _pairs(args),
-        embedder=_embedder(args),
-        cache=_embed_cache(args),
-        test_fraction=args.test_fraction,
-        seed=args.seed,
-        l2=args.l2,
+    preds, acc, _ = reward_model_baseline(
+        _pairs(args), **_embedding(args), **pick(args, "test_fraction", "seed", "l2")
     )
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
-    _write(
-        args.out, {"predictions": preds, "accuracy": acc}, command="personafeedback reward-model", args=args
-    )
+    _write(args.out, {"predictions": preds, "accuracy": acc}, args=args)
     return 0
 
 
 def _pf_pv4_score(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback.score import generate_answers, pv4_score, pv4_score_accuracy
+    from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
 
     pairs = _pairs(args)
-    gens = generate_answers(
-        pairs, config=_llm_config(args), cache=llm_cache_arg(args.cache), progress=not args.quiet
-    )
-    scores = pv4_score(pairs, gens, embedder=_embedder(args), cache=_embed_cache(args))
+    gens = generate_answers(pairs, **_llm(args))
+    scores = pv4_score(pairs, gens, **_embedding(args))
     acc = pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
-    tables = {"generations": gens, "scores": scores, "accuracy": acc}
-    _write(args.out, tables, command="personafeedback pv4-score", args=args)
+    _write(args.out, {"generations": gens, "scores": scores, "accuracy": acc}, args=args)
     return 0
 
 
-# -------------------------------------------------------------------------------------------- recenter
-
-
 def _rc_stage1(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage1 import acceptance_by_source, stage1_acceptance, stage1_agreement
-    from pv4kit.related.recenter.stage1_io import load_stage1
+    from pv4kit.related import recenter as rc
 
-    data = load_stage1(args.data)
-    acc, agree = stage1_acceptance(data), stage1_agreement(data)
-    by_source = acceptance_by_source(acc)
+    data = rc.load_stage1(args.data)
+    acc, agree = rc.stage1_acceptance(data), rc.stage1_agreement(data)
+    by_source = rc.acceptance_by_source(acc)
     print(f"{len(acc)} attributes, {acc['accepted'].mean():.3f} accepted by majority")
     _show(by_source, ["source", "n", "accepted"])
     _show(agree[agree["raters"].isin(["all", "pairs"])], ["metric", "scale", "n_items", "value"])
-    tables = {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree}
-    _write(args.out, tables, command="recenter stage1", args=args)
+    _write(args.out, {"acceptance": acc, "acceptance_by_source": by_source, "agreement": agree}, args=args)
     return 0
 
 
 def _rc_stage2(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage2 import (
-        agreement_summary,
-        stage2_agreement,
-        stage2_metrics,
-        stage2_predictions,
-        stage2_yes_rates,
-    )
-    from pv4kit.related.recenter.stage2_io import load_stage2
+    from pv4kit.related import recenter as rc
 
-    data = load_stage2(args.data)
-    yes = stage2_yes_rates(data)
+    data = rc.load_stage2(args.data)
+    yes = rc.stage2_yes_rates(data)
     print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
-    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(data.coverage, _COVERAGE)
     _show(yes, ["kind", "rater", "n", "yes_rate"])
-    preds = stage2_predictions(
-        data,
-        embedder=_embedder(args),
-        cache=_embed_cache(args),
-        seed=args.seed,
-        tune_fraction=args.tune_fraction,
-    )
-    metrics, agree = stage2_metrics(preds, subset=["test", "all"]), stage2_agreement(data)
-    _show(
-        metrics[metrics["subset"] == "test"],
-        ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"],
-    )
-    _show(agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
+    preds = rc.stage2_predictions(data, **_embedding(args), **pick(args, "seed", "tune_fraction"))
+    metrics, agree = rc.stage2_metrics(preds, subset=["test", "all"]), rc.stage2_agreement(data)
+    test = metrics[metrics["subset"] == "test"]
+    _show(test, ["method", "n", "n_missing", "precision", "recall", "f1", "positive_rate", "threshold"])
+    _show(rc.agreement_summary(agree), ["group", "agreement", "cohen_kappa"])
     _show(agree[agree["statistic"] != "cohen_kappa"], ["group", "statistic", "n", "value"])
     tables = {"predictions": preds, "metrics": metrics, "agreement": agree, "yes_rates": yes}
-    _write(args.out, {**tables, "coverage": data.coverage}, command="recenter stage2", args=args)
+    _write(args.out, {**tables, "coverage": data.coverage}, args=args)
     return 0
 
 
 def _rc_stage3(args: argparse.Namespace) -> int:
-    from pv4kit.related.recenter.stage3 import (
-        stage3_correlation,
-        stage3_distribution,
-        stage3_orientation,
-        stage3_pairs,
-        stage3_ratings,
-        stage3_summary,
-    )
-    from pv4kit.related.recenter.stage3_io import load_stage3
+    from pv4kit.related import recenter as rc
 
-    data = load_stage3(args.data)
-    ratings = stage3_ratings(data)
-    summary, corr = stage3_summary(ratings), stage3_correlation(ratings)
-    orientation = stage3_orientation(ratings)
+    data = rc.load_stage3(args.data)
+    ratings = rc.stage3_ratings(data)
+    summary, corr = rc.stage3_summary(ratings), rc.stage3_correlation(ratings)
+    orientation = rc.stage3_orientation(ratings)
     gens = data.generations
     print(
         f"{len(data.items)} (item, attribute) pairs; {len(gens)} generations in "
         f"{gens['file'].nunique()} files, {int(gens['item_index'].notna().sum())} joined to an item"
     )
-    _show(data.coverage, ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"])
+    _show(data.coverage, _COVERAGE)
     _show(orientation, ["kind", "personalised_side", "n", "mean_rating", "share_prefer_personalised"])
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
-    _write(
-        args.out,
-        {
-            "ratings": ratings,
-            "distribution": stage3_distribution(ratings),
-            "summary": summary,
-            "correlation": corr,
-            "pairs": stage3_pairs(data),
-            "orientation": orientation,
-            "coverage": data.coverage,
-            "generations": gens.drop(columns=["response"]),
-        },
-        command="recenter stage3",
-        args=args,
+    tables = {"ratings": ratings, "distribution": rc.stage3_distribution(ratings), "summary": summary}
+    tables.update(
+        correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation, coverage=data.coverage
     )
+    _write(args.out, {**tables, "generations": gens.drop(columns=["response"])}, args=args)
     return 0
-
-
-# -------------------------------------------------------------------------------------------- parsers
-
-
-def _add_llm(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model id sent to the endpoint")
-    add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
-    add_protocol(p, default="chat")
-    p.add_argument("--temperature", type=nonnegative_float, default=0.0)
-    p.add_argument("--max-output-tokens", type=positive_int, default=None)
-    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight")
-    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-    add_llm_cache(p)
-    p.add_argument(
-        "--interval",
-        choices=["wilson", "bootstrap"],
-        default="wilson",
-        help="accuracy interval: Wilson, or bootstrap over personas",
-    )
 
 
 def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
@@ -305,80 +189,72 @@ def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
     p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
 
 
-def _add_persona_join(p: argparse.ArgumentParser) -> None:
+def _add_pf_data(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", default=PF_HUB, help=f"PersonaFeedback folder or hub id (default {PF_HUB})")
     p.add_argument(
-        "--id-rule",
-        choices=["auto", "field", "line"],
-        default="auto",
-        help="how user_id joins a persona (see docs/related.md)",
+        "--id-rule", choices=["auto", "field", "line"], default="auto", help="how user_id joins a persona"
     )
     p.add_argument(
-        "--layout",
-        choices=["auto", "files", "lines"],
-        default="auto",
-        help="personas from persona/<N>.json (files) or persona/all_personas.jsonl (lines)",
+        "--layout", choices=["auto", "files", "lines"], default="auto", help="persona/<N>.json or lines"
     )
-
-
-def _add_pairs(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default=_PF_HUB, help=f"PersonaFeedback folder or hub id (default {_PF_HUB})")
-    _add_persona_join(p)
-    p.add_argument(
-        "--pv4",
-        action="store_true",
-        help="--data is a PV4 dataset: judge PV4 (reference, distractor) pairs instead",
-    )
-    p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
-    p.add_argument(
-        "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
-    )
-    p.add_argument("--seed", type=nonnegative_int, default=0)
-    p.add_argument("--out", required=True, help="output folder for the tables")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``personafeedback`` and ``recenter`` command groups."""
-    _add_personafeedback(subparsers)
-    _add_recenter(subparsers)
-
-
-def _add_personafeedback(subparsers: argparse._SubParsersAction) -> None:
     pf = subparsers.add_parser(
         "personafeedback", help="PersonaFeedback: load, LLM judge, reward model, PV4 scoring"
     )
     pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
-
     p = pf_sub.add_parser("load", help="load and check the persona join")
-    p.add_argument("--data", default=_PF_HUB, help="PersonaFeedback folder or hub id")
-    _add_persona_join(p)
-    p.add_argument(
-        "--out",
-        default=None,
-        help="write pairs, unjoined, counts, unused_personas, layout_disagreements, personas .csv here",
-    )
+    _add_pf_data(p)
+    p.add_argument("--out", default=None, help="write the pairs, persona and join tables (.csv) here")
     p.set_defaults(func=_pf_load)
+    for name, func, text in (
+        ("judge", _pf_judge, "pairwise LLM judge, accuracy per set x tier"),
+        ("reward-model", _pf_reward, "Bradley-Terry linear head on frozen embeddings (CPU)"),
+        ("pv4-score", _pf_pv4_score, "generate from the persona; right when nearer chosen"),
+    ):
+        p = pf_sub.add_parser(name, help=text)
+        p.set_defaults(func=func)
+        _add_pf_data(p)
+        p.add_argument(
+            "--pv4",
+            action="store_true",
+            help="--data is a PV4 dataset: use its (reference, distractor) pairs",
+        )
+        p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
+        p.add_argument(
+            "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
+        )
+        p.add_argument("--seed", type=nonnegative_int, default=0)
+        p.add_argument("--out", required=True, help="output folder for the tables")
+        if name != "reward-model":
+            p.add_argument("--model", required=True, help="model id sent to the endpoint")
+            _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
+            _args.add_protocol(p, default="chat")
+            p.add_argument("--temperature", type=_args.nonnegative_float, default=0.0)
+            p.add_argument("--max-output-tokens", type=_args.positive_int, default=None)
+            p.add_argument("--concurrency", type=_args.positive_int, default=8, help="requests in flight")
+            p.add_argument(
+                "--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]"
+            )
+            _args.add_llm_cache(p)
+            p.add_argument(
+                "--interval",
+                choices=["wilson", "bootstrap"],
+                default="wilson",
+                help="Wilson, or bootstrap over personas",
+            )
+        if name == "judge":
+            p.add_argument(
+                "--both-orders", action="store_true", help="ask both orders to measure position bias"
+            )
+        else:
+            _add_embed(p)
+        if name == "reward-model":
+            p.add_argument("--test-fraction", type=fraction, default=0.5)
+            p.add_argument("--l2", type=_args.positive_float, default=1e-2)
 
-    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
-    _add_pairs(p)
-    _add_llm(p)
-    p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
-    p.set_defaults(func=_pf_judge)
-
-    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
-    _add_pairs(p)
-    _add_embed(p)
-    p.add_argument("--test-fraction", type=fraction, default=0.5)
-    p.add_argument("--l2", type=positive_float, default=1e-2)
-    p.set_defaults(func=_pf_reward)
-
-    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
-    _add_pairs(p)
-    _add_llm(p)
-    _add_embed(p)
-    p.set_defaults(func=_pf_pv4_score)
-
-
-def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
     for name, func, text in (
@@ -387,7 +263,7 @@ def _add_recenter(subparsers: argparse._SubParsersAction) -> None:
         ("stage3", _rc_stage3, "rating distributions and judge-human Spearman"),
     ):
         p = rc_sub.add_parser(name, help=text)
-        p.add_argument("--data", default=_RC_HUB, help=f"release folder or hub id (default {_RC_HUB})")
+        p.add_argument("--data", default=RC_HUB, help=f"release folder or hub id (default {RC_HUB})")
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")

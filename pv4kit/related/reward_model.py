@@ -1,18 +1,9 @@
 """A Bradley-Terry reward-model baseline for pairwise personalisation data, trained on CPU.
 
-PersonaFeedback trains reward models with the Bradley-Terry objective
-``loss = -log sigmoid(r(x, chosen) - r(x, rejected))``. Here the encoder is frozen (sentence
-embeddings) and only a linear reward head is learned::
-
-    r(x, y) = w . [e(y), e(x) * e(y)]
-
-where ``x`` is the persona plus question, ``y`` a response, ``e`` the L2-normalised embedding and ``*``
-the element-wise product (the product lets a linear head reward a response for matching the persona;
-``e(y)`` alone could only learn persona-independent style). The loss plus an L2 penalty
-``l2/2 * |w|^2`` is convex and minimised with L-BFGS, so training is deterministic.
-
-The train/test split is seeded and stratified by ``set x tier``; accuracy is reported on the test part
-per tier. An untrained ``cosine`` reward ``r = e(x) . e(y)`` is reported alongside as a floor.
+The encoder is frozen (sentence embeddings) and a linear head ``r(x, y) = w . [e(y), e(x) * e(y)]`` is
+learned with PersonaFeedback's loss ``-log sigmoid(r(x, chosen) - r(x, rejected))`` plus ``l2/2 |w|^2``
+(convex, minimised with L-BFGS, so deterministic). ``x`` is persona plus question, ``y`` a response, ``e``
+the unit-length embedding; the product lets the head reward a response for matching the persona.
 """
 
 from __future__ import annotations
@@ -29,18 +20,17 @@ from pv4kit.related._common import accuracy_table, encode
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["BradleyTerryHead", "fit_bradley_terry", "reward_model_baseline", "split_pairs"]
+
+def _features(context: np.ndarray, response: np.ndarray) -> np.ndarray:
+    return np.concatenate([response, context * response], axis=1).astype(np.float64)
 
 
 @dataclass
 class BradleyTerryHead:
-    """A linear reward head on frozen embeddings.
+    """A linear reward head.
 
-    Attributes:
-        weights: ``2 * dim`` weights over ``[e(y), e(x) * e(y)]``.
-        l2: The L2 penalty it was trained with.
-        train_loss: Mean Bradley-Terry loss on the training pairs at the optimum (without the penalty).
-        n_train: Number of training pairs.
+    ``weights`` over ``[e(y), e(x) * e(y)]``, its ``l2`` penalty, the mean training loss at the optimum
+    (without the penalty) and ``n_train``, the number of training pairs.
     """
 
     weights: np.ndarray
@@ -53,29 +43,12 @@ class BradleyTerryHead:
         return _features(context, response) @ self.weights
 
 
-def _features(context: np.ndarray, response: np.ndarray) -> np.ndarray:
-    return np.concatenate([response, context * response], axis=1).astype(np.float64)
-
-
 def fit_bradley_terry(
-    context: np.ndarray,
-    chosen: np.ndarray,
-    rejected: np.ndarray,
-    *,
-    l2: float = 1e-2,
-    max_iter: int = 500,
+    context: np.ndarray, chosen: np.ndarray, rejected: np.ndarray, *, l2: float = 1e-2, max_iter: int = 500
 ) -> BradleyTerryHead:
-    """Fit the linear head by minimising ``mean(-log sigmoid(r(x, c) - r(x, r))) + l2/2 |w|^2``.
+    """Fit the head on ``n x dim`` embeddings of ``context`` and ``chosen`` and ``rejected`` responses.
 
-    Args:
-        context: ``n x dim`` context embeddings.
-        chosen: ``n x dim`` chosen-response embeddings.
-        rejected: ``n x dim`` rejected-response embeddings.
-        l2: L2 penalty, ``> 0`` (keeps the optimum finite on separable data).
-        max_iter: L-BFGS iterations.
-
-    Returns:
-        The fitted :class:`BradleyTerryHead`.
+    ``l2 > 0`` keeps the optimum finite on separable data; ``max_iter`` bounds the L-BFGS iterations.
     """
     from scipy.optimize import minimize
 
@@ -83,24 +56,22 @@ def fit_bradley_terry(
         raise ValueError(f"l2 must be > 0, got {l2!r}")
     if not (len(context) == len(chosen) == len(rejected)) or len(context) == 0:
         raise ValueError(
-            f"need equal, non-zero numbers of rows, got {len(context)}, {len(chosen)}, {len(rejected)}"
+            f"rows: need equal non-zero counts, got {len(context)}, {len(chosen)}, {len(rejected)}"
         )
     diff = _features(context, chosen) - _features(context, rejected)
 
     def objective(w: np.ndarray) -> tuple[float, np.ndarray]:
         margin = diff @ w
-        loss = np.logaddexp(0.0, -margin)  # -log sigmoid(margin), stable
-        grad_margin = -1.0 / (1.0 + np.exp(np.clip(margin, -500, 500)))  # d loss / d margin
-        value = float(loss.mean() + 0.5 * l2 * w @ w)
-        grad = diff.T @ grad_margin / len(diff) + l2 * w
-        return value, grad
+        grad_margin = -1.0 / (1.0 + np.exp(np.clip(margin, -500, 500)))  # d(-log sigmoid) / d margin
+        value = float(np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * w @ w)
+        return value, diff.T @ grad_margin / len(diff) + l2 * w
 
-    w0 = np.zeros(diff.shape[1])
-    result = minimize(objective, w0, jac=True, method="L-BFGS-B", options={"maxiter": max_iter})
-    w = result.x
-    train_loss = float(np.logaddexp(0.0, -(diff @ w)).mean())
+    result = minimize(
+        objective, np.zeros(diff.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": max_iter}
+    )
+    train_loss = float(np.logaddexp(0.0, -(diff @ result.x)).mean())
     logger.info("Bradley-Terry head: %d pairs, train loss %.4f (%s)", len(diff), train_loss, result.message)
-    return BradleyTerryHead(weights=w, l2=l2, train_loss=train_loss, n_train=len(diff))
+    return BradleyTerryHead(weights=result.x, l2=l2, train_loss=train_loss, n_train=len(diff))
 
 
 def split_pairs(
@@ -110,25 +81,18 @@ def split_pairs(
     seed: int = 0,
     stratify: Sequence[str] = ("set", "tier"),
 ) -> pd.Series:
-    """Seeded train/test split, stratified; every stratum with >= 2 pairs keeps >= 1 on each side.
-
-    Returns:
-        A ``"train"``/``"test"`` Series aligned with ``pairs.index``.
-    """
+    """Seeded ``"train"``/``"test"`` Series, stratified; a stratum with >= 2 pairs keeps >= 1 on each side."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     rng = np.random.default_rng(seed)
     split = pd.Series("train", index=pairs.index, dtype=object)
-    keys = list(stratify) if stratify else None
-    groups = pairs.groupby(keys, sort=True).groups.values() if keys else [pairs.index]
+    groups = pairs.groupby(list(stratify), sort=True).groups.values() if stratify else [pairs.index]
     for idx in groups:
         idx = np.asarray(list(idx))
-        n = len(idx)
-        n_test = int(round(n * test_fraction))
-        if n >= 2:
-            n_test = min(max(n_test, 1), n - 1)
-        chosen = rng.permutation(n)[:n_test]
-        split.loc[idx[chosen]] = "test"
+        n_test = int(round(len(idx) * test_fraction))
+        if len(idx) >= 2:
+            n_test = min(max(n_test, 1), len(idx) - 1)
+        split.loc[idx[rng.permutation(len(idx))[:n_test]]] = "test"
     return split
 
 
@@ -141,35 +105,22 @@ def reward_model_baseline(
     seed: int = 0,
     l2: float = 1e-2,
 ) -> tuple[pd.DataFrame, pd.DataFrame, BradleyTerryHead]:
-    """Train the Bradley-Terry head on a seeded split and score the held-out pairs.
+    """Train the head on a seeded split and score every pair, with an untrained ``cosine`` floor.
 
-    Args:
-        pairs: Pairs frame with ``persona, question, chosen, rejected, pair_id`` (rows without a
-            persona are dropped).
-        embedder: See :func:`pv4kit.related._common.encode`.
-        cache: Embedding cache for ``pv4kit.embeddings.models.embed_texts``.
-        test_fraction: Share of each ``set x tier`` stratum held out.
-        seed: Split seed.
-        l2: L2 penalty of the head.
+    ``test_fraction`` of each ``set x tier`` is held out (``seed``); pairs without a persona are dropped;
+    ``embedder``, ``cache``: see :func:`pv4kit.related._common.encode`; ``l2``: the head's penalty.
 
     Returns:
-        ``(predictions, accuracy, head)``: ``predictions`` has one row per pair and method
-        (``bradley_terry``, ``cosine``) with ``split, reward_chosen, reward_rejected, margin, correct``
-        (a tie is wrong); ``accuracy`` is per method x set x tier on the test split, with Wilson
-        intervals and chance 0.5.
+        ``(predictions, accuracy, head)``: per pair and method ``split, reward_chosen, reward_rejected,
+        margin, correct``; the test split's accuracy per method x set x tier.
     """
     usable = pairs[pairs["persona"].notna()].reset_index(drop=True)
     if usable.empty:
         raise ValueError("pairs: no rows with a persona to train on")
     split = split_pairs(usable, test_fraction=test_fraction, seed=seed)
-    context_text = (
-        "Persona:\n" + usable["persona"].astype(str) + "\n\nQuestion: " + usable["question"].astype(str)
-    ).tolist()
-    n = len(usable)
-    vectors = encode(
-        context_text + usable["chosen"].tolist() + usable["rejected"].tolist(), embedder=embedder, cache=cache
-    )
-    ctx, cho, rej = vectors[:n], vectors[n : 2 * n], vectors[2 * n :]
+    context = "Persona:\n" + usable["persona"].astype(str) + "\n\nQuestion: " + usable["question"].astype(str)
+    texts = context.tolist() + usable["chosen"].tolist() + usable["rejected"].tolist()
+    ctx, cho, rej = np.split(encode(texts, embedder=embedder, cache=cache), 3)
     train = (split == "train").to_numpy()
     head = fit_bradley_terry(ctx[train], cho[train], rej[train], l2=l2)
     base = usable[[c for c in ("set", "tier", "user_id", "pair_id") if c in usable.columns]].copy()
@@ -181,11 +132,8 @@ def reward_model_baseline(
     ):
         f = base.assign(method=method, reward_chosen=rc.astype(float), reward_rejected=rr.astype(float))
         f["margin"] = f["reward_chosen"] - f["reward_rejected"]
-        f["correct"] = f["margin"] > 0
-        frames.append(f)
+        frames.append(f.assign(correct=f["margin"] > 0))
     predictions = pd.concat(frames, ignore_index=True)
     test = predictions[predictions["split"] == "test"]
-    accuracy = (
-        accuracy_table(test, by=["set", "tier"], outer=["method"]) if not test.empty else pd.DataFrame()
-    )
+    accuracy = accuracy_table(test, outer=["method"]) if not test.empty else pd.DataFrame()
     return predictions, accuracy, head

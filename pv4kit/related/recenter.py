@@ -1,0 +1,825 @@
+"""Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): loaders and metrics.
+
+Record shapes follow the data card and the authors' annotation tool (``docs/related.md``); a record of
+another shape raises naming file, line, the shape expected and the fields found. Every (item, attribute)
+pair of the items is kept; ``coverage`` tables count what each rater left unrated. Stage 1: attribute
+acceptance; stage 2: relevance (human majority vs LLMs, coarse filter, embedding, BM25); stage 3: generic
+vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from pv4kit._io import iter_jsonl
+from pv4kit._options import check_number
+from pv4kit.related._common import check_choice, encode, resolve_source
+from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
+
+logger = logging.getLogger(__name__)
+
+HUB_ID = "leczhang/recenter-personalization"
+_INDEX_KEYS = ("item_index", "index", "sample_index")
+
+# ------------------------------------------------------------------------------------ reading records
+
+
+def _stage_dir(source: str | os.PathLike[str], stage: str) -> Path:
+    root = resolve_source(source, repo_id=HUB_ID)
+    folder = root / stage if (root / stage).is_dir() else root
+    if not (folder / "items.jsonl").is_file():
+        raise FileNotFoundError(f"{root}: {stage}/items.jsonl not found")
+    return folder
+
+
+def _files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
+
+
+def _shape_error(path: Path, line: int, what: str, expected: str, rec: dict[str, Any]) -> ValueError:
+    return ValueError(f"{path}:{line}: not a {what} record: expected {expected}; found fields {sorted(rec)}")
+
+
+def _records(path: Path, what: str, expected: str) -> Iterator[tuple[int, dict[str, Any], int]]:
+    """``(line, record, item index)`` per record; a repeated item raises once the caller checked it."""
+    first: dict[int, int] = {}
+    for line, rec in iter_jsonl(path):
+        key = next((k for k in _INDEX_KEYS if rec.get(k) is not None), None)
+        if key is None:
+            raise _shape_error(path, line, what, expected, rec)
+        try:
+            index = int(rec[key])
+        except (TypeError, ValueError):
+            raise ValueError(f"{path}:{line}: {key} {rec[key]!r} is not an integer") from None
+        yield line, rec, index
+        if index in first:
+            raise ValueError(
+                f"{path}:{line}: a second {what} record for item {index} (the first is line {first[index]}); "
+                "expected one record per item in a file: remove or merge one of them"
+            )
+        first[index] = line
+
+
+def _entries(paths: list[Path], key: str, what: str, expected: str) -> Iterator[tuple[Any, ...]]:
+    """``(path, line, record, item index, position, entry)`` per entry of each record's list ``key``."""
+    for path in paths:
+        for line, rec, index in _records(path, what, expected):
+            if not isinstance(rec.get(key), list):
+                raise _shape_error(path, line, what, expected, rec)
+            for j, entry in enumerate(rec[key]):
+                yield path, line, rec, index, j, entry
+
+
+def _attr_text(value: Any, path: Path, line: int, what: str) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("attribute"), str):
+        return value["attribute"]
+    found = sorted(value) if isinstance(value, dict) else type(value).__name__
+    raise ValueError(f"{path}:{line}: {what}: expected {{attribute, ...}}, found {found}")
+
+
+def _float_or_none(value: Any, where: str) -> float | None:
+    if value is None:
+        return None
+    if not isinstance(value, bool) and isinstance(value, int | float | str):
+        with contextlib.suppress(ValueError):
+            return float(value)
+    raise ValueError(f"{where}: expected a number, found {value!r}")
+
+
+def _coverage(
+    items: pd.DataFrame, human: tuple[pd.DataFrame, list], llm: tuple[pd.DataFrame, list]
+) -> pd.DataFrame:
+    """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
+
+    ``human`` and ``llm`` are the annotators' (``annotator`` column) and the LLMs' (``model``) rated pairs
+    with the ``(rater, item, attribute)`` of their missing labels. Returns ``kind, rater, n_pairs, n_rated,
+    n_unrated, n_missing_label, n_orphan`` (judgments that match no pair of the items).
+    """
+    pairs = set(zip(items["item_index"], items["attribute"], strict=True))
+    rows = []
+    for kind, (frame, missing), who in (("human", human, "annotator"), ("llm", llm, "model")):
+        rated_any: set[tuple[Any, str]] = set()
+        raters = sorted(set(frame[who]) | {m[0] for m in missing})
+        for rater in raters:
+            part = frame[frame[who] == rater]
+            keys = set(zip(part["item_index"], part["attribute"], strict=True))
+            rated_any |= keys & pairs
+            n_missing = sum(1 for m in missing if m[0] == rater)
+            rows.append(
+                [kind, rater, len(pairs), len(keys & pairs), len(pairs - keys), n_missing, len(keys - pairs)]
+            )
+        if raters:
+            orphans = sum(r[-1] for r in rows if r[0] == kind)
+            rows.append([kind, f"{kind} (any)", len(pairs), len(rated_any), len(pairs - rated_any)])
+            rows[-1] += [len(missing), orphans]
+    return pd.DataFrame(rows, columns="kind rater n_pairs n_rated n_unrated n_missing_label n_orphan".split())
+
+
+def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
+    """``(statistic, value, n)`` of Fleiss' kappa (items all rated) and Krippendorff's alpha (rated twice)."""
+    return [
+        ("fleiss_kappa", fleiss_kappa(wide, labels=labels), len(wide.dropna())),
+        ("krippendorff_alpha", krippendorff_alpha(wide), int((wide.notna().sum(axis=1) >= 2).sum())),
+    ]
+
+
+# -------------------------------------------------------------------------------------------- stage 1
+
+STAGE1_LABELS = ("bad", "unsure", "ok")  # ordered, for the weighted kappa
+# (list field, what, expected shape) of the records read with _entries
+_S1_ITEM = (
+    "merged_attributes",
+    "stage-1 item",
+    "{item_index, user_id, source, merged_attributes: [{attribute, confidence, ground_truth, ...}]}",
+)
+_S1_ANN = ("attr_judgments", "stage-1 annotation", "{index, attr_judgments: [{judgment, note}], ...}")
+
+
+@dataclass
+class Stage1Data:
+    """Stage 1: ``items`` (one row per attribute) and ``annotations`` (one row per annotator x attribute)."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+
+
+def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
+    """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl`` from the release folder or hub id.
+
+    Returns:
+        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
+        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
+    """
+    folder = _stage_dir(source, "stage1")
+    rows = []
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S1_ITEM):
+        text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
+        attr = attr if isinstance(attr, dict) else {}
+        where = f"{path}:{line}: merged_attributes[{j}].confidence"
+        source_name = rec.get("source", rec.get("dataset"))
+        confidence = _float_or_none(attr.get("confidence"), where)
+        rows.append((index, rec.get("user_id"), source_name, j, text, confidence, attr.get("ground_truth")))
+    columns = "item_index user_id source attr_index attribute confidence ground_truth".split()
+    items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
+    n_attrs = items.groupby("item_index").size().to_dict()
+    ann = []
+    for path, line, rec, index, j, judg in _entries(_files(folder / "annotations"), *_S1_ANN):
+        if j == 0 and index in n_attrs and len(rec["attr_judgments"]) > n_attrs[index]:
+            raise ValueError(
+                f"{path}:{line}: {len(rec['attr_judgments'])} judgments for item {index} with "
+                f"{n_attrs[index]} attributes"
+            )
+        value = judg.get("judgment") if isinstance(judg, dict) else judg
+        if value not in (None, "", *STAGE1_LABELS):
+            raise ValueError(f"{path}:{line}: judgment {value!r} not in {list(STAGE1_LABELS)}")
+        if value not in (None, ""):
+            ann.append((path.stem, index, j, value))
+    return Stage1Data(items, pd.DataFrame(ann, columns=["annotator", "item_index", "attr_index", "judgment"]))
+
+
+def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
+    """Per attribute: judgment counts and acceptance (strictly more than half of its judges said ``ok``).
+
+    Returns ``item_index, user_id, source, attr_index, attribute, n_ratings, n_ok, n_unsure, n_bad, accepted,
+    ground_truth, matches_release`` (``accepted`` equals the release's label).
+    """
+    key = ["item_index", "attr_index"]
+    counts = data.annotations.pivot_table(index=key, columns="judgment", values="annotator", aggfunc="count")
+    counts = counts.reindex(columns=list(STAGE1_LABELS)).fillna(0)
+    counts.columns = [f"n_{c}" for c in counts.columns]
+    out = data.items.merge(counts.reset_index(), on=key, how="left")
+    columns = ["n_ok", "n_unsure", "n_bad"]
+    out[columns] = out[columns].fillna(0).astype(int)
+    out["n_ratings"] = out[columns].sum(axis=1)
+    out["accepted"] = (2 * out["n_ok"] > out["n_ratings"]) & (out["n_ratings"] > 0)
+    gt = pd.to_numeric(out["ground_truth"], errors="coerce")
+    out["matches_release"] = (gt == out["accepted"].astype(int)).where(gt.notna())
+    columns = "item_index user_id source attr_index attribute n_ratings n_ok n_unsure n_bad accepted"
+    return out[[*columns.split(), "ground_truth", "matches_release"]]
+
+
+def stage1_agreement(data: Stage1Data) -> pd.DataFrame:
+    """Annotator agreement on stage 1, 3-way (ok/unsure/bad) and binary (ok vs not).
+
+    Fleiss' kappa, Krippendorff's alpha, pairwise Cohen's kappa (linear-weighted too on the 3-way scale) and
+    its mean. Returns ``metric, scale, raters, n_items, value``.
+    """
+    wide = data.annotations.pivot(index=["item_index", "attr_index"], columns="annotator", values="judgment")
+    binary = wide.map(lambda v: v if pd.isna(v) else v == "ok")
+    rows = []
+    for table, scale, labels, weightings in (
+        (wide, "ok/unsure/bad", list(STAGE1_LABELS), [None, "linear"]),
+        (binary, "ok vs not", [False, True], [None]),
+    ):
+        rows += [(stat, scale, "all", n, value) for stat, value, n in _multi_rater(table, labels)]
+        for weights in weightings:
+            pair = pairwise_cohen(table, weights=weights, labels=labels)
+            name = "cohen_kappa" if weights is None else "cohen_kappa_linear"
+            rows += [(name, scale, f"{r.rater_a}-{r.rater_b}", r.n, r.kappa) for r in pair.itertuples()]
+            mean = float(pair["kappa"].mean()) if len(pair) else float("nan")
+            rows.append((f"mean_{name}", scale, "pairs", len(table.dropna()), mean))
+    return pd.DataFrame(rows, columns=["metric", "scale", "raters", "n_items", "value"])
+
+
+def acceptance_by_source(acceptance: pd.DataFrame) -> pd.DataFrame:
+    """``source, n, accepted``: attributes and the share accepted per source (NA kept as a group)."""
+    grouped = acceptance.groupby("source", dropna=False)
+    return grouped.agg(n=("accepted", "size"), accepted=("accepted", "mean")).reset_index()
+
+
+# -------------------------------------------------------------------------------------------- stage 2
+
+# relevance labels -> binary, as the authors' convert_task2_to_task3.py binarises the task-2 ratings
+RELEVANCE_LABELS: dict[str, bool] = {
+    **dict.fromkeys("necessary_explicit necessary_implicit optional yes true relevant".split(), True),
+    **dict.fromkeys("unnecessary forbidden no false not_relevant irrelevant".split(), False),
+}
+MISSING_LABELS = ("none", "")  # the tool's "not rated yet"
+_S2_ITEM = (
+    "profile_attributes",
+    "stage-2 item",
+    "{item_index, prompt_index, prompt_text, user_id, profile_attributes: [{attribute, ...}], items}",
+)
+_S2_ANN = (
+    "relevance_judgments",
+    "stage-2 annotation",
+    "{index, relevance_judgments: [{attribute, relevant | rating}], ...}",
+)
+_S2_LLM = (
+    "items",
+    "stage-2 LLM judgment",
+    "{sample_index, items: [{attribute, relevant, raw_answer, full_output}], model, ...}",
+)
+
+
+@dataclass
+class Stage2Data:
+    """Stage 2 frames (see :func:`load_stage2`)."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+    judgments: pd.DataFrame
+    coverage: pd.DataFrame
+
+
+def relevance_label(value: Any, *, where: str = "") -> bool | None:
+    """A human or LLM relevance label as binary (``None`` for a missing one).
+
+    ``necessary_explicit``, ``necessary_implicit`` and ``optional`` are relevant; ``unnecessary`` and
+    ``forbidden`` are not; ``none``, ``""``, null and NaN are missing; booleans, 0/1 and ``yes``/``no`` are
+    taken as they are. Anything else raises ``ValueError`` naming ``where``.
+    """
+    if value is None or (isinstance(value, float) and np.isnan(value)):
+        return None
+    if isinstance(value, bool | np.bool_):
+        return bool(value)
+    if isinstance(value, int | float):
+        if value in (0, 1):
+            return bool(value)
+        raise ValueError(f"{where}: relevance {value!r} is neither 0 nor 1")
+    key = str(value).strip().lower().replace("-", "_").replace(" ", "_")
+    if key in MISSING_LABELS:
+        return None
+    if key not in RELEVANCE_LABELS:
+        raise ValueError(f"{where}: unknown relevance label {value!r}; known: {sorted(RELEVANCE_LABELS)}")
+    return RELEVANCE_LABELS[key]
+
+
+def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
+    """``(attribute, label as written, binary)`` of a human judgment (``rating`` and ``relevant`` agree)."""
+    if not isinstance(judg, dict) or not isinstance(judg.get("attribute"), str):
+        found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
+        raise ValueError(f"{where}: expected a judgment {{attribute, relevant | rating}}, found {found}")
+    if "rating" not in judg and "relevant" not in judg:
+        raise ValueError(
+            f"{where}: judgment of {judg['attribute']!r} has neither 'rating' nor 'relevant'; "
+            f"found fields {sorted(judg)}"
+        )
+    rating, relevant = judg.get("rating"), judg.get("relevant")
+    by_rating = relevance_label(rating, where=f"{where}: rating")
+    by_relevant = relevance_label(relevant, where=f"{where}: relevant")
+    if by_rating is not None and by_relevant is not None and by_rating != by_relevant:
+        raise ValueError(
+            f"{where}: judgment of {judg['attribute']!r}: rating {rating!r} and relevant {relevant!r} "
+            "disagree"
+        )
+    if by_rating is not None:
+        return judg["attribute"], rating, by_rating
+    return judg["attribute"], relevant if by_relevant is not None else rating, by_relevant
+
+
+def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
+    """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
+
+    Returns:
+        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth, coarse_filter``;
+        ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels left out);
+        ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed), ``raw_answer``;
+        ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
+    """
+    folder = _stage_dir(source, "stage2")
+    rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S2_ITEM):
+        if line not in proposed:
+            proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
+        text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
+        truth = attr.get("ground_truth") if isinstance(attr, dict) else None
+        rows.append([index, rec.get("prompt_index"), rec.get("prompt_text"), rec.get("user_id"), text, truth])
+        rows[-1].append(text in proposed[line])
+    columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter"
+    items = pd.DataFrame(rows, columns=columns.split())
+    ann, missing = [], []
+    for path, line, _, index, _, judg in _entries(_files(folder / "annotations"), *_S2_ANN):
+        attr, label, rel = _judgment_label(judg, f"{path}:{line}")
+        if rel is None:
+            missing.append((path.stem, index, attr))
+        else:
+            ann.append((path.stem, index, attr, label, rel))
+    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
+    jud = []
+    for path, line, rec, index, _, judg in _entries(_files(folder / "llm_judgments"), *_S2_LLM):
+        if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
+            found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
+            raise ValueError(
+                f"{path}:{line}: expected an LLM judgment {{attribute, relevant, raw_answer}}, found {found}"
+            )
+        relevant = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
+        jud.append((path.stem, rec.get("model"), index, judg["attribute"], relevant, judg.get("raw_answer")))
+    judgments = pd.DataFrame(jud, columns="model model_name item_index attribute relevant raw_answer".split())
+    bad = judgments[judgments["relevant"].isna()]
+    unparsed = list(zip(bad["model"], bad["item_index"], bad["attribute"], strict=True))
+    coverage = _coverage(items, (annotations, missing), (judgments.dropna(subset=["relevant"]), unparsed))
+    return Stage2Data(items, annotations, judgments, coverage)
+
+
+def stage2_labels(data: Stage2Data) -> pd.DataFrame:
+    """Human majority per (item, attribute), ties -> relevant: the items, ``n_ratings, n_relevant, human``.
+
+    ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
+    under another user's item of the prompt).
+    """
+    votes = data.annotations.groupby(["item_index", "attribute"])["relevant"].agg(
+        n_ratings="size", n_relevant="sum"
+    )
+    out = data.items.merge(votes.reset_index(), on=["item_index", "attribute"], how="left")
+    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
+    human = pd.array(2 * out["n_relevant"] >= out["n_ratings"], dtype="boolean")
+    human[(out["n_ratings"] == 0).to_numpy()] = pd.NA
+    out["human"] = human
+    return out
+
+
+def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
+    """Share of pairs each rater marked relevant (the authors' "YES rate"), plus an ``llm (mean)`` row.
+
+    Returns ``kind`` (human | llm), ``rater, n`` (pairs with a label), ``n_yes, yes_rate``.
+    """
+    rows = []
+    for kind, frame, who in (("human", data.annotations, "annotator"), ("llm", data.judgments, "model")):
+        for rater, part in frame.dropna(subset=["relevant"]).groupby(who, sort=True):
+            n, yes = len(part), int(part["relevant"].astype(bool).sum())
+            rows.append((kind, rater, n, yes, yes / n))
+    out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
+    llm = out[out["kind"] == "llm"]
+    if len(llm):
+        mean = [
+            ["llm", "llm (mean)", int(llm["n"].sum()), int(llm["n_yes"].sum()), float(llm["yes_rate"].mean())]
+        ]
+        out = pd.concat([out, pd.DataFrame(mean, columns=out.columns)], ignore_index=True)
+    return out
+
+
+def choose_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
+    """The threshold maximising F1 of ``score >= threshold`` (ties: the highest such threshold)."""
+    scores, labels = np.asarray(scores, dtype=float), np.asarray(labels, dtype=bool)
+    best, best_f1 = float("inf"), -1.0
+    for t in np.unique(scores)[::-1]:
+        pred = scores >= t
+        denominator = pred.sum() + labels.sum()
+        f1 = 2 * int((pred & labels).sum()) / denominator if denominator else 0.0
+        if f1 > best_f1 + 1e-12:
+            best, best_f1 = float(t), f1
+    return best
+
+
+_PREDICTION_COLUMNS = (
+    "method item_index prompt_index attribute split score threshold pred human missing".split()
+)
+
+
+def stage2_predictions(
+    data: Stage2Data,
+    *,
+    embedder: Any = "minilm",
+    cache: Any = True,
+    seed: int = 0,
+    tune_fraction: float = 0.5,
+    methods: Iterable[str] = ("llm", "coarse_filter", "embedding", "bm25"),
+) -> pd.DataFrame:
+    """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
+
+    Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
+    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An
+    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``. ``methods``: any of
+    ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
+
+    Returns:
+        ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human, missing``.
+    """
+    check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
+    methods = set(methods)
+    for method in methods:
+        check_choice(method, "methods", ("llm", "coarse_filter", "embedding", "bm25"))
+    labels = stage2_labels(data)
+    labels = labels[labels["human"].notna()].reset_index(drop=True)
+    labels["human"] = labels["human"].astype(bool)
+    base = labels[["item_index", "prompt_index", "attribute", "human"]].copy()
+    prompts = np.array(sorted(labels["prompt_index"].dropna().unique()))
+    n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
+    tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
+    base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
+    frames = []
+    for model, part in data.judgments.groupby("model", sort=True) if "llm" in methods else []:
+        merged = base.merge(
+            part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
+        )
+        merged["missing"] = merged["relevant"].isna()
+        merged["pred"] = merged["relevant"].fillna(False).astype(bool)
+        frames.append(
+            merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
+        )
+    scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
+    if "coarse_filter" in methods and labels["coarse_filter"].any():
+        scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0
+    if "embedding" in methods:
+        texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
+        g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
+        scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
+    if "bm25" in methods:  # BM25 of each prompt over the attribute texts
+        from pv4kit.baselines.bm25 import bm25_scores
+        from pv4kit.text import tokenize
+
+        attrs = sorted(set(labels["attribute"]))
+        position, corpus = {a: i for i, a in enumerate(attrs)}, [tokenize(a) for a in attrs]
+        by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
+        pairs = zip(labels["prompt_text"], labels["attribute"], strict=True)
+        scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
+    tune = (base["split"] == "tune").to_numpy()
+    for method, score in scored.items():
+        fixed = method == "coarse_filter"
+        threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
+        pred = score > 0 if fixed else score >= threshold
+        frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
+    if not frames:
+        return pd.DataFrame(columns=_PREDICTION_COLUMNS)
+    return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
+
+
+def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
+    """Precision, recall, F1 and accuracy per method against the human majority.
+
+    ``subset``: ``"test"`` (held-out prompts), ``"tune"``, ``"all"``, or a list of them (rows in turn).
+
+    Returns:
+        ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
+        human_positive_rate, threshold``.
+    """
+    if not isinstance(subset, str):
+        return pd.concat([stage2_metrics(predictions, subset=s) for s in subset], ignore_index=True)
+    check_choice(subset, "subset", ("test", "tune", "all"))
+    frame = predictions if subset == "all" else predictions[predictions["split"] == subset]
+    rows = []
+    for method, part in frame.groupby("method", sort=False):
+        p, h = part["pred"].astype(bool).to_numpy(), part["human"].astype(bool).to_numpy()
+        tp, fp, fn, tn = int((p & h).sum()), int((p & ~h).sum()), int((~p & h).sum()), int((~p & ~h).sum())
+        nan = float("nan")
+        rows.append([method, subset, len(part), int(part["missing"].sum()), tp, fp, fn, tn])
+        rows[-1] += [tp / (tp + fp) if tp + fp else nan, tp / (tp + fn) if tp + fn else nan]
+        rows[-1] += [2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else nan, (tp + tn) / len(part)]
+        rows[-1] += [float(p.mean()), float(h.mean()), part["threshold"].iloc[0]]
+    columns = (
+        "method subset n n_missing tp fp fn tn precision recall f1 accuracy positive_rate human_positive_rate"
+    )
+    return pd.DataFrame(rows, columns=[*columns.split(), "threshold"])
+
+
+def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
+    """Agreement on binary relevance between humans, LLMs and the human majority.
+
+    Returns:
+        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
+        ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
+        value, n, agreement`` (raw agreement, Cohen rows only).
+    """
+    cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
+    key = ["item_index", "attribute"]
+    humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
+    judged = data.judgments.dropna(subset=["relevant"])
+    llms = judged.pivot_table(index=key, columns="model", values="relevant", aggfunc="first")
+    labels = stage2_labels(data).set_index(key)["human"].astype(object).rename("majority")
+    wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
+    wide = wide.where(wide.notna(), None)
+    h, m = list(humans.columns), list(llms.columns)
+    groups = {
+        "human-human": [(a, b) for i, a in enumerate(h) for b in h[i + 1 :]],
+        "llm-llm": [(a, b) for i, a in enumerate(m) for b in m[i + 1 :]],
+        "llm-human": [(a, b) for a in m for b in h],
+        "llm-majority": [(a, "majority") for a in m],
+    }
+    cohen = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
+    frames = [f.rename(columns={"kappa": "value"}).assign(statistic="cohen_kappa") for f in cohen]
+    multi = [
+        {"group": f"{family} (all)", "statistic": stat, "value": value, "n": n}
+        for family, raters in (("human", h), ("llm", m))
+        if len(raters) >= 2
+        for stat, value, n in _multi_rater(wide[raters], [False, True])
+    ]
+    frames = [f.reindex(columns=cols) for f in [*frames, pd.DataFrame(multi, columns=cols)] if len(f)]
+    out = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+    return out.astype({"n": int})
+
+
+def agreement_summary(agreement: pd.DataFrame) -> pd.DataFrame:
+    """``group, agreement, cohen_kappa``: the means over :func:`stage2_agreement`'s pairs per group."""
+    pairs = agreement[agreement["statistic"] == "cohen_kappa"]
+    summary = pairs.groupby("group", sort=False)[["agreement", "value"]].mean().reset_index()
+    return summary.rename(columns={"value": "cohen_kappa"})
+
+
+# -------------------------------------------------------------------------------------------- stage 3
+
+# generation conditions, as file-name prefixes (longest first: "gt_attributes" before "attributes")
+CONDITIONS = ("gt_attributes", "no_context", "attributes")
+_TOOL_PREFIX = "eval_results_task5_"  # the annotation tool's name for the same files
+_GENERIC_SIDE = ("no_context", "generic", "baseline", "no_profile")
+_PERSONAL_SIDE = ("personalized", "personalised", "gt_attributes", "attributes", "personal")
+_S3_ITEM = (
+    "attributes",
+    "stage-3 item",
+    "{item_index, prompt_id, model_tag, prompt_text, attributes: [{attribute, is_relevant}], "
+    "response_no_context, response_personalized}",
+)
+_S3_RATING = "{index | item_index | sample_index, ratings: {attribute: 1-5 | null}, display_assignment}"
+_S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
+_GEN_COLUMNS = (
+    "condition model_tag model_name prompt_id user_id prompt_text response item_index matches_item file line"
+)
+
+
+@dataclass
+class Stage3Data:
+    """Stage 3 frames (see :func:`load_stage3`)."""
+
+    items: pd.DataFrame
+    annotations: pd.DataFrame
+    judgments: pd.DataFrame
+    generations: pd.DataFrame
+    coverage: pd.DataFrame
+
+
+def personalised_side(value: Any, *, where: str = "") -> str | None:
+    """The side (``"A"``/``"B"``) that showed the personalised response, from a ``display_assignment``.
+
+    Accepted: ``None`` (not recorded), sides to conditions (``{"A": "no_context", "B": "personalized"}``),
+    conditions to sides (``{"personalized": "B", "no_context": "A"}``) or ``[condition on A, condition on
+    B]``, with one generic (``no_context``, ``generic``, ...) and one personalised condition
+    (``personalized``, ``gt_attributes``, ...). Anything else raises ``ValueError`` naming ``where``.
+    """
+    if value is None:
+        return None
+    by_side = {"A": value[0], "B": value[1]} if isinstance(value, list | tuple) and len(value) == 2 else value
+    if isinstance(by_side, dict):
+        upper = {str(k).strip().upper(): v for k, v in by_side.items()}
+        inverse = {str(v).strip().upper(): k for k, v in by_side.items()} if len(by_side) == 2 else {}
+        sides = upper if set(upper) == {"A", "B"} else inverse
+        roles = {s: str(c).strip().lower().replace("-", "_").replace(" ", "_") for s, c in sides.items()}
+        personal = [s for s, r in roles.items() if r in _PERSONAL_SIDE]
+        generic = [s for s, r in roles.items() if r in _GENERIC_SIDE]
+        if set(roles) == {"A", "B"} and len(personal) == len(generic) == 1:
+            return personal[0]
+    raise ValueError(
+        f"{where}: display_assignment {value!r} not understood: expected the sides A and B mapped to one "
+        f"generic ({', '.join(_GENERIC_SIDE)}) and one personalised ({', '.join(_PERSONAL_SIDE)}) response"
+    )
+
+
+def _ratings_frame(folder: Path, who: str) -> tuple[pd.DataFrame, list[tuple[str, int, str]]]:
+    rows, missing = [], []
+    for path in _files(folder):
+        for line, rec, index in _records(path, "stage-3 rating", _S3_RATING):
+            if not isinstance(rec.get("ratings"), dict):
+                raise _shape_error(path, line, "stage-3 rating", _S3_RATING, rec)
+            side = personalised_side(rec.get("display_assignment"), where=f"{path}:{line}")
+            for attr, rating in rec["ratings"].items():
+                if rating is None or rating == "":
+                    missing.append((path.stem, index, attr))
+                    continue
+                value = _float_or_none(rating, f"{path}:{line}: rating of {attr!r}")
+                if not 1 <= value <= 5:
+                    raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
+                rows.append((path.stem, index, attr, value, side))
+    frame = pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating", "personalised_side"])
+    return frame, missing
+
+
+def same_model(tag: str, name: str) -> bool:
+    """Whether a file name's model tag and a record's ``model`` name the same generator.
+
+    Lower-cased, the tag must equal the name, its part after the last ``/``, that part without an
+    ``-instruct`` suffix, or the name must end with ``.<tag>`` (a Bedrock inference-profile id).
+    """
+    tag, name = str(tag).strip().lower(), str(name).strip().lower()
+    tail = name.rsplit("/", 1)[-1]
+    return tag in (name, tail, tail.removesuffix("-instruct")) or name.endswith(f".{tag}")
+
+
+def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd.DataFrame:
+    """Generation records, checked against their file names and joined to items by (prompt_id, model_tag)."""
+    keyed = items.drop_duplicates("item_index").dropna(subset=["prompt_id"])
+    dupes = keyed[keyed.duplicated(["prompt_id", "model_tag"], keep=False)]
+    if len(dupes):
+        raise ValueError(
+            f"{items_path}: items {sorted(dupes['item_index'].tolist())[:10]} share a (prompt_id, model_tag)"
+        )
+    lookup = {
+        (r.prompt_id, r.model_tag): (r.item_index, r.response_no_context, r.response_personalized)
+        for r in keyed.itertuples(index=False)
+    }
+    rows, seen = [], {}
+    for path in _files(folder):
+        stem = path.stem.removeprefix(_TOOL_PREFIX)
+        condition = next((c for c in CONDITIONS if stem.startswith(f"{c}_") and len(stem) > len(c) + 1), None)
+        if condition is None:
+            raise ValueError(
+                f"{path}: file name is not <condition>_<model>.jsonl with condition in {list(CONDITIONS)}"
+            )
+        tag = stem[len(condition) + 1 :]
+        for line, rec in iter_jsonl(path):
+            if rec.get("prompt_id") is None or "response" not in rec:
+                raise _shape_error(path, line, "stage-3 generation", _S3_GEN, rec)
+            mode, name = rec.get("mode"), rec.get("model")
+            if mode is not None and mode != condition:
+                raise ValueError(f"{path}:{line}: record mode {mode!r} but the file name says {condition!r}")
+            if name is not None and not same_model(tag, name):
+                raise ValueError(f"{path}:{line}: record model {name!r} but the file name says {tag!r}")
+            key = (rec["prompt_id"], condition, tag)
+            if key in seen:
+                raise ValueError(f"{path}:{line}: prompt_id {rec['prompt_id']!r} repeats line {seen[key]}")
+            seen[key] = line
+            item, no_context, personal = lookup.get((rec["prompt_id"], tag), (pd.NA, None, None))
+            expected = {"no_context": no_context, "gt_attributes": personal}.get(condition)
+            matches = pd.NA if expected is None else rec["response"] == expected
+            rows.append([condition, tag, name, rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text")])
+            rows[-1] += [rec["response"], item, matches, path.name, line]
+    out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
+    if len(out) and keyed.empty:
+        logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
+    elif len(out):
+        n_files, n_joined = out["file"].nunique(), int(out["item_index"].notna().sum())
+        logger.info("%d generations in %d files, %d joined to an item", len(out), n_files, n_joined)
+    return out.astype({"item_index": "Int64", "matches_item": "boolean"})
+
+
+def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
+    """Load ``stage3/items.jsonl``, annotations, LLM judgments and ``generations/<condition>_<model>.jsonl``.
+
+    Returns:
+        ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
+        personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
+        ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
+    """
+    folder = _stage_dir(source, "stage3")
+    rows = []
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S3_ITEM):
+        text = _attr_text(attr, path, line, f"attributes[{j}]")
+        rows.append(
+            [index, *(rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")), text]
+        )
+        rows[-1] += [attr.get("is_relevant") if isinstance(attr, dict) else None]
+        rows[-1] += [rec.get("response_no_context"), rec.get("response_personalized")]
+    columns = "item_index prompt_id user_id model_tag prompt_text attribute is_relevant"
+    items = pd.DataFrame(rows, columns=[*columns.split(), "response_no_context", "response_personalized"])
+    annotations, ann_missing = _ratings_frame(folder / "annotations", "annotator")
+    judgments, jud_missing = _ratings_frame(folder / "llm_judgments", "model")
+    coverage = _coverage(items, (annotations, ann_missing), (judgments, jud_missing))
+    generations = _read_generations(folder / "generations", items, folder / "items.jsonl")
+    return Stage3Data(items, annotations, judgments, generations, coverage)
+
+
+def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
+    """All stage-3 ratings in one long frame.
+
+    Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
+    personalised_side``.
+    """
+    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
+    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
+    info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
+    info = info.drop_duplicates(["item_index", "attribute"])
+    out = pd.concat([human, llm], ignore_index=True).merge(info, on=["item_index", "attribute"], how="left")
+    columns = ["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]
+    return out[[*columns, *(["personalised_side"] if "personalised_side" in out.columns else [])]]
+
+
+def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
+    """Every (item, attribute) pair of the items, ``n_human, human_mean, n_llm, llm_mean`` (0/NA: unrated)."""
+    key = ["item_index", "attribute"]
+    out = data.items[["item_index", "prompt_id", "model_tag", "attribute", "is_relevant"]]
+    for frame, n, mean in (
+        (data.annotations, "n_human", "human_mean"),
+        (data.judgments, "n_llm", "llm_mean"),
+    ):
+        summary = frame.groupby(key)["rating"].agg(**{n: "size", mean: "mean"}).reset_index()
+        out = out.merge(summary, on=key, how="left")
+        out[n] = out[n].fillna(0).astype(int)
+    return out
+
+
+def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Ratings by the side that showed the personalised response (``"?"``: not recorded).
+
+    Ratings are stored canonically; stored as seen, the two sides would mirror each other (``6 - mean``).
+    Returns ``kind, personalised_side, n, mean_rating, share_prefer_personalised, share_prefer_generic``.
+    """
+    if "personalised_side" not in ratings.columns:
+        raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
+    frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
+    shares = ("share_prefer_personalised", "share_prefer_generic")
+    return _rating_stats(frame, ["kind", "personalised_side"], *shares, sort=True)
+
+
+_SHARES = {
+    "share_not_preferred": lambda r: float((r <= 3).mean()),
+    "share_prefer_personalised": lambda r: float((r >= 4).mean()),
+    "share_prefer_generic": lambda r: float((r <= 2).mean()),
+}
+
+
+def _rating_stats(frame: pd.DataFrame, by: list[str], *shares: str, sort: bool = False) -> pd.DataFrame:
+    """``n, mean_rating`` and the named ``_SHARES`` of the ratings per ``by`` group."""
+    grouped = frame.groupby(by, sort=sort)["rating"]
+    return grouped.agg(n="size", mean_rating="mean", **{s: _SHARES[s] for s in shares}).reset_index()
+
+
+def _with_pooled(ratings: pd.DataFrame) -> pd.DataFrame:
+    """``ratings`` after a copy of the human ratings under the rater ``humans (pooled)``."""
+    return pd.concat(
+        [ratings[ratings["kind"] == "human"].assign(rater="humans (pooled)"), ratings], ignore_index=True
+    )
+
+
+def stage3_distribution(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Rating distribution per rater and for all humans pooled: ``kind, rater, rating, count, share``."""
+    counts = _with_pooled(ratings).groupby(["kind", "rater", "rating"]).size().rename("count")
+    full = counts.unstack("rating", fill_value=0).reindex(columns=[1.0, 2.0, 3.0, 4.0, 5.0], fill_value=0)
+    out = full.stack().rename("count").reset_index()
+    out["share"] = out["count"] / out.groupby(["kind", "rater"])["count"].transform("sum")
+    return out
+
+
+def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Mean rating and shares not preferred (<= 3) and preferring personalised (>= 4) per rater.
+
+    Rows for all humans pooled and for the human mean per pair. Returns ``kind, rater, n, mean_rating,
+    share_not_preferred, share_prefer_personalised``.
+    """
+    human = ratings[ratings["kind"] == "human"]
+    mean = human.groupby(["item_index", "attribute"])["rating"].mean().reset_index()
+    frame = pd.concat(
+        [mean.assign(kind="human", rater="human mean per pair"), _with_pooled(ratings)], ignore_index=True
+    )
+    return _rating_stats(frame, ["kind", "rater"], "share_not_preferred", "share_prefer_personalised")
+
+
+def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
+    """Spearman correlation of each rater with the human mean per (item, attribute).
+
+    Each human is compared with the other humans' mean (leave-one-out). Returns ``kind, rater, n,
+    spearman_rho, p_value``.
+    """
+    from scipy.stats import spearmanr
+
+    key = ["item_index", "attribute"]
+    human = ratings[ratings["kind"] == "human"]
+    rows = []
+    for (kind, rater), part in ratings.groupby(["kind", "rater"], sort=True):
+        ref = human[human["rater"] != rater] if kind == "human" else human
+        target = ref.groupby(key)["rating"].mean().rename("human_mean")
+        joined = part.set_index(key)[["rating"]].join(target, how="inner").dropna()
+        rho = p = float("nan")
+        if len(joined) >= 3 and joined["rating"].nunique() > 1 and joined["human_mean"].nunique() > 1:
+            res = spearmanr(joined["rating"], joined["human_mean"])
+            rho, p = float(res.statistic), float(res.pvalue)
+        rows.append((kind, rater, len(joined), rho, p))
+    return pd.DataFrame(rows, columns=["kind", "rater", "n", "spearman_rho", "p_value"])
