@@ -1,48 +1,13 @@
-"""The range check of every numeric parameter and command-line option (:func:`check_number`).
-
-Also the options-dataclass merge, still used while functions move to plain keyword parameters.
-"""
+"""The range check of every numeric parameter and command-line option (:func:`check_number`)."""
 
 from __future__ import annotations
 
-import dataclasses
-import difflib
 import numbers
 import operator
-from collections.abc import Iterable
 from typing import Any, TypeVar
 
 T = TypeVar("T")
 _COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
-
-
-def check_option_names(
-    cls: type, given: Iterable[str], *, where: str, noun: str = "an unexpected keyword argument"
-) -> None:
-    """Raise ``TypeError("<where>() got <noun> 'x'; did you mean 'y'?")`` for a name no field of ``cls``."""
-    names = [f.name for f in dataclasses.fields(cls)]
-    for key in given:
-        if key not in names:
-            close = difflib.get_close_matches(key, names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else f"; options: {', '.join(names)}"
-            raise TypeError(f"{where}() got {noun} {key!r}{hint}")
-
-
-def merge_options(
-    cls: type[T],
-    options: T | None,
-    overrides: dict[str, Any],
-    *,
-    where: str,
-    noun: str = "an unexpected keyword argument",
-) -> T:
-    """``options`` (default ``cls(**overrides)``) with the ``overrides`` replaced; unknown names raise."""
-    if options is not None and not isinstance(options, cls):
-        raise TypeError(f"{where}(): options must be a {cls.__name__}, got {type(options).__name__}")
-    check_option_names(cls, overrides, where=where, noun=noun)
-    if options is None:
-        return cls(**overrides)
-    return dataclasses.replace(options, **overrides) if overrides else options  # type: ignore[type-var]
 
 
 def check_number(

@@ -1,20 +1,15 @@
-"""The one options rule (``pv4kit._options.merge_options``) behind every function with many knobs.
-
-Each such function takes ``options=`` (a dataclass) and the same fields as keywords; both spellings give the
-same result, and an unknown keyword names the closest field.
-"""
+"""Options are keyword-only parameters: a bad value is refused, naming the parameter, before anything runs."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from pv4kit._options import check_number, merge_options
+from pv4kit._options import check_number
 from pv4kit.analysis.audit import run_audit
 from pv4kit.analysis.notebooks import execute_notebooks
 from pv4kit.baselines.attributes import attribute_contexts
@@ -28,29 +23,6 @@ from pv4kit.related.recenter import stage2_predictions
 from pv4kit.scoring.accuracy import accuracy_table as score_accuracy_table
 from pv4kit.scoring.score import score_run
 from pv4kit.scoring.stats import bootstrap_ci, compare, grouped_bootstrap_ci, paired_bootstrap
-
-
-@dataclass(frozen=True)
-class _Knobs:
-    size: int
-    colour: str = "red"
-
-
-def test_merge_options_replaces_checks_and_requires():
-    assert merge_options(_Knobs, None, {"size": 2}, where="f") == _Knobs(2)
-    assert merge_options(_Knobs, _Knobs(2), {"colour": "blue"}, where="f") == _Knobs(2, "blue")
-    base = _Knobs(3)
-    assert merge_options(_Knobs, base, {}, where="f") is base
-    with pytest.raises(
-        TypeError, match=r"f\(\) got an unexpected keyword argument 'color'; did you mean 'colour'"
-    ):
-        merge_options(_Knobs, None, {"size": 1, "color": "x"}, where="f")
-    with pytest.raises(TypeError, match="'zzz'; options: size, colour"):
-        merge_options(_Knobs, None, {"zzz": 1}, where="f")
-    with pytest.raises(TypeError, match="size"):  # a required field left out
-        merge_options(_Knobs, None, {}, where="f")
-    with pytest.raises(TypeError, match=r"f\(\): options must be a _Knobs, got dict"):
-        merge_options(_Knobs, {"size": 1}, {}, where="f")  # type: ignore[arg-type]
 
 
 def test_run_demo_rejects_an_unknown_option_before_doing_anything(tmp_path, monkeypatch):
