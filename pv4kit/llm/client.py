@@ -1,20 +1,10 @@
 """The one LLM call of pv4kit, top to bottom: :func:`complete` -> :func:`call_with_retries` -> :func:`post`.
 
-:func:`complete` builds each request's body (:func:`build_request`) and cache key (:func:`cache_key`: what
-changes the output, never the endpoint, key, timeouts, retries or concurrency; a greedy call ignores
-``sample_index``), takes the cached answers from the SQLite store (:mod:`pv4kit.llm.store`) and runs each
-miss in a worker thread (one pool per endpoint) through :func:`call_with_retries`, which POSTs the body and
-parses the answer (:func:`parse_response`). Answers are stored as they arrive; a failure never is, and the
-batch goes on. Each call, cached or not, adds a ledger row.
-
-Retries: connection errors, timeouts, a reply without an answer (:class:`NoAnswerError`), 408/409/425/429
-and 5xx, with jittered exponential backoff, honouring ``Retry-After`` (capped at ``retry_after_max``,
-shared with the other workers of the endpoint through a :class:`RetryPause`); 401/403/404 raise
-:class:`~pv4kit.llm.config.LLMConfigError`. Each attempt ends ``timeout`` seconds after it starts, whatever
-the server does (:class:`_DeadlineStream`), and within a fraction of a second of Ctrl-C. Protocols:
-``"responses"`` (the OpenAI Responses API), ``"chat"`` (Chat Completions: vLLM, llama.cpp, Ollama ...),
-``"completions"`` (one raw prompt, as text or token ids). The API key is never stored, logged or put in an
-error message. :mod:`pv4kit.embeddings.endpoint` uses the same client and loop.
+Cache keys (:func:`cache_key`) hash what changes the output, never the endpoint, key, timeouts or retries.
+Retries: connection errors, timeouts, a reply without an answer, 408/409/425/429 and 5xx, with jittered
+backoff and ``Retry-After`` shared by the workers of an endpoint; 401/403/404 raise
+:class:`~pv4kit.llm.config.LLMConfigError`. Each attempt ends ``timeout`` seconds after it starts, and
+within a fraction of a second of Ctrl-C. The API key is never stored, logged or put in a message.
 """
 
 from __future__ import annotations
@@ -33,7 +23,6 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from pv4kit._io import default_llm_cache
@@ -67,7 +56,6 @@ def complete(
     sample_index: int | Sequence[int] = 0,
     progress: bool = True,
     client: Any = None,
-    ledger: str | os.PathLike[str] | None = None,
     on_result: Callable[[int, LLMResponse], None] | None = None,
 ) -> list[LLMResponse]:
     """Run a batch of chat requests through the cache, with retries, bounded concurrency and sharding.
@@ -85,7 +73,6 @@ def complete(
         sample_index: Sample number of sampled calls (one, or one per request); ignored when greedy.
         progress: Show a ``tqdm`` bar per step.
         client: An OpenAI-SDK-like client used for every endpoint (default: an ``openai`` client each).
-        ledger: SQLite file for the usage rows when it differs from ``cache``.
         on_result: Called as ``on_result(i, response)`` as each response arrives, from worker threads.
 
     Returns:
@@ -102,23 +89,20 @@ def complete(
     bodies = [build_request(m, c) for m, c in zip(requests, configs, strict=True)]
     keys = [cache_key(m, c, sample_index=s) for m, c, s in zip(requests, configs, samples, strict=True)]
     with contextlib.ExitStack() as stack:
-        cache = default_llm_cache() if cache is True else (cache or None)
-        store = book = stack.enter_context(contextlib.closing(ResponseStore(cache))) if cache else None
-        if ledger is not None and (store is None or Path(ledger) != Path(cache)):
-            book = stack.enter_context(contextlib.closing(ResponseStore(ledger)))
+        cache = default_llm_cache() if cache is True else cache
+        store = stack.enter_context(contextlib.closing(ResponseStore(cache))) if cache else None
         hits = store.get_many(keys) if store else {}
         results: list[Any] = [
             replace(hits[k], usage=dict(hits[k].usage)) if k in hits else None for k in keys
         ]
-        replays = [i for i in range(n) if results[i]]
-        todo = [i for i in range(n) if not results[i]]
+        replays, todo = [i for i in range(n) if results[i]], [i for i in range(n) if not results[i]]
         label, urls = ", ".join(sorted({str(s) for s in steps if s})) or "llm", {c.base_url for c in configs}
         over = f" over {len(urls)} endpoints" if len(urls) > 1 else ""
         logger.info(
             "%s%s: %d requests, %d cached, %d to call%s", where, label, n, len(replays), len(todo), over
         )
-        if book:
-            book.log([_ledger_row(results[i], configs[i], steps[i], user_id, 0.0) for i in replays])
+        if store:
+            store.log([_ledger_row(results[i], configs[i], steps[i], user_id, 0.0) for i in replays])
         bars = _bars(steps, progress, user_id)
         for bar in bars.values():
             stack.callback(bar.close)
@@ -131,14 +115,12 @@ def complete(
         def call(i: int, pause: RetryPause) -> None:
             c, start = configs[i], time.monotonic()
             send = functools.partial(post, clients[c.base_url, c.api_key_env, c.timeout], c.protocol)
-            resp = call_with_retries(send, c, bodies[i], pause=pause, rng=rng)
+            results[i] = resp = call_with_retries(send, c, bodies[i], pause=pause, rng=rng)
             resp.key = keys[i]
-            row = _ledger_row(resp, c, steps[i], user_id, time.monotonic() - start)
-            if store is not None and resp.error is None:
-                store.put(c, bodies[i], resp, row)  # the response and its ledger row, in one commit
-            if book is not None and (book is not store or resp.error is not None):
-                book.log([row])
-            results[i] = resp
+            if store is not None:  # the answer (unless it failed) and its ledger row, in one commit
+                store.put(
+                    c, bodies[i], resp, _ledger_row(resp, c, steps[i], user_id, time.monotonic() - start)
+                )
             if on_result:
                 on_result(i, resp)
 

@@ -1,8 +1,7 @@
 """The SQLite file behind :func:`pv4kit.llm.client.complete`: response cache, usage ledger and prices.
 
-Table ``responses`` holds the cached answers by :func:`~pv4kit.llm.client.cache_key`, table ``usage``
-one row per call, cached or not. :func:`usage_frame` reads the ledger priced with
-``pv4kit/llm/prices.json`` (editable, example prices).
+Table ``responses`` holds the answers by :func:`~pv4kit.llm.client.cache_key`, table ``usage`` one row per
+call, cached or not; :func:`usage_frame` prices it with ``pv4kit/llm/prices.json`` (editable, example prices).
 """
 
 from __future__ import annotations
@@ -27,6 +26,7 @@ _TOKENS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 LEDGER_COLUMNS = ["time", "step", "user_id", "protocol", "model", *_TOKENS]
 LEDGER_COLUMNS += ["cached", "latency_s", "error", "key"]
 _WHAT = "LLM response cache"
+_INSERT_USAGE = "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 #: the columns each table must hold for the file to be read (a file without them is moved aside)
 _TABLES = {
     "responses": ("key", "text", "response_id", "response_model", "finish_reason", "usage"),
@@ -79,24 +79,21 @@ class ResponseStore:
         }
 
     def put(self, config: LLMConfig, request: dict[str, Any], resp: LLMResponse, ledger_row: tuple) -> None:
-        """Store ``resp`` (the answer to ``request`` under ``resp.key``) and its ledger row, in one commit."""
+        """Store ``resp`` (unless it failed) under ``resp.key`` and its ledger row, in one commit."""
         row = (resp.key, config.protocol, config.model, json.dumps(request, ensure_ascii=False), resp.text)
         row += (resp.response_id, resp.model, resp.finish_reason, json.dumps(resp.usage), time.time())
-        self._run(
-            lambda: (
-                self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row),
-                self.conn.execute("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", ledger_row),
-            ),
-            write=True,
-        )
+
+        def write() -> None:
+            if resp.error is None:
+                self.conn.execute("INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?)", row)
+            self.conn.execute(_INSERT_USAGE, ledger_row)
+
+        self._run(write, write=True)
 
     def log(self, rows: Sequence[tuple]) -> None:
         """Append ledger rows (in :data:`LEDGER_COLUMNS` order) in one commit."""
         if rows:
-            self._run(
-                lambda: self.conn.executemany("INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", rows),
-                write=True,
-            )
+            self._run(lambda: self.conn.executemany(_INSERT_USAGE, rows), write=True)
 
     def _run(self, work: Any, *, write: bool = False) -> Any:
         """``work()`` under the lock, in one transaction when ``write``.
@@ -107,16 +104,12 @@ class ResponseStore:
             for attempt in (0, 1):
                 try:
                     with storage_errors(self.path, what=_WHAT):
-                        if write:
+                        if not write:
+                            return work()
+                        with self.conn:  # COMMIT, or ROLLBACK on an error
                             self.conn.execute("BEGIN")
-                        out = work()
-                        if write:
-                            self.conn.execute("COMMIT")
-                    return out
+                            return work()
                 except (sqlite3.DatabaseError, OSError) as exc:
-                    if self.conn.in_transaction:
-                        with contextlib.suppress(sqlite3.Error):
-                            self.conn.execute("ROLLBACK")
                     if attempt or not is_corruption(exc):
                         raise
                     self.conn.close()
@@ -133,7 +126,7 @@ class ResponseStore:
 
 def _ledger_row(resp: LLMResponse, config: LLMConfig, step: str | None, user_id: int | None, latency: float):
     """One ``usage`` row (:data:`LEDGER_COLUMNS`) for ``resp``."""
-    tokens = [(resp.usage or {}).get(k, 0) for k in _TOKENS]
+    tokens = [resp.usage.get(k, 0) for k in _TOKENS]
     head = (time.time(), step, user_id, config.protocol, config.model)
     return (*head, *tokens, int(resp.cached), latency, resp.error, resp.key)
 
@@ -161,17 +154,10 @@ def load_prices(
     return {k: dict(v) for k, v in table.items() if not k.startswith("_") and isinstance(v, Mapping)}
 
 
-def _price_for(model: str, table: dict[str, dict[str, float]]) -> dict[str, float] | None:
-    if model in table:
-        return table[model]
-    prefixes = [k for k in table if model.startswith(k + "-")]  # dated snapshots: gpt-5.1-2025-11-13
-    return table[max(prefixes, key=len)] if prefixes else None
-
-
 def usage_frame(
     cache_path: str | os.PathLike[str], *, prices: str | os.PathLike[str] | Mapping[str, Any] | None = None
 ) -> pd.DataFrame:
-    """The usage ledger of the file given as ``cache`` (or ``ledger``) to ``complete``, one row per call.
+    """The usage ledger of the file given as ``cache`` to ``complete``, one row per call.
 
     Returns:
         :data:`LEDGER_COLUMNS` (``time`` a UTC timestamp, ``cached`` bool) and ``cost_usd``: the billed
@@ -189,18 +175,18 @@ def usage_frame(
         )
     with contextlib.closing(sqlite3.connect(path)) as conn:
         frame = pd.read_sql_query(f"SELECT {', '.join(LEDGER_COLUMNS)} FROM usage ORDER BY rowid", conn)
-    table = load_prices(prices)
+    table, nan = load_prices(prices), float("nan")
+
+    def rate(model: str, side: str) -> float:
+        names = [k for k in table if model == k or model.startswith(k + "-")]  # dated: gpt-5.1-2025-11-13
+        return table[max(names, key=len)].get(side, nan) if names else nan
+
     frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
     frame["user_id"] = frame["user_id"].astype("Int64")
     frame["cached"] = frame["cached"].astype(bool)
-    nan = float("nan")
-    costs = []
-    for model, p_tok, c_tok, cached in frame[["model", *_TOKENS[:2], "cached"]].itertuples(index=False):
-        price = _price_for(model, table) or {}
-        costs.append(
-            0.0 if cached else (p_tok * price.get("input", nan) + c_tok * price.get("output", nan)) / 1e6
-        )
-    frame["cost_usd"] = pd.Series(costs, index=frame.index, dtype="float64")
+    billed = frame["prompt_tokens"] * frame["model"].map(lambda m: rate(m, "input"))
+    billed += frame["completion_tokens"] * frame["model"].map(lambda m: rate(m, "output"))
+    frame["cost_usd"] = (billed / 1e6).where(~frame["cached"], 0.0).astype("float64")
     return frame
 
 
