@@ -34,14 +34,6 @@ def read_list(path: str | Path) -> list[str]:
     return read_text(path).split("\n")
 
 
-def format_list(items: list[str]) -> str:
-    """The text of a list file: ``items`` joined with ``\\n`` and no trailing newline.
-
-    A trailing newline would read back (:func:`read_list`) as one more, blank, item.
-    """
-    return "\n".join(items)
-
-
 def check_chat(text: str) -> list[tuple[int, str, str]]:
     """Check one chat's format; returns ``(line, code, message)`` for each problem found."""
     lines = text.strip().splitlines()

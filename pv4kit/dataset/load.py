@@ -219,23 +219,13 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
     return None
 
 
-def _parquet_error(path: Path, exc: Exception) -> ValueError:
-    return ValueError(
-        f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
-        "Rebuild it with `pv4kit build` or download it again"
-    )
-
-
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
     """One row's documents per user, reading a single row per row group where possible."""
     import pyarrow.parquet as pq
 
     docs: dict[int, list[str]] = {}
     for path in files:
-        try:
-            pf = pq.ParquetFile(path)
-        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-            raise _parquet_error(path, exc) from None
+        pf = pq.ParquetFile(path)  # read once already by _read_splits, which names a damaged file
         for g in range(pf.num_row_groups):
             ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
             need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
@@ -282,18 +272,19 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
     for split, files in found.items():
         for path in files:
             try:
-                names = pq.read_schema(path).names
+                pf = pq.ParquetFile(path)
+                names = pf.schema_arrow.names
+                id_column = "collection_id" if "collection_id" in names else "user_id"
+                need = [id_column, "question", "answer", "choices", "hard"]
+                t = pf.read(columns=[c for c in need if c in names]).to_pandas()
             except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-                raise _parquet_error(path, exc) from None
-            id_column = "collection_id" if "collection_id" in names else "user_id"
-            need = [id_column, "question", "answer", "choices", "hard"]
+                raise ValueError(
+                    f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
+                    "Rebuild it with `pv4kit build` or download it again"
+                ) from None
             missing = [c for c in need if c not in names]
             if missing:
                 raise ValueError(f"{path}: parquet lacks columns {missing}; found {names}")
-            try:
-                t = pq.read_table(path, columns=need).to_pandas()
-            except (OSError, ValueError) as exc:
-                raise _parquet_error(path, exc) from None
             _check_rows(t, path, id_column)
             parts.append(t.rename(columns={id_column: "user_id"}).assign(split=split))
     return pd.concat(parts, ignore_index=True), id_column
@@ -323,6 +314,9 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
+_ENRICH_COLUMNS = [*QUESTION_KEY, "_raw_question", "_category", "_category_name", "_rationale"]
+
+
 def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
     """Fill ``category, category_name, rationale`` and the users' raw-tree columns in place from ``raw_root``.
 
@@ -338,22 +332,12 @@ def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
         for col, value in zip(USER_COLUMNS[3:], values, strict=True):
             users.at[i, col] = value
         if u.qa is not None:
-            cats, names = u.qa["category"].to_numpy(), u.categories
-            part = {
-                "user_id": uid,
-                "question_index": np.arange(len(u.qa), dtype="int64"),
-                "_raw_question": u.qa["question"].to_numpy(),
-                "_category": cats,
-                "_category_name": [names[c] if c < len(names) else None for c in cats],
-                "_rationale": u.qa["rationale"].to_numpy(),
-            }
-            parts.append(pd.DataFrame(part))
-    merged = frame[[*QUESTION_KEY, "question"]]
-    if parts:
-        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
-        merged = merged.merge(found, on=QUESTION_KEY, how="left")
-    else:
-        merged = merged.assign(_raw_question=None, _category=None, _category_name=None, _rationale=None)
+            names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
+            qa = u.qa[["question", "category"]].assign(name=names, rationale=u.qa["rationale"])
+            parts += [(uid, i, *row) for i, row in enumerate(qa.itertuples(index=False))]
+    found = pd.DataFrame(parts, columns=_ENRICH_COLUMNS)
+    found = found.astype({"user_id": frame["user_id"].dtype, "question_index": "int64"})
+    merged = frame[[*QUESTION_KEY, "question"]].merge(found, on=QUESTION_KEY, how="left")
     present = merged["_raw_question"].notna().to_numpy()
     differ = present & (merged["_raw_question"] != merged["question"]).to_numpy()
     if differ.any():

@@ -1,4 +1,4 @@
-"""The raw release tree: where each file sits, reading one user or the whole tree, writing a user folder.
+"""The raw release tree: where each file sits, reading one user or the whole tree.
 
 Layout (as released)::
 
@@ -20,17 +20,14 @@ How each file's text is read and written is :mod:`pv4kit.dataset.formats`; check
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text, read_csv, read_text, sha256_file
-from pv4kit.dataset.formats import format_list, read_list, read_qa_csv
-
-logger = logging.getLogger(__name__)
+from pv4kit._io import read_csv, read_text, sha256_file
+from pv4kit.dataset.formats import read_list, read_qa_csv
 
 #: a user folder's name, ``user_N``
 USER_DIR_RE = re.compile(r"^user_(\d+)$")
@@ -282,27 +279,3 @@ def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None =
         digest.update(b"\0")
         digest.update(sha256_file(path).encode())
     return digest.hexdigest()
-
-
-def write_user_files(
-    user_dir: str | Path,
-    *,
-    categories: list[str] | None = None,
-    topics: list[str] | None = None,
-    chats: dict[int, str] | None = None,
-    qa_texts: dict[int, str] | None = None,
-) -> None:
-    """Write parts of a user folder in the release layout (each file atomically).
-
-    Lists are joined with ``\\n`` and no trailing newline, as the reference writes them (a trailing
-    newline would read back as one more, blank, item).
-    """
-    user_dir = Path(user_dir)
-    if categories is not None:
-        atomic_write_text(user_dir / "categories.txt", format_list(categories))
-    if topics is not None:
-        atomic_write_text(user_dir / "chat_topics.txt", format_list(topics))
-    for i, text in (chats or {}).items():
-        atomic_write_text(user_dir / "chats" / f"{i}.txt", text.strip())
-    for i, text in (qa_texts or {}).items():
-        atomic_write_text(user_dir / "qa" / f"{i}.txt", text)
