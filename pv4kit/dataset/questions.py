@@ -1,26 +1,8 @@
 """Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
 
-The rule reproduces the reference implementation exactly, so the released ``qa.csv`` files come out
-byte for byte from the released ``qa/{i}.txt``:
-
-* ``categories.txt`` is split on ``\\n`` and nothing else, so ``C`` counts every line, a blank one (a
-  trailing newline) included; categories ``0..C-1`` are read in order;
-* each file is stripped and split on ``<QUESTION>``; *every* non-blank chunk is parsed with the tag put
-  back in front, the text before the first tag included. So a first question whose tag the model forgot
-  is kept and takes its draw, and prose before the first tag is a record without a letter, dropped
-  without a draw (the report says which: ``untagged_first_kept`` or ``preamble``);
-* in a block, each field of the fixed sequence ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``,
-  ``<CORRECT_CHOICE>`` runs from its tag to the *next tag of that sequence*, or to the end of the block
-  when that next tag is absent (so a missing ``<CHOICE_E>`` lets ``<CHOICE_D>`` run on), stripped;
-* the letter is ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only: ``C)`` counts, ``c`` does not);
-* the rationale runs from ``<RATIONALE...>`` to the end of the block, ``<WORD_COUNTS>`` included;
-* blocks whose question is empty are not records;
-* one ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
-  choice is dropped *without drawing*; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
-  text is removed from the five choices (first equal one), ``rng.shuffle`` reorders the four left and the
-  correct text is inserted at the new letter.
-
-Beyond the reference, :func:`build_question_table` also returns a report of every dropped block.
+The rule is the reference's, so the released ``qa.csv`` files come out byte for byte from the released
+``qa/{i}.txt``: see :func:`parse_qa_text` (blocks and fields) and :func:`shuffle_records` (the answer
+shuffle). Beyond the reference, :func:`build_question_table` also reports every dropped block.
 """
 
 from __future__ import annotations
@@ -47,21 +29,11 @@ _FIELD_RE = {
     tag: re.compile(rf"<{tag}>(.*?)(?=<{nxt}>|$)", re.DOTALL)
     for tag, nxt in zip(_SEQUENCE[:-1], _SEQUENCE[1:], strict=True)
 }
+_FIELD_RE["QUESTION"] = re.compile(r"^(.*?)(?=<CHOICE_A>|$)", re.DOTALL)  # a block starts after its tag
 _LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-E])\b")
 _LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
 _RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
 
-#: drop reasons reported by :func:`build_question_table`
-DROP_REASONS = (
-    "empty_question",
-    "no_letter",
-    "lowercase_letter",
-    "empty_correct_choice",
-    "preamble",
-    "untagged_first_lowercase_letter",
-    "untagged_first_empty_correct_choice",
-    "untagged_first_empty_question",
-)
 #: report reason of an untagged first chunk that the reference keeps as a question (a note, not a drop)
 KEPT_UNTAGGED = "untagged_first_kept"
 
@@ -93,27 +65,19 @@ class QABlock:
 
 
 def _field(tag: str, block: str) -> str:
-    if tag == "QUESTION":
-        # the block starts right after a <QUESTION> tag
-        match = re.match(r"(.*?)(?=<CHOICE_A>|$)", block, re.DOTALL)
-    else:
-        match = _FIELD_RE[tag].search(block)
+    match = _FIELD_RE[tag].search(block)
     return match.group(1).strip() if match else ""
 
 
 def parse_qa_text(text: str) -> list[QABlock]:
     """Parse one ``qa/{i}.txt`` file into its blocks (empty questions included), as the reference does.
 
-    The reference strips the text, splits it on ``<QUESTION>`` and parses every non-blank chunk with the
-    tag put back in front. The text before the first tag is therefore a block too (``leading=True``)
-    when it is not blank: an untagged first question, or a prose preamble.
-
-    Args:
-        text: The file's text as the model returned it.
-
-    Returns:
-        The leading block (when the text before the first tag is not blank), then one :class:`QABlock`
-        per ``<QUESTION>`` tag, in file order; ``block`` counts them from 0.
+    The text is split on ``<QUESTION>`` and every non-blank chunk is a block, the text before the first
+    tag included (``leading=True``: an untagged first question, or a prose preamble). In a block, each
+    field of ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``, ``<CORRECT_CHOICE>`` runs from its tag to
+    the next tag of that sequence, or to the block's end when that tag is absent, stripped; the letter is
+    ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only); the rationale runs from ``<RATIONALE...>`` to the
+    end of the block, ``<WORD_COUNTS>`` included.
     """
     parts = text.split("<QUESTION>")
     blocks: list[QABlock] = []
@@ -148,38 +112,33 @@ def parse_qa_text(text: str) -> list[QABlock]:
 def shuffle_records(
     records: list[tuple[int, QABlock]], *, seed: int = 42
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Apply the reference answer shuffle to one user's records.
+    """Apply the reference answer shuffle to one user's ``(category, block)`` records (non-empty questions).
 
-    Args:
-        records: ``(category, block)`` pairs in category order, then file order; blocks with an empty
-            question must already be left out.
-        seed: Seed of the one ``random.Random`` that serves the whole user.
+    One ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
+    choice is dropped without drawing; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
+    text is removed from the five choices (first equal one), the four left are shuffled and the correct
+    text is inserted at the new letter.
 
     Returns:
         ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
-        dropped record with its ``category``, ``block``, ``line`` and ``reason``, plus one with reason
-        :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
+        dropped record (``category, block, line, reason``), plus one with reason :data:`KEPT_UNTAGGED` for
+        a kept untagged first block (a note: that row is in ``rows``).
     """
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
     drops: list[dict[str, object]] = []
-
-    def drop(category: int, blk: QABlock, reason: str) -> None:
-        if blk.leading:
-            reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
-        drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
-
     for category, blk in records:
-        choices = list(blk.choices)
-        if not blk.letter:
-            drop(category, blk, "lowercase_letter" if blk.raw_letter else "no_letter")
-            continue
-        correct = choices[LETTERS.index(blk.letter)]
+        where = {"category": category, "block": blk.block, "line": blk.line}
+        correct = blk.choices[LETTERS.index(blk.letter)] if blk.letter else ""
         if not correct:
-            drop(category, blk, "empty_correct_choice")
+            unread = "lowercase_letter" if blk.raw_letter else "no_letter"
+            reason = "empty_correct_choice" if blk.letter else unread
+            if blk.leading:
+                reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
+            drops.append({**where, "reason": reason})
             continue
         new_letter = rng.choice(LETTERS)
-        others = list(choices)
+        others = list(blk.choices)
         others.remove(correct)
         rng.shuffle(others)
         others.insert(LETTERS.index(new_letter), correct)
@@ -188,9 +147,7 @@ def shuffle_records(
         row.update({"correct_choice": new_letter, "rationale": blk.rationale})
         rows.append(row)
         if blk.leading:
-            drops.append(
-                {"category": category, "block": blk.block, "line": blk.line, "reason": KEPT_UNTAGGED}
-            )
+            drops.append({**where, "reason": KEPT_UNTAGGED})
     return rows, drops
 
 

@@ -60,27 +60,29 @@ class _Report(list):
 
 def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | None]:
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
-    path = user_dir / "categories.txt"
+    path, topics_path = user_dir / "categories.txt", user_dir / "chat_topics.txt"
     categories = r.read(read_list, path) if path.is_file() else None
     if not path.is_file():
         r.add(path, None, "missing_file", "categories.txt is missing")
     elif categories == [""]:
         r.add(path, None, "empty_file", "categories.txt lists no category")
     categories = [] if categories in (None, [""]) else categories
-    topics_path = user_dir / "chat_topics.txt"
     topics = r.read(read_list, topics_path) if topics_path.exists() else None
-    if not topics_path.exists():
+    if topics is None and not topics_path.exists():
         r.add(topics_path, None, "missing_file", "chat_topics.txt is missing", "warning")
     for items, file, what in ((categories, path, "category"), (topics or [], topics_path, "topic")):
-        for i, item in enumerate(items):  # the reference reads each blank line as a (blank) item
-            if item.strip():
-                continue
+        for i in [i for i, item in enumerate(items) if not item.strip()]:  # the reference reads a blank item
             if i == len(items) - 1 and len(items) > 1:
-                message = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
-                r.add(file, i + 1, "trailing_newline", message, "warning")
+                why = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
+                r.add(file, i + 1, "trailing_newline", why, "warning")
             else:
-                message = f"line {i + 1} is blank: the reference reads it as {what} {i}"
-                r.add(file, i + 1, "blank_item", message, "warning")
+                r.add(
+                    file,
+                    i + 1,
+                    "blank_item",
+                    f"line {i + 1} is blank: the reference reads it as {what} {i}",
+                    "warning",
+                )
     return categories, topics
 
 
