@@ -92,7 +92,7 @@ class PV4Data:
     def persona(self, user_id: int) -> str | None:
         """The persona profile of ``user_id`` (``None`` when the source has no raw files)."""
         value = self._user_row(user_id)["persona"]
-        return None if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
+        return None if pd.isna(value) else str(value)
 
     def split(self, name: str) -> pd.DataFrame:
         """The questions of one split (``train``, ``validation`` or ``test``)."""
@@ -177,20 +177,19 @@ def _load_raw(
         rows = qa.iloc[idx["question_index"].to_numpy()]
         choices = rows[CHOICE_COLUMNS].to_numpy().tolist()
         letters = rows["correct_choice"].str.strip().str.upper().tolist()
-        part = {
-            "user_id": uid,
-            "split": split,
-            "question_index": rows["index"].to_numpy(),
-            "category": rows["category"].to_numpy(),
-            "category_name": [categories[c] if c < len(categories) else None for c in rows["category"]],
-            "question": rows["question"].to_numpy(),
-            "choices": choices,
-            "answer": [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
-            "answer_letter": letters,
-            "hard": [(uid, int(i)) in hard_keys for i in rows["index"]],
-            "rationale": rows["rationale"].to_numpy(),
-        }
-        parts.append(pd.DataFrame(part))
+        part = rows[["index", "category", "question", "rationale"]].rename(
+            columns={"index": "question_index"}
+        )
+        part = part.assign(
+            user_id=uid,
+            split=split,
+            category_name=[categories[c] if c < len(categories) else None for c in rows["category"]],
+            choices=choices,
+            answer=[c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
+            answer_letter=letters,
+            hard=[(uid, int(i)) in hard_keys for i in rows["index"]],
+        )
+        parts.append(part)
     return PV4Data(
         questions=_finish_questions(pd.concat(parts, ignore_index=True)),
         users=pd.DataFrame(users, columns=USER_COLUMNS),
@@ -209,11 +208,8 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
         (root / "data" / "pv4", "memorilla"),
         (root / "pv4", "memorilla"),
     ):
-        found = {}
-        for s in SPLITS:
-            files = sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet"))
-            if files:
-                found[s] = files
+        found = {s: sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet")) for s in SPLITS}
+        found = {s: files for s, files in found.items() if files}
         if found:
             return found, kind
     return None
@@ -358,7 +354,6 @@ def _load_parquet(
     found: dict[str, list[Path]],
     kind: str,
     *,
-    splits: list[str] | None,
     fraction: float,
     seed: int,
 ) -> PV4Data:
@@ -385,8 +380,6 @@ def _load_parquet(
     raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
     if raw_root is not None:
         _enrich(frame, users, raw_root)
-    if splits:
-        frame = frame[frame["split"].isin(splits)]
     return PV4Data(_finish_questions(frame), users, str(root), _quick_fingerprint(all_files), kind)
 
 
@@ -433,18 +426,18 @@ def load(
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)
     if found is not None:
-        data = _load_parquet(root, *found, splits=splits, fraction=validation_fraction, seed=seed)
+        data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         raw = root if (root / "users").is_dir() else root / "raw"
         ranges = {"train_users": train_users, "test_users": test_users}
         data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
-        if splits:
-            data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     else:
         raise FileNotFoundError(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "
             "tree with users/user_N folders"
         )
+    if splits:
+        data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     if hub:
         data.kind, data.source = "hub", str(source)
     logger.info("%r", data)
