@@ -152,9 +152,6 @@ def download_dataset(
         also_at: Other ids of the same dataset; when ``repo_id`` is not found, the message names the
             first of them that exists.
 
-    Returns:
-        The local snapshot folder.
-
     Raises:
         HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),
             ``HubOfflineError``, ``HubUnreachableError`` or ``HubError``; each message says what to do.

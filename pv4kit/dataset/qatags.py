@@ -38,11 +38,8 @@ class TagProblem:
     """One tag problem of a ``qa/{i}.txt`` file.
 
     Attributes:
-        line: 1-based line of the problem (the block's ``<QUESTION>`` line for a missing tag).
-        block: 0-based block (as :func:`pv4kit.dataset.questions.parse_qa_text` counts them), or ``None`` for
-            text before the first ``<QUESTION>``.
+        block: 0-based block (as ``parse_qa_text`` counts them), ``None`` before the first ``<QUESTION>``.
         code: ``tag_malformed``, ``tag_missing``, ``tag_repeated``, ``tag_order`` or ``tag_outside``.
-        message: What was expected, what was found and what the parse makes of it.
     """
 
     line: int
@@ -152,9 +149,6 @@ REPORT_COLUMNS = ["file", "category", "block", "line", "reason", "detail"]
 
 def tag_report(user_dir: str | Path) -> pd.DataFrame:
     """Tag problems of one user's ``qa/{i}.txt`` files, as rows for step 5's drop report.
-
-    Args:
-        user_dir: The ``users/user_N`` directory (its ``categories.txt`` says which files are read).
 
     Returns:
         One row per problem: ``file, category, block, line, reason ("malformed_tags"), detail`` (the

@@ -43,15 +43,10 @@ class QABlock:
     """One ``<QUESTION>`` block of a ``qa/{i}.txt`` file, parsed with the reference rule.
 
     Attributes:
-        question: The question text (stripped; may be empty).
-        choices: The five choice texts A-E ("" where a tag is missing or empty).
         letter: The correct letter A-E, or "" when none was found.
-        rationale: Text from ``<RATIONALE...>`` to the end of the block (stripped).
-        block: 0-based position of the block in its file.
-        line: 1-based line of the block's ``<QUESTION>`` tag in its file.
+        block: 0-based position of the block in its file (``line``: 1-based line of its tag).
         raw_letter: What follows ``<CORRECT_CHOICE>`` when it looks like a letter in any case ("" if not).
-        leading: True for the text before the file's first ``<QUESTION>`` tag, which the reference
-            parses as a block of its own when it is not blank.
+        leading: True for the text before the file's first ``<QUESTION>`` tag.
     """
 
     question: str
@@ -152,11 +147,7 @@ def shuffle_records(
 
 
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt``.
-
-    Args:
-        user_dir: The ``users/user_N`` directory.
-        seed: Seed of the answer shuffle (the reference uses 42).
+    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt`` (``user_dir``).
 
     Returns:
         ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
@@ -234,7 +225,7 @@ def write_qa_tables(
         overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
         user_ids: Only these users (default: all).
         force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
-            is written and the error names each such file and the questions that would go).
+            is written and the error names the questions that would go).
 
     Returns:
         The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
