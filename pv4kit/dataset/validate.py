@@ -18,7 +18,6 @@ from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import (
-    chat_files,
     duplicate_chats,
     duplicate_message,
     is_chat_file,
@@ -85,25 +84,22 @@ def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | Non
 
 def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
     """Chat names, numbering ``0..n-1`` (as many as the topics) and each chat's two turns."""
-    try:
-        files = chat_files(user_dir)
-    except ValueError:  # a bad name or a number given twice: each is reported
-        files = []
-        for p in sorted((user_dir / "chats").iterdir()):
-            try:
-                files += [p] if is_chat_file(p) else []
-            except ValueError as exc:
-                r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
-        files.sort(key=lambda p: int(p.stem))
-        for number, same in duplicate_chats(files).items():
-            r.add(user_dir / "chats", None, "chat_duplicate", duplicate_message(number, same))
+    chats_dir, files = user_dir / "chats", []
+    for p in sorted(chats_dir.iterdir()) if chats_dir.is_dir() else []:
+        try:
+            files += [p] if is_chat_file(p) else []
+        except ValueError as exc:
+            r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
+    files.sort(key=lambda p: int(p.stem))
+    for number, same in duplicate_chats(files).items():
+        r.add(chats_dir, None, "chat_duplicate", duplicate_message(number, same))
     if not files:
-        r.add(user_dir / "chats", None, "no_chats", "no chats/{i}.txt files")
+        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
     stems = [int(p.stem) for p in files]
     missing = sorted(set(range(max(stems) + 1)) - set(stems)) if stems else []
     if missing:
         names = ", ".join(f"{i}.txt" for i in missing[:10]) + (" ..." if len(missing) > 10 else "")
-        r.add(user_dir / "chats", None, "chat_gap", f"chat numbering has gaps: missing {names}")
+        r.add(chats_dir, None, "chat_gap", f"chat numbering has gaps: missing {names}")
     if topics is not None and stems and len(topics) != len(files):
         message = f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats"
         r.add(user_dir / "chat_topics.txt", None, "count_mismatch", message)
