@@ -1,8 +1,7 @@
 """Load PV4 into two tidy frames, from released parquet, the Memorilla-Data layout, a raw tree or the hub.
 
 ``questions`` has one row per question keyed by ``(user_id, question_index)`` (the row's position in the
-user's ``qa.csv``, recovered from the split rule when only parquet is given); ``users`` one row per user,
-the chats held once per user (parquet is read without materialising ``documents`` once per row).
+user's ``qa.csv``, recovered from the split rule for parquet); ``users`` one row per user, chats held once.
 A parquet load takes category names, rationales and personas from a raw tree beside it when there is one.
 """
 
@@ -287,10 +286,7 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
 
 
 def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
-    """Refuse a null id, question, answer or choices, or a question twice for one user.
-
-    A duplicate would shift the index of every question after it (``hard`` may be null: not hard).
-    """
+    """Refuse a null id, question, answer or choices , or a question twice for one user."""
     for column in (id_column, "question", "answer", "choices"):
         nulls = np.flatnonzero(table[column].isna().to_numpy())
         if len(nulls):
@@ -350,17 +346,10 @@ def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
 
 
 def _load_parquet(
-    root: Path,
-    found: dict[str, list[Path]],
-    kind: str,
-    *,
-    fraction: float,
-    seed: int,
+    root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
 ) -> PV4Data:
-    manifest_path = next(
-        (p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()), None
-    )
-    manifest = json.loads(manifest_path.read_text()) if manifest_path else {}
+    manifests = [p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()]
+    manifest = json.loads(manifests[0].read_text()) if manifests else {}
     fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
     frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
@@ -374,10 +363,9 @@ def _load_parquet(
     columns = {"user_id": ids, "role": [roles[u] for u in ids], "documents": [docs[u] for u in ids]}
     users = pd.DataFrame({**columns, **dict.fromkeys(USER_COLUMNS[3:])}, columns=USER_COLUMNS)
     # enrich from a raw tree next to the parquet (the hub layout, or the users_dir a build recorded)
-    raw_candidates = [root / "raw", root.parent / "raw"]
-    if manifest.get("users_dir"):
-        raw_candidates.insert(0, Path(manifest["users_dir"]).parent)
-    raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
+    candidates = [Path(manifest["users_dir"]).parent] if manifest.get("users_dir") else []
+    candidates += [root / "raw", root.parent / "raw"]
+    raw_root = next((r for r in candidates if (r / "users").is_dir()), None)
     if raw_root is not None:
         _enrich(frame, users, raw_root)
     return PV4Data(_finish_questions(frame), users, str(root), _quick_fingerprint(all_files), kind)
@@ -398,10 +386,8 @@ def load(
     Args:
         source: A ``data/`` folder of ``{train,validation,test}.parquet``, a folder in the Memorilla-Data
             layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
-            ``users/``), or a hub dataset id (:func:`pv4kit.dataset.hub.looks_like_hub_id`). The default is
-            the id the dataset card loads, ``"MemoryAsModality/PersonalizationV4"``; the reference code's
-            ``"memorilla/PersonalizationV4"`` works too. A gated dataset needs access granted on its hub
-            page and ``hf auth login``.
+            ``users/``), or a hub dataset id: by default the dataset card's; the reference code's
+            ``"memorilla/PersonalizationV4"`` works too (a gated dataset needs access and ``hf auth login``).
         splits: Keep only these splits (default: all present).
         train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
         test_users: Inclusive id range of evaluation users.
@@ -411,8 +397,7 @@ def load(
 
     Raises:
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
-        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why:
-            gated, not found, offline, hub unreachable, and what to do).
+        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why).
     """
     bad = [s for s in splits or [] if s not in SPLITS]
     if bad:
