@@ -1,9 +1,7 @@
 """Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
 
-:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path". :func:`download_dataset`
-turns ``snapshot_download``'s failures into one ``RuntimeError`` subclass each (gated, not found, offline,
-unreachable) that says what to do. PV4's dataset card loads :data:`PV4_HUB_ID`, the reference's code
-names ``memorilla/PersonalizationV4``; both are accepted (:data:`PV4_HUB_IDS`).
+:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path"; :func:`download_dataset`
+raises one :class:`HubError` subclass per failure (gated, not found, offline, unreachable).
 """
 
 from __future__ import annotations
@@ -48,18 +46,14 @@ class HubUnreachableError(HubError):
 def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     """Whether ``source`` names a hub dataset (``owner/name``) rather than a local path.
 
-    True for a ``str`` (never a ``Path``) that is a valid hub id (``owner/name`` of letters, digits, ``_``,
-    ``-``, ``.``; no ``--`` or ``..``; at most 96 characters; not ``.git``), does not end like a data file
+    True for a ``str`` (never a ``Path``) that is a valid hub id, does not end like a data file
     (``.parquet``, ``.csv``, ...) and is not an existing local path.
     """
     if not isinstance(source, str):
         return False
-    text = source
-    if len(text) > 96 or not _HUB_ID_RE.match(text) or "--" in text or ".." in text:
+    if len(source) > 96 or not _HUB_ID_RE.match(source) or "--" in source or ".." in source:
         return False
-    if text.lower().endswith((".git", *_FILE_SUFFIXES)):
-        return False
-    return not Path(text).expanduser().exists()
+    return not source.lower().endswith((".git", *_FILE_SUFFIXES)) and not Path(source).expanduser().exists()
 
 
 def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:

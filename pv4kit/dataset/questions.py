@@ -190,9 +190,8 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
 def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
 
-    Empty unless ``table`` has fewer questions than ``target``; then the old rows whose question text
-    the new table lacks (matched one for one), or the last old rows when the texts all survive. A
-    ``target`` that is not a readable question table holds no question to lose (a warning says so).
+    The old rows whose question text the new table lacks (matched one for one), or the last old rows when
+    the texts all survive; empty unless ``table`` is smaller or when ``target`` is unreadable (warned).
     """
     try:
         old = read_qa_csv(target) if Path(target).is_file() else pd.DataFrame(columns=QA_COLUMNS)
@@ -228,10 +227,9 @@ def write_qa_tables(
             is written and the error names the questions that would go).
 
     Returns:
-        The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
-        besides the dropped blocks (and the untagged first questions kept, ``kept`` true) it flags every
-        block with a malformed, missing or repeated tag (reason ``malformed_tags``, ``kept`` false: a flag,
-        not a drop; ``detail`` says what is wrong), plus an ``attrs["summary"]`` frame with per-user counts
+        The drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
+        dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag
+        (reason ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]``
         (``user_id, kept, dropped, malformed, written``).
 
     Raises:

@@ -157,11 +157,9 @@ def build_dataset(
 ) -> pd.DataFrame:
     """Build ``{train,validation,test}.parquet``, ``user_splits.csv`` and ``manifest.json`` from raw users.
 
-    Every input is read and checked before anything is written (bad letters, empty answers, hard-subset
-    entries that are not test questions, overlapping ranges, bad chat names or duplicate chat numbers); the
-    files are written into a temporary folder that replaces ``output_dir`` as a whole
-    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure or
-    a kill leaves the previous output or the new one, never a mix. Users outside both ranges are skipped.
+    Every input is checked before anything is written; the files go to a temporary folder that replaces
+    ``output_dir`` as a whole (other files in it are carried over), so a failure or a kill leaves the
+    previous output or the new one, never a mix. Users outside both ranges are skipped.
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
