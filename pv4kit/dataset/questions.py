@@ -251,14 +251,7 @@ def write_qa_tables(
         drops.insert(0, "user_id", uid)
         reports.append(drops)
         written = overwrite or not target.exists()
-        counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
-        summary.append({**counts, "written": written})
-        logger.info(
-            "user %d: %d questions kept, %d dropped%s%s",
-            *(uid, counts["kept"], counts["dropped"]),
-            f", {counts['malformed']} tag problem(s)" if counts["malformed"] else "",
-            "" if written else " (qa.csv exists, kept)",
-        )
+        summary.append((uid, len(table), n_dropped, len(drops) - n_rows, written))
         if not written:
             continue
         pending.append((target, table))
@@ -286,6 +279,7 @@ def write_qa_tables(
         atomic_write_text(target, format_qa_csv(table))
     columns = ["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
     report = pd.concat(reports, ignore_index=True) if reports else pd.DataFrame(columns=columns)
-    names = ["user_id", "kept", "dropped", "malformed", "written"]
-    report.attrs["summary"] = pd.DataFrame(summary, columns=names)
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
     return report

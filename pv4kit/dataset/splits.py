@@ -245,5 +245,4 @@ def build_dataset(
             rows={s: int(frame[s].sum()) for s in SPLITS},
         )
         atomic_write_json(tmp / "manifest.json", manifest)
-    logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
     return frame
