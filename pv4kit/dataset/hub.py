@@ -139,12 +139,8 @@ def download_dataset(
 ) -> Path:
     """Download (or reuse the local snapshot of) a hub dataset and return its folder.
 
-    Args:
-        repo_id: The dataset id, ``owner/name``.
-        allow_patterns: Only files matching these glob patterns (default: the whole repository).
-        revision: Branch, tag or commit.
-        also_at: Other ids of the same dataset; when ``repo_id`` is not found, the message names the
-            first of them that exists.
+    ``also_at`` are other ids of the same dataset: when ``repo_id`` is not found, the message names the
+    first of them that exists.
 
     Raises:
         HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),

@@ -223,8 +223,7 @@ def write_qa_tables(
         seed: Seed of the answer shuffle.
         overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
         user_ids: Only these users (default: all).
-        force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
-            is written and the error names the questions that would go).
+        force: Write a table with fewer questions than the ``qa.csv`` it replaces.
 
     Returns:
         The drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the

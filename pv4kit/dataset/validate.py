@@ -236,11 +236,7 @@ def validate_raw(
 ) -> pd.DataFrame:
     """Validate a raw tree and report every problem found.
 
-    Args:
-        raw_dir: The raw tree (holding ``users/``) or a ``users`` folder.
-        train_users: Inclusive id range of training users, as ``build`` takes it; a hard-subset entry
-            must name an evaluation user.
-        test_users: Inclusive id range of evaluation users.
+    ``raw_dir`` is the raw tree (holding ``users/``) or a ``users`` folder; the id ranges are ``build``'s.
 
     Returns:
         One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
