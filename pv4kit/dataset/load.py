@@ -25,7 +25,6 @@ from pv4kit.dataset.tree import (
     read_hard_subset,
     read_persona_seeds,
     read_user,
-    users_dir_of,
 )
 from pv4kit.schema import (
     CHOICE_COLUMNS,
@@ -141,16 +140,15 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
 def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
-    users_dir = users_dir_of(raw_dir)
-    root = users_dir.parent
+    users_dir = raw_dir / "users"
     users, tables, outside = [], {}, []
-    seeds = read_persona_seeds(root)
+    seeds = read_persona_seeds(raw_dir)
     for uid in list_users(users_dir):
         role = user_role(uid, train_users=train_users, test_users=test_users)
         if role is None:
             outside.append(uid)
             continue
-        u = read_user(users_dir / f"user_{uid}", raw_dir=root, seeds=seeds)
+        u = read_user(users_dir / f"user_{uid}", raw_dir=raw_dir, seeds=seeds)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
         check_answer_letters(u.qa, u.path / "qa.csv")
@@ -165,7 +163,7 @@ def _load_raw(
             "%s: left out %d user(s) outside train users %s and test users %s: %s",
             *(users_dir, len(outside), train_users, test_users, outside),
         )
-    hard_path = root / "hard_subset.csv" if (root / "hard_subset.csv").is_file() else None
+    hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
     sizes = {u: len(t[0]) for u, t in tables.items()}

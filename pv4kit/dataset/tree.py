@@ -152,8 +152,6 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
 
     Columns are found by name, as the reference's ``csv.DictReader`` finds them (other columns are not read).
     """
-    if path is not None and not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: hard subset file does not exist")
     frame = read_csv(path) if path is not None else pd.DataFrame(columns=["user_id", "question_index"])
     if not {"user_id", "question_index"} <= set(frame.columns):
         raise ValueError(
