@@ -82,14 +82,12 @@ def parse_qa_text(text: str) -> list[QABlock]:
     # the line of the leading chunk's first visible character; a tag's line otherwise
     line = 1 + lead[: len(lead) - len(lead.lstrip())].count("\n")
     for i, (block, leading) in enumerate(chunks):
-        letter_match = _LETTER_RE.search(block)
-        loose = _LOOSE_LETTER_RE.search(block)
-        rationale = _RATIONALE_RE.search(block)
+        letter, loose, rationale = (r.search(block) for r in (_LETTER_RE, _LOOSE_LETTER_RE, _RATIONALE_RE))
         blocks.append(
             QABlock(
                 question=_field("QUESTION", block),
                 choices=tuple(_field(f"CHOICE_{x}", block) for x in LETTERS),  # type: ignore[arg-type]
-                letter=letter_match.group(1) if letter_match else "",
+                letter=letter.group(1) if letter else "",
                 rationale=rationale.group(1).strip() if rationale else "",
                 block=i,
                 line=line,
@@ -97,10 +95,7 @@ def parse_qa_text(text: str) -> list[QABlock]:
                 leading=leading,
             )
         )
-        if leading:
-            line = 1 + lead.count("\n")
-        else:
-            line += block.count("\n")
+        line = 1 + lead.count("\n") if leading else line + block.count("\n")
     return blocks
 
 
