@@ -284,7 +284,7 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
 
 
 def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
-    """Refuse a null id, question, answer or choices , or a question twice for one user."""
+    """Refuse a null id, question, answer or choices, or a question twice for one user."""
     for column in (id_column, "question", "answer", "choices"):
         nulls = np.flatnonzero(table[column].isna().to_numpy())
         if len(nulls):
