@@ -70,19 +70,11 @@ def normalise_letter(letter: object) -> str:
 
 
 def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[str, str] | None:
-    """What is wrong with a ``qa.csv`` row's ``correct_choice``, or ``None`` when it is fine.
+    """``(code, message)`` saying what is wrong with a ``qa.csv`` row's ``correct_choice``, or ``None``.
 
     The one rule, used by ``validate``, ``build`` and ``load``: the letter, read by :func:`normalise_letter`,
-    is one of :data:`LETTERS`, and the choice it names is not empty (whitespace counts as text, as in the
-    reference's ``build_dataset.py: read_questions``).
-
-    Args:
-        letter: The ``correct_choice`` cell.
-        choices: The five choice cells, A to E.
-
-    Returns:
-        ``None``, or ``(code, message)``: ``("bad_letter", "correct_choice must be one of A-E, found 'X'")``
-        or ``("empty_answer", "the correct choice C is empty")``.
+    is one of :data:`LETTERS` (else ``bad_letter``), and the choice it names is not empty (else
+    ``empty_answer``; whitespace counts as text, as in the reference's ``build_dataset.py``).
     """
     text = normalise_letter(letter)
     if len(text) != 1 or text not in LETTERS:
@@ -94,12 +86,7 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
 
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, name: str) -> None:
-    """Raise naming the frame (``name``, its parameter) and the ``columns`` it lacks.
-
-    Raises:
-        ValueError: ``"questions: missing column(s) ['choices']; found [...]"`` (where pandas would raise a
-            bare ``KeyError('choices')``).
-    """
+    """Raise ``ValueError`` naming the frame (``name``, its parameter) and the ``columns`` it lacks."""
     missing = [c for c in columns if c not in frame.columns]
     if missing:
         raise ValueError(f"{name}: missing column(s) {missing}; found {list(frame.columns)}")

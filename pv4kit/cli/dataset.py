@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from pv4kit.cli._args import (
     add_user_ranges,
@@ -13,8 +12,6 @@ from pv4kit.cli._args import (
     user_ranges,
     validation_fraction,
 )
-
-logger = logging.getLogger(__name__)
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -34,13 +31,11 @@ def _qa_table(args: argparse.Namespace) -> int:
     report = write_qa_tables(users_dir_of(args.users_dir), **pick(args, "seed", "overwrite", "force"))
     summary, flagged = report.attrs["summary"], report["reason"] == "malformed_tags"
     print(summary.to_string(index=False))
-    for rows, title in (
-        (report[~flagged], "dropped blocks (and untagged first questions kept, as the reference keeps them)"),
-        (
-            report[flagged],
-            "malformed tags (parsed as the reference parses them; fix each, rerun with --overwrite)",
-        ),
-    ):
+    titles = [
+        "dropped blocks (and untagged first questions kept, as the reference keeps them)",
+        "malformed tags (parsed as the reference parses them; fix each, rerun with --overwrite)",
+    ]
+    for rows, title in zip((report[~flagged], report[flagged]), titles, strict=True):
         if len(rows):
             print(f"\n{title}:")
             for r in rows.itertuples(index=False):

@@ -8,8 +8,6 @@
 
 from __future__ import annotations
 
-import csv
-import io
 from pathlib import Path
 
 import pandas as pd
@@ -22,24 +20,11 @@ ASSISTANT_TAG = "Assistant:"
 
 
 def read_list(path: str | Path) -> list[str]:
-    """Read ``categories.txt`` or ``chat_topics.txt`` exactly as the reference does.
+    """Read ``categories.txt`` or ``chat_topics.txt`` as the reference does: the text split on ``\\n``.
 
-    The file is read as text (``\\r\\n`` reads as ``\\n``) and split on ``\\n``, nothing else: items
-    are kept as stored (a ``2.5-hour commutes`` item stays whole, no numbering is removed again) and a
-    blank line, a trailing newline included, is an item of its own, as the reference counts it.
-
-    Raises:
-        FileFormatError: Naming the file and line when it is not UTF-8 text.
+    Items are kept as stored, and a blank line, a trailing newline included, is an item of its own.
     """
     return read_text(path).split("\n")
-
-
-def format_list(items: list[str]) -> str:
-    """The text of a list file: ``items`` joined with ``\\n`` and no trailing newline.
-
-    A trailing newline would read back (:func:`read_list`) as one more, blank, item.
-    """
-    return "\n".join(items)
 
 
 def check_chat(text: str) -> list[tuple[int, str, str]]:
@@ -65,15 +50,7 @@ def check_chat(text: str) -> list[tuple[int, str, str]]:
 
 def format_qa_csv(table: pd.DataFrame) -> str:
     """Render a question table as ``qa.csv`` text (minimal quoting, ``\\n`` line endings)."""
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(QA_COLUMNS)
-    for row in table[QA_COLUMNS].itertuples(index=False):
-        writer.writerow(row)
-    return buf.getvalue()
-
-
-_INTEGER_COLUMNS = ("index", "category")
+    return table[QA_COLUMNS].to_csv(index=False, lineterminator="\n")
 
 
 def read_qa_csv(path: str | Path) -> pd.DataFrame:
@@ -96,7 +73,7 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     missing = [c for c in QA_COLUMNS if c not in frame.columns]
     if missing:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
-    for col in _INTEGER_COLUMNS:
+    for col in ("index", "category"):
         bad = ~frame[col].str.fullmatch("[0-9]+")  # ASCII digits only, as int64 reads them
         if bad.any():
             line = int(bad.to_numpy().argmax()) + 2
@@ -108,11 +85,7 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
 
 
 def check_answer_letters(qa: pd.DataFrame, path: str | Path) -> None:
-    """Raise on the first row of a read ``qa.csv`` whose correct letter or correct choice is bad.
-
-    Raises:
-        ValueError: ``path:line: message`` (:func:`pv4kit.schema.answer_letter_problem`'s rule).
-    """
+    """Raise ``ValueError("path:line: ...")`` on the first row whose letter or correct choice is bad."""
     for i, (letter, *choices) in enumerate(qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)):
         problem = answer_letter_problem(letter, choices)
         if problem:

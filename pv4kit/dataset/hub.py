@@ -1,9 +1,7 @@
 """Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
 
-:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path". :func:`download_dataset`
-turns ``snapshot_download``'s failures into one ``RuntimeError`` subclass each (gated, not found, offline,
-unreachable) that says what to do. PV4's dataset card loads :data:`PV4_HUB_ID`, the reference's code
-names ``memorilla/PersonalizationV4``; both are accepted (:data:`PV4_HUB_IDS`).
+:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path"; :func:`download_dataset`
+raises one :class:`HubError` subclass per failure (gated, not found, offline, unreachable).
 """
 
 from __future__ import annotations
@@ -48,18 +46,14 @@ class HubUnreachableError(HubError):
 def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     """Whether ``source`` names a hub dataset (``owner/name``) rather than a local path.
 
-    True for a ``str`` (never a ``Path``) that is a valid hub id (``owner/name`` of letters, digits, ``_``,
-    ``-``, ``.``; no ``--`` or ``..``; at most 96 characters; not ``.git``), does not end like a data file
+    True for a ``str`` (never a ``Path``) that is a valid hub id, does not end like a data file
     (``.parquet``, ``.csv``, ...) and is not an existing local path.
     """
     if not isinstance(source, str):
         return False
-    text = source
-    if len(text) > 96 or not _HUB_ID_RE.match(text) or "--" in text or ".." in text:
+    if len(source) > 96 or not _HUB_ID_RE.match(source) or "--" in source or ".." in source:
         return False
-    if text.lower().endswith((".git", *_FILE_SUFFIXES)):
-        return False
-    return not Path(text).expanduser().exists()
+    return not source.lower().endswith((".git", *_FILE_SUFFIXES)) and not Path(source).expanduser().exists()
 
 
 def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:
@@ -71,15 +65,17 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
     while exc is not None and exc not in chain:
         chain.append(exc)
         exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
-    exc = chain[0]
+
+    def first(*types: type) -> BaseException | None:
+        return next((e for e in chain if isinstance(e, types)), None)
+
     endpoint = constants.ENDPOINT.rstrip("/")
     head = f"could not get dataset {repo_id!r} from the Hugging Face hub"
     manual = (
         f"or download it where the hub is reachable with `hf download {repo_id} --repo-type dataset "
         "--local-dir DIR` and pass DIR (a local folder) instead"
     )
-    gated = next((e for e in chain if isinstance(e, errors.GatedRepoError)), None)
-    if gated is not None:
+    if gated := first(errors.GatedRepoError):
         status = getattr(getattr(gated, "response", None), "status_code", None)
         why = (
             "HTTP 403: a token was sent but it has no access to it yet (access not requested, still "
@@ -92,10 +88,9 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
             "there and accept the terms), then authenticate here with `hf auth login` (or set HF_TOKEN to a "
             "token of that account) and run again."
         )
-    if any(isinstance(e, errors.RevisionNotFoundError) for e in chain):
+    if first(errors.RevisionNotFoundError):
         return HubNotFoundError(f"{head}: it has no revision {revision!r} on {endpoint}")
-    if any(isinstance(e, errors.RepositoryNotFoundError) for e in chain):
-        others = [a for a in also_at if a.lower() != repo_id.lower()]
+    if first(errors.RepositoryNotFoundError):
 
         def exists(other: str) -> bool:
             try:
@@ -103,21 +98,14 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
             except Exception:  # noqa: BLE001 - only a hint for a message
                 return False
 
-        found = next((a for a in others if exists(a)), None)
-        if found is not None:
-            hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").'
-        else:
-            hint = (
-                f" Its other known id{'s' if len(others) > 1 else ''} {others} were not found either."
-                if others
-                else ""
-            )
+        found = next((a for a in also_at if a.lower() != repo_id.lower() and exists(a)), None)
+        hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").' if found else ""
         return HubNotFoundError(
             f"{head}: {repo_id!r} was not found on {endpoint} (or it is private and this machine's token "
             f"has no access; log in with `hf auth login`).{hint}"
         )
     offline = os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
-    if offline or any(isinstance(e, OfflineModeIsEnabled) for e in chain):
+    if offline or first(OfflineModeIsEnabled):
         return HubOfflineError(
             f"{head}: HF_HUB_OFFLINE is set and it is not in the local hub cache; unset "
             f"HF_HUB_OFFLINE where the hub is reachable, {manual}."
@@ -126,15 +114,20 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
     unreachable = [
         e for e in chain if isinstance(e, (ConnectionError, TimeoutError)) or type(e).__name__ in names
     ]
-    if unreachable or any(isinstance(e, errors.LocalEntryNotFoundError) for e in chain):
-        cause = (unreachable or [exc])[0]
-        first = str(cause).splitlines()[0][:160] if str(cause) else ""
+    if unreachable or first(errors.LocalEntryNotFoundError):
+        cause = (unreachable or chain)[0]
         return HubUnreachableError(
-            f"{head}: cannot reach {endpoint} ({type(cause).__name__}: {first}); check the network "
-            f"(and HF_ENDPOINT), {manual}."
+            f"{head}: cannot reach {endpoint} ({type(cause).__name__}: {_first_line(cause, 160)}); check the "
+            f"network (and HF_ENDPOINT), {manual}."
         )
-    first = str(exc).splitlines()[0][:200] if str(exc) else ""
-    return HubError(f"{head} at {endpoint}: {type(exc).__name__}: {first}. Try again, {manual}.")
+    exc = chain[0]
+    return HubError(
+        f"{head} at {endpoint}: {type(exc).__name__}: {_first_line(exc, 200)}. Try again, {manual}."
+    )
+
+
+def _first_line(exc: BaseException, width: int) -> str:
+    return str(exc).splitlines()[0][:width] if str(exc) else ""
 
 
 def download_dataset(
@@ -146,15 +139,8 @@ def download_dataset(
 ) -> Path:
     """Download (or reuse the local snapshot of) a hub dataset and return its folder.
 
-    Args:
-        repo_id: The dataset id, ``owner/name``.
-        allow_patterns: Only files matching these glob patterns (default: the whole repository).
-        revision: Branch, tag or commit.
-        also_at: Other ids of the same dataset; when ``repo_id`` is not found, the message names the
-            first of them that exists.
-
-    Returns:
-        The local snapshot folder.
+    ``also_at`` are other ids of the same dataset: when ``repo_id`` is not found, the message names the
+    first of them that exists.
 
     Raises:
         HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),

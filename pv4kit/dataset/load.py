@@ -1,8 +1,7 @@
 """Load PV4 into two tidy frames, from released parquet, the Memorilla-Data layout, a raw tree or the hub.
 
 ``questions`` has one row per question keyed by ``(user_id, question_index)`` (the row's position in the
-user's ``qa.csv``, recovered from the split rule when only parquet is given); ``users`` one row per user,
-the chats held once per user (parquet is read without materialising ``documents`` once per row).
+user's ``qa.csv``, recovered from the split rule for parquet); ``users`` one row per user, chats held once.
 A parquet load takes category names, rationales and personas from a raw tree beside it when there is one.
 """
 
@@ -26,7 +25,6 @@ from pv4kit.dataset.tree import (
     read_hard_subset,
     read_persona_seeds,
     read_user,
-    users_dir_of,
 )
 from pv4kit.schema import (
     CHOICE_COLUMNS,
@@ -92,7 +90,7 @@ class PV4Data:
     def persona(self, user_id: int) -> str | None:
         """The persona profile of ``user_id`` (``None`` when the source has no raw files)."""
         value = self._user_row(user_id)["persona"]
-        return None if value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) else str(value)
+        return None if pd.isna(value) else str(value)
 
     def split(self, name: str) -> pd.DataFrame:
         """The questions of one split (``train``, ``validation`` or ``test``)."""
@@ -142,16 +140,15 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
 def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
-    users_dir = users_dir_of(raw_dir)
-    root = users_dir.parent
+    users_dir = raw_dir / "users"
     users, tables, outside = [], {}, []
-    seeds = read_persona_seeds(root)
+    seeds = read_persona_seeds(raw_dir)
     for uid in list_users(users_dir):
         role = user_role(uid, train_users=train_users, test_users=test_users)
         if role is None:
             outside.append(uid)
             continue
-        u = read_user(users_dir / f"user_{uid}", raw_dir=root, seeds=seeds)
+        u = read_user(users_dir / f"user_{uid}", raw_dir=raw_dir, seeds=seeds)
         if u.qa is None:
             raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
         check_answer_letters(u.qa, u.path / "qa.csv")
@@ -166,7 +163,7 @@ def _load_raw(
             "%s: left out %d user(s) outside train users %s and test users %s: %s",
             *(users_dir, len(outside), train_users, test_users, outside),
         )
-    hard_path = root / "hard_subset.csv" if (root / "hard_subset.csv").is_file() else None
+    hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
     sizes = {u: len(t[0]) for u, t in tables.items()}
@@ -177,20 +174,19 @@ def _load_raw(
         rows = qa.iloc[idx["question_index"].to_numpy()]
         choices = rows[CHOICE_COLUMNS].to_numpy().tolist()
         letters = rows["correct_choice"].str.strip().str.upper().tolist()
-        part = {
-            "user_id": uid,
-            "split": split,
-            "question_index": rows["index"].to_numpy(),
-            "category": rows["category"].to_numpy(),
-            "category_name": [categories[c] if c < len(categories) else None for c in rows["category"]],
-            "question": rows["question"].to_numpy(),
-            "choices": choices,
-            "answer": [c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
-            "answer_letter": letters,
-            "hard": [(uid, int(i)) in hard_keys for i in rows["index"]],
-            "rationale": rows["rationale"].to_numpy(),
-        }
-        parts.append(pd.DataFrame(part))
+        part = rows[["index", "category", "question", "rationale"]].rename(
+            columns={"index": "question_index"}
+        )
+        part = part.assign(
+            user_id=uid,
+            split=split,
+            category_name=[categories[c] if c < len(categories) else None for c in rows["category"]],
+            choices=choices,
+            answer=[c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
+            answer_letter=letters,
+            hard=[(uid, int(i)) in hard_keys for i in rows["index"]],
+        )
+        parts.append(part)
     return PV4Data(
         questions=_finish_questions(pd.concat(parts, ignore_index=True)),
         users=pd.DataFrame(users, columns=USER_COLUMNS),
@@ -209,21 +205,11 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
         (root / "data" / "pv4", "memorilla"),
         (root / "pv4", "memorilla"),
     ):
-        found = {}
-        for s in SPLITS:
-            files = sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet"))
-            if files:
-                found[s] = files
+        found = {s: sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet")) for s in SPLITS}
+        found = {s: files for s, files in found.items() if files}
         if found:
             return found, kind
     return None
-
-
-def _parquet_error(path: Path, exc: Exception) -> ValueError:
-    return ValueError(
-        f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
-        "Rebuild it with `pv4kit build` or download it again"
-    )
 
 
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
@@ -232,10 +218,7 @@ def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict
 
     docs: dict[int, list[str]] = {}
     for path in files:
-        try:
-            pf = pq.ParquetFile(path)
-        except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-            raise _parquet_error(path, exc) from None
+        pf = pq.ParquetFile(path)  # read once already by _read_splits, which names a damaged file
         for g in range(pf.num_row_groups):
             ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
             need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
@@ -282,28 +265,26 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
     for split, files in found.items():
         for path in files:
             try:
-                names = pq.read_schema(path).names
+                pf = pq.ParquetFile(path)
+                names = pf.schema_arrow.names
+                id_column = "collection_id" if "collection_id" in names else "user_id"
+                need = [id_column, "question", "answer", "choices", "hard"]
+                t = pf.read(columns=[c for c in need if c in names]).to_pandas()
             except (OSError, ValueError) as exc:  # pyarrow.ArrowInvalid is a ValueError
-                raise _parquet_error(path, exc) from None
-            id_column = "collection_id" if "collection_id" in names else "user_id"
-            need = [id_column, "question", "answer", "choices", "hard"]
+                raise ValueError(
+                    f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
+                    "Rebuild it with `pv4kit build` or download it again"
+                ) from None
             missing = [c for c in need if c not in names]
             if missing:
                 raise ValueError(f"{path}: parquet lacks columns {missing}; found {names}")
-            try:
-                t = pq.read_table(path, columns=need).to_pandas()
-            except (OSError, ValueError) as exc:
-                raise _parquet_error(path, exc) from None
             _check_rows(t, path, id_column)
             parts.append(t.rename(columns={id_column: "user_id"}).assign(split=split))
     return pd.concat(parts, ignore_index=True), id_column
 
 
 def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
-    """Refuse a null id, question, answer or choices, or a question twice for one user.
-
-    A duplicate would shift the index of every question after it (``hard`` may be null: not hard).
-    """
+    """Refuse a null id, question, answer or choices, or a question twice for one user."""
     for column in (id_column, "question", "answer", "choices"):
         nulls = np.flatnonzero(table[column].isna().to_numpy())
         if len(nulls):
@@ -323,6 +304,9 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
+_ENRICH_COLUMNS = [*QUESTION_KEY, "_raw_question", "_category", "_category_name", "_rationale"]
+
+
 def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
     """Fill ``category, category_name, rationale`` and the users' raw-tree columns in place from ``raw_root``.
 
@@ -338,22 +322,12 @@ def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
         for col, value in zip(USER_COLUMNS[3:], values, strict=True):
             users.at[i, col] = value
         if u.qa is not None:
-            cats, names = u.qa["category"].to_numpy(), u.categories
-            part = {
-                "user_id": uid,
-                "question_index": np.arange(len(u.qa), dtype="int64"),
-                "_raw_question": u.qa["question"].to_numpy(),
-                "_category": cats,
-                "_category_name": [names[c] if c < len(names) else None for c in cats],
-                "_rationale": u.qa["rationale"].to_numpy(),
-            }
-            parts.append(pd.DataFrame(part))
-    merged = frame[[*QUESTION_KEY, "question"]]
-    if parts:
-        found = pd.concat(parts, ignore_index=True).astype({"user_id": frame["user_id"].dtype})
-        merged = merged.merge(found, on=QUESTION_KEY, how="left")
-    else:
-        merged = merged.assign(_raw_question=None, _category=None, _category_name=None, _rationale=None)
+            names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
+            qa = u.qa[["question", "category"]].assign(name=names, rationale=u.qa["rationale"])
+            parts += [(uid, i, *row) for i, row in enumerate(qa.itertuples(index=False))]
+    found = pd.DataFrame(parts, columns=_ENRICH_COLUMNS)
+    found = found.astype({"user_id": frame["user_id"].dtype, "question_index": "int64"})
+    merged = frame[[*QUESTION_KEY, "question"]].merge(found, on=QUESTION_KEY, how="left")
     present = merged["_raw_question"].notna().to_numpy()
     differ = present & (merged["_raw_question"] != merged["question"]).to_numpy()
     if differ.any():
@@ -370,18 +344,10 @@ def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
 
 
 def _load_parquet(
-    root: Path,
-    found: dict[str, list[Path]],
-    kind: str,
-    *,
-    splits: list[str] | None,
-    fraction: float,
-    seed: int,
+    root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
 ) -> PV4Data:
-    manifest_path = next(
-        (p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()), None
-    )
-    manifest = json.loads(manifest_path.read_text()) if manifest_path else {}
+    manifests = [p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()]
+    manifest = json.loads(manifests[0].read_text()) if manifests else {}
     fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
     frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
@@ -395,14 +361,11 @@ def _load_parquet(
     columns = {"user_id": ids, "role": [roles[u] for u in ids], "documents": [docs[u] for u in ids]}
     users = pd.DataFrame({**columns, **dict.fromkeys(USER_COLUMNS[3:])}, columns=USER_COLUMNS)
     # enrich from a raw tree next to the parquet (the hub layout, or the users_dir a build recorded)
-    raw_candidates = [root / "raw", root.parent / "raw"]
-    if manifest.get("users_dir"):
-        raw_candidates.insert(0, Path(manifest["users_dir"]).parent)
-    raw_root = next((r for r in raw_candidates if (r / "users").is_dir()), None)
+    candidates = [Path(manifest["users_dir"]).parent] if manifest.get("users_dir") else []
+    candidates += [root / "raw", root.parent / "raw"]
+    raw_root = next((r for r in candidates if (r / "users").is_dir()), None)
     if raw_root is not None:
         _enrich(frame, users, raw_root)
-    if splits:
-        frame = frame[frame["split"].isin(splits)]
     return PV4Data(_finish_questions(frame), users, str(root), _quick_fingerprint(all_files), kind)
 
 
@@ -421,10 +384,8 @@ def load(
     Args:
         source: A ``data/`` folder of ``{train,validation,test}.parquet``, a folder in the Memorilla-Data
             layout (``data/pv4/<split>-*.parquet`` with ``collection_id``), a raw tree (holding
-            ``users/``), or a hub dataset id (:func:`pv4kit.dataset.hub.looks_like_hub_id`). The default is
-            the id the dataset card loads, ``"MemoryAsModality/PersonalizationV4"``; the reference code's
-            ``"memorilla/PersonalizationV4"`` works too. A gated dataset needs access granted on its hub
-            page and ``hf auth login``.
+            ``users/``), or a hub dataset id: by default the dataset card's; the reference code's
+            ``"memorilla/PersonalizationV4"`` works too (a gated dataset needs access and ``hf auth login``).
         splits: Keep only these splits (default: all present).
         train_users: Inclusive id range of training users (raw trees; parquet rows carry their split).
         test_users: Inclusive id range of evaluation users.
@@ -434,8 +395,7 @@ def load(
 
     Raises:
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
-        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why:
-            gated, not found, offline, hub unreachable, and what to do).
+        pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why).
     """
     bad = [s for s in splits or [] if s not in SPLITS]
     if bad:
@@ -449,18 +409,18 @@ def load(
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)
     if found is not None:
-        data = _load_parquet(root, *found, splits=splits, fraction=validation_fraction, seed=seed)
+        data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
     elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
         raw = root if (root / "users").is_dir() else root / "raw"
         ranges = {"train_users": train_users, "test_users": test_users}
         data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
-        if splits:
-            data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     else:
         raise FileNotFoundError(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "
             "tree with users/user_N folders"
         )
+    if splits:
+        data.questions = data.questions[data.questions["split"].isin(splits)].reset_index(drop=True)
     if hub:
         data.kind, data.source = "hub", str(source)
     logger.info("%r", data)

@@ -1,10 +1,9 @@
 """Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
 
-Step 5 reproduces the reference parse, where a malformed (``<CHOICE_B`` without ``>``, lower-case,
-closing), missing or repeated tag silently runs one field into the next. This check finds every such block
-for ``validate`` and ``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
-``<CORRECT_CHOICE>`` once each, in order, then at most one ``<RATIONALE...>``; ``<WORD_COUNTS>`` sits
-inside the rationale and is not checked.
+In the reference parse a malformed (``<CHOICE_B`` without ``>``, lower-case, closing), missing or repeated
+tag silently runs one field into the next; this check finds every such block for ``validate`` and
+``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and ``<CORRECT_CHOICE>`` once
+each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` inside it is not checked).
 """
 
 from __future__ import annotations
@@ -38,11 +37,8 @@ class TagProblem:
     """One tag problem of a ``qa/{i}.txt`` file.
 
     Attributes:
-        line: 1-based line of the problem (the block's ``<QUESTION>`` line for a missing tag).
-        block: 0-based block (as :func:`pv4kit.dataset.questions.parse_qa_text` counts them), or ``None`` for
-            text before the first ``<QUESTION>``.
+        block: 0-based block (as ``parse_qa_text`` counts them), ``None`` before the first ``<QUESTION>``.
         code: ``tag_malformed``, ``tag_missing``, ``tag_repeated``, ``tag_order`` or ``tag_outside``.
-        message: What was expected, what was found and what the parse makes of it.
     """
 
     line: int
@@ -53,10 +49,7 @@ class TagProblem:
 
 def _canonical(token: str) -> str:
     name = re.sub(r"[^A-Za-z]", "", token).upper()
-    for tag in _ALL:
-        if tag.replace("_", "") == name:
-            return tag
-    return name
+    return next((tag for tag in _ALL if tag.replace("_", "") == name), name)
 
 
 def _field_name(tag: str) -> str:
@@ -146,15 +139,8 @@ def check_tags(text: str) -> list[TagProblem]:
     return sorted(problems, key=lambda p: p.line)
 
 
-#: columns of :func:`tag_report`
-REPORT_COLUMNS = ["file", "category", "block", "line", "reason", "detail"]
-
-
 def tag_report(user_dir: str | Path) -> pd.DataFrame:
     """Tag problems of one user's ``qa/{i}.txt`` files, as rows for step 5's drop report.
-
-    Args:
-        user_dir: The ``users/user_N`` directory (its ``categories.txt`` says which files are read).
 
     Returns:
         One row per problem: ``file, category, block, line, reason ("malformed_tags"), detail`` (the
@@ -165,14 +151,6 @@ def tag_report(user_dir: str | Path) -> pd.DataFrame:
     for c in range(len(read_list(user_dir / "categories.txt"))):
         path = user_dir / "qa" / f"{c}.txt"
         for problem in check_tags(read_text(path)):
-            rows.append(
-                {
-                    "file": str(path),
-                    "category": c,
-                    "block": -1 if problem.block is None else problem.block,
-                    "line": problem.line,
-                    "reason": "malformed_tags",
-                    "detail": problem.message,
-                }
-            )
-    return pd.DataFrame(rows, columns=REPORT_COLUMNS)
+            block = -1 if problem.block is None else problem.block
+            rows.append((str(path), c, block, problem.line, "malformed_tags", problem.message))
+    return pd.DataFrame(rows, columns=["file", "category", "block", "line", "reason", "detail"])

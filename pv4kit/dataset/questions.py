@@ -1,26 +1,8 @@
 """Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
 
-The rule reproduces the reference implementation exactly, so the released ``qa.csv`` files come out
-byte for byte from the released ``qa/{i}.txt``:
-
-* ``categories.txt`` is split on ``\\n`` and nothing else, so ``C`` counts every line, a blank one (a
-  trailing newline) included; categories ``0..C-1`` are read in order;
-* each file is stripped and split on ``<QUESTION>``; *every* non-blank chunk is parsed with the tag put
-  back in front, the text before the first tag included. So a first question whose tag the model forgot
-  is kept and takes its draw, and prose before the first tag is a record without a letter, dropped
-  without a draw (the report says which: ``untagged_first_kept`` or ``preamble``);
-* in a block, each field of the fixed sequence ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``,
-  ``<CORRECT_CHOICE>`` runs from its tag to the *next tag of that sequence*, or to the end of the block
-  when that next tag is absent (so a missing ``<CHOICE_E>`` lets ``<CHOICE_D>`` run on), stripped;
-* the letter is ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only: ``C)`` counts, ``c`` does not);
-* the rationale runs from ``<RATIONALE...>`` to the end of the block, ``<WORD_COUNTS>`` included;
-* blocks whose question is empty are not records;
-* one ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
-  choice is dropped *without drawing*; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
-  text is removed from the five choices (first equal one), ``rng.shuffle`` reorders the four left and the
-  correct text is inserted at the new letter.
-
-Beyond the reference, :func:`build_question_table` also returns a report of every dropped block.
+The rule is the reference's, so the released ``qa.csv`` files come out byte for byte from the released
+``qa/{i}.txt``: see :func:`parse_qa_text` (blocks and fields) and :func:`shuffle_records` (the answer
+shuffle). Beyond the reference, :func:`build_question_table` also reports every dropped block.
 """
 
 from __future__ import annotations
@@ -47,21 +29,11 @@ _FIELD_RE = {
     tag: re.compile(rf"<{tag}>(.*?)(?=<{nxt}>|$)", re.DOTALL)
     for tag, nxt in zip(_SEQUENCE[:-1], _SEQUENCE[1:], strict=True)
 }
+_FIELD_RE["QUESTION"] = re.compile(r"^(.*?)(?=<CHOICE_A>|$)", re.DOTALL)  # a block starts after its tag
 _LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-E])\b")
 _LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
 _RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
 
-#: drop reasons reported by :func:`build_question_table`
-DROP_REASONS = (
-    "empty_question",
-    "no_letter",
-    "lowercase_letter",
-    "empty_correct_choice",
-    "preamble",
-    "untagged_first_lowercase_letter",
-    "untagged_first_empty_correct_choice",
-    "untagged_first_empty_question",
-)
 #: report reason of an untagged first chunk that the reference keeps as a question (a note, not a drop)
 KEPT_UNTAGGED = "untagged_first_kept"
 
@@ -71,15 +43,10 @@ class QABlock:
     """One ``<QUESTION>`` block of a ``qa/{i}.txt`` file, parsed with the reference rule.
 
     Attributes:
-        question: The question text (stripped; may be empty).
-        choices: The five choice texts A-E ("" where a tag is missing or empty).
         letter: The correct letter A-E, or "" when none was found.
-        rationale: Text from ``<RATIONALE...>`` to the end of the block (stripped).
-        block: 0-based position of the block in its file.
-        line: 1-based line of the block's ``<QUESTION>`` tag in its file.
+        block: 0-based position of the block in its file (``line``: 1-based line of its tag).
         raw_letter: What follows ``<CORRECT_CHOICE>`` when it looks like a letter in any case ("" if not).
-        leading: True for the text before the file's first ``<QUESTION>`` tag, which the reference
-            parses as a block of its own when it is not blank.
+        leading: True for the text before the file's first ``<QUESTION>`` tag.
     """
 
     question: str
@@ -93,27 +60,19 @@ class QABlock:
 
 
 def _field(tag: str, block: str) -> str:
-    if tag == "QUESTION":
-        # the block starts right after a <QUESTION> tag
-        match = re.match(r"(.*?)(?=<CHOICE_A>|$)", block, re.DOTALL)
-    else:
-        match = _FIELD_RE[tag].search(block)
+    match = _FIELD_RE[tag].search(block)
     return match.group(1).strip() if match else ""
 
 
 def parse_qa_text(text: str) -> list[QABlock]:
     """Parse one ``qa/{i}.txt`` file into its blocks (empty questions included), as the reference does.
 
-    The reference strips the text, splits it on ``<QUESTION>`` and parses every non-blank chunk with the
-    tag put back in front. The text before the first tag is therefore a block too (``leading=True``)
-    when it is not blank: an untagged first question, or a prose preamble.
-
-    Args:
-        text: The file's text as the model returned it.
-
-    Returns:
-        The leading block (when the text before the first tag is not blank), then one :class:`QABlock`
-        per ``<QUESTION>`` tag, in file order; ``block`` counts them from 0.
+    The text is split on ``<QUESTION>`` and every non-blank chunk is a block, the text before the first
+    tag included (``leading=True``: an untagged first question, or a prose preamble). In a block, each
+    field of ``<QUESTION>``, ``<CHOICE_A>`` .. ``<CHOICE_E>``, ``<CORRECT_CHOICE>`` runs from its tag to
+    the next tag of that sequence, or to the block's end when that tag is absent, stripped; the letter is
+    ``<CORRECT_CHOICE>\\s*([A-E])\\b`` (upper case only); the rationale runs from ``<RATIONALE...>`` to the
+    end of the block, ``<WORD_COUNTS>`` included.
     """
     parts = text.split("<QUESTION>")
     blocks: list[QABlock] = []
@@ -123,14 +82,12 @@ def parse_qa_text(text: str) -> list[QABlock]:
     # the line of the leading chunk's first visible character; a tag's line otherwise
     line = 1 + lead[: len(lead) - len(lead.lstrip())].count("\n")
     for i, (block, leading) in enumerate(chunks):
-        letter_match = _LETTER_RE.search(block)
-        loose = _LOOSE_LETTER_RE.search(block)
-        rationale = _RATIONALE_RE.search(block)
+        letter, loose, rationale = (r.search(block) for r in (_LETTER_RE, _LOOSE_LETTER_RE, _RATIONALE_RE))
         blocks.append(
             QABlock(
                 question=_field("QUESTION", block),
                 choices=tuple(_field(f"CHOICE_{x}", block) for x in LETTERS),  # type: ignore[arg-type]
-                letter=letter_match.group(1) if letter_match else "",
+                letter=letter.group(1) if letter else "",
                 rationale=rationale.group(1).strip() if rationale else "",
                 block=i,
                 line=line,
@@ -138,48 +95,40 @@ def parse_qa_text(text: str) -> list[QABlock]:
                 leading=leading,
             )
         )
-        if leading:
-            line = 1 + lead.count("\n")
-        else:
-            line += block.count("\n")
+        line = 1 + lead.count("\n") if leading else line + block.count("\n")
     return blocks
 
 
 def shuffle_records(
     records: list[tuple[int, QABlock]], *, seed: int = 42
 ) -> tuple[list[dict[str, object]], list[dict[str, object]]]:
-    """Apply the reference answer shuffle to one user's records.
+    """Apply the reference answer shuffle to one user's ``(category, block)`` records (non-empty questions).
 
-    Args:
-        records: ``(category, block)`` pairs in category order, then file order; blocks with an empty
-            question must already be left out.
-        seed: Seed of the one ``random.Random`` that serves the whole user.
+    One ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
+    choice is dropped without drawing; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
+    text is removed from the five choices (first equal one), the four left are shuffled and the correct
+    text is inserted at the new letter.
 
     Returns:
         ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
-        dropped record with its ``category``, ``block``, ``line`` and ``reason``, plus one with reason
-        :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
+        dropped record (``category, block, line, reason``), plus one with reason :data:`KEPT_UNTAGGED` for
+        a kept untagged first block (a note: that row is in ``rows``).
     """
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
     drops: list[dict[str, object]] = []
-
-    def drop(category: int, blk: QABlock, reason: str) -> None:
-        if blk.leading:
-            reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
-        drops.append({"category": category, "block": blk.block, "line": blk.line, "reason": reason})
-
     for category, blk in records:
-        choices = list(blk.choices)
-        if not blk.letter:
-            drop(category, blk, "lowercase_letter" if blk.raw_letter else "no_letter")
-            continue
-        correct = choices[LETTERS.index(blk.letter)]
+        where = {"category": category, "block": blk.block, "line": blk.line}
+        correct = blk.choices[LETTERS.index(blk.letter)] if blk.letter else ""
         if not correct:
-            drop(category, blk, "empty_correct_choice")
+            unread = "lowercase_letter" if blk.raw_letter else "no_letter"
+            reason = "empty_correct_choice" if blk.letter else unread
+            if blk.leading:
+                reason = "preamble" if reason == "no_letter" else f"untagged_first_{reason}"
+            drops.append({**where, "reason": reason})
             continue
         new_letter = rng.choice(LETTERS)
-        others = list(choices)
+        others = list(blk.choices)
         others.remove(correct)
         rng.shuffle(others)
         others.insert(LETTERS.index(new_letter), correct)
@@ -188,18 +137,12 @@ def shuffle_records(
         row.update({"correct_choice": new_letter, "rationale": blk.rationale})
         rows.append(row)
         if blk.leading:
-            drops.append(
-                {"category": category, "block": blk.block, "line": blk.line, "reason": KEPT_UNTAGGED}
-            )
+            drops.append({**where, "reason": KEPT_UNTAGGED})
     return rows, drops
 
 
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt``.
-
-    Args:
-        user_dir: The ``users/user_N`` directory.
-        seed: Seed of the answer shuffle (the reference uses 42).
+    """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt`` (``user_dir``).
 
     Returns:
         ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
@@ -242,9 +185,8 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
 def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
     """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
 
-    Empty unless ``table`` has fewer questions than ``target``; then the old rows whose question text
-    the new table lacks (matched one for one), or the last old rows when the texts all survive. A
-    ``target`` that is not a readable question table holds no question to lose (a warning says so).
+    The old rows whose question text the new table lacks (matched one for one), or the last old rows when
+    the texts all survive; empty unless ``table`` is smaller or when ``target`` is unreadable (warned).
     """
     try:
         old = read_qa_csv(target) if Path(target).is_file() else pd.DataFrame(columns=QA_COLUMNS)
@@ -276,14 +218,12 @@ def write_qa_tables(
         seed: Seed of the answer shuffle.
         overwrite: Rewrite ``qa.csv`` files that already exist (otherwise they are kept).
         user_ids: Only these users (default: all).
-        force: Write a table with fewer questions than the ``qa.csv`` it replaces (otherwise nothing
-            is written and the error names each such file and the questions that would go).
+        force: Write a table with fewer questions than the ``qa.csv`` it replaces.
 
     Returns:
-        The drop report of all users: ``user_id, file, line, category, block, reason, kept, detail``;
-        besides the dropped blocks (and the untagged first questions kept, ``kept`` true) it flags every
-        block with a malformed, missing or repeated tag (reason ``malformed_tags``, ``kept`` false: a flag,
-        not a drop; ``detail`` says what is wrong), plus an ``attrs["summary"]`` frame with per-user counts
+        The drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
+        dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag
+        (reason ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]``
         (``user_id, kept, dropped, malformed, written``).
 
     Raises:
@@ -305,14 +245,7 @@ def write_qa_tables(
         drops.insert(0, "user_id", uid)
         reports.append(drops)
         written = overwrite or not target.exists()
-        counts = {"user_id": uid, "kept": len(table), "dropped": n_dropped, "malformed": len(drops) - n_rows}
-        summary.append({**counts, "written": written})
-        logger.info(
-            "user %d: %d questions kept, %d dropped%s%s",
-            *(uid, counts["kept"], counts["dropped"]),
-            f", {counts['malformed']} tag problem(s)" if counts["malformed"] else "",
-            "" if written else " (qa.csv exists, kept)",
-        )
+        summary.append((uid, len(table), n_dropped, len(drops) - n_rows, written))
         if not written:
             continue
         pending.append((target, table))
@@ -340,6 +273,7 @@ def write_qa_tables(
         atomic_write_text(target, format_qa_csv(table))
     columns = ["user_id", "file", "line", "category", "block", "reason", "kept", "detail"]
     report = pd.concat(reports, ignore_index=True) if reports else pd.DataFrame(columns=columns)
-    names = ["user_id", "kept", "dropped", "malformed", "written"]
-    report.attrs["summary"] = pd.DataFrame(summary, columns=names)
+    report.attrs["summary"] = pd.DataFrame(
+        summary, columns=["user_id", "kept", "dropped", "malformed", "written"]
+    )
     return report

@@ -1,19 +1,13 @@
 """Step 6: per-user splits of the question tables into ``train``/``validation``/``test`` parquet files.
 
-Training users (ids in ``train_users``) draw a permutation of their questions with
-``numpy.random.default_rng(seed)``; the first ``ceil(fraction * n)`` go to validation and the rest to
-train, both in permutation order (the rule of ``datasets.Dataset.train_test_split(test_size=fraction,
-seed=seed)``). Evaluation users (ids in ``test_users``) keep all their questions, in the order of
-``qa.csv``'s ``index`` column, in ``test``. Every row carries the user's chats, read as stored, as
-``documents``. Each user writes one row group to each split of its role, an empty one included, and
-``user_splits.csv`` names the roles ``training`` and ``evaluation``: the files are those the reference's
-``build_dataset.py`` writes, byte for byte.
+Training users split their questions with :func:`split_indices`; evaluation users keep all of theirs, in
+``qa.csv`` order, in ``test``. Every row carries the user's chats as ``documents``; each user writes one row
+group to each split of its role, an empty one included: the files of the reference's ``build_dataset.py``,
+byte for byte.
 """
 
 from __future__ import annotations
 
-import csv
-import io
 import logging
 import math
 from pathlib import Path
@@ -53,24 +47,13 @@ REFERENCE_ROLES = {"train": "training", "test": "evaluation"}
 
 
 def split_indices(n: int, *, fraction: float = 0.1, seed: int = 23) -> tuple[np.ndarray, np.ndarray]:
-    """Split ``n`` question positions into ``(train, validation)`` index arrays.
+    """Split ``n`` question positions into ``(train, validation)`` index arrays, in permutation order.
 
     Equal to ``datasets.Dataset.train_test_split(test_size=fraction, seed=seed)``: a permutation from
     ``numpy.random.default_rng(seed)``, its first ``ceil(fraction * n)`` entries held out.
-
-    Args:
-        n: Number of questions of the user (0 and 1 are split as the reference splits them: nothing,
-            or the one question held out).
-        fraction: Share held out for validation, in ``(0, 1)``.
-        seed: Seed of the permutation (the same for every user).
-
-    Returns:
-        ``(train_positions, validation_positions)``, both in permutation order.
     """
     if not 0 < fraction < 1:
         raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got n={n}")
     perm = np.random.default_rng(seed).permutation(n)
     n_val = math.ceil(fraction * n)
     return perm[n_val:], perm[:n_val]
@@ -84,14 +67,7 @@ def assign_splits(
     fraction: float = 0.1,
     seed: int = 23,
 ) -> pd.DataFrame:
-    """Assign every question of every user to a split, in output row order.
-
-    Args:
-        sizes: ``{user_id: number of questions}``.
-        train_users: Inclusive id range of training users.
-        test_users: Inclusive id range of evaluation users.
-        fraction: Validation share of each training user.
-        seed: Seed of the per-user permutation.
+    """Assign every question of ``sizes`` (``{user_id: number of questions}``) to a split.
 
     Returns:
         Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
@@ -181,11 +157,9 @@ def build_dataset(
 ) -> pd.DataFrame:
     """Build ``{train,validation,test}.parquet``, ``user_splits.csv`` and ``manifest.json`` from raw users.
 
-    Every input is read and checked before anything is written (bad letters, empty answers, hard-subset
-    entries that are not test questions, overlapping ranges, bad chat names or duplicate chat numbers); the
-    files are written into a temporary folder that replaces ``output_dir`` as a whole
-    (:func:`pv4kit._io.replace_directory`: other files in ``output_dir`` are carried over), so a failure or
-    a kill leaves the previous output or the new one, never a mix. Users outside both ranges are skipped.
+    Every input is checked before anything is written; the files go to a temporary folder that replaces
+    ``output_dir`` as a whole (other files in it are carried over), so a failure or a kill leaves the
+    previous output or the new one, never a mix. Users outside both ranges are skipped.
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
@@ -256,12 +230,8 @@ def build_dataset(
         finally:
             for w in writers.values():
                 w.close()
-        buf = io.StringIO()
-        writer = csv.DictWriter(buf, fieldnames=USER_SPLITS_COLUMNS, lineterminator="\n")
-        writer.writeheader()
-        writer.writerows(summary)
-        atomic_write_text(tmp / "user_splits.csv", buf.getvalue())
         frame = pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
+        atomic_write_text(tmp / "user_splits.csv", frame.to_csv(index=False, lineterminator="\n"))
         manifest = provenance(
             step="build",
             users_dir=str(users_dir),
@@ -275,5 +245,4 @@ def build_dataset(
             rows={s: int(frame[s].sum()) for s in SPLITS},
         )
         atomic_write_json(tmp / "manifest.json", manifest)
-    logger.info("built %s: %s", output_dir, ", ".join(f"{s} {int(frame[s].sum())} rows" for s in SPLITS))
     return frame

@@ -1,4 +1,4 @@
-"""The raw release tree: where each file sits, reading one user or the whole tree, writing a user folder.
+"""The raw release tree: where each file sits, reading one user or the whole tree.
 
 Layout (as released)::
 
@@ -12,25 +12,19 @@ Layout (as released)::
         chats/{i}.txt                two-turn chat: "Leo: ..." then "Assistant: ..."
         qa/{i}.txt                   tagged model output for category i
         qa.csv                       step 5's question table
-
-How each file's text is read and written is :mod:`pv4kit.dataset.formats`; checking a whole tree is
-:mod:`pv4kit.dataset.validate`.
 """
 
 from __future__ import annotations
 
 import hashlib
-import logging
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
-from pv4kit._io import atomic_write_text, read_csv, read_text, sha256_file
-from pv4kit.dataset.formats import format_list, read_list, read_qa_csv
-
-logger = logging.getLogger(__name__)
+from pv4kit._io import read_csv, read_text, sha256_file
+from pv4kit.dataset.formats import read_list, read_qa_csv
 
 #: a user folder's name, ``user_N``
 USER_DIR_RE = re.compile(r"^user_(\d+)$")
@@ -39,18 +33,7 @@ _PERSONA_RE = re.compile(r"^user_(\d+)\.txt$")
 
 @dataclass
 class RawUser:
-    """One user's files from the raw tree.
-
-    Attributes:
-        user_id: The user's id (``N`` in ``user_N``).
-        path: The ``users/user_N`` directory.
-        categories: Lines of ``categories.txt`` (empty when the file is absent).
-        topics: Lines of ``chat_topics.txt`` (empty when the file is absent).
-        chats: Chat texts ordered by integer file stem.
-        qa: The parsed ``qa.csv`` or ``None`` when it is absent.
-        persona: The persona profile text, when ``personas/user_N.txt`` exists.
-        seed: The seed persona from ``persona_seeds.csv``, when present.
-    """
+    """One user's files from the raw tree (lists empty and the rest ``None`` where a file is absent)."""
 
     user_id: int
     path: Path
@@ -76,9 +59,8 @@ def user_folder_id(path: Path) -> int | None:
     """The id of a ``user_N`` folder, ``None`` for a name of another form.
 
     Raises:
-        ValueError: For ``N`` not written in plain ASCII digits without leading zeros (``user_007``,
-            ``user_\u0667``): the reference reads them as user 7, but every file pv4kit and the reference
-            write or look up is ``user_7``, so such a folder is refused, with the name it should have.
+        ValueError: For ``N`` not in plain ASCII digits without leading zeros (``user_007``): the reference
+            reads it as user 7 but every file names ``user_7``, so it is refused, naming the right name.
     """
     m = USER_DIR_RE.match(path.name)
     if not m:
@@ -93,12 +75,7 @@ def user_folder_id(path: Path) -> int | None:
 
 
 def list_users(users_dir: str | Path) -> list[int]:
-    """Sorted ids of the ``user_N`` folders in ``users_dir``.
-
-    Raises:
-        FileNotFoundError: When ``users_dir`` does not exist or holds no ``user_N`` folder.
-        ValueError: For a ``user_N`` folder whose ``N`` is not written plainly (:func:`user_folder_id`).
-    """
+    """Sorted ids of the ``user_N`` folders in ``users_dir`` (``FileNotFoundError`` when there is none)."""
     users_dir = Path(users_dir)
     if not users_dir.is_dir():
         raise FileNotFoundError(f"{users_dir}: users directory does not exist")
@@ -109,14 +86,11 @@ def list_users(users_dir: str | Path) -> list[int]:
 
 
 def is_chat_file(p: Path) -> bool:
-    """Whether a file in ``chats/`` is a chat (``<integer>.txt``); ``False`` for a hidden file passed over.
-
-    Hidden files other than ``*.txt`` (``.DS_Store``) are passed over. The reference reads every ``*.txt``
-    by ``int(stem)``: ``+1.txt`` as chat 1, while ``.1.txt`` stops it with a bare ``ValueError``; pv4kit
-    refuses both, and any other name, naming the file.
+    """Whether a file in ``chats/`` is a chat; ``False`` for a hidden non-``.txt`` file (``.DS_Store``).
 
     Raises:
-        ValueError: When a file name is not ``<integer>.txt``.
+        ValueError: Naming a file not named ``<integer>.txt`` (the reference reads ``+1.txt`` as chat 1
+            and stops on ``.1.txt`` with a bare ``ValueError``).
     """
     if p.name.startswith(".") and p.suffix != ".txt":
         return False
@@ -126,11 +100,7 @@ def is_chat_file(p: Path) -> bool:
 
 
 def chat_files(user_dir: str | Path) -> list[Path]:
-    """The ``chats/{i}.txt`` files by integer stem (``10.txt`` after ``9.txt``; see :func:`is_chat_file`).
-
-    Raises:
-        ValueError: When a file name is not ``<integer>.txt``, or a chat number is given twice.
-    """
+    """The ``chats/{i}.txt`` files by integer stem; ``ValueError`` for a bad name or a number given twice."""
     chats_dir = Path(user_dir) / "chats"
     files = (
         sorted((p for p in chats_dir.iterdir() if is_chat_file(p)), key=lambda p: int(p.stem))
@@ -161,15 +131,7 @@ def duplicate_message(number: int, files: list[Path]) -> str:
 
 
 def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
-    """Read a user's chats in topic order (integer file stem), each as stored (as the reference reads them).
-
-    Args:
-        user_dir: The ``users/user_N`` folder.
-        strip: Strip each chat (pv4kit's former reading; the reference keeps the text whole).
-
-    Raises:
-        FileFormatError: Naming the file and line of a chat that is not UTF-8 text.
-    """
+    """Read a user's chats in topic order, each as stored (as the reference reads them) unless ``strip``."""
     chats = [read_text(p) for p in chat_files(user_dir)]
     return [c.strip() for c in chats] if strip else chats
 
@@ -186,14 +148,10 @@ def read_persona_seeds(raw_dir: str | Path) -> dict[int, str]:
 
 
 def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
-    """Read ``hard_subset.csv`` (``user_id, question_index``); an absent path gives an empty frame.
+    """Read ``hard_subset.csv`` (``user_id, question_index``); a ``None`` path gives an empty frame.
 
-    Columns are found by name, as the reference's ``csv.DictReader`` finds them: other columns and another
-    order are accepted (the other columns are not read). A UTF-8 byte-order mark is read as one (the
-    reference's reader keeps it in the first column's name and stops with ``KeyError: 'user_id'``).
+    Columns are found by name, as the reference's ``csv.DictReader`` finds them (other columns are not read).
     """
-    if path is not None and not Path(path).is_file():
-        raise FileNotFoundError(f"{path}: hard subset file does not exist")
     frame = read_csv(path) if path is not None else pd.DataFrame(columns=["user_id", "question_index"])
     if not {"user_id", "question_index"} <= set(frame.columns):
         raise ValueError(
@@ -216,8 +174,7 @@ def read_user(
 ) -> RawUser:
     """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
 
-    ``chats=False`` skips reading the chats (``chats`` stays empty), for callers that have them already.
-    ``seeds`` is ``read_persona_seeds(raw_dir)`` for a caller reading many users (read once, not per user).
+    ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once.
     """
     user_dir = Path(user_dir)
     m = USER_DIR_RE.match(user_dir.name)
@@ -226,11 +183,9 @@ def read_user(
     if not user_dir.is_dir():
         raise FileNotFoundError(f"{user_dir}: user folder does not exist")
     uid = int(m.group(1))
-    user, lists = RawUser(user_id=uid, path=user_dir), ("categories.txt", "chat_topics.txt")
-    user.categories, user.topics = (
-        read_list(user_dir / f) if (user_dir / f).is_file() else [] for f in lists
-    )
-    user.chats = read_chats(user_dir) if chats else []
+    user = RawUser(user_id=uid, path=user_dir, chats=read_chats(user_dir) if chats else [])
+    lists = [user_dir / "categories.txt", user_dir / "chat_topics.txt"]
+    user.categories, user.topics = (read_list(p) if p.is_file() else [] for p in lists)
     if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
         user.qa = read_qa_csv(user_dir / "qa.csv")
     if raw_dir is not None:
@@ -249,28 +204,16 @@ def list_personas(persona_dir: str | Path) -> list[int]:
 
 
 def input_files(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> list[Path]:
-    """The files a dataset built or loaded from a raw tree is made of, for its fingerprint.
-
-    pv4kit's one definition: every ``qa.csv`` and every file in a ``chats/`` folder under ``users_dir``,
-    plus ``hard_subset`` when given; sorted. ``build`` records their fingerprint in ``manifest.json``,
-    ``load`` of a raw tree in ``PV4Data.fingerprint``.
-    """
-    files = [
-        p
-        for p in Path(users_dir).rglob("*")
-        if p.is_file() and (p.name == "qa.csv" or p.parent.name == "chats")
-    ]
-    if hard_subset is not None:
-        files.append(Path(hard_subset))
-    return sorted(files)
+    """The files a dataset is made of, for its fingerprint: every ``qa.csv``, ``chats/*``, ``hard_subset``."""
+    named = (p for p in Path(users_dir).rglob("*") if p.name == "qa.csv" or p.parent.name == "chats")
+    extra = [Path(hard_subset)] if hard_subset is not None else []
+    return sorted([p for p in named if p.is_file()] + extra)
 
 
 def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> str:
-    """SHA-256 over the names and contents of :func:`input_files`, the same wherever the tree lies.
+    """SHA-256 over the names (relative to ``users_dir``) and contents of :func:`input_files`.
 
-    Names are taken relative to ``users_dir`` (``users/user_6/qa.csv``, ...) and the hard subset counts
-    as ``hard_subset.csv``, so a copy of the same data in another folder or checkout has the same
-    fingerprint (runs and caches made elsewhere still match).
+    The same wherever the tree lies, so runs and caches made from a copy elsewhere still match.
     """
     users_dir = Path(users_dir)
     named = [("users/" + p.relative_to(users_dir).as_posix(), p) for p in input_files(users_dir)]
@@ -282,27 +225,3 @@ def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None =
         digest.update(b"\0")
         digest.update(sha256_file(path).encode())
     return digest.hexdigest()
-
-
-def write_user_files(
-    user_dir: str | Path,
-    *,
-    categories: list[str] | None = None,
-    topics: list[str] | None = None,
-    chats: dict[int, str] | None = None,
-    qa_texts: dict[int, str] | None = None,
-) -> None:
-    """Write parts of a user folder in the release layout (each file atomically).
-
-    Lists are joined with ``\\n`` and no trailing newline, as the reference writes them (a trailing
-    newline would read back as one more, blank, item).
-    """
-    user_dir = Path(user_dir)
-    if categories is not None:
-        atomic_write_text(user_dir / "categories.txt", format_list(categories))
-    if topics is not None:
-        atomic_write_text(user_dir / "chat_topics.txt", format_list(topics))
-    for i, text in (chats or {}).items():
-        atomic_write_text(user_dir / "chats" / f"{i}.txt", text.strip())
-    for i, text in (qa_texts or {}).items():
-        atomic_write_text(user_dir / "qa" / f"{i}.txt", text)

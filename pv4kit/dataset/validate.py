@@ -7,6 +7,8 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 
 from __future__ import annotations
 
+import functools
+import math
 from pathlib import Path
 
 import pandas as pd
@@ -16,7 +18,6 @@ from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import (
-    chat_files,
     duplicate_chats,
     duplicate_message,
     is_chat_file,
@@ -60,51 +61,45 @@ class _Report(list):
 
 def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | None]:
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
-    path = user_dir / "categories.txt"
+    path, topics_path = user_dir / "categories.txt", user_dir / "chat_topics.txt"
     categories = r.read(read_list, path) if path.is_file() else None
     if not path.is_file():
         r.add(path, None, "missing_file", "categories.txt is missing")
     elif categories == [""]:
         r.add(path, None, "empty_file", "categories.txt lists no category")
     categories = [] if categories in (None, [""]) else categories
-    topics_path = user_dir / "chat_topics.txt"
     topics = r.read(read_list, topics_path) if topics_path.exists() else None
     if not topics_path.exists():
         r.add(topics_path, None, "missing_file", "chat_topics.txt is missing", "warning")
     for items, file, what in ((categories, path, "category"), (topics or [], topics_path, "topic")):
-        for i, item in enumerate(items):  # the reference reads each blank line as a (blank) item
-            if item.strip():
-                continue
+        for i in [i for i, item in enumerate(items) if not item.strip()]:  # the reference reads a blank item
             if i == len(items) - 1 and len(items) > 1:
-                message = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
-                r.add(file, i + 1, "trailing_newline", message, "warning")
+                why = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
+                r.add(file, i + 1, "trailing_newline", why, "warning")
             else:
-                message = f"line {i + 1} is blank: the reference reads it as {what} {i}"
-                r.add(file, i + 1, "blank_item", message, "warning")
+                why = f"line {i + 1} is blank: the reference reads it as {what} {i}"
+                r.add(file, i + 1, "blank_item", why, "warning")
     return categories, topics
 
 
 def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
     """Chat names, numbering ``0..n-1`` (as many as the topics) and each chat's two turns."""
-    try:
-        files = chat_files(user_dir)
-    except ValueError:  # a bad name or a number given twice: each is reported
-        files = []
-        for p in sorted((user_dir / "chats").iterdir()):
-            try:
-                files += [p] if is_chat_file(p) else []
-            except ValueError as exc:
-                r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
-        files.sort(key=lambda p: int(p.stem))
-        for number, same in duplicate_chats(files).items():
-            r.add(user_dir / "chats", None, "chat_duplicate", duplicate_message(number, same))
+    chats_dir, files = user_dir / "chats", []
+    for p in sorted(chats_dir.iterdir()) if chats_dir.is_dir() else []:
+        try:
+            files += [p] if is_chat_file(p) else []
+        except ValueError as exc:
+            r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
+    files.sort(key=lambda p: int(p.stem))
+    for number, same in duplicate_chats(files).items():
+        r.add(chats_dir, None, "chat_duplicate", duplicate_message(number, same))
     if not files:
-        r.add(user_dir / "chats", None, "no_chats", "no chats/{i}.txt files")
+        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
     stems = [int(p.stem) for p in files]
     missing = sorted(set(range(max(stems) + 1)) - set(stems)) if stems else []
     if missing:
         names = ", ".join(f"{i}.txt" for i in missing[:10]) + (" ..." if len(missing) > 10 else "")
-        r.add(user_dir / "chats", None, "chat_gap", f"chat numbering has gaps: missing {names}")
+        r.add(chats_dir, None, "chat_gap", f"chat numbering has gaps: missing {names}")
     if topics is not None and stems and len(topics) != len(files):
         message = f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats"
         r.add(user_dir / "chat_topics.txt", None, "count_mismatch", message)
@@ -197,15 +192,8 @@ def _check_qa_csv(user_dir: Path, r: _Report, categories: list[str], table: pd.D
         r.add(qa_csv, None, "qa_stale", message, "warning")
 
 
-def _role(user_id: int, train_users: tuple[int, int] | None, test_users: tuple[int, int] | None) -> tuple:
-    """``(role, the ranges in words)`` of ``user_id`` under the ranges ``build`` would use."""
-    train, test = train_users or DEFAULT_TRAIN_USERS, test_users or DEFAULT_TEST_USERS
-    ranges = f"train users {train[0]}-{train[1]}, test users {test[0]}-{test[1]}"
-    return user_role(user_id, train_users=train, test_users=test), ranges
-
-
 def _check_hard_subset(
-    root: Path, users_dir: Path, r: _Report, ids: list[int], ranges: tuple[tuple[int, int] | None, ...]
+    root: Path, users_dir: Path, r: _Report, roles: dict[int, str | None], words: str
 ) -> None:
     """Each ``hard_subset.csv`` entry names a test user of the tree and one of its questions."""
     hard = root / "hard_subset.csv"
@@ -216,45 +204,39 @@ def _check_hard_subset(
     except ValueError as exc:
         r.add(hard, 1, "hard_format", str(exc))
         return
-    sizes: dict[int, int] = {}
-    for line, e in enumerate(entries.itertuples(index=False), start=2):
-        qa_csv = users_dir / f"user_{e.user_id}" / "qa.csv"
-        if e.user_id not in sizes and qa_csv.is_file():
-            try:
-                sizes[e.user_id] = len(read_qa_csv(qa_csv))
-            except ValueError:
-                pass  # reported with the user's files
-        role, words = _role(int(e.user_id), *ranges)
-        if e.user_id not in ids:
-            r.add(hard, line, "hard_unknown", f"user {e.user_id} is not in the tree")
-        elif role == "train":
+
+    @functools.cache
+    def size(uid: int) -> float:
+        try:
+            return len(read_qa_csv(users_dir / f"user_{uid}" / "qa.csv"))
+        except (OSError, ValueError):  # reported with the user's files
+            return math.inf
+
+    for line, (uid, index) in enumerate(entries.itertuples(index=False), start=2):
+        if uid not in roles:
+            r.add(hard, line, "hard_unknown", f"user {uid} is not in the tree")
+        elif roles[uid] == "train":
             message = (
-                f"hard entry for user {e.user_id}, a training user ({words}); hard questions must be test "
+                f"hard entry for user {uid}, a training user ({words}); hard questions must be test "
                 "questions, so `pv4kit build` would refuse it"
             )
             r.add(hard, line, "hard_training", message)
-        elif role is None:
-            message = (
-                f"hard entry for user {e.user_id}, who is outside both ranges ({words}) and is not built"
-            )
+        elif roles[uid] is None:
+            message = f"hard entry for user {uid}, who is outside both ranges ({words}) and is not built"
             r.add(hard, line, "hard_unbuilt", message)
-        elif e.user_id in sizes and not 0 <= e.question_index < sizes[e.user_id]:
-            r.add(hard, line, "hard_unknown", f"user {e.user_id} has no question {e.question_index}")
+        elif not 0 <= index < size(uid):
+            r.add(hard, line, "hard_unknown", f"user {uid} has no question {index}")
 
 
 def validate_raw(
     raw_dir: str | Path,
     *,
-    train_users: tuple[int, int] | None = None,
-    test_users: tuple[int, int] | None = None,
+    train_users: tuple[int, int] = DEFAULT_TRAIN_USERS,
+    test_users: tuple[int, int] = DEFAULT_TEST_USERS,
 ) -> pd.DataFrame:
     """Validate a raw tree and report every problem found.
 
-    Args:
-        raw_dir: The raw tree (holding ``users/``) or a ``users`` folder.
-        train_users: Inclusive id range of training users, as ``build`` takes it (default 6-125); a
-            hard-subset entry must name an evaluation user.
-        test_users: Inclusive id range of evaluation users (default 126-155).
+    ``raw_dir`` is the raw tree (holding ``users/``) or a ``users`` folder; the id ranges are ``build``'s.
 
     Returns:
         One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
@@ -267,7 +249,7 @@ def validate_raw(
         r.add(raw_dir, None, "no_tree", str(exc))
         return pd.DataFrame(r, columns=REPORT_COLUMNS)
     root = users_dir.parent if users_dir.name == "users" else users_dir
-    ids = []
+    roles = {}
     for p in sorted(users_dir.iterdir()):
         if not p.is_dir() or p.name.startswith("."):
             continue
@@ -279,20 +261,20 @@ def validate_raw(
         if uid is None:
             r.add(p, None, "user_name", f"folder {p.name!r} is not named user_N; ignored", "warning")
         else:
-            ids.append(uid)
-    if not ids:
+            roles[uid] = user_role(uid, train_users=train_users, test_users=test_users)
+    if not roles:
         r.add(users_dir, None, "no_users", "no user_N folders found")
-    for uid in sorted(ids):
+    words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
+    for uid in sorted(roles):
         user_dir = users_dir / f"user_{uid}"
-        role, words = _role(uid, train_users, test_users)
-        if role is None:
+        if roles[uid] is None:
             message = f"user {uid} is outside both ranges ({words}); build and load leave it out"
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
         _check_chats(user_dir, r, topics)
         _check_qa_csv(user_dir, r, categories, _check_questions(user_dir, r, categories))
     if (root / "personas").is_dir():
-        for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
+        for uid in sorted(set(roles) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
             r.add(path, None, "missing_persona", f"no persona profile for user {uid}", "warning")
     if (root / "persona_seeds.csv").is_file():
@@ -300,7 +282,7 @@ def validate_raw(
             read_persona_seeds(root)
         except (ValueError, KeyError) as exc:
             r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-    _check_hard_subset(root, users_dir, r, ids, (train_users, test_users))
+    _check_hard_subset(root, users_dir, r, roles, words)
     return pd.DataFrame(r, columns=REPORT_COLUMNS)
 
 
