@@ -53,45 +53,43 @@ def _score(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
         (lo, hi), (hlo, hhi) = m["accuracy_ci"], m["accuracy_hard_ci"]
-        hard = m["accuracy_hard"]
-        hard = (
-            "n/a (no hard questions)"
-            if hard is None
-            else f"{_pct(hard)} [{_pct(hlo)}, {_pct(hhi)}] (n={m['n_hard']})"
-        )
-        print(
+        hard = f"{_pct(m['accuracy_hard'])} [{_pct(hlo)}, {_pct(hhi)}] (n={m['n_hard']})"
+        parts = [
             f"{run_dir}: accuracy {_pct(m['accuracy'])} [{_pct(lo)}, {_pct(hi)}] on {m['n']} questions, "
-            f"{m['n_users']} users; hard {hard}; ties {m['n_ties']}"
-            + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
-            + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
-            + (
-                f"; scored by the letter, {m['n_unparsed']} unparsed"
-                if m.get("scored_by") == "letter"
-                else ""
-            )
-        )
+            f"{m['n_users']} users",
+            f"hard {'n/a (no hard questions)' if m['accuracy_hard'] is None else hard}",
+            f"ties {m['n_ties']}",
+        ]
+        if m.get("n_failed"):
+            parts.append(f"{m['n_failed']} failed requests counted {m['failed_policy']}")
+        if m.get("n_empty_generations"):
+            parts.append(f"{m['n_empty_generations']} empty answers")
+        if m.get("scored_by") == "letter":
+            parts.append(f"scored by the letter, {m['n_unparsed']} unparsed")
+        print("; ".join(parts))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from pv4kit.scoring.stats import compare
 
+    kwargs = pick(args, "run_a", "run_b", "n_boot", "seed", "force")
     if args.judge_agreed is not None:
         from pv4kit.scoring.validity import compare_agreed
 
-        table = compare_agreed(
-            args.run_a, args.run_b, judge=args.judge_agreed or None, **pick(args, "n_boot", "seed", "force")
-        )
+        table = compare_agreed(judge=args.judge_agreed or None, **kwargs)
     else:
-        table = compare(args.run_a, args.run_b, **pick(args, "n_boot", "seed", "force"))
+        table = compare(**kwargs)
     if args.output:
         from pv4kit._io import atomic_write_text
 
         atomic_write_text(args.output, table.to_csv(index=False))
-    with_pct = table.copy()
-    for col in [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]:
-        with_pct[col] = with_pct[col].map(lambda v: None if v is None else round(100 * v, 2))
-    print(with_pct.to_string(index=False))
+    pct = [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]
+    print(
+        table.assign(
+            **{c: table[c].map(lambda v: None if v is None else round(100 * v, 2)) for c in pct}
+        ).to_string(index=False)
+    )
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
     if only_a or only_b:
         print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")

@@ -1,14 +1,9 @@
 """How far a run's nearest-candidate scores can be trusted: judge agreement, sensitivity, margins.
 
-:func:`validity` reads a scored run and writes ``RUN/validity/``: ``judgments.parquet`` (one row per
-question and judge: an LLM judge, shown the question, the generation and the candidates in a seeded order,
-names the candidate the generation expresses or NONE; ``status`` ``picked``, ``none``, ``unparsed`` or
-``failed``, the last two left out of every rate and counted), ``agreement.csv`` (per judge and pair of
-judges: agreement with the scorer, NONE rate, Cohen's kappa, accuracy under the judge's picks beside the
-scorer's), ``judge_positions.csv`` (position bias), ``sensitivity.csv`` (the run rescored in float32 and
-with other embedders: flips, paired difference, McNemar), ``margins.csv`` (by top-1 minus top-2 margin) and
-``summary.json``/``summary.txt``. Intervals resample users. Agreement says how often two readings
-coincide, not which is right (docs/scoring.md, "Scorer validity").
+:func:`validity` writes ``RUN/validity/``: the judges' ``judgments.parquet`` (unparsed and failed readings
+counted, left out of every rate), ``agreement.csv``, ``judge_positions.csv``, ``sensitivity.csv`` (other
+numerics and embedders), ``margins.csv`` and ``summary.json``/``summary.txt``; intervals resample users.
+Agreement says how often two readings coincide, not which is right (docs/scoring.md, "Scorer validity").
 """
 
 from __future__ import annotations
@@ -73,8 +68,9 @@ def judge_messages(question: str, generation: str, shown: Sequence[str]) -> list
 
 def _kept(predictions: pd.DataFrame) -> pd.DataFrame:
     """The rows of requests that did not fail."""
-    failed = predictions["failed"].fillna(False).astype(bool) if "failed" in predictions else False
-    return predictions[~failed] if "failed" in predictions else predictions
+    if "failed" not in predictions:
+        return predictions
+    return predictions[~predictions["failed"].fillna(False).astype(bool)]
 
 
 def _shown(letter: Any, order: Sequence[int]) -> str | None:
@@ -185,14 +181,12 @@ def agreement_table(
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        counts = rows["status"].value_counts()
-        n = {
-            "n_unparsed": counts.get("unparsed", 0),
-            "n_failed": counts.get("failed", 0),
-            "n_judged": len(rows),
-        }
+        counts = {**rows["status"].value_counts(), "judged": len(rows)}
         extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)]
-        extra += [{"metric": k, "value": int(v), "n": len(rows)} for k, v in n.items()]
+        extra += [
+            {"metric": f"n_{k}", "value": int(counts.get(k, 0)), "n": len(rows)}
+            for k in ("unparsed", "failed", "judged")
+        ]
         parts = [
             p.assign(scope="all", group="all") for p in (_rates(rows, {}, boot, rates), pd.DataFrame(extra))
         ]
@@ -253,12 +247,9 @@ def sensitivity_table(
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).reset_index(drop=True)
-    qcols = [
-        c
-        for c in ("split", "category", "category_name", "hard", "question", "choices", "answer")
-        if c in base
-    ]
-    questions, generations = base[[*QUESTION_KEY, *qcols]], base[[*QUESTION_KEY, "split", "generation"]]
+    carried = ("split", "category", "category_name", "hard", "question", "choices", "answer")
+    questions = base[[*QUESTION_KEY, *(c for c in carried if c in base)]]
+    generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
     rows = []
     for name, (embedder, numerics) in {"as scored": (None, None), **variants}.items():
