@@ -49,12 +49,6 @@ JUDGE_TEMPLATE = (
     "Which option does the answer express? Reply with its letter (A, B, C, D or E), or NONE if the answer "
     "expresses none of them. Reply with nothing else."
 )
-#: top-1 minus top-2 similarity bins of ``margins.csv``
-MARGIN_BINS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, np.inf)
-#: a margin below this is a near-tie
-NEAR_TIE = 0.01
-#: the files of ``RUN/validity/``
-FILES = ("judgments.parquet", "agreement.csv", "judge_positions.csv", "sensitivity.csv", "margins.csv")
 _READ = ["picked", "none"]
 _COLUMNS = ["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"]
 
@@ -282,7 +276,7 @@ def margin_table(
     predictions: pd.DataFrame,
     judgments: pd.DataFrame | None = None,
     *,
-    bins: Sequence[float] = MARGIN_BINS,
+    bins: Sequence[float] = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, np.inf),
     n_boot: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -324,7 +318,7 @@ def validity(
     embedder: Embedder | str | None = None,
     seed: int = 0,
     n_boot: int = 2000,
-    near_tie: float = NEAR_TIE,
+    near_tie: float = 0.01,
     llm_cache: str | os.PathLike[str] | bool | None = True,
     embed_cache: Any = True,
     client: Any = None,
@@ -363,13 +357,11 @@ def validity(
     if len(set(models)) != len(models):
         raise ValueError(f"judges: each judge model once, got {models}")
     boot = {"n_boot": n_boot, "seed": seed}
-    judged = [
-        judge_predictions(predictions, llm=j, seed=seed, cache=llm_cache, client=client, progress=progress)
-        for j in judges
-    ]
+    ask = {"seed": seed, "cache": llm_cache, "client": client, "progress": progress}
+    judged = [judge_predictions(predictions, llm=j, **ask) for j in judges]
     judgments = pd.concat(judged, ignore_index=True) if judges else None
     tables: dict[str, pd.DataFrame] = {}
-    if judgments is not None:
+    if judges:
         tables["agreement"] = agreement_table(predictions, judgments, **boot)
         tables["judge_positions"] = judge_positions(judgments)
     run_numerics = metrics.get("numerics") or "float16"
@@ -419,15 +411,10 @@ def validity(
         },  # fmt: skip
         "provenance": provenance(),
     }
-    for (name, metric), row in (
-        tables["agreement"].query("scope == 'all'").set_index(["judge", "metric"]).iterrows()
-        if judges
-        else ()
-    ):
-        summary["judges"].setdefault(name, {})[metric] = {
-            **{k: None if pd.isna(row[k]) else float(row[k]) for k in ("value", "ci_low", "ci_high")},
-            "n": None if pd.isna(row["n"]) else int(row["n"]),
-        }
+    for row in tables["agreement"].query("scope == 'all'").to_dict("records") if judges else ():
+        figures = {k: None if pd.isna(row[k]) else float(row[k]) for k in ("value", "ci_low", "ci_high")}
+        figures["n"] = None if pd.isna(row["n"]) else int(row["n"])
+        summary["judges"].setdefault(row["judge"], {})[row["metric"]] = figures
     with rewrite_run(run_dir, drop=(VALIDITY_DIR,)) as tmp:  # tables of an earlier report go
         (tmp / VALIDITY_DIR).mkdir()
         if judgments is not None:
@@ -499,10 +486,11 @@ def read_validity(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"run_dir: no {VALIDITY_DIR}/summary.json in {run_dir}; run `pv4kit validity` first"
         )
     found: dict[str, Any] = {"summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
-    for name in FILES:
-        if (out / name).is_file():
-            read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
-            found[name.split(".")[0]] = read(out / name)
+    if (out / "judgments.parquet").is_file():
+        found["judgments"] = pd.read_parquet(out / "judgments.parquet")
+    for name in ("agreement", "judge_positions", "sensitivity", "margins"):
+        if (out / f"{name}.csv").is_file():
+            found[name] = pd.read_csv(out / f"{name}.csv")
     return found
 
 
