@@ -198,8 +198,8 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
     ``accuracy_hard`` and its interval are ``None`` when no question is hard.
     """
     acc, ci, n_correct = _overall(predictions, n_boot=n_boot, seed=seed)
-    hard = predictions[predictions["hard"].fillna(False).astype(bool)] if "hard" in predictions else None
-    hard = hard if hard is not None else predictions.iloc[0:0]
+    is_hard = predictions["hard"].fillna(False) if "hard" in predictions else np.zeros(len(predictions))
+    hard = predictions[is_hard.astype(bool)]
     hard_acc, hard_ci, hard_correct = _overall(hard, n_boot=n_boot, seed=seed)
     by_category = []
     if "category" in predictions and predictions["category"].notna().any():
@@ -212,7 +212,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
                  "n": int(r["n"]), "n_correct": int(r["n_correct"]), "accuracy": _number(r["accuracy"]),
                  "ci_low": _number(r["ci_low"]), "ci_high": _number(r["ci_high"])}
             )  # fmt: skip
-    users = accuracy_table(predictions, by="user_id", interval="none").to_dict("records")
+    users = accuracy_table(predictions, by="user_id", interval="none")
     splits = predictions["split"].value_counts(sort=False).items() if "split" in predictions else []
     return {
         "accuracy": acc,
@@ -230,13 +230,8 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
         "bootstrap": dict(n_boot=n_boot, seed=seed, cluster="user_id", level=0.95, interval="percentile"),
         "by_category": by_category,
         "by_user": [
-            {
-                "user_id": int(r["user_id"]),
-                "n": int(r["n"]),
-                "n_correct": int(r["n_correct"]),
-                "accuracy": float(r["accuracy"]),
-            }
-            for r in users
+            {"user_id": int(u), "n": int(n), "n_correct": int(k), "accuracy": float(a)}
+            for u, n, k, a in users[["user_id", "n", "n_correct", "accuracy"]].itertuples(index=False)
         ],
     }
 
@@ -289,8 +284,8 @@ def score_run(
         data, run_dir, splits=sorted(set(generations["split"]))
     )
     by_letter = ORDER_COLUMN in generations.columns  # a multiple-choice run: nothing to embed
+    described = None
     if by_letter:
-        embedder = None
         predictions = score_choice_frame(questions, generations)
     else:
         embedder = resolve_embedder(embedder)
@@ -298,6 +293,10 @@ def score_run(
             questions, generations, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress,
             numerics=numerics,
         )  # fmt: skip
+        describe = getattr(embedder, "describe", None)
+        described = (
+            describe() if callable(describe) else {"name": embedder.name, "cache_key": embedder.cache_key}
+        )
     predictions = failures.mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
     metrics.update(n_failed=int(failed_rows.sum()), failed_policy=failed if failed_rows.any() else None)
@@ -314,7 +313,6 @@ def score_run(
     in_splits = (
         questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
     )
-    describe = getattr(embedder, "describe", None)
     info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
@@ -322,11 +320,7 @@ def score_run(
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
-        "embedder": None
-        if embedder is None
-        else describe()
-        if callable(describe)
-        else {"name": embedder.name, "cache_key": embedder.cache_key},
+        "embedder": described,
         "numerics": None if by_letter else numerics,
         runs.GENERATIONS_SHA: scored_sha,
         "provenance": provenance(**info),
