@@ -194,9 +194,7 @@ def join_reference(
         candidates = slots.get(k, [])
         if taken[k] >= len(candidates):
             reason = (
-                "no question with this text"
-                if not candidates
-                else "more records than questions with this key"
+                "more records than questions with this key" if candidates else "no question with this text"
             )
             unmatched.append((lineno, rec["question"], reason))
             continue
