@@ -210,11 +210,9 @@ def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataF
     ]
     out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
     out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
-    out = out[list(METRICS_COLUMNS)]
-    for col in ("value", "ci_low", "ci_high"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["n"] = out["n"].astype("Int64")
-    return out
+    return out[list(METRICS_COLUMNS)].astype(
+        {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
+    )
 
 
 def scored_runs(root: Path, needed: str) -> list[Path]:

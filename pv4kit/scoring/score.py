@@ -127,7 +127,7 @@ def score_frame(
         c for cs, m in zip(rows["choices"], mask, strict=True) for c, ok in zip(cs, m, strict=True) if ok
     ]
     vectors = embed_texts(
-        list(rows["generation"]) + texts,
+        [*rows["generation"], *texts],
         embedder=embedder,
         cache=cache,
         batch_size=batch_size,

@@ -121,12 +121,6 @@ def judge_predictions(
         answer_position=[_shown(a, o) for a, o in zip(rows["answer_letter"], orders, strict=True)],
         scorer_position=[_shown(p, o) for p, o in zip(rows["predicted_letter"], orders, strict=True)],
     )
-    counts = out["status"].value_counts()
-    logger.info(
-        "judge %s: %s",
-        llm.model,
-        ", ".join(f"{int(counts.get(s, 0))} {s}" for s in (*_READ, "unparsed", "failed")),
-    )
     return out
 
 
@@ -200,10 +194,7 @@ def agreement_table(
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
     out = pd.concat(frames, ignore_index=True)[_COLUMNS]
-    for col in ("value", "ci_low", "ci_high"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["n"] = out["n"].astype("Int64")
-    return out
+    return out.astype({"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"})
 
 
 def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -217,9 +208,7 @@ def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
     for name, rows in judgments.groupby("judge", sort=False):
         read = rows[rows["status"].isin(_READ)]
         own = [original_letter(p, o) for p, o in zip(read["answer_position"], read["order"], strict=True)]
-        read = read.assign(
-            correct=(read["judge_pick"] == pd.Series(own, index=read.index)).to_numpy(dtype=bool)
-        )
+        read = read.assign(correct=[j == a for j, a in zip(read["judge_pick"], own, strict=True)])
         frames.append(position_table(read).assign(judge=name))
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
@@ -515,10 +504,7 @@ def compare_agreed(
     both = kept_a[list(QUESTION_KEY)].merge(kept_b[list(QUESTION_KEY)])  # compare both on the same questions
     sub = compare(kept_a.merge(both), kept_b.merge(both), n_boot=n_boot, seed=seed, level=level, force=True)
     sub = sub[["scope", "group", "n", "diff", "diff_low", "diff_high"]].rename(
-        columns={
-            "n": "n_agreed",
-            **{c: c.replace("diff", "diff_agreed") for c in ("diff", "diff_low", "diff_high")},
-        }
+        columns=lambda c: "n_agreed" if c == "n" else c.replace("diff", "diff_agreed")
     )
     out = full.merge(sub, on=["scope", "group"], how="left")
     out["n_agreed"] = out["n_agreed"].fillna(0).astype("int64")
