@@ -166,19 +166,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
     p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
-    p.add_argument("--data", default=None, help="data source (default: 'data' in the run's config.json)")
+    p.add_argument("--data", help="data source (default: 'data' in the run's config.json)")
     p.add_argument(
         "--embedder",
-        default=None,
         help="'minilm' (offline CPU), 'qwen3' (Qwen/Qwen3-Embedding-4B), any sentence-transformers "
         "id or path, or 'openai:MODEL' for an OpenAI-compatible embeddings endpoint; default: qwen3 with "
         "CUDA, else minilm",
     )
     add_embedder_endpoint(p)
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
-    p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
+    p.add_argument("--instruction", help="prefix for every embedded text (default: none)")
     p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument("--cache-dir", default=None, help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
+    p.add_argument("--cache-dir", help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument(
         "--numerics",
@@ -189,7 +188,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _boot(p)
     p.add_argument(
         "--failed",
-        default=None,
         choices=["wrong", "exclude"],
         help="how to count requests that failed: as wrong answers, or left out (default: refuse the run)",
     )
@@ -199,7 +197,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("run_a")
     c.add_argument("run_b")
     _boot(c)
-    c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+    c.add_argument("-o", "--output", help="also write the table as CSV")
     c.add_argument(
         "--force", action="store_true", help="compare runs scored on different data (else refused)"
     )
@@ -207,7 +205,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--judge-agreed",
         nargs="?",
         const="",
-        default=None,
         metavar="JUDGE",
         help="also show each difference on the questions where the judge (of `pv4kit validity`; default the "
         "first) agrees with the scorer in both runs",
@@ -224,9 +221,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
     )
-    v.add_argument(
-        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one each)"
-    )
+    v.add_argument("--judge-base-url", action="append", help="judge endpoint (one, or one each)")
     add_protocol(v, default="chat", help="judge protocol [chat]")
     v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
     v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
@@ -237,7 +232,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_llm_cache(v)
     v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
-    v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
+    v.add_argument("--embedder", help="the run's embedder (default: the one in metrics.json)")
     v.add_argument(
         "--near-tie", type=nonnegative_float, default=0.01, help="margin below which it is a near-tie"
     )
@@ -246,9 +241,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
-    e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
-    e.add_argument("--data", default=None, help="data the run was scored on (default: 'data' in config.json)")
-    e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
+    e.add_argument("-o", "--output-dir", help="default: RUN_DIR/reference")
+    e.add_argument("--data", help="data the run was scored on (default: 'data' in config.json)")
+    e.add_argument("--split", help="split to export (needed when the run covers several)")
     e.add_argument(
         "--metrics-form",
         choices=["baselines", "evaluate"],

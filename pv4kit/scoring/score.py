@@ -106,10 +106,7 @@ def score_frame(
         questions: ``user_id, question_index, choices, answer`` at least (``split, category,
             category_name, hard, question`` are carried over).
         generations: ``user_id, question_index, generation`` (``split`` is checked against the data).
-        embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
-        batch_size: Encode batch size.
-        progress: Progress bar while encoding.
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``.
 
     Returns:
@@ -260,10 +257,6 @@ def score_run(
             CPU). A multiple-choice run is scored by the letter, without one.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``; recorded in ``metrics.json``.
-        n_boot: Bootstrap replicates of the intervals.
-        seed: Bootstrap seed.
-        batch_size: Encode batch size.
-        progress: Progress bar while encoding.
         failed: How to count failed requests (:mod:`pv4kit.scoring.failures`): ``None`` refuses a run with
             failed rows, ``"wrong"`` counts them wrong, ``"exclude"`` leaves them out.
 

@@ -322,12 +322,7 @@ def validity(
         numerics: Also rescore with the run's embedder in the other numerics.
         embedder: The run's own embedder, for ``numerics`` (default: the name in ``metrics.json``).
         seed: Seed of the judge's candidate order and of the bootstrap.
-        n_boot: Bootstrap replicates (users resampled).
-        near_tie: A margin below this is a near-tie.
-        llm_cache: The judges' response cache.
-        embed_cache: The embedding cache of the rescoring.
         client: An injected OpenAI-like client for the judges (tests).
-        progress: Progress bars.
 
     Returns:
         The summary written to ``summary.json``, with the tables (frames) under ``"tables"``.
