@@ -104,23 +104,22 @@ def _validity(args: argparse.Namespace) -> int:
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
     from pv4kit.scoring.validity import summary_text, validity
 
-    urls = args.judge_base_url or []
+    urls = args.judge_base_url or [None]
     if len(urls) > 1 and len(urls) != len(args.judge_model):
         raise ValueError(
             f"--judge-base-url: give one URL, or one per --judge-model ({len(args.judge_model)}), "
             f"got {len(urls)}"
         )
+    urls = urls * len(args.judge_model) if len(urls) == 1 else urls
     with contextlib.ExitStack() as stack:
         judges = [
             local_llm_config(
-                stack.enter_context(
-                    resolve_endpoint(model, urls[i] if len(urls) > 1 else (urls or [None])[0])
-                ),
+                stack.enter_context(resolve_endpoint(model, url)),
                 **pick(args, "protocol", api_key_env="judge_api_key_env"),
                 **pick(args, max_output_tokens="judge_max_tokens", max_concurrency="judge_concurrency"),
                 max_retries=args.judge_max_retries,
             )
-            for i, model in enumerate(args.judge_model)
+            for model, url in zip(args.judge_model, urls, strict=True)
         ]
         summary = validity(
             args.run_dir,

@@ -41,6 +41,10 @@ def accuracy_table(
         value: The column to average, or several (one row per group and column, named in ``metric``).
         interval: ``"bootstrap"`` (resampling ``cluster`` groups, the ``seed`` restarted per group),
             ``"wilson"`` (decisions independent) or ``"none"`` (NaN bounds).
+        cluster: The column the bootstrap resamples (users).
+        n_boot: Bootstrap replicates.
+        seed: Bootstrap seed.
+        level: Interval level.
 
     Returns:
         ``*by, metric, n, n_correct, accuracy, ci_low, ci_high``; accuracy and bounds NaN for a group with

@@ -74,8 +74,7 @@ def parse_choice(reply: str | None, shown: Sequence[str], *, none: bool = False)
     text = str(reply).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     for attempt in dict.fromkeys([text, *lines[:1]]):
-        found = _parse_one(attempt.strip(_DECORATION), shown, none=none)
-        if found is not None:
+        if (found := _parse_one(attempt.strip(_DECORATION), shown, none=none)) is not None:
             return found
     return None
 

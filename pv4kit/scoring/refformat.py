@@ -113,6 +113,7 @@ def export_reference(
     """Write a scored run's ``predictions.jsonl`` and ``metrics.json`` as the reference writes them.
 
     Args:
+        run_dir: A scored run.
         out_dir: Output folder; default ``<run_dir>/reference/``.
         data: The data the run was scored on (for the row order); default: the ``data`` in its config.
         split: The split to export; needed when the run covers several (the reference writes one per folder).
@@ -221,9 +222,12 @@ def import_reference(
     """Turn a reference ``predictions.jsonl`` into a pv4kit run directory.
 
     Args:
+        path: The reference ``predictions.jsonl``.
         data: Data source for :func:`pv4kit.dataset.load.load`, a ``PV4Data``, or a questions frame.
         run_dir: The run directory to write (unmatched rows go to ``import_unmatched.csv``).
         split: Only match questions of this split (``None``: all splits).
+        method: Recorded as the run's method.
+        model: Recorded as the run's model.
         force: Replace a run already in ``run_dir`` (refused by default: ``FileExistsError``).
 
     Returns:

@@ -110,9 +110,7 @@ def write_generations(
     """
     run_dir = Path(run_dir)
     out = _check_generations(frame, where="frame")
-    for key in ("method", "model"):
-        if key not in out.columns:
-            out[key] = config.get(key)
+    out = out.assign(**{key: config.get(key) for key in ("method", "model") if key not in out.columns})
     front = [*GENERATION_COLUMNS, "method", "model"]
     out = out[front + [c for c in out.columns if c not in front]].reset_index(drop=True)
     # the scores of the previous generations, and their validity report, no longer hold

@@ -56,8 +56,7 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     for col in ("user_id", "question_index", "generation"):
         if col not in generations.columns:
             raise ValueError(f"generations: missing column {col!r}; got {list(generations.columns)}")
-    q = questions.copy()
-    q[QUESTION_KEY] = q[QUESTION_KEY].astype("int64")
+    q = questions.astype(dict.fromkeys(QUESTION_KEY, "int64"))
     g = generations[[c for c in (*QUESTION_KEY, "split", "generation", ORDER_COLUMN) if c in generations]]
     g = g.assign(**{key: runs._int_key(g[key], where="generations") for key in QUESTION_KEY})
     rows = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
@@ -106,7 +105,10 @@ def score_frame(
         questions: ``user_id, question_index, choices, answer`` at least (``split, category,
             category_name, hard, question`` are carried over).
         generations: ``user_id, question_index, generation`` (``split`` is checked against the data).
+        embedder: Any :class:`~pv4kit.embeddings.models.Embedder`.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``.
 
     Returns:
@@ -257,6 +259,10 @@ def score_run(
             CPU). A multiple-choice run is scored by the letter, without one.
         cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``; recorded in ``metrics.json``.
+        n_boot: Bootstrap replicates of the intervals.
+        seed: Bootstrap seed.
+        batch_size: Encode batch size.
+        progress: Progress bar while encoding.
         failed: How to count failed requests (:mod:`pv4kit.scoring.failures`): ``None`` refuses a run with
             failed rows, ``"wrong"`` counts them wrong, ``"exclude"`` leaves them out.
 

@@ -278,9 +278,8 @@ def margin_table(
     rows = _kept(predictions)
     rows = rows[rows["margin"].notna()].copy()
     labels = [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)]
-    rows["bin"] = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels).astype(
-        str
-    )
+    binned = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels)
+    rows["bin"] = binned.astype(str)
     boot = {"n_boot": n_boot, "seed": seed}
     parts = [accuracy_table(rows, by="bin", **boot).assign(metric="accuracy")]
     for name, j in judgments.groupby("judge", sort=False) if judgments is not None else ():
@@ -322,7 +321,12 @@ def validity(
         numerics: Also rescore with the run's embedder in the other numerics.
         embedder: The run's own embedder, for ``numerics`` (default: the name in ``metrics.json``).
         seed: Seed of the judge's candidate order and of the bootstrap.
+        n_boot: Bootstrap replicates (users resampled).
+        near_tie: A margin below this is a near-tie.
+        llm_cache: The judges' response cache.
+        embed_cache: The embedding cache of the rescoring.
         client: An injected OpenAI-like client for the judges (tests).
+        progress: Progress bars.
 
     Returns:
         The summary written to ``summary.json``, with the tables (frames) under ``"tables"``.
