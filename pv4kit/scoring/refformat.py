@@ -1,11 +1,9 @@
 """The reference scorer's file formats: export a scored run to them, import its predictions into a run.
 
-The reference (Memorilla ``metrics.py``) writes ``predictions.jsonl`` (one ``{question, answer,
-prediction}`` object per dataset row, in row order, then ``choices`` and ``hard`` when the data has them; no
-ids) and ``metrics.json`` (``{accuracy, accuracy_hard, num_examples}``, percentages rounded to 2 decimals;
-``evaluate.py`` leaves ``accuracy_hard`` out without hard rows, ``evaluate_baselines.py`` writes 0.0).
-:func:`export_reference` writes both byte for byte as the reference would; :func:`import_reference` joins
-someone else's ``predictions.jsonl`` to the questions (rows that do not join are reported, never guessed).
+The reference (Memorilla ``metrics.py``) writes ``predictions.jsonl`` (``{question, answer, prediction}``
+per dataset row, in row order, no ids) and ``metrics.json`` (percentages rounded to 2 decimals).
+:func:`export_reference` writes both byte for byte; :func:`import_reference` joins someone else's
+``predictions.jsonl`` to the questions (rows that do not join are reported, never guessed).
 """
 
 from __future__ import annotations
@@ -154,7 +152,6 @@ def export_reference(
         out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     )
     atomic_write_json(out / "metrics.json", reference_metrics(pred, form=metrics_form))
-    logger.info("exported %d predictions to %s", len(records), out)
     return out
 
 

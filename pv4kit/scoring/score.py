@@ -1,11 +1,8 @@
 """Nearest-candidate scoring of free-text answers: generations -> per-question predictions -> metrics.
 
-The rule of the reference scorer (Memorilla ``metrics.py``): the cleaned generation and the non-empty
-candidates are embedded with one model; the prediction is the candidate of highest cosine (float16 arrays,
-:mod:`pv4kit.scoring.numerics`); an empty candidate never wins; ties go to the earliest letter (counted);
-an answer not among its choices is an error raised before anything is embedded. Unlike the reference,
-vectors are cached, ``accuracy_hard`` is ``null`` without hard questions and metrics carry user-clustered
-bootstrap intervals (the reference's own files: :func:`pv4kit.scoring.refformat.export_reference`).
+The reference scorer's rule (Memorilla ``metrics.py``): the prediction is the non-empty candidate of highest
+cosine with the cleaned generation (:mod:`pv4kit.scoring.numerics`), ties to the earliest letter (counted).
+Unlike the reference, vectors are cached and metrics carry user-clustered bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -309,13 +306,11 @@ def score_run(
             n_unparsed=n_unparsed,
             by_position=position_table(predictions[~predictions["failed"]]).to_dict("records"),
         )
-    in_splits = (
-        questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
-    )
+    in_splits = questions["split"].isin(set(generations["split"])).sum() if "split" in questions else None
     info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
-        "n_missing_generations": None if in_splits is None else int(len(in_splits) - len(predictions)),
+        "n_missing_generations": None if in_splits is None else int(in_splits - len(predictions)),
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
@@ -333,7 +328,4 @@ def score_run(
             )
         predictions.to_parquet(tmp / runs.PREDICTIONS_FILE, index=False)
         atomic_write_json(tmp / runs.METRICS_FILE, metrics)
-    if metrics["accuracy"] is not None:
-        acc = (metrics["accuracy"], *metrics["accuracy_ci"], len(predictions))
-        logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, *acc)
     return predictions, metrics

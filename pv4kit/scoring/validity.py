@@ -429,8 +429,8 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"Scorer validity of {summary['run']} ({summary.get('method')}, {summary.get('model')}; "
         f"{summary['n']} questions, scorer {summary.get('embedder')} {summary.get('numerics')})"
     ]
-    lo, hi = summary.get("accuracy_ci") or (None, None)
     if summary.get("accuracy") is not None:
+        lo, hi = summary.get("accuracy_ci") or (None, None)
         lines.append(
             f"accuracy as scored: {_fmt({'value': summary['accuracy'], 'ci_low': lo, 'ci_high': hi})}"
         )
