@@ -107,7 +107,7 @@ def judge_predictions(
     letters = [
         None if r.error else parse_choice(r.text, s, none=True) for r, s in zip(replies, shown, strict=True)
     ]
-    out = rows[list(QUESTION_KEY)].assign(
+    return rows[list(QUESTION_KEY)].assign(
         judge=llm.model,
         order=orders,
         reply=[None if r.error else r.text for r in replies],
@@ -121,7 +121,6 @@ def judge_predictions(
         answer_position=[_shown(a, o) for a, o in zip(rows["answer_letter"], orders, strict=True)],
         scorer_position=[_shown(p, o) for p, o in zip(rows["predicted_letter"], orders, strict=True)],
     )
-    return out
 
 
 def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
