@@ -61,20 +61,18 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
     missing = [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]
     if missing:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
-    position = pd.Series(
-        np.arange(len(questions)), index=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
-    )
-    if not position.index.is_unique:
+    keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
+    if not keys.is_unique:
         raise ValueError("data: several questions share a (user_id, question_index) key")
     wanted = pd.MultiIndex.from_frame(predictions[QUESTION_KEY].astype("int64"))
-    found = wanted.isin(position.index)
+    found = wanted.isin(keys)
     if not found.all():
         first = [f"user {u} question {q}" for u, q in wanted[~found][:5]]
         raise ValueError(
             f"data: {int((~found).sum())} scored question(s) are not in the data, e.g. {', '.join(first)}; "
             "export with the data the run was scored on"
         )
-    rows = questions.iloc[np.sort(position.loc[wanted].to_numpy())]
+    rows = questions[keys.isin(wanted)]  # in the data's row order
     diff = question_differences(predictions, rows)
     if len(diff):
         first = [
