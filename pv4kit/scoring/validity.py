@@ -183,10 +183,8 @@ def agreement_table(
     for (na, ra), (nb, rb) in itertools.combinations(per_judge.items(), 2):
         cols = [*QUESTION_KEY, "judge_label"]
         both = ra[cols].merge(rb[cols], on=list(QUESTION_KEY), suffixes=("_a", "_b"))
-        read = both["judge_label_a"].notna() & both["judge_label_b"].notna()
-        both["agreement"] = np.where(
-            read, (both["judge_label_a"] == both["judge_label_b"]).astype(float), np.nan
-        )
+        a, b = both["judge_label_a"], both["judge_label_b"]
+        both["agreement"] = (a == b).astype(float).where(a.notna() & b.notna())
         kappa = pd.DataFrame([_kappa_row(both, "judge_label_a", "judge_label_b", boot)])
         pair = pd.concat([_rates(both, {}, boot, ["agreement"]), kappa], ignore_index=True)
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
