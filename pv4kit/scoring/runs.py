@@ -246,9 +246,7 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     else:
         folders = [Path(p) for p in runs]
     frames = [tidy_metrics(read_metrics(folder), run=folder.name) for folder in folders]
-    if not frames:
-        return tidy_metrics({}).iloc[0:0]
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else tidy_metrics({}).iloc[0:0]
 
 
 def load_questions(

@@ -165,8 +165,7 @@ def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd
     rows["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
     rows["correct"] = (rows["predicted_letter"] == rows["answer_letter"]).to_numpy(dtype=bool)
     out = rows.reindex(columns=_COLUMNS)
-    out[SIM_COLUMNS] = np.float32(np.nan)
-    out["margin"] = np.float32(np.nan)
+    out[[*SIM_COLUMNS, "margin"]] = np.float32(np.nan)
     out["n_candidates"] = [sum(isinstance(c, str) and c.strip() != "" for c in cs) for cs in out["choices"]]
     out["tie"] = False
     out[ORDER_COLUMN] = orders
