@@ -84,12 +84,10 @@ def _compare(args: argparse.Namespace) -> int:
         from pv4kit._io import atomic_write_text
 
         atomic_write_text(args.output, table.to_csv(index=False))
-    pct = [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]
-    print(
-        table.assign(
-            **{c: table[c].map(lambda v: None if v is None else round(100 * v, 2)) for c in pct}
-        ).to_string(index=False)
-    )
+    with_pct = table.copy()
+    for col in [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]:
+        with_pct[col] = with_pct[col].map(lambda v: None if v is None else round(100 * v, 2))
+    print(with_pct.to_string(index=False))
     only_a, only_b = table.attrs["only_in_a"], table.attrs["only_in_b"]
     if only_a or only_b:
         print(f"\n{only_a} questions only in A, {only_b} only in B (left out)")
