@@ -76,8 +76,7 @@ def check_same_data(
     by_fingerprint = fa is not None and fb is not None and fa != fb
     if not by_fingerprint and diff.empty:
         return False
-    keys_a = set(map(tuple, a[QUESTION_KEY].to_numpy().tolist()))
-    keys_b = set(map(tuple, b[QUESTION_KEY].to_numpy().tolist()))
+    keys_a, keys_b = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (a, b))
     label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
     label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
     msg = f"runs {label_a} and {label_b} were scored on different data"
