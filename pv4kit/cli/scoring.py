@@ -53,37 +53,33 @@ def _score(args: argparse.Namespace) -> int:
             progress=not args.quiet,
         )
         (lo, hi), (hlo, hhi) = m["accuracy_ci"], m["accuracy_hard_ci"]
-        hard = m["accuracy_hard"]
-        hard = (
-            "n/a (no hard questions)"
-            if hard is None
-            else f"{_pct(hard)} [{_pct(hlo)}, {_pct(hhi)}] (n={m['n_hard']})"
-        )
-        print(
+        hard = f"{_pct(m['accuracy_hard'])} [{_pct(hlo)}, {_pct(hhi)}] (n={m['n_hard']})"
+        parts = [
             f"{run_dir}: accuracy {_pct(m['accuracy'])} [{_pct(lo)}, {_pct(hi)}] on {m['n']} questions, "
-            f"{m['n_users']} users; hard {hard}; ties {m['n_ties']}"
-            + (f"; {m['n_failed']} failed requests counted {m['failed_policy']}" if m.get("n_failed") else "")
-            + (f"; {m['n_empty_generations']} empty answers" if m.get("n_empty_generations") else "")
-            + (
-                f"; scored by the letter, {m['n_unparsed']} unparsed"
-                if m.get("scored_by") == "letter"
-                else ""
-            )
-        )
+            f"{m['n_users']} users",
+            f"hard {'n/a (no hard questions)' if m['accuracy_hard'] is None else hard}",
+            f"ties {m['n_ties']}",
+        ]
+        if m.get("n_failed"):
+            parts.append(f"{m['n_failed']} failed requests counted {m['failed_policy']}")
+        if m.get("n_empty_generations"):
+            parts.append(f"{m['n_empty_generations']} empty answers")
+        if m.get("scored_by") == "letter":
+            parts.append(f"scored by the letter, {m['n_unparsed']} unparsed")
+        print("; ".join(parts))
     return 0
 
 
 def _compare(args: argparse.Namespace) -> int:
     from pv4kit.scoring.stats import compare
 
+    kwargs = pick(args, "run_a", "run_b", "n_boot", "seed", "force")
     if args.judge_agreed is not None:
         from pv4kit.scoring.validity import compare_agreed
 
-        table = compare_agreed(
-            args.run_a, args.run_b, judge=args.judge_agreed or None, **pick(args, "n_boot", "seed", "force")
-        )
+        table = compare_agreed(judge=args.judge_agreed or None, **kwargs)
     else:
-        table = compare(args.run_a, args.run_b, **pick(args, "n_boot", "seed", "force"))
+        table = compare(**kwargs)
     if args.output:
         from pv4kit._io import atomic_write_text
 
@@ -106,23 +102,22 @@ def _validity(args: argparse.Namespace) -> int:
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
     from pv4kit.scoring.validity import summary_text, validity
 
-    urls = args.judge_base_url or []
+    urls = args.judge_base_url or [None]
     if len(urls) > 1 and len(urls) != len(args.judge_model):
         raise ValueError(
             f"--judge-base-url: give one URL, or one per --judge-model ({len(args.judge_model)}), "
             f"got {len(urls)}"
         )
+    urls = urls * len(args.judge_model) if len(urls) == 1 else urls
     with contextlib.ExitStack() as stack:
         judges = [
             local_llm_config(
-                stack.enter_context(
-                    resolve_endpoint(model, urls[i] if len(urls) > 1 else (urls or [None])[0])
-                ),
+                stack.enter_context(resolve_endpoint(model, url)),
                 **pick(args, "protocol", api_key_env="judge_api_key_env"),
                 **pick(args, max_output_tokens="judge_max_tokens", max_concurrency="judge_concurrency"),
                 max_retries=args.judge_max_retries,
             )
-            for i, model in enumerate(args.judge_model)
+            for model, url in zip(args.judge_model, urls, strict=True)
         ]
         summary = validity(
             args.run_dir,
@@ -168,19 +163,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
     p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
-    p.add_argument("--data", default=None, help="data source (default: 'data' in the run's config.json)")
+    p.add_argument("--data", help="data source (default: 'data' in the run's config.json)")
     p.add_argument(
         "--embedder",
-        default=None,
         help="'minilm' (offline CPU), 'qwen3' (Qwen/Qwen3-Embedding-4B), any sentence-transformers "
         "id or path, or 'openai:MODEL' for an OpenAI-compatible embeddings endpoint; default: qwen3 with "
         "CUDA, else minilm",
     )
     add_embedder_endpoint(p)
-    p.add_argument("--device", default=None, help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
-    p.add_argument("--instruction", default=None, help="prefix for every embedded text (default: none)")
+    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
+    p.add_argument("--instruction", help="prefix for every embedded text (default: none)")
     p.add_argument("--batch-size", type=positive_int, default=None)
-    p.add_argument("--cache-dir", default=None, help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
+    p.add_argument("--cache-dir", help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
     p.add_argument(
         "--numerics",
@@ -191,7 +185,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _boot(p)
     p.add_argument(
         "--failed",
-        default=None,
         choices=["wrong", "exclude"],
         help="how to count requests that failed: as wrong answers, or left out (default: refuse the run)",
     )
@@ -201,7 +194,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     c.add_argument("run_a")
     c.add_argument("run_b")
     _boot(c)
-    c.add_argument("-o", "--output", default=None, help="also write the table as CSV")
+    c.add_argument("-o", "--output", help="also write the table as CSV")
     c.add_argument(
         "--force", action="store_true", help="compare runs scored on different data (else refused)"
     )
@@ -209,7 +202,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--judge-agreed",
         nargs="?",
         const="",
-        default=None,
         metavar="JUDGE",
         help="also show each difference on the questions where the judge (of `pv4kit validity`; default the "
         "first) agrees with the scorer in both runs",
@@ -226,9 +218,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         default=[],
         help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
     )
-    v.add_argument(
-        "--judge-base-url", action="append", default=None, help="judge endpoint (one, or one each)"
-    )
+    v.add_argument("--judge-base-url", action="append", help="judge endpoint (one, or one each)")
     add_protocol(v, default="chat", help="judge protocol [chat]")
     v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
     v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
@@ -239,7 +229,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_llm_cache(v)
     v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
-    v.add_argument("--embedder", default=None, help="the run's embedder (default: the one in metrics.json)")
+    v.add_argument("--embedder", help="the run's embedder (default: the one in metrics.json)")
     v.add_argument(
         "--near-tie", type=nonnegative_float, default=0.01, help="margin below which it is a near-tie"
     )
@@ -248,9 +238,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     e = subparsers.add_parser("export", help="write a scored run in the reference's format")
     e.add_argument("run_dir")
-    e.add_argument("-o", "--output-dir", default=None, help="default: RUN_DIR/reference")
-    e.add_argument("--data", default=None, help="data the run was scored on (default: 'data' in config.json)")
-    e.add_argument("--split", default=None, help="split to export (needed when the run covers several)")
+    e.add_argument("-o", "--output-dir", help="default: RUN_DIR/reference")
+    e.add_argument("--data", help="data the run was scored on (default: 'data' in config.json)")
+    e.add_argument("--split", help="split to export (needed when the run covers several)")
     e.add_argument(
         "--metrics-form",
         choices=["baselines", "evaluate"],

@@ -64,10 +64,7 @@ def accuracy_table(
             f"accuracy_table: column(s) {missing} not in frame; columns are {list(frame.columns)}"
         )
     keys = names or [_ALL]
-    base = pd.DataFrame(
-        {name: frame[col].reset_index(drop=True) for name, col in zip(names, columns, strict=True)},
-        index=pd.RangeIndex(len(frame)),
-    )
+    base = frame[columns].set_axis(names, axis=1).reset_index(drop=True)
     if not names:
         base[_ALL] = np.zeros(len(frame), dtype=np.int64)
     resample = _ALL + cluster if cluster in keys else cluster
@@ -91,22 +88,14 @@ def accuracy_table(
                 [wilson_interval(int(a), int(b), confidence=level) for a, b in zip(k, valid, strict=True)]
             )
             low, high = bounds.reshape(-1, 2).T.astype(np.float64)
-        tables.append(
-            counts[keys].assign(
-                metric=col,
-                n=counts["n"].to_numpy(),
-                n_correct=np.rint(k).astype(np.int64),
-                accuracy=accuracy,
-                ci_low=low,
-                ci_high=high,
-            )  # fmt: skip
+        table = counts[keys].assign(
+            metric=col, n=counts["n"].to_numpy(), n_correct=np.rint(k).astype(np.int64)
         )
+        tables.append(table.assign(accuracy=accuracy, ci_low=low, ci_high=high))
     out = pd.concat(tables, ignore_index=True)
     if not names:
         if out.empty:
             out = pd.DataFrame([{"metric": v, "n": 0, "n_correct": 0} for v in values])
             out = out.assign(accuracy=np.nan, ci_low=np.nan, ci_high=np.nan)
         out = out.drop(columns=_ALL, errors="ignore")
-    out["n"] = out["n"].astype("int64")
-    out["n_correct"] = out["n_correct"].astype("int64")
-    return out[[*names, *COLUMNS]]
+    return out.astype({"n": "int64", "n_correct": "int64"})[[*names, *COLUMNS]]

@@ -74,8 +74,7 @@ def parse_choice(reply: str | None, shown: Sequence[str], *, none: bool = False)
     text = str(reply).strip()
     lines = [ln for ln in text.splitlines() if ln.strip()]
     for attempt in dict.fromkeys([text, *lines[:1]]):
-        found = _parse_one(attempt.strip(_DECORATION), shown, none=none)
-        if found is not None:
+        if (found := _parse_one(attempt.strip(_DECORATION), shown, none=none)) is not None:
             return found
     return None
 
@@ -105,18 +104,16 @@ def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | Non
     return LETTERS[int(order[LETTERS.index(shown_letter)])]
 
 
-def position_table(predictions: pd.DataFrame, *, position: str = "answer_position") -> pd.DataFrame:
+def position_table(predictions: pd.DataFrame) -> pd.DataFrame:
     """Accuracy by the shown letter of the correct answer, and the share of parsed replies naming each letter.
 
     Returns:
         ``position, n, n_correct, accuracy, share_picked``.
     """
-    picked = (
-        predictions["shown_letter"].dropna() if "shown_letter" in predictions else pd.Series(dtype=object)
-    )
+    picked = predictions["shown_letter"].dropna()
     rows = []
     for letter in LETTERS:
-        at = predictions.loc[predictions[position] == letter, "correct"]
+        at = predictions.loc[predictions["answer_position"] == letter, "correct"]
         share = float((picked == letter).mean()) if len(picked) else float("nan")
         rows.append((letter, len(at), int(at.sum()), float(at.mean()) if len(at) else float("nan"), share))
     return pd.DataFrame(rows, columns=["position", "n", "n_correct", "accuracy", "share_picked"])

@@ -1,11 +1,9 @@
 """The reference scorer's file formats: export a scored run to them, import its predictions into a run.
 
-The reference (Memorilla ``metrics.py``) writes ``predictions.jsonl`` (one ``{question, answer,
-prediction}`` object per dataset row, in row order, then ``choices`` and ``hard`` when the data has them; no
-ids) and ``metrics.json`` (``{accuracy, accuracy_hard, num_examples}``, percentages rounded to 2 decimals;
-``evaluate.py`` leaves ``accuracy_hard`` out without hard rows, ``evaluate_baselines.py`` writes 0.0).
-:func:`export_reference` writes both byte for byte as the reference would; :func:`import_reference` joins
-someone else's ``predictions.jsonl`` to the questions (rows that do not join are reported, never guessed).
+The reference (Memorilla ``metrics.py``) writes ``predictions.jsonl`` (``{question, answer, prediction}``
+per dataset row, in row order, no ids) and ``metrics.json`` (percentages rounded to 2 decimals).
+:func:`export_reference` writes both byte for byte; :func:`import_reference` joins someone else's
+``predictions.jsonl`` to the questions (rows that do not join are reported, never guessed).
 """
 
 from __future__ import annotations
@@ -63,20 +61,18 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
     missing = [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]
     if missing:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
-    position = pd.Series(
-        np.arange(len(questions)), index=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
-    )
-    if not position.index.is_unique:
+    keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
+    if not keys.is_unique:
         raise ValueError("data: several questions share a (user_id, question_index) key")
     wanted = pd.MultiIndex.from_frame(predictions[QUESTION_KEY].astype("int64"))
-    found = wanted.isin(position.index)
+    found = wanted.isin(keys)
     if not found.all():
         first = [f"user {u} question {q}" for u, q in wanted[~found][:5]]
         raise ValueError(
             f"data: {int((~found).sum())} scored question(s) are not in the data, e.g. {', '.join(first)}; "
             "export with the data the run was scored on"
         )
-    rows = questions.iloc[np.sort(position.loc[wanted].to_numpy())]
+    rows = questions[keys.isin(wanted)]  # in the data's row order
     diff = question_differences(predictions, rows)
     if len(diff):
         first = [
@@ -154,7 +150,6 @@ def export_reference(
         out / "predictions.jsonl", "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
     )
     atomic_write_json(out / "metrics.json", reference_metrics(pred, form=metrics_form))
-    logger.info("exported %d predictions to %s", len(records), out)
     return out
 
 
@@ -194,9 +189,7 @@ def join_reference(
         candidates = slots.get(k, [])
         if taken[k] >= len(candidates):
             reason = (
-                "no question with this text"
-                if not candidates
-                else "more records than questions with this key"
+                "more records than questions with this key" if candidates else "no question with this text"
             )
             unmatched.append((lineno, rec["question"], reason))
             continue

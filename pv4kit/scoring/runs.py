@@ -110,9 +110,7 @@ def write_generations(
     """
     run_dir = Path(run_dir)
     out = _check_generations(frame, where="frame")
-    for key in ("method", "model"):
-        if key not in out.columns:
-            out[key] = config.get(key)
+    out = out.assign(**{key: config.get(key) for key in ("method", "model") if key not in out.columns})
     front = [*GENERATION_COLUMNS, "method", "model"]
     out = out[front + [c for c in out.columns if c not in front]].reset_index(drop=True)
     # the scores of the previous generations, and their validity report, no longer hold
@@ -210,11 +208,9 @@ def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataF
     ]
     out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
     out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
-    out = out[list(METRICS_COLUMNS)]
-    for col in ("value", "ci_low", "ci_high"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["n"] = out["n"].astype("Int64")
-    return out
+    return out[list(METRICS_COLUMNS)].astype(
+        {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
+    )
 
 
 def scored_runs(root: Path, needed: str) -> list[Path]:
@@ -250,9 +246,7 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
     else:
         folders = [Path(p) for p in runs]
     frames = [tidy_metrics(read_metrics(folder), run=folder.name) for folder in folders]
-    if not frames:
-        return tidy_metrics({}).iloc[0:0]
-    return pd.concat(frames, ignore_index=True)
+    return pd.concat(frames, ignore_index=True) if frames else tidy_metrics({}).iloc[0:0]
 
 
 def load_questions(

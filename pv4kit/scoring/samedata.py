@@ -18,7 +18,6 @@ from pv4kit.scoring.runs import METRICS_FILE
 
 logger = logging.getLogger(__name__)
 
-CONTENT = ("question", "choices", "answer")
 _SHOWN = 5
 
 
@@ -26,15 +25,11 @@ def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
     """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
     if isinstance(run, pd.DataFrame):
         return run.attrs.get("data_fingerprint")
-    path = Path(run) / METRICS_FILE
-    if not path.is_file():
-        return None
     try:
-        metrics = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        metrics = json.loads((Path(run) / METRICS_FILE).read_text(encoding="utf-8"))
+        return metrics["provenance"]["data_fingerprint"]
+    except (OSError, ValueError, LookupError, TypeError):  # no metrics, or none recorded
         return None
-    provenance = metrics.get("provenance") if isinstance(metrics, dict) else None
-    return provenance.get("data_fingerprint") if isinstance(provenance, dict) else None
 
 
 def _norm(field: str, value: Any) -> Any:
@@ -45,7 +40,7 @@ def _norm(field: str, value: Any) -> Any:
 
 def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     """Questions in both frames whose text, choices or answer differ: ``user_id, question_index, fields``."""
-    fields = [c for c in CONTENT if c in a.columns and c in b.columns]
+    fields = [c for c in ("question", "choices", "answer") if c in a.columns and c in b.columns]
     both = a[[*QUESTION_KEY, *fields]].merge(
         b[[*QUESTION_KEY, *fields]], on=QUESTION_KEY, suffixes=("_a", "_b")
     )
@@ -81,8 +76,7 @@ def check_same_data(
     by_fingerprint = fa is not None and fb is not None and fa != fb
     if not by_fingerprint and diff.empty:
         return False
-    keys_a = set(map(tuple, a[QUESTION_KEY].to_numpy().tolist()))
-    keys_b = set(map(tuple, b[QUESTION_KEY].to_numpy().tolist()))
+    keys_a, keys_b = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (a, b))
     label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
     label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
     msg = f"runs {label_a} and {label_b} were scored on different data"

@@ -1,11 +1,8 @@
 """Nearest-candidate scoring of free-text answers: generations -> per-question predictions -> metrics.
 
-The rule of the reference scorer (Memorilla ``metrics.py``): the cleaned generation and the non-empty
-candidates are embedded with one model; the prediction is the candidate of highest cosine (float16 arrays,
-:mod:`pv4kit.scoring.numerics`); an empty candidate never wins; ties go to the earliest letter (counted);
-an answer not among its choices is an error raised before anything is embedded. Unlike the reference,
-vectors are cached, ``accuracy_hard`` is ``null`` without hard questions and metrics carry user-clustered
-bootstrap intervals (the reference's own files: :func:`pv4kit.scoring.refformat.export_reference`).
+The reference scorer's rule (Memorilla ``metrics.py``): the prediction is the non-empty candidate of highest
+cosine with the cleaned generation (:mod:`pv4kit.scoring.numerics`), ties to the earliest letter (counted).
+Unlike the reference, vectors are cached and metrics carry user-clustered bootstrap intervals.
 """
 
 from __future__ import annotations
@@ -56,8 +53,7 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     for col in ("user_id", "question_index", "generation"):
         if col not in generations.columns:
             raise ValueError(f"generations: missing column {col!r}; got {list(generations.columns)}")
-    q = questions.copy()
-    q[QUESTION_KEY] = q[QUESTION_KEY].astype("int64")
+    q = questions.astype(dict.fromkeys(QUESTION_KEY, "int64"))
     g = generations[[c for c in (*QUESTION_KEY, "split", "generation", ORDER_COLUMN) if c in generations]]
     g = g.assign(**{key: runs._int_key(g[key], where="generations") for key in QUESTION_KEY})
     rows = g.merge(q, on=QUESTION_KEY, how="left", suffixes=("_run", ""), indicator=True)
@@ -127,7 +123,7 @@ def score_frame(
         c for cs, m in zip(rows["choices"], mask, strict=True) for c, ok in zip(cs, m, strict=True) if ok
     ]
     vectors = embed_texts(
-        list(rows["generation"]) + texts,
+        [*rows["generation"], *texts],
         embedder=embedder,
         cache=cache,
         batch_size=batch_size,
@@ -169,8 +165,7 @@ def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd
     rows["predicted_letter"] = [original_letter(s, o) for s, o in zip(shown, orders, strict=True)]
     rows["correct"] = (rows["predicted_letter"] == rows["answer_letter"]).to_numpy(dtype=bool)
     out = rows.reindex(columns=_COLUMNS)
-    out[SIM_COLUMNS] = np.float32(np.nan)
-    out["margin"] = np.float32(np.nan)
+    out[[*SIM_COLUMNS, "margin"]] = np.float32(np.nan)
     out["n_candidates"] = [sum(isinstance(c, str) and c.strip() != "" for c in cs) for cs in out["choices"]]
     out["tie"] = False
     out[ORDER_COLUMN] = orders
@@ -198,8 +193,8 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
     ``accuracy_hard`` and its interval are ``None`` when no question is hard.
     """
     acc, ci, n_correct = _overall(predictions, n_boot=n_boot, seed=seed)
-    hard = predictions[predictions["hard"].fillna(False).astype(bool)] if "hard" in predictions else None
-    hard = hard if hard is not None else predictions.iloc[0:0]
+    is_hard = predictions["hard"].fillna(False) if "hard" in predictions else np.zeros(len(predictions))
+    hard = predictions[is_hard.astype(bool)]
     hard_acc, hard_ci, hard_correct = _overall(hard, n_boot=n_boot, seed=seed)
     by_category = []
     if "category" in predictions and predictions["category"].notna().any():
@@ -212,7 +207,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
                  "n": int(r["n"]), "n_correct": int(r["n_correct"]), "accuracy": _number(r["accuracy"]),
                  "ci_low": _number(r["ci_low"]), "ci_high": _number(r["ci_high"])}
             )  # fmt: skip
-    users = accuracy_table(predictions, by="user_id", interval="none").to_dict("records")
+    users = accuracy_table(predictions, by="user_id", interval="none")
     splits = predictions["split"].value_counts(sort=False).items() if "split" in predictions else []
     return {
         "accuracy": acc,
@@ -230,13 +225,8 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
         "bootstrap": dict(n_boot=n_boot, seed=seed, cluster="user_id", level=0.95, interval="percentile"),
         "by_category": by_category,
         "by_user": [
-            {
-                "user_id": int(r["user_id"]),
-                "n": int(r["n"]),
-                "n_correct": int(r["n_correct"]),
-                "accuracy": float(r["accuracy"]),
-            }
-            for r in users
+            {"user_id": int(u), "n": int(n), "n_correct": int(k), "accuracy": float(a)}
+            for u, n, k, a in users[["user_id", "n", "n_correct", "accuracy"]].itertuples(index=False)
         ],
     }
 
@@ -289,8 +279,8 @@ def score_run(
         data, run_dir, splits=sorted(set(generations["split"]))
     )
     by_letter = ORDER_COLUMN in generations.columns  # a multiple-choice run: nothing to embed
+    described = None
     if by_letter:
-        embedder = None
         predictions = score_choice_frame(questions, generations)
     else:
         embedder = resolve_embedder(embedder)
@@ -298,6 +288,10 @@ def score_run(
             questions, generations, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress,
             numerics=numerics,
         )  # fmt: skip
+        describe = getattr(embedder, "describe", None)
+        described = (
+            describe() if callable(describe) else {"name": embedder.name, "cache_key": embedder.cache_key}
+        )
     predictions = failures.mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
     metrics.update(n_failed=int(failed_rows.sum()), failed_policy=failed if failed_rows.any() else None)
@@ -311,22 +305,15 @@ def score_run(
             n_unparsed=n_unparsed,
             by_position=position_table(predictions[~predictions["failed"]]).to_dict("records"),
         )
-    in_splits = (
-        questions[questions["split"].isin(set(generations["split"]))] if "split" in questions else None
-    )
-    describe = getattr(embedder, "describe", None)
+    in_splits = questions["split"].isin(set(generations["split"])).sum() if "split" in questions else None
     info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
-        "n_missing_generations": None if in_splits is None else int(len(in_splits) - len(predictions)),
+        "n_missing_generations": None if in_splits is None else int(in_splits - len(predictions)),
         "run": str(run_dir),
         "method": config.get("method"),
         "model": config.get("model"),
-        "embedder": None
-        if embedder is None
-        else describe()
-        if callable(describe)
-        else {"name": embedder.name, "cache_key": embedder.cache_key},
+        "embedder": described,
         "numerics": None if by_letter else numerics,
         runs.GENERATIONS_SHA: scored_sha,
         "provenance": provenance(**info),
@@ -340,7 +327,4 @@ def score_run(
             )
         predictions.to_parquet(tmp / runs.PREDICTIONS_FILE, index=False)
         atomic_write_json(tmp / runs.METRICS_FILE, metrics)
-    if metrics["accuracy"] is not None:
-        acc = (metrics["accuracy"], *metrics["accuracy_ci"], len(predictions))
-        logger.info("%s: accuracy %.4f [%.4f, %.4f] on %d questions", run_dir.name, *acc)
     return predictions, metrics

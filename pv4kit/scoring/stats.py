@@ -95,9 +95,8 @@ def grouped_bootstrap_ci(
     gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
     sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
-    keys = list(totals[by].iloc[starts[:-1]].itertuples(index=False, name=None))
     all_sums, all_counts = (totals[c].to_numpy(np.float64) for c in ("sum", "count"))
-    est, low, high = (np.full(len(keys), np.nan) for _ in range(3))
+    est, low, high = (np.full(len(sizes_k), np.nan) for _ in range(3))
     for k in np.unique(sizes_k):  # groups with as many clusters share one draw (the seed restarts)
         members = np.flatnonzero(sizes_k == k)
         pos = starts[members][:, None] + np.arange(k)[None, :]
@@ -105,13 +104,8 @@ def grouped_bootstrap_ci(
         boots = _boots(sums, counts, n_boot=n_boot, seed=seed)
         est[members] = sums.sum(axis=1) / counts.sum(axis=1)
         low[members], high[members] = np.quantile(boots, [alpha, 1 - alpha], axis=1)
-    rows = [(*key, est[i], low[i], high[i], int(sizes_k[i])) for i, key in enumerate(keys)]
-    out = sizes.reset_index()
-    if rows:
-        found = pd.DataFrame(rows, columns=[*by, "estimate", "low", "high", "n_clusters"])
-        out = out.merge(found, on=by, how="left")  # NaN keys match NaN keys
-    else:
-        out = out.assign(estimate=np.nan, low=np.nan, high=np.nan, n_clusters=0)
+    found = totals[by].iloc[starts[:-1]].assign(estimate=est, low=low, high=high, n_clusters=sizes_k)
+    out = sizes.reset_index().merge(found, on=by, how="left")  # NaN keys match NaN keys
     out["n"] = out["n"].astype("int64")
     out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
@@ -133,22 +127,18 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
 
 def _paired(a: np.ndarray, b: np.ndarray, users: np.ndarray, n_boot: int, seed: int, level: float) -> dict:
     """``diff, low, high, p_boot, n, n_clusters`` of ``a - b`` with users resampled."""
-    out: dict[str, Any] = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a)}
     uniq, inverse = np.unique(users, return_inverse=True)
-    out["n_clusters"] = len(uniq) if len(a) else 0
-    if len(a):
-        sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
-        counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
-        boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
-        alpha = (1 - level) / 2
-        p = 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0)))
-        out.update(
-            diff=float(sums.sum() / counts.sum()),
-            low=float(np.quantile(boots, alpha)),
-            high=float(np.quantile(boots, 1 - alpha)),
-            p_boot=min(1.0, p),
-        )
-    return out
+    out = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a), "n_clusters": len(uniq)}
+    if not len(a):
+        return out
+    sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
+    counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
+    boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
+    alpha = (1 - level) / 2
+    low, high = np.quantile(boots, [alpha, 1 - alpha])
+    p = min(1.0, 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0))))
+    diff = float(sums.sum() / counts.sum())
+    return {**out, "diff": diff, "low": float(low), "high": float(high), "p_boot": p}
 
 
 def paired_bootstrap(
@@ -214,8 +204,7 @@ def compare(
     merged = pa[[*QUESTION_KEY, *cols, "correct"]].merge(
         pb[[*QUESTION_KEY, "correct"]], on=QUESTION_KEY, how="outer", suffixes=("_a", "_b"), indicator=True
     )
-    only_a = int((merged["_merge"] == "left_only").sum())
-    only_b = int((merged["_merge"] == "right_only").sum())
+    only_a, only_b = (int(merged["_merge"].eq(side).sum()) for side in ("left_only", "right_only"))
     both = merged[merged["_merge"] == "both"].drop(columns="_merge").reset_index(drop=True)
     if only_a or only_b:
         logger.warning(
@@ -237,14 +226,14 @@ def compare(
         pb_ = _paired(a, b, users[idx], n_boot, seed, level)
         mc = mcnemar_exact(a, b) if n else {"a_only": 0, "b_only": 0, "pvalue": None}
         rows.append(
-            {"scope": scope, "group": group, "n": n, "n_users": len(np.unique(users[idx])),
+            {"scope": scope, "group": group, "n": n, "n_users": pb_["n_clusters"],
              "accuracy_a": float(a.mean()) if n else None, "accuracy_b": float(b.mean()) if n else None,
              "diff": pb_["diff"], "diff_low": pb_["low"], "diff_high": pb_["high"],
              "a_only": mc["a_only"], "b_only": mc["b_only"], "mcnemar_p": mc["pvalue"]}
         )  # fmt: skip
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
-    out.attrs["data_differs"] = data_differs
+    out.attrs.update(data_differs=data_differs)
     return out
 
 
@@ -278,8 +267,7 @@ def cohen_kappa_ci(
         ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
         both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
     """
-    if not 0 < level < 1:
-        raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
+    _check(None, [], n_boot, seed, level)
     both = frame[[a, b, cluster]].dropna()
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": int(len(both)), "n_clusters": 0}
     if both.empty:
@@ -298,10 +286,10 @@ def cohen_kappa_ci(
     weights = np.stack([np.bincount(row, minlength=len(uniq)) for row in idx]).astype(np.float64)
     boots = _kappa((weights @ counts).reshape(n_boot, k, k))
     boots = boots[~np.isnan(boots)]
-    alpha = (1 - level) / 2
     out["n_clusters"] = int(len(uniq))
     if not np.isnan(estimate):
         out["estimate"] = estimate
         if len(boots):
-            out["low"], out["high"] = float(np.quantile(boots, alpha)), float(np.quantile(boots, 1 - alpha))
+            alpha = (1 - level) / 2
+            out["low"], out["high"] = (float(x) for x in np.quantile(boots, [alpha, 1 - alpha]))
     return out

@@ -1,14 +1,9 @@
 """How far a run's nearest-candidate scores can be trusted: judge agreement, sensitivity, margins.
 
-:func:`validity` reads a scored run and writes ``RUN/validity/``: ``judgments.parquet`` (one row per
-question and judge: an LLM judge, shown the question, the generation and the candidates in a seeded order,
-names the candidate the generation expresses or NONE; ``status`` ``picked``, ``none``, ``unparsed`` or
-``failed``, the last two left out of every rate and counted), ``agreement.csv`` (per judge and pair of
-judges: agreement with the scorer, NONE rate, Cohen's kappa, accuracy under the judge's picks beside the
-scorer's), ``judge_positions.csv`` (position bias), ``sensitivity.csv`` (the run rescored in float32 and
-with other embedders: flips, paired difference, McNemar), ``margins.csv`` (by top-1 minus top-2 margin) and
-``summary.json``/``summary.txt``. Intervals resample users. Agreement says how often two readings
-coincide, not which is right (docs/scoring.md, "Scorer validity").
+:func:`validity` writes ``RUN/validity/``: the judges' ``judgments.parquet`` (unparsed and failed readings
+counted, left out of every rate), ``agreement.csv``, ``judge_positions.csv``, ``sensitivity.csv`` (other
+numerics and embedders), ``margins.csv`` and ``summary.json``/``summary.txt``; intervals resample users.
+Agreement says how often two readings coincide, not which is right (docs/scoring.md, "Scorer validity").
 """
 
 from __future__ import annotations
@@ -54,12 +49,6 @@ JUDGE_TEMPLATE = (
     "Which option does the answer express? Reply with its letter (A, B, C, D or E), or NONE if the answer "
     "expresses none of them. Reply with nothing else."
 )
-#: top-1 minus top-2 similarity bins of ``margins.csv``
-MARGIN_BINS = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, np.inf)
-#: a margin below this is a near-tie
-NEAR_TIE = 0.01
-#: the files of ``RUN/validity/``
-FILES = ("judgments.parquet", "agreement.csv", "judge_positions.csv", "sensitivity.csv", "margins.csv")
 _READ = ["picked", "none"]
 _COLUMNS = ["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"]
 
@@ -73,8 +62,9 @@ def judge_messages(question: str, generation: str, shown: Sequence[str]) -> list
 
 def _kept(predictions: pd.DataFrame) -> pd.DataFrame:
     """The rows of requests that did not fail."""
-    failed = predictions["failed"].fillna(False).astype(bool) if "failed" in predictions else False
-    return predictions[~failed] if "failed" in predictions else predictions
+    if "failed" not in predictions:
+        return predictions
+    return predictions[~predictions["failed"].fillna(False).astype(bool)]
 
 
 def _shown(letter: Any, order: Sequence[int]) -> str | None:
@@ -117,7 +107,7 @@ def judge_predictions(
     letters = [
         None if r.error else parse_choice(r.text, s, none=True) for r, s in zip(replies, shown, strict=True)
     ]
-    out = rows[list(QUESTION_KEY)].assign(
+    return rows[list(QUESTION_KEY)].assign(
         judge=llm.model,
         order=orders,
         reply=[None if r.error else r.text for r in replies],
@@ -131,13 +121,6 @@ def judge_predictions(
         answer_position=[_shown(a, o) for a, o in zip(rows["answer_letter"], orders, strict=True)],
         scorer_position=[_shown(p, o) for p, o in zip(rows["predicted_letter"], orders, strict=True)],
     )
-    counts = out["status"].value_counts()
-    logger.info(
-        "judge %s: %s",
-        llm.model,
-        ", ".join(f"{int(counts.get(s, 0))} {s}" for s in (*_READ, "unparsed", "failed")),
-    )
-    return out
 
 
 def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
@@ -185,14 +168,12 @@ def agreement_table(
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        counts = rows["status"].value_counts()
-        n = {
-            "n_unparsed": counts.get("unparsed", 0),
-            "n_failed": counts.get("failed", 0),
-            "n_judged": len(rows),
-        }
+        counts = {**rows["status"].value_counts(), "judged": len(rows)}
         extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)]
-        extra += [{"metric": k, "value": int(v), "n": len(rows)} for k, v in n.items()]
+        extra += [
+            {"metric": f"n_{k}", "value": int(counts.get(k, 0)), "n": len(rows)}
+            for k in ("unparsed", "failed", "judged")
+        ]
         parts = [
             p.assign(scope="all", group="all") for p in (_rates(rows, {}, boot, rates), pd.DataFrame(extra))
         ]
@@ -202,20 +183,15 @@ def agreement_table(
     for (na, ra), (nb, rb) in itertools.combinations(per_judge.items(), 2):
         cols = [*QUESTION_KEY, "judge_label"]
         both = ra[cols].merge(rb[cols], on=list(QUESTION_KEY), suffixes=("_a", "_b"))
-        read = both["judge_label_a"].notna() & both["judge_label_b"].notna()
-        both["agreement"] = np.where(
-            read, (both["judge_label_a"] == both["judge_label_b"]).astype(float), np.nan
-        )
+        a, b = both["judge_label_a"], both["judge_label_b"]
+        both["agreement"] = (a == b).astype(float).where(a.notna() & b.notna())
         kappa = pd.DataFrame([_kappa_row(both, "judge_label_a", "judge_label_b", boot)])
         pair = pd.concat([_rates(both, {}, boot, ["agreement"]), kappa], ignore_index=True)
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
     out = pd.concat(frames, ignore_index=True)[_COLUMNS]
-    for col in ("value", "ci_low", "ci_high"):
-        out[col] = pd.to_numeric(out[col], errors="coerce").astype("float64")
-    out["n"] = out["n"].astype("Int64")
-    return out
+    return out.astype({"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"})
 
 
 def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -229,9 +205,7 @@ def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
     for name, rows in judgments.groupby("judge", sort=False):
         read = rows[rows["status"].isin(_READ)]
         own = [original_letter(p, o) for p, o in zip(read["answer_position"], read["order"], strict=True)]
-        read = read.assign(
-            correct=(read["judge_pick"] == pd.Series(own, index=read.index)).to_numpy(dtype=bool)
-        )
+        read = read.assign(correct=[j == a for j, a in zip(read["judge_pick"], own, strict=True)])
         frames.append(position_table(read).assign(judge=name))
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
@@ -253,12 +227,9 @@ def sensitivity_table(
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).reset_index(drop=True)
-    qcols = [
-        c
-        for c in ("split", "category", "category_name", "hard", "question", "choices", "answer")
-        if c in base
-    ]
-    questions, generations = base[[*QUESTION_KEY, *qcols]], base[[*QUESTION_KEY, "split", "generation"]]
+    carried = ("split", "category", "category_name", "hard", "question", "choices", "answer")
+    questions = base[[*QUESTION_KEY, *(c for c in carried if c in base)]]
+    generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
     rows = []
     for name, (embedder, numerics) in {"as scored": (None, None), **variants}.items():
@@ -291,7 +262,7 @@ def margin_table(
     predictions: pd.DataFrame,
     judgments: pd.DataFrame | None = None,
     *,
-    bins: Sequence[float] = MARGIN_BINS,
+    bins: Sequence[float] = (0.0, 0.005, 0.01, 0.02, 0.05, 0.1, np.inf),
     n_boot: int = 2000,
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -304,9 +275,8 @@ def margin_table(
     rows = _kept(predictions)
     rows = rows[rows["margin"].notna()].copy()
     labels = [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)]
-    rows["bin"] = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels).astype(
-        str
-    )
+    binned = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels)
+    rows["bin"] = binned.astype(str)
     boot = {"n_boot": n_boot, "seed": seed}
     parts = [accuracy_table(rows, by="bin", **boot).assign(metric="accuracy")]
     for name, j in judgments.groupby("judge", sort=False) if judgments is not None else ():
@@ -333,7 +303,7 @@ def validity(
     embedder: Embedder | str | None = None,
     seed: int = 0,
     n_boot: int = 2000,
-    near_tie: float = NEAR_TIE,
+    near_tie: float = 0.01,
     llm_cache: str | os.PathLike[str] | bool | None = True,
     embed_cache: Any = True,
     client: Any = None,
@@ -372,13 +342,11 @@ def validity(
     if len(set(models)) != len(models):
         raise ValueError(f"judges: each judge model once, got {models}")
     boot = {"n_boot": n_boot, "seed": seed}
-    judged = [
-        judge_predictions(predictions, llm=j, seed=seed, cache=llm_cache, client=client, progress=progress)
-        for j in judges
-    ]
+    ask = {"seed": seed, "cache": llm_cache, "client": client, "progress": progress}
+    judged = [judge_predictions(predictions, llm=j, **ask) for j in judges]
     judgments = pd.concat(judged, ignore_index=True) if judges else None
     tables: dict[str, pd.DataFrame] = {}
-    if judgments is not None:
+    if judges:
         tables["agreement"] = agreement_table(predictions, judgments, **boot)
         tables["judge_positions"] = judge_positions(judgments)
     run_numerics = metrics.get("numerics") or "float16"
@@ -428,15 +396,10 @@ def validity(
         },  # fmt: skip
         "provenance": provenance(),
     }
-    for (name, metric), row in (
-        tables["agreement"].query("scope == 'all'").set_index(["judge", "metric"]).iterrows()
-        if judges
-        else ()
-    ):
-        summary["judges"].setdefault(name, {})[metric] = {
-            **{k: None if pd.isna(row[k]) else float(row[k]) for k in ("value", "ci_low", "ci_high")},
-            "n": None if pd.isna(row["n"]) else int(row["n"]),
-        }
+    for row in tables["agreement"].query("scope == 'all'").to_dict("records") if judges else ():
+        figures = {k: None if pd.isna(row[k]) else float(row[k]) for k in ("value", "ci_low", "ci_high")}
+        figures["n"] = None if pd.isna(row["n"]) else int(row["n"])
+        summary["judges"].setdefault(row["judge"], {})[row["metric"]] = figures
     with rewrite_run(run_dir, drop=(VALIDITY_DIR,)) as tmp:  # tables of an earlier report go
         (tmp / VALIDITY_DIR).mkdir()
         if judgments is not None:
@@ -463,8 +426,8 @@ def summary_text(summary: dict[str, Any]) -> str:
         f"Scorer validity of {summary['run']} ({summary.get('method')}, {summary.get('model')}; "
         f"{summary['n']} questions, scorer {summary.get('embedder')} {summary.get('numerics')})"
     ]
-    lo, hi = summary.get("accuracy_ci") or (None, None)
     if summary.get("accuracy") is not None:
+        lo, hi = summary.get("accuracy_ci") or (None, None)
         lines.append(
             f"accuracy as scored: {_fmt({'value': summary['accuracy'], 'ci_low': lo, 'ci_high': hi})}"
         )
@@ -508,10 +471,11 @@ def read_validity(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"run_dir: no {VALIDITY_DIR}/summary.json in {run_dir}; run `pv4kit validity` first"
         )
     found: dict[str, Any] = {"summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
-    for name in FILES:
-        if (out / name).is_file():
-            read = pd.read_parquet if name.endswith(".parquet") else pd.read_csv
-            found[name.split(".")[0]] = read(out / name)
+    if (out / "judgments.parquet").is_file():
+        found["judgments"] = pd.read_parquet(out / "judgments.parquet")
+    for name in ("agreement", "judge_positions", "sensitivity", "margins"):
+        if (out / f"{name}.csv").is_file():
+            found[name] = pd.read_csv(out / f"{name}.csv")
     return found
 
 
@@ -536,10 +500,7 @@ def compare_agreed(
     both = kept_a[list(QUESTION_KEY)].merge(kept_b[list(QUESTION_KEY)])  # compare both on the same questions
     sub = compare(kept_a.merge(both), kept_b.merge(both), n_boot=n_boot, seed=seed, level=level, force=True)
     sub = sub[["scope", "group", "n", "diff", "diff_low", "diff_high"]].rename(
-        columns={
-            "n": "n_agreed",
-            **{c: c.replace("diff", "diff_agreed") for c in ("diff", "diff_low", "diff_high")},
-        }
+        columns=lambda c: "n_agreed" if c == "n" else c.replace("diff", "diff_agreed")
     )
     out = full.merge(sub, on=["scope", "group"], how="left")
     out["n_agreed"] = out["n_agreed"].fillna(0).astype("int64")
