@@ -438,7 +438,8 @@ def embed_texts(
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
                 chunk = [unique[i] for i in part]
-                encoded = np.asarray(embedder.encode(chunk, batch_size=batch_size), np.float32)
+                encoded = embedder.encode(chunk, batch_size=batch_size, progress=False)  # one bar: ours
+                encoded = np.asarray(encoded, np.float32)
                 if encoded.shape != (len(chunk), embedder.dim):
                     raise ValueError(
                         f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "
