@@ -175,20 +175,18 @@ def run_generate(args: argparse.Namespace) -> int:
     print(report[cols].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     for row in report.itertuples(index=False):
         more = " ..." if len(row.missing) > 8 else ""
-        notes = [f"missing {len(row.missing)}: {', '.join(row.missing[:8])}{more}"] if row.missing else []
-        if row.stale:
-            notes.append(
-                f"stale {len(row.stale)} (rerun with --regenerate-stale): {', '.join(row.stale[:8])}"
-            )
-        if row.malformed:
-            notes.append(f"kept malformed {len(row.malformed)}: {', '.join(row.malformed[:8])}")
-        if row.untracked:
-            notes.append(f"untracked (no manifest entry, kept) {len(row.untracked)}")
-        if row.errors:
-            notes.append(f"request errors {len(row.errors)}: {row.errors[0]}")
-        if row.repairs:
-            notes.append(f"pv4kit repairs {len(row.repairs)}: {'; '.join(row.repairs[:4])}")
-        for note in notes + list(row.notes):
+        notes = [  # (what it is about, the line printed when that is not empty)
+            (row.missing, f"missing {len(row.missing)}: {', '.join(row.missing[:8])}{more}"),
+            (
+                row.stale,
+                f"stale {len(row.stale)} (rerun with --regenerate-stale): {', '.join(row.stale[:8])}",
+            ),
+            (row.malformed, f"kept malformed {len(row.malformed)}: {', '.join(row.malformed[:8])}"),
+            (row.untracked, f"untracked (no manifest entry, kept) {len(row.untracked)}"),
+            (row.errors, f"request errors {len(row.errors)}: {row.errors[0] if row.errors else ''}"),
+            (row.repairs, f"pv4kit repairs {len(row.repairs)}: {'; '.join(row.repairs[:4])}"),
+        ]
+        for note in [line for about, line in notes if about] + list(row.notes):
             print(f"  user {row.user_id}: {note}")
     bad = [str(u) for u, s in zip(report["user_id"], report["status"], strict=True) if s != "complete"]
     if bad:
