@@ -37,13 +37,15 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 _FLUSH_EVERY_S = 1.0
+#: ``(content, problems, repairs)`` of one model output (:func:`normalise_output`)
+_Normalised = tuple[str | None, list[str], list[str]]
 _COUNTS = ("num_categories", "num_topics", "num_questions")
 _LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
 
 
 def normalise_output(
     step: str, text: str, *, n: int, repair_lists: bool = False, repair_chats: bool = False
-) -> tuple[str | None, list[str], list[str]]:
+) -> _Normalised:
     """``(content, problems, repairs)`` for one model output of ``step``.
 
     ``content`` is the file as the reference writes it (``None`` for an empty reply, asked again; lists by
@@ -186,22 +188,14 @@ class _UserRun:
             atomic_write_json(self.path, {**self._record, "files": files})
             self.last_flush, self.dirty = time.monotonic(), False
 
-    def normalise(self, item: _Item, text: str) -> tuple[str | None, list[str], list[str]]:
+    def normalise(self, item: _Item, text: str) -> _Normalised:
         return normalise_output(
             item.step, text, n=item.n, repair_lists=self.repair_lists, repair_chats=self.repair_chats
         )
 
-    def entry(
-        self,
-        item: _Item,
-        content: str,
-        problems: list[str],
-        resp: LLMResponse,
-        attempt: int,
-        repairs: list[str],
-    ) -> dict[str, Any]:
-        """The manifest entry of a file written from ``resp``."""
-        llm, ps = item.llm, self.prompts
+    def entry(self, item: _Item, resp: LLMResponse, attempt: int, normalised: _Normalised) -> dict[str, Any]:
+        """The manifest entry of a file written from ``resp`` (``normalised``: what it became)."""
+        (content, problems, repairs), llm, ps = normalised, item.llm, self.prompts
         entry = {"step": item.step, **{k: getattr(llm, k) for k in _LLM_FIELDS}, "prompt_set": ps.name}
         entry.update(prompt_version=ps.version, template_sha256=ps.template_hash(item.step))
         entry.update(prompts_sha256=ps.sha256, request_sha256=request_hash(item.messages, llm))
@@ -241,9 +235,9 @@ class _UserRun:
             for a in tries:
                 if (resp := hits.get(keys[(item.rel, a)])) is None:
                     continue
-                content, problems, repairs = self.normalise(item, resp.text)
-                if content == on_disk:
-                    self.set(item.rel, self.entry(item, content, problems, resp, a, repairs))
+                normalised = self.normalise(item, resp.text)
+                if normalised[0] == on_disk:
+                    self.set(item.rel, self.entry(item, resp, a, normalised))
                     break
 
     def run(self, items: list[_Item]) -> None:
@@ -300,7 +294,7 @@ class _UserRun:
         if content is not None and (not problems or not self.reask_malformed or final):
             if attempt and self.reask_malformed and item.malformed_before:
                 repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
-            self.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
+            self.set(item.rel, self.entry(item, resp, attempt, (content, problems, repairs)))
             atomic_write_text(self.user_dir / item.rel, content)
             item.done, item.repairs = True, repairs
         elif content is not None:
