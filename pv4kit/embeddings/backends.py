@@ -39,6 +39,13 @@ _POOLING = {
 }
 
 
+def encode_with(embedder: Any, texts: Sequence[str], **options: Any) -> np.ndarray:
+    """``embedder.model.encode`` (sentence-transformers, model2vec) of ``texts`` as float32 rows."""
+    if not texts:  # the model is not touched (nor loaded)
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.asarray(embedder.model.encode(list(texts), **options), dtype=np.float32)
+
+
 def _label(model_dir: Path) -> str:
     return f"{model_dir.parent.name}-{model_dir.name}" if model_dir.name == "model" else model_dir.name
 
@@ -389,15 +396,10 @@ class StaticEmbedder:
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, L2-normalised)."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = self.model.encode(
-            list(texts),
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=progress,
-            use_multiprocessing=False,
+        size = batch_size or self.batch_size
+        return encode_with(
+            self, texts, batch_size=size, show_progress_bar=progress, use_multiprocessing=False
         )
-        return np.asarray(out, dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder (the distillation's manifest included)."""

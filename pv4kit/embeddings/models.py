@@ -21,7 +21,7 @@ from typing import Any, Protocol, runtime_checkable
 import numpy as np
 
 from pv4kit._options import check_number
-from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static
+from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static, encode_with
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
 from pv4kit.embeddings.endpoint import BASE_URL_ENV, PREFIX, EndpointEmbedder
 from pv4kit.vectors import check_vectors
@@ -118,19 +118,11 @@ class SentenceTransformerEmbedder:
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, not normalised)."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         # an explicit prompt: "" overrides a default_prompt_name in the model's configuration
-        pool = {"device": list(self.devices)} if self.devices and len(self.devices) > 1 else {}
-        out = self.model.encode(
-            list(texts),
-            prompt=self.instruction or "",
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=progress,
-            convert_to_numpy=True,
-            **pool,
-        )
-        return np.asarray(out, dtype=np.float32)
+        options = {"prompt": self.instruction or "", "batch_size": batch_size or self.batch_size}
+        if self.devices and len(self.devices) > 1:
+            options["device"] = list(self.devices)  # one process per device
+        return encode_with(self, texts, show_progress_bar=progress, convert_to_numpy=True, **options)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder."""
