@@ -346,35 +346,10 @@ def generate_user(
     progress: bool = True,
     user_id: int | None = None,
 ) -> UserResult:
-    """Run steps 1-5 for one user, completing what is missing.
+    """Run steps 1-5 for one user, completing what is missing (keywords as :func:`generate_users`).
 
-    Args:
-        persona_path: The persona profile ``user_N.txt``.
-        user_dir: Output folder ``users/user_N``.
-        llm: Model of categories, topics and questions (the reference's: gpt-5.1, effort ``none``);
-            see :func:`~pv4kit.generation.defaults.generation_llm_configs`.
-        chat_llm: Model of the chats (the reference's: gpt-5-mini, effort ``minimal``).
-        num_categories: Categories per user (step 1) = question files (step 4).
-        num_topics: Topics per user (step 2) = chats (step 3).
-        num_questions: Questions requested per category (step 4).
-        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
-        seed: Seed of step 5's answer shuffle.
-        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
-        reference_prompts: A local checkout of the reference (or its ``prompts.py``) whose prompt functions
-            build the requests; ``None``: pv4kit's own prompts.
-        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
-        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
-            between the turns (pv4kit repair).
-        reask_malformed: Ask again for a malformed output up to ``max_retries`` times (pv4kit repair).
-        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
-            (pv4kit repair; the reference keeps it).
-        cache: SQLite response cache and usage ledger (see :func:`pv4kit.llm.client.complete`).
-        client: Injected OpenAI-like client (tests).
-        progress: Show progress bars.
-        user_id: Id for logs and the ledger (default: from the file name).
-
-    Returns:
-        A :class:`UserResult`; ``status`` is ``complete``, ``incomplete`` (files missing) or ``stale``.
+    ``user_id`` names the user in logs and the ledger (default: from the file name); ``status`` of the
+    :class:`UserResult` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
     start = time.monotonic()
     for name, value in zip(_COUNTS, (num_categories, num_topics, num_questions), strict=True):
@@ -461,7 +436,33 @@ def generate_users(
     client: Any = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Run :func:`generate_user` (same keywords) for each ``user_N.txt`` with ``user_start <= N <= user_end``.
+    """Run steps 1-5 (:func:`generate_user`) for each ``user_N.txt`` with ``user_start <= N <= user_end``.
+
+    Args:
+        persona_dir: The folder of persona profiles ``user_N.txt``.
+        output_dir: The users folder; each user is written to ``user_N/``.
+        llm: Model of categories, topics and questions (the reference's: gpt-5.1, effort ``none``);
+            see :func:`~pv4kit.generation.defaults.generation_llm_configs`.
+        chat_llm: Model of the chats (the reference's: gpt-5-mini, effort ``minimal``).
+        num_categories: Categories per user (step 1) = question files (step 4).
+        num_topics: Topics per user (step 2) = chats (step 3).
+        num_questions: Questions requested per category (step 4).
+        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
+        seed: Seed of step 5's answer shuffle.
+        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
+        reference_prompts: A local checkout of the reference (or its ``prompts.py``) whose prompt functions
+            build the requests; ``None``: pv4kit's own prompts.
+        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
+        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
+            between the turns (pv4kit repair).
+        reask_malformed: Ask again for a malformed output up to ``max_retries`` times (pv4kit repair).
+        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
+            (pv4kit repair; the reference keeps it).
+        user_start: First user id (inclusive).
+        user_end: Last user id (inclusive).
+        cache: SQLite response cache and usage ledger (see :func:`pv4kit.llm.client.complete`).
+        client: Injected OpenAI-like client (tests).
+        progress: Show progress bars.
 
     Returns:
         One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
