@@ -361,8 +361,8 @@ def generate_user(
     persona = persona_path.read_text(encoding="utf-8")
     if not persona.strip():
         raise ValueError(f"{persona_path}: persona file is empty")
-    for folder in (user_dir, user_dir / "chats", user_dir / "qa"):
-        for tmp in folder.glob(".*.tmp") if folder.is_dir() else []:
+    for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp"):
+        for tmp in list(user_dir.glob(pattern)):
             logger.info("%s: removing a partial write left by an interrupted run", tmp)
             tmp.unlink(missing_ok=True)
     run = _UserRun(
