@@ -6,7 +6,10 @@ import argparse
 import sys
 
 from pv4kit.cli._args import (
+    add_api_key_env,
+    add_base_url,
     add_llm_cache,
+    add_protocol,
     llm_cache_arg,
     nonnegative_float,
     nonnegative_int,
@@ -25,54 +28,6 @@ from pv4kit.generation.defaults import (
 #: the ``--repair-*`` options, each also turned on by ``--pv4kit-repairs``
 _REPAIRS = ("repair_lists", "repair_chats", "reask_malformed", "rewrite_stale_qa")
 _EFFORTS = "with the Responses API, unset with chat]"
-#: ``pv4kit generate``'s options before the repairs: (flag, argparse keywords)
-_GENERATE = [
-    ("--persona-dir", dict(required=True, help="folder of user_N.txt persona profiles")),
-    ("--output-dir", dict(required=True, help="users folder to write user_N/ into")),
-    ("--user-start", dict(type=nonnegative_int, default=None, help="first user id (inclusive)")),
-    ("--user-end", dict(type=nonnegative_int, default=None, help="last user id (inclusive)")),
-    ("--model", dict(default=DEFAULT_MODEL, help="model for categories, topics, questions; 'local' starts "
-                     f"SmolLM2 on a vLLM server (make vllm) [{DEFAULT_MODEL}]")),
-    ("--reasoning-effort", dict(default=None, help=f"reasoning effort of --model [{DEFAULT_REASONING_EFFORT} "
-                                + _EFFORTS)),
-    ("--chat-model", dict(default=None, help=f"model for chats [{DEFAULT_CHAT_MODEL} for OpenAI gpt-* "
-                          "models, otherwise --model]")),
-    ("--chat-reasoning-effort", dict(default=None, help="reasoning effort of --chat-model "
-                                     f"[{DEFAULT_CHAT_REASONING_EFFORT} " + _EFFORTS)),
-    ("--num-categories", dict(type=positive_int, default=10)),
-    ("--num-topics", dict(type=positive_int, default=200)),
-    ("--num-questions", dict(type=positive_int, default=15)),
-    ("--max-workers", dict(type=positive_int, default=50, help="requests in flight at once [50]")),
-    ("--max-retries", dict(type=nonnegative_int, default=3, help="re-asks of an empty reply (and, with "
-                           "--reask-malformed, of a malformed one) [3]")),
-    ("--http-retries", dict(type=nonnegative_int, default=6, help="retries of a failed HTTP request [6]")),
-    ("--timeout", dict(type=positive_float, default=300.0, help="seconds per HTTP request [300]")),
-    ("--seed", dict(type=nonnegative_int, default=42, help="seed of the step-5 answer shuffle [42]")),
-    ("--base-url", dict(default=None, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)")),
-    ("--protocol", dict(choices=["responses", "chat"], default=None, help="responses (OpenAI Responses API) "
-                        "or chat (Chat Completions) [responses without --base-url, else chat]")),
-    ("--api-key-env", dict(default="OPENAI_API_KEY", help="environment variable with the API key")),
-    ("--temperature", dict(type=nonnegative_float, default=None, help="sampling temperature [server "
-                           "default]")),
-    ("--max-output-tokens", dict(type=positive_int, default=None, help="output token cap [server default]")),
-    ("--cache", dict(default=None, help="SQLite response cache and usage ledger, 'none' to disable "
-                     "[$PV4KIT_CACHE/llm.sqlite, else .cache/pv4kit/llm.sqlite]")),
-    ("--regenerate-stale", dict(action="store_true", help="regenerate files made from a different persona, "
-                                "prompt, model or options")),
-    ("--reference-prompts", dict(default=None, metavar="PATH", help="build the requests with the prompt "
-                                 "functions of a local checkout of the reference repository (snap-"
-                                 "stanford/memorilla; PATH is the checkout, its personalizationv4 folder or "
-                                 "prompts.py) [pv4kit's own prompts]")),
-]  # fmt: skip
-_REPAIR_HELP = [
-    ("--repair-lists", "also accept 1) numbering and bullet items in lists"),
-    ("--repair-chats", "turn a literal \\n before 'Assistant:' into a line break, drop blank lines between "
-     "the turns"),
-    ("--reask-malformed", "ask again (up to --max-retries times) for a list, chat or question file that "
-     "fails its check"),
-    ("--rewrite-stale-qa", "rewrite an existing qa.csv that differs from what the question files give"),
-    ("--pv4kit-repairs", "all four repairs above"),
-]  # fmt: skip
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -84,15 +39,90 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "whose question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete "
         "or has stale files.",
     )
-    for flag, kwargs in _GENERATE:
-        p.add_argument(flag, **kwargs)
+    arg = p.add_argument
+    arg("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
+    arg("--output-dir", required=True, help="users folder to write user_N/ into")
+    arg("--user-start", type=nonnegative_int, default=None, help="first user id (inclusive)")
+    arg("--user-end", type=nonnegative_int, default=None, help="last user id (inclusive)")
+    arg(
+        "--model",
+        default=DEFAULT_MODEL,
+        help="model for categories, topics, questions; 'local' starts SmolLM2 on a vLLM server (make vllm) "
+        f"[{DEFAULT_MODEL}]",
+    )
+    arg("--reasoning-effort", help=f"reasoning effort of --model [{DEFAULT_REASONING_EFFORT} {_EFFORTS}")
+    arg(
+        "--chat-model",
+        help=f"model for chats [{DEFAULT_CHAT_MODEL} for OpenAI gpt-* models, otherwise --model]",
+    )
+    arg(
+        "--chat-reasoning-effort",
+        help=f"reasoning effort of --chat-model [{DEFAULT_CHAT_REASONING_EFFORT} {_EFFORTS}",
+    )
+    arg("--num-categories", type=positive_int, default=10)
+    arg("--num-topics", type=positive_int, default=200)
+    arg("--num-questions", type=positive_int, default=15)
+    arg("--max-workers", type=positive_int, default=50, help="requests in flight at once [50]")
+    arg(
+        "--max-retries",
+        type=nonnegative_int,
+        default=3,
+        help="re-asks of an empty reply (and, with --reask-malformed, of a malformed one) [3]",
+    )
+    arg("--http-retries", type=nonnegative_int, default=6, help="retries of a failed HTTP request [6]")
+    arg("--timeout", type=positive_float, default=300.0, help="seconds per HTTP request [300]")
+    arg("--seed", type=nonnegative_int, default=42, help="seed of the step-5 answer shuffle [42]")
+    add_base_url(p, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)")
+    add_protocol(
+        p,
+        default=None,
+        choices=("responses", "chat"),
+        help="responses (OpenAI Responses API) or chat (Chat Completions) [responses without --base-url, "
+        "else chat]",
+    )
+    add_api_key_env(p, help="environment variable with the API key")
+    arg("--temperature", type=nonnegative_float, help="sampling temperature [server default]")
+    arg("--max-output-tokens", type=positive_int, help="output token cap [server default]")
+    add_llm_cache(
+        p,
+        help="SQLite response cache and usage ledger, 'none' to disable [$PV4KIT_CACHE/llm.sqlite, else "
+        ".cache/pv4kit/llm.sqlite]",
+    )
+    arg(
+        "--regenerate-stale",
+        action="store_true",
+        help="regenerate files made from a different persona, prompt, model or options",
+    )
+    arg(
+        "--reference-prompts",
+        metavar="PATH",
+        help="build the requests with the prompt functions of a local checkout of the reference repository "
+        "(snap-stanford/memorilla; PATH is the checkout, its personalizationv4 folder or prompts.py) "
+        "[pv4kit's own prompts]",
+    )
     repairs = p.add_argument_group(
         "pv4kit repairs (off by default: files are written as the reference writes them)"
     )
-    for flag, help_text in _REPAIR_HELP:
+    for flag, help_text in (
+        ("--repair-lists", "also accept 1) numbering and bullet items in lists"),
+        (
+            "--repair-chats",
+            "turn a literal \\n before 'Assistant:' into a line break, drop blank lines between the turns",
+        ),
+        (
+            "--reask-malformed",
+            "ask again (up to --max-retries times) for a list, chat or question file that fails its check",
+        ),
+        ("--rewrite-stale-qa", "rewrite an existing qa.csv that differs from what the question files give"),
+        ("--pv4kit-repairs", "all four repairs above"),
+    ):
         repairs.add_argument(flag, action="store_true", help=help_text)
-    p.add_argument("--max-model-len", type=positive_int, default=8192, help="context length of the --model "
-                   "local server [8192]")  # fmt: skip
+    arg(
+        "--max-model-len",
+        type=positive_int,
+        default=8192,
+        help="context length of the --model local server [8192]",
+    )
     p.set_defaults(func=run_generate)
     u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
     add_llm_cache(u, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
@@ -145,20 +175,18 @@ def run_generate(args: argparse.Namespace) -> int:
     print(report[cols].to_string(index=False, float_format=lambda x: f"{x:.1f}"))
     for row in report.itertuples(index=False):
         more = " ..." if len(row.missing) > 8 else ""
-        notes = [f"missing {len(row.missing)}: {', '.join(row.missing[:8])}{more}"] if row.missing else []
-        if row.stale:
-            notes.append(
-                f"stale {len(row.stale)} (rerun with --regenerate-stale): {', '.join(row.stale[:8])}"
-            )
-        if row.malformed:
-            notes.append(f"kept malformed {len(row.malformed)}: {', '.join(row.malformed[:8])}")
-        if row.untracked:
-            notes.append(f"untracked (no manifest entry, kept) {len(row.untracked)}")
-        if row.errors:
-            notes.append(f"request errors {len(row.errors)}: {row.errors[0]}")
-        if row.repairs:
-            notes.append(f"pv4kit repairs {len(row.repairs)}: {'; '.join(row.repairs[:4])}")
-        for note in notes + list(row.notes):
+        notes = [  # (what it is about, the line printed when that is not empty)
+            (row.missing, f"missing {len(row.missing)}: {', '.join(row.missing[:8])}{more}"),
+            (
+                row.stale,
+                f"stale {len(row.stale)} (rerun with --regenerate-stale): {', '.join(row.stale[:8])}",
+            ),
+            (row.malformed, f"kept malformed {len(row.malformed)}: {', '.join(row.malformed[:8])}"),
+            (row.untracked, f"untracked (no manifest entry, kept) {len(row.untracked)}"),
+            (row.errors, f"request errors {len(row.errors)}: {row.errors[0] if row.errors else ''}"),
+            (row.repairs, f"pv4kit repairs {len(row.repairs)}: {'; '.join(row.repairs[:4])}"),
+        ]
+        for note in [line for about, line in notes if about] + list(row.notes):
             print(f"  user {row.user_id}: {note}")
     bad = [str(u) for u, s in zip(report["user_id"], report["status"], strict=True) if s != "complete"]
     if bad:

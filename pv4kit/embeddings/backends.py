@@ -1,12 +1,8 @@
 """CPU embedders: a mean-pooled model (MiniLM) on ONNX Runtime or OpenVINO, and static model2vec models.
 
-``get_embedder("minilm", backend=...)``: ``"onnx"`` (the model exported once to fp32 ONNX), ``"onnx-int8"``
-(dynamic int8 weights; min cosine 0.966 against PyTorch, for benchmarking only) or ``"openvino"`` (the fp32
-export compiled by OpenVINO). ``get_embedder("static")``: one vector per token, distilled once by model2vec
-(:func:`distill_static`); the audits' CPU default, a proxy for aggregate figures (docs/analysis.md).
-Exports and distillations are built from local folders in a temporary folder beside their place, finished
-by a ``manifest.json`` written last, then renamed, so a half-written one is never loaded. Every cache key
-names the backend, so its vectors never mix with PyTorch's.
+Exports (:func:`export_model`) and distillations (:func:`distill_static`) are built once in a temporary
+folder beside their place and renamed when their ``manifest.json`` (written last) is in, so a half-written
+one is never loaded. Every cache key names the backend, so its vectors never mix with PyTorch's.
 """
 
 from __future__ import annotations
@@ -35,15 +31,19 @@ logger = logging.getLogger(__name__)
 BACKENDS = ("onnx", "onnx-int8", "openvino")
 _EXPORT_VERSION = 1  # bump when the export recipe changes; part of the folder name and cache key
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
-#: output width of a distilled static model (PCA of the source's token vectors)
-STATIC_DIMS = 256
 _STATIC_VERSION = 1  # bump when the distillation recipe changes; part of the folder name and cache key
-_STATIC_PACKAGES = ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")
 _POOLING = {
     "pooling_mode_mean_tokens": "mean",
     "pooling_mode_lasttoken": "last",
     "pooling_mode_cls_token": "first",
 }
+
+
+def encode_with(embedder: Any, texts: Sequence[str], **options: Any) -> np.ndarray:
+    """``embedder.model.encode`` (sentence-transformers, model2vec) of ``texts`` as float32 rows."""
+    if not texts:  # the model is not touched (nor loaded)
+        return np.zeros((0, embedder.dim), dtype=np.float32)
+    return np.asarray(embedder.model.encode(list(texts), **options), dtype=np.float32)
 
 
 def _label(model_dir: Path) -> str:
@@ -58,7 +58,6 @@ def _weights_digest(model_dir: Path) -> str:
 
 
 def _complete(folder: Path, manifest: dict[str, Any], weights: str = "model.onnx") -> bool:
-    """Whether ``folder`` holds ``weights`` and a manifest with every field of ``manifest``."""
     try:
         found = json.loads((folder / "manifest.json").read_text())
     except (OSError, ValueError):
@@ -68,11 +67,7 @@ def _complete(folder: Path, manifest: dict[str, Any], weights: str = "model.onnx
 
 @contextlib.contextmanager
 def _building(final: Path, manifest: dict[str, Any], weights: str) -> Iterator[Path]:
-    """A temporary folder beside ``final`` that becomes ``final`` when the block ends without error.
-
-    An incomplete ``final`` is removed first; when another process finished ``final`` first, its folder
-    is kept. The block writes the manifest last: it marks the folder complete.
-    """
+    """A temporary folder that becomes ``final`` (an incomplete one is replaced) when the block succeeds."""
     if final.exists():
         logger.warning("%s: incomplete (no valid manifest.json); rebuilding it", final)
         shutil.rmtree(final)
@@ -129,15 +124,12 @@ def _quantize_int8(src: Path, dest: Path) -> None:
 def export_model(
     model_dir: str | os.PathLike[str], *, variant: str, export_dir: str | os.PathLike[str] | None = None
 ) -> Path:
-    """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once.
+    """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once; its folder.
 
     Args:
         model_dir: The model folder.
         variant: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 export's weights).
         export_dir: Root of the exports (default ``cache_root() / "onnx"``).
-
-    Returns:
-        The completed folder holding ``model.onnx`` and ``manifest.json`` (an incomplete one is rebuilt).
     """
     if variant not in ("fp32", "int8"):
         raise ValueError(f"variant: expected 'fp32' or 'int8', got {variant!r}")
@@ -161,10 +153,7 @@ def export_model(
 
 
 class OnnxEmbedder:
-    """A mean-pooled sentence-transformers model run by ONNX Runtime or OpenVINO on the CPU.
-
-    Tokenisation, mean pooling and normalisation follow the folder's sentence-transformers pipeline.
-    """
+    """A mean-pooled sentence-transformers model run by ONNX Runtime or OpenVINO on the CPU."""
 
     def __init__(
         self,
@@ -251,13 +240,8 @@ class OnnxEmbedder:
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder."""
-        fields = {"name": self.name, "backend": self.backend, "export": str(self.export), "dim": self.dim}
-        return {
-            **fields,
-            "max_seq_length": self.max_seq_length,
-            "devices": ["cpu"],
-            "cache_key": self.cache_key,
-        }
+        described = {f: getattr(self, f) for f in ("name", "backend", "export", "dim", "max_seq_length")}
+        return {**described, "export": str(self.export), "devices": ["cpu"], "cache_key": self.cache_key}
 
 
 def _pipeline(model_dir: Path) -> tuple[bool, int, int]:
@@ -293,18 +277,17 @@ def _version(package: str) -> str:
 def distill_static(
     model_dir: str | os.PathLike[str],
     *,
-    pca_dims: int = STATIC_DIMS,
+    pca_dims: int = 256,
     token_remove_pattern: str = r"\[unused\d+\]",
     device: str | None = None,
     static_dir: str | os.PathLike[str] | None = None,
 ) -> Path:
-    """Distil a static (model2vec) model from a local sentence-transformers folder, once, and return it.
+    """Distil a static (model2vec) model from a local sentence-transformers folder once; its folder.
 
-    Every vocabulary token goes through the source model once; the token vectors are reduced to
-    ``pca_dims`` by PCA and SIF-weighted (model2vec's defaults); nothing is random. The folder
-    ``static_dir / <source>-v<recipe>-d<dims>-<key digest>`` is keyed by the source folder, its weights'
-    size and mtime, and the options; its ``manifest.json`` records the key, the weights' SHA-256,
-    vocabulary size, dimensions, library versions and seconds taken. A complete folder is reused.
+    Every vocabulary token goes through the source model once, reduced to ``pca_dims`` by PCA and
+    SIF-weighted (model2vec's defaults). The folder is keyed by the source folder, its weights' size and
+    mtime, and the options; its ``manifest.json`` records the key, the weights' SHA-256, library versions
+    and seconds taken.
 
     Args:
         model_dir: A local sentence-transformers folder (MiniLM's, or e.g. Qwen3-Embedding-4B's).
@@ -312,10 +295,6 @@ def distill_static(
         token_remove_pattern: Regex of vocabulary tokens left out (default: BERT's ``[unused]`` slots).
         device: Where the source model runs (default: CUDA when available, else CPU).
         static_dir: Root of the distilled models (default ``cache_root() / "static"``).
-
-    Raises:
-        FileNotFoundError: ``model_dir`` holds no ``model.safetensors``.
-        ImportError: model2vec or skeletoken is not installed (the message names the install command).
     """
     model_dir = Path(model_dir)
     weights = model_dir / "model.safetensors"
@@ -369,7 +348,10 @@ def distill_static(
         manifest = {
             **key,
             "weights_sha256_16": _weights_digest(model_dir),
-            "versions": {p: _version(p) for p in _STATIC_PACKAGES},
+            "versions": {
+                p: _version(p)
+                for p in ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")
+            },
             "vocabulary_size": len(static.tokens),
             "dims": static.dim,
             "seconds": seconds,
@@ -382,8 +364,8 @@ def distill_static(
 class StaticEmbedder:
     """A distilled static model (token vectors, averaged): thousands of texts per second on one core.
 
-    ``cache_vectors = False``: :func:`~pv4kit.embeddings.models.embed_texts` skips the embedding cache for
-    it (writing the cache costs more than encoding). ``manifest`` is the distillation's provenance.
+    ``cache_vectors = False``: :func:`~pv4kit.embeddings.models.embed_texts` does not cache its vectors
+    (writing the cache costs more than encoding).
     """
 
     cache_vectors = False
@@ -414,15 +396,10 @@ class StaticEmbedder:
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, L2-normalised)."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
-        out = self.model.encode(
-            list(texts),
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=progress,
-            use_multiprocessing=False,
+        size = batch_size or self.batch_size
+        return encode_with(
+            self, texts, batch_size=size, show_progress_bar=progress, use_multiprocessing=False
         )
-        return np.asarray(out, dtype=np.float32)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder (the distillation's manifest included)."""

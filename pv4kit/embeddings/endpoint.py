@@ -1,11 +1,9 @@
 """An embedder that calls OpenAI-compatible ``/v1/embeddings`` servers (vLLM, TEI, llama.cpp, the OpenAI API).
 
-Texts go ``batch_size`` per request, ``max_concurrency`` requests in flight per server, batches dealt
-round-robin over the servers of a comma-separated ``base_url``. A request the server refuses as too large
-is split in halves; one text it refuses is an error naming it (nothing is truncated). Requests go through
-:func:`pv4kit.llm.client.call_with_retries`; a batch that still fails, or holds NaN, infinite or only
-zero vectors, raises :class:`EmbeddingEndpointError` and nothing of it is cached. The cache key names what
-``/v1/models`` reports (model root, revision), never the URL; the API key is never stored or logged.
+Batches are dealt round-robin over the servers of a comma-separated ``base_url``; a request refused as too
+large is split in halves (nothing is truncated). A batch that fails after its retries, or holds NaN,
+infinite or only zero vectors, raises :class:`EmbeddingEndpointError` and nothing of it is cached. The
+cache key names what ``/v1/models`` reports (model root, revision), never the URL or the API key.
 """
 
 from __future__ import annotations
@@ -21,6 +19,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import numpy as np
 
+from pv4kit._options import check_number
 from pv4kit.embeddings.cache import model_key
 from pv4kit.llm.client import RetryPause, call_with_retries, make_client
 from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
@@ -32,7 +31,6 @@ logger = logging.getLogger(__name__)
 PREFIX = "openai:"
 #: the environment variable :func:`~pv4kit.embeddings.models.get_embedder` reads when no ``base_url`` is given
 BASE_URL_ENV = "PV4KIT_EMBED_BASE_URL"
-ENCODINGS = ("base64", "float")
 _REVISION_FIELDS = ("revision", "model_sha", "sha", "commit")
 # what servers say when a request holds too many tokens or texts: vLLM, TEI, llama.cpp, OpenAI
 _TOO_LARGE = re.compile(
@@ -95,7 +93,8 @@ def parse_embeddings(raw: Any, n: int, *, where: str) -> np.ndarray:
 class EndpointEmbedder:
     """Embeddings from one or more OpenAI-compatible servers of the same model.
 
-    Construction asks each server's ``/v1/models`` for the model and embeds one probe text for the width.
+    Construction asks each server's ``/v1/models`` for the model and embeds one probe text for the width
+    (:class:`~pv4kit.llm.config.LLMConfigError` for a bad key or a model the server does not list).
 
     Args:
         model: The model id sent as ``model`` (as ``/v1/models`` lists it).
@@ -111,10 +110,6 @@ class EndpointEmbedder:
             the retry policy of :class:`~pv4kit.llm.config.LLMConfig`.
         encoding_format: ``"base64"`` (as the openai SDK asks) or ``"float"``.
         client: An OpenAI-SDK client for every server (tests); default one per server.
-
-    Raises:
-        LLMConfigError: A bad key, or a model the server does not list.
-        EmbeddingEndpointError: A server that cannot be reached or answers with no embeddings.
     """
 
     def __init__(
@@ -135,12 +130,7 @@ class EndpointEmbedder:
         encoding_format: str = "base64",
         client: Any = None,
     ) -> None:
-        if encoding_format not in ENCODINGS:
-            raise ValueError(f"encoding_format: expected one of {ENCODINGS}, got {encoding_format!r}")
-        if batch_size < 1:
-            raise ValueError(f"batch_size: expected >= 1, got {batch_size}")
-        if dimensions is not None and dimensions < 1:
-            raise ValueError(f"dimensions: expected a positive width, got {dimensions}")
+        check_number(batch_size, "batch_size", integer=True, ge=1)
         self.model, self.instruction, self.dimensions = model, instruction, dimensions
         self.batch_size, self.encoding_format = batch_size, encoding_format
         urls = base_url.split(",") if isinstance(base_url, str) else list(base_url or [])
@@ -151,7 +141,6 @@ class EndpointEmbedder:
             raise ValueError(f"base_url: expected a URL or comma-separated URLs, got {base_url!r}")
         policy = dict(max_concurrency=max_concurrency, max_retries=max_retries, timeout=timeout)
         policy.update(backoff_base=backoff_base, backoff_max=backoff_max, api_key_env=api_key_env)
-        # protocol unused: the request bodies are ours
         self.configs = [LLMConfig(model=model, base_url=u, protocol="chat", **policy) for u in self.urls]
         self._clients = [client if client is not None else make_client(c) for c in self.configs]
         self._pauses = [RetryPause() for _ in self.urls]
@@ -273,12 +262,7 @@ class EndpointEmbedder:
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
-        """Embed ``texts`` (float32, one row per text, in order) across the servers.
-
-        Raises:
-            EmbeddingEndpointError: When a batch fails after its retries (no partial result).
-            LLMConfigError: On 401/403/404.
-        """
+        """Embed ``texts`` (float32, one row per text, in order) across the servers."""
         texts = [(self.instruction or "") + t for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         size = batch_size or self.batch_size
@@ -316,14 +300,10 @@ class EndpointEmbedder:
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder (no key; URLs without user info or query)."""
+        record = {"name": self.name, "backend": "openai-embeddings", "served_model": self.served_name}
+        record |= {f: getattr(self, f) for f in ("revision", "dim", "dimensions", "instruction")}
         return {
-            "name": self.name,
-            "backend": "openai-embeddings",
-            "served_model": self.served_name,
-            "revision": self.revision,
-            "dim": self.dim,
-            "dimensions": self.dimensions,
-            "instruction": self.instruction,
+            **record,
             "base_urls": [self._where(i) for i in range(len(self.urls))],
             "cache_key": self.cache_key,
         }

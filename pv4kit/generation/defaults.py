@@ -14,6 +14,7 @@ import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pv4kit._options import check_number
 from pv4kit.generation import prompts
 from pv4kit.llm.config import LLMConfig, default_protocol
 
@@ -66,9 +67,6 @@ def generation_llm_configs(
             ``max_output_tokens``, ``max_concurrency``, ``timeout`` ...). The temperature stays the
             server's unless given: generation is sampled, so a re-ask with a new sample index gets a new
             answer.
-
-    Returns:
-        The two configs.
     """
     protocol = protocol or default_protocol(base_url)
     responses = protocol == "responses"
@@ -92,10 +90,6 @@ OUTPUT_TOKENS_PER_ITEM = {"categories": 12, "topics": 25, "chats": 250, "questio
 CHARS_PER_TOKEN = 4
 _TOPIC = "x" * 120  # a topic of typical length (one sentence), for the chat prompt
 _CATEGORY = "x" * 40  # a category name of typical length, for the questions prompt
-
-
-def _tokens(messages: list[dict[str, str]]) -> float:
-    return sum(len(m["content"]) for m in messages) / CHARS_PER_TOKEN
 
 
 def estimate_user_cost(
@@ -129,26 +123,30 @@ def estimate_user_cost(
 
     from pv4kit.llm.store import load_prices
 
-    counts = {"num_categories": num_categories, "num_topics": num_topics, "num_questions": num_questions}
+    counts = dict(num_categories=num_categories, num_topics=num_topics, num_questions=num_questions)
     for name, value in counts.items():
-        if not isinstance(value, int) or value < 1:
-            raise ValueError(f"{name}: expected a positive whole number, got {value!r}")
-    per_item = OUTPUT_TOKENS_PER_ITEM
-    rows = [
-        ("categories", model, 1, prompts.categories_messages(persona, n=num_categories),
-         per_item["categories"] * num_categories),
-        ("topics", model, 1, prompts.topics_messages(persona, n=num_topics), per_item["topics"] * num_topics),
-        ("chats", chat_model, num_topics, prompts.chat_messages(persona, _TOPIC), per_item["chats"]),
-        ("questions", model, num_categories, prompts.questions_messages(persona, _CATEGORY, n=num_questions),
-         per_item["questions"] * num_questions),
-    ]  # fmt: skip
-    table = load_prices(prices)
-    if missing := sorted({m for _, m, *_ in rows if m not in table}):
-        logger.warning("cost estimate: no price for %s in the price table; their cost is NaN", missing)
+        check_number(value, name, integer=True, ge=1)
+    items = {"categories": num_categories, "topics": num_topics, "chats": 1, "questions": num_questions}
+    messages = [
+        prompts.categories_messages(persona, n=num_categories),
+        prompts.topics_messages(persona, n=num_topics),
+        prompts.chat_messages(persona, _TOPIC),
+        prompts.questions_messages(persona, _CATEGORY, n=num_questions),
+    ]
     frame = pd.DataFrame(
-        [(step, m, calls, _tokens(msgs), float(out)) for step, m, calls, msgs, out in rows],
-        columns=["step", "model", "calls", "prompt_tokens_per_call", "output_tokens_per_call"],
+        {
+            "step": list(items),
+            "model": [model, model, chat_model, model],
+            "calls": [1, 1, num_topics, num_categories],  # a chat per topic, a questions call per category
+            "prompt_tokens_per_call": [
+                sum(len(m["content"]) for m in msgs) / CHARS_PER_TOKEN for msgs in messages
+            ],
+            "output_tokens_per_call": [float(OUTPUT_TOKENS_PER_ITEM[s] * n) for s, n in items.items()],
+        }
     )
+    table = load_prices(prices)
+    if missing := sorted(set(frame["model"]) - set(table)):
+        logger.warning("cost estimate: no price for %s in the price table; their cost is NaN", missing)
     frame["prompt_tokens"] = frame["calls"] * frame["prompt_tokens_per_call"]
     frame["output_tokens"] = frame["calls"] * frame["output_tokens_per_call"]
     frame["input_usd_per_1m"] = [table.get(m, {}).get("input", math.nan) for m in frame["model"]]

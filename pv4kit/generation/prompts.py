@@ -1,11 +1,9 @@
 """The prompts of generation steps 1-4: pv4kit's own versioned templates, or the reference's from a checkout.
 
-pv4kit's templates were written against the dataset card (not copied from the reference); each builder
-returns one user message, as the reference sent. Unlike the reference, no persona's name, pronouns or
-traits are written into the chat prompt: ``Leo`` is only the speaker tag. Every template states its count
-as ``exactly N`` and starts with a ``# Task:`` line; tests rely on both. pv4kit never ships the reference's
-prompt text: :func:`load_reference_prompts` imports the four functions of a local checkout's
-``personalizationv4/prompts.py``, so regenerated users get the release's requests.
+pv4kit's templates were written against the dataset card; each builder returns one user message, as the
+reference sent, and no persona's name or traits are written into the chat prompt (``Leo`` is only the
+speaker tag). Every template states its count as ``exactly N`` and starts with a ``# Task:`` line. pv4kit
+never ships the reference's prompt text: :func:`load_reference_prompts` imports a local checkout's.
 """
 
 from __future__ import annotations
@@ -165,12 +163,12 @@ def _user(text: str) -> Messages:
     return [{"role": "user", "content": text}]
 
 
-def categories_messages(persona: str, *, n: int = 10) -> Messages:
+def categories_messages(persona: str, n: int = 10) -> Messages:
     """Step 1: the persona's ``n`` most testable question categories, as a numbered list."""
     return _user(_CATEGORIES.format(n=n, persona=persona.strip()))
 
 
-def topics_messages(persona: str, *, n: int = 200) -> Messages:
+def topics_messages(persona: str, n: int = 200) -> Messages:
     """Step 2: ``n`` one-sentence chat topics (skeptical then reliant; hidden-project requests)."""
     return _user(_TOPICS.format(n=n, persona=persona.strip()))
 
@@ -180,17 +178,15 @@ def chat_messages(persona: str, topic: str, *, user_tag: str = USER_TAG) -> Mess
     return _user(_CHAT.format(topic=topic.strip(), persona=persona.strip(), user_tag=user_tag))
 
 
-def questions_messages(persona: str, category: str, *, n: int = 15) -> Messages:
+def questions_messages(persona: str, category: str, n: int = 15) -> Messages:
     """Step 4: ``n`` tagged multiple-choice questions for one category (the format step 5 parses)."""
     return _user(_QUESTIONS.format(n=n, category=category.strip(), persona=persona.strip()))
 
 
-_PV4KIT: dict[str, Callable[..., Messages]] = {
-    "categories": lambda persona, n: categories_messages(persona, n=n),
-    "topics": lambda persona, n: topics_messages(persona, n=n),
-    "chats": chat_messages,
-    "questions": lambda persona, category, n: questions_messages(persona, category, n=n),
-}
+#: pv4kit's builders, called like the reference's functions
+_PV4KIT = dict(
+    zip(STEPS, (categories_messages, topics_messages, chat_messages, questions_messages), strict=True)
+)
 
 
 @dataclass(frozen=True)

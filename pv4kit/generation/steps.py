@@ -1,18 +1,10 @@
 """Generation steps 1-4 (and step 5 once a user is complete), resumable and provenance-tracked.
 
-Per user, under ``<output_dir>/user_N/``: 1. ``categories.txt`` and 2. ``chat_topics.txt`` (one call each,
-together); 3. ``chats/{i}.txt`` and 4. ``qa/{c}.txt`` (one call per topic and per category, in one bounded
-pool); 5. ``qa.csv``, written only when absent and every chat and question file exists.
-
-Files are written as the reference writes them: a list by its rule (stripped, split on ``\\n``, blank
-lines dropped, one leading ``digits.`` and its spaces removed, joined with ``\\n``), a chat stripped, a
-question file as returned; an empty reply is asked again (next ``sample_index``). Every output is checked
-(list count, the two-line ``Leo:``/``Assistant:`` chat, complete question blocks) and its problems are
-recorded; pv4kit's repairs (``repair_lists``, ``repair_chats``, ``reask_malformed``, ``rewrite_stale_qa``)
-are off by default and reported when they act. ``manifest.json`` records for every file the model,
-options, prompt set and a hash of the exact request, so a changed persona, prompt or model marks the file
-*stale* (regenerated with ``regenerate_stale``). A file with no manifest entry is adopted when the response
-cache holds the same output for the current request, else reported *untracked* and kept.
+Per user, under ``<output_dir>/user_N/``: ``categories.txt``, ``chat_topics.txt``, ``chats/{i}.txt``,
+``qa/{c}.txt``, then ``qa.csv`` once every chat and question file exists. Files are written as the
+reference writes them; pv4kit's repairs are options, off by default. ``manifest.json`` records a hash of
+each file's exact request, so a changed persona, prompt or model marks the file *stale*; a file with no
+entry is adopted when the response cache holds it for the current request, else reported *untracked*.
 """
 
 from __future__ import annotations
@@ -30,10 +22,11 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, sha256_text
+from pv4kit._options import check_number
 from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list
 from pv4kit.dataset.questions import build_question_table, parse_qa_text
 from pv4kit.dataset.tree import list_personas
-from pv4kit.generation.prompts import prompt_set
+from pv4kit.generation.prompts import PromptSet, prompt_set
 from pv4kit.llm.client import build_request, cache_key, complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
 from pv4kit.llm.store import ResponseStore
@@ -44,23 +37,20 @@ logger = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
 _FLUSH_EVERY_S = 1.0
+#: ``(content, problems, repairs)`` of one model output (:func:`normalise_output`)
+_Normalised = tuple[str | None, list[str], list[str]]
+_COUNTS = ("num_categories", "num_topics", "num_questions")
 _LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
-
-
-# --------------------------------------------------------------------------- what a reply becomes
 
 
 def normalise_output(
     step: str, text: str, *, n: int, repair_lists: bool = False, repair_chats: bool = False
-) -> tuple[str | None, list[str], list[str]]:
+) -> _Normalised:
     """``(content, problems, repairs)`` for one model output of ``step``.
 
-    Lists are read by the reference's rule (:func:`pv4kit.text.list_items`); ``repair_lists`` also removes
-    ``1)``, ``1 .``, ``-``, ``*`` and bullet markers (a ``2.5-hour`` item stays whole) and drops empty items.
-
-    ``content`` is the file as the reference writes it (``None`` for an empty reply, which is asked
-    again); ``problems`` is empty when the output is valid (``n`` items, a two-line chat, or ``n``
-    complete question blocks); ``repairs`` describes each pv4kit repair that changed the content.
+    ``content`` is the file as the reference writes it (``None`` for an empty reply, asked again; lists by
+    :func:`pv4kit.text.list_items`); ``problems`` is empty for a valid output (``n`` items, a two-line chat,
+    ``n`` complete question blocks); ``repairs`` describes each pv4kit repair that changed the content.
     """
     if step not in ("categories", "topics", "chats", "questions"):
         raise ValueError(f"step must be categories, topics, chats or questions, got {step!r}")
@@ -98,9 +88,6 @@ def normalise_output(
     if len(good) != n:
         problems.append(f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks")
     return text, problems, repairs
-
-
-# --------------------------------------------------------------------------- one user
 
 
 def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
@@ -145,18 +132,27 @@ class UserResult:
     notes: list[str] = field(default_factory=list)
 
 
+@dataclass
 class _UserRun:
-    """One user's run with :func:`generate_user`'s ``settings``, and its ``manifest.json``.
+    """One user's calls and ``manifest.json`` (flushed atomically at most once a second and at the end)."""
 
-    The manifest records each file's entry and is flushed atomically at most once a second and at the end.
-    """
+    user_dir: Path
+    persona: str
+    user_id: int | None
+    prompts: PromptSet
+    cache: str | Path | None
+    client: Any
+    progress: bool
+    max_retries: int
+    regenerate_stale: bool
+    repair_lists: bool
+    repair_chats: bool
+    reask_malformed: bool
 
-    def __init__(self, user_dir: Path, persona: str, settings: dict[str, Any]) -> None:
-        self.__dict__.update(settings)  # generate_user's keywords: max_retries, cache, repair_lists ...
-        self.user_dir, self.persona_sha = user_dir, sha256_text(persona)
+    def __post_init__(self) -> None:
         self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
-        self.prompts = prompt_set(self.reference_prompts)
-        self.path, self.lock, self.last_flush = user_dir / MANIFEST, threading.Lock(), 0.0
+        self.persona_sha = sha256_text(self.persona)
+        self.path, self.lock, self.last_flush = self.user_dir / MANIFEST, threading.RLock(), 0.0
         data: dict[str, Any] = {}
         if self.path.is_file():
             try:
@@ -168,6 +164,9 @@ class _UserRun:
         self.dirty |= any(data.get(k) != v for k, v in self.prompts.record().items())
         self._record: dict[str, Any] | None = None
 
+    def item(self, step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
+        return _Item(step, rel, self.prompts.messages(step, self.persona, n=n, **kw), llm, n)
+
     def set(self, rel: str, entry: dict[str, Any] | None) -> None:
         """Record (``None``: drop) the manifest entry of ``rel``; flushed when a second has passed."""
         with self.lock:
@@ -176,38 +175,27 @@ class _UserRun:
             elif entry is not None and self.files.get(rel) != entry:
                 self.files[rel], self.dirty = entry, True
             if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
-                self._flush()
+                self.flush()
 
     def flush(self) -> None:
         """Write the manifest now when it changed."""
         with self.lock:
-            self._flush()
+            if not self.dirty:
+                return
+            if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
+                self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
+            files = dict(sorted(self.files.items(), key=lambda kv: sort_key(kv[0])))
+            atomic_write_json(self.path, {**self._record, "files": files})
+            self.last_flush, self.dirty = time.monotonic(), False
 
-    def _flush(self) -> None:
-        if not self.dirty:
-            return
-        if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-            self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
-        files = dict(sorted(self.files.items(), key=lambda kv: sort_key(kv[0])))
-        atomic_write_json(self.path, {**self._record, "files": files})
-        self.last_flush, self.dirty = time.monotonic(), False
-
-    def normalise(self, item: _Item, text: str) -> tuple[str | None, list[str], list[str]]:
+    def normalise(self, item: _Item, text: str) -> _Normalised:
         return normalise_output(
             item.step, text, n=item.n, repair_lists=self.repair_lists, repair_chats=self.repair_chats
         )
 
-    def entry(
-        self,
-        item: _Item,
-        content: str,
-        problems: list[str],
-        resp: LLMResponse,
-        attempt: int,
-        repairs: list[str],
-    ) -> dict[str, Any]:
-        """The manifest entry of a file written from ``resp``."""
-        llm, ps = item.llm, self.prompts
+    def entry(self, item: _Item, resp: LLMResponse, attempt: int, normalised: _Normalised) -> dict[str, Any]:
+        """The manifest entry of a file written from ``resp`` (``normalised``: what it became)."""
+        (content, problems, repairs), llm, ps = normalised, item.llm, self.prompts
         entry = {"step": item.step, **{k: getattr(llm, k) for k in _LLM_FIELDS}, "prompt_set": ps.name}
         entry.update(prompt_version=ps.version, template_sha256=ps.template_hash(item.step))
         entry.update(prompts_sha256=ps.sha256, request_sha256=request_hash(item.messages, llm))
@@ -247,9 +235,9 @@ class _UserRun:
             for a in tries:
                 if (resp := hits.get(keys[(item.rel, a)])) is None:
                     continue
-                content, problems, repairs = self.normalise(item, resp.text)
-                if content == on_disk:
-                    self.set(item.rel, self.entry(item, content, problems, resp, a, repairs))
+                normalised = self.normalise(item, resp.text)
+                if normalised[0] == on_disk:
+                    self.set(item.rel, self.entry(item, resp, a, normalised))
                     break
 
     def run(self, items: list[_Item]) -> None:
@@ -306,60 +294,21 @@ class _UserRun:
         if content is not None and (not problems or not self.reask_malformed or final):
             if attempt and self.reask_malformed and item.malformed_before:
                 repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
-            self.set(item.rel, self.entry(item, content, problems, resp, attempt, repairs))
+            self.set(item.rel, self.entry(item, resp, attempt, (content, problems, repairs)))
             atomic_write_text(self.user_dir / item.rel, content)
             item.done, item.repairs = True, repairs
         elif content is not None:
             item.malformed_before = problems
 
-    def generate(self, persona: str) -> UserResult:
-        """Steps 1-5: the lists, then the chats and question files, then ``qa.csv``."""
-        start, user_dir, ps, result = time.monotonic(), self.user_dir, self.prompts, self.result
-
-        def item(step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
-            return _Item(step, rel, ps.messages(step, persona, n=n, **kw), llm, n)
-
-        lists = [item("categories", "categories.txt", self.llm, self.num_categories)]
-        lists.append(item("topics", "chat_topics.txt", self.llm, self.num_topics))
-        self.run(self.plan(lists))
-        categories, topics = (
-            read_list(user_dir / name) if (user_dir / name).is_file() else None
-            for name in ("categories.txt", "chat_topics.txt")
-        )
-        second = [
-            item("chats", f"chats/{i}.txt", self.chat_llm, 1, topic=t) for i, t in enumerate(topics or [])
-        ]
-        second += [
-            item("questions", f"qa/{c}.txt", self.llm, self.num_questions, category=cat)
-            for c, cat in enumerate(categories or [])
-        ]
-        for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
-            for rel in list(self.files):  # files of a longer list, generated before
-                if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
-                    (user_dir / rel).unlink(missing_ok=True)
-                    self.set(rel, None)
-                    logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
-        self.run(self.plan(second))
-        result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
-        result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
-        result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
-        if not result.missing:  # as the reference: only once every chat and question file exists
-            result.questions = self.write_qa_csv()
-        self.flush()
-        result.malformed = sorted(set(result.malformed), key=sort_key)
-        result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-        result.seconds = time.monotonic() - start
-        return result
-
-    def write_qa_csv(self) -> int:
+    def write_qa_csv(self, *, seed: int, rewrite_stale_qa: bool) -> int:
         """Step 5: write ``qa.csv`` when absent (an existing one is kept unless ``rewrite_stale_qa``)."""
-        table, drops = build_question_table(self.user_dir, seed=self.seed)
+        table, drops = build_question_table(self.user_dir, seed=seed)
         text = format_qa_csv(table)
         target = self.user_dir / "qa.csv"
         repairs: list[str] = []
         if not target.is_file():
             atomic_write_text(target, text)
-        elif target.read_text(encoding="utf-8") != text and self.rewrite_stale_qa:
+        elif target.read_text(encoding="utf-8") != text and rewrite_stale_qa:
             logger.info("%s: question files changed, rewriting qa.csv", self.user_dir)
             atomic_write_text(target, text)
             repairs.append("rewritten: it differed from what the question files give")
@@ -369,7 +318,7 @@ class _UserRun:
             logger.warning("%s: %s", self.user_dir, note)
             self.result.notes.append(note)
         on_disk = target.read_text(encoding="utf-8")
-        entry = {"step": "qa_table", "seed": self.seed, "output_sha256": sha256_text(on_disk)}
+        entry = {"step": "qa_table", "seed": seed, "output_sha256": sha256_text(on_disk)}
         entry.update(matches_question_files=on_disk == text, questions=len(table))
         self.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
         return len(table)
@@ -397,54 +346,71 @@ def generate_user(
     progress: bool = True,
     user_id: int | None = None,
 ) -> UserResult:
-    """Run steps 1-5 for one user, completing what is missing.
+    """Run steps 1-5 for one user, completing what is missing (keywords as :func:`generate_users`).
 
-    Args:
-        persona_path: The persona profile ``user_N.txt``.
-        user_dir: Output folder ``users/user_N``.
-        llm: Model of categories, topics and questions (the reference's: gpt-5.1, effort ``none``);
-            see :func:`~pv4kit.generation.defaults.generation_llm_configs`.
-        chat_llm: Model of the chats (the reference's: gpt-5-mini, effort ``minimal``).
-        num_categories: Categories per user (step 1) = question files (step 4).
-        num_topics: Topics per user (step 2) = chats (step 3).
-        num_questions: Questions requested per category (step 4).
-        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
-        seed: Seed of step 5's answer shuffle.
-        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
-        reference_prompts: A local checkout of the reference (or its ``prompts.py``) whose prompt functions
-            build the requests; ``None``: pv4kit's own prompts.
-        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
-        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
-            between the turns (pv4kit repair).
-        reask_malformed: Ask again for a malformed output up to ``max_retries`` times (pv4kit repair).
-        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
-            (pv4kit repair; the reference keeps it).
-        cache: SQLite response cache and usage ledger (see :func:`pv4kit.llm.client.complete`).
-        client: Injected OpenAI-like client (tests).
-        progress: Show progress bars.
-        user_id: Id for logs and the ledger (default: from the file name).
-
-    Returns:
-        A :class:`UserResult`; ``status`` is ``complete``, ``incomplete`` (files missing) or ``stale``.
+    ``user_id`` names the user in logs and the ledger (default: from the file name); ``status`` of the
+    :class:`UserResult` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
-    settings = dict(locals())
-    for name in ("num_categories", "num_topics", "num_questions"):
-        if settings[name] < 1:
-            raise ValueError(f"{name} must be >= 1, got {settings[name]}")
-    if max_retries < 0:
-        raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    start = time.monotonic()
+    for name, value in zip(_COUNTS, (num_categories, num_topics, num_questions), strict=True):
+        check_number(value, name, integer=True, ge=1)
+    check_number(max_retries, "max_retries", integer=True, ge=0)
     persona_path, user_dir = Path(persona_path), Path(user_dir)
     if user_id is None and (m := re.match(r"user_(\d+)\.txt$", persona_path.name)):
-        settings["user_id"] = int(m.group(1))
+        user_id = int(m.group(1))
     persona = persona_path.read_text(encoding="utf-8")
     if not persona.strip():
         raise ValueError(f"{persona_path}: persona file is empty")
-    for tmp in [
-        p for d in (user_dir, user_dir / "chats", user_dir / "qa") if d.is_dir() for p in d.glob(".*.tmp")
-    ]:
-        logger.info("%s: removing a partial write left by an interrupted run", tmp)
-        tmp.unlink(missing_ok=True)
-    return _UserRun(user_dir, persona, settings).generate(persona)
+    for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp"):
+        for tmp in list(user_dir.glob(pattern)):
+            logger.info("%s: removing a partial write left by an interrupted run", tmp)
+            tmp.unlink(missing_ok=True)
+    run = _UserRun(
+        user_dir,
+        persona,
+        user_id,
+        prompt_set(reference_prompts),
+        cache=cache,
+        client=client,
+        progress=progress,
+        max_retries=max_retries,
+        regenerate_stale=regenerate_stale,
+        repair_lists=repair_lists,
+        repair_chats=repair_chats,
+        reask_malformed=reask_malformed,
+    )
+    result = run.result
+    # steps 1-2: the two lists
+    lists = [run.item("categories", "categories.txt", llm, num_categories)]
+    lists.append(run.item("topics", "chat_topics.txt", llm, num_topics))
+    run.run(run.plan(lists))
+    categories, topics = (
+        read_list(user_dir / name) if (user_dir / name).is_file() else None
+        for name in ("categories.txt", "chat_topics.txt")
+    )
+    # steps 3-4: a chat per topic and a question file per category, in one pool
+    second = [run.item("chats", f"chats/{i}.txt", chat_llm, 1, topic=t) for i, t in enumerate(topics or [])]
+    second += [
+        run.item("questions", f"qa/{c}.txt", llm, num_questions, category=cat)
+        for c, cat in enumerate(categories or [])
+    ]
+    for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
+        for rel in list(run.files):  # files of a longer list, generated before
+            if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
+                (user_dir / rel).unlink(missing_ok=True)
+                run.set(rel, None)
+                logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
+    run.run(run.plan(second))
+    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+    result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
+    result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
+    if not result.missing:  # step 5, as the reference: only once every chat and question file exists
+        result.questions = run.write_qa_csv(seed=seed, rewrite_stale_qa=rewrite_stale_qa)
+    run.flush()
+    result.malformed = sorted(set(result.malformed), key=sort_key)
+    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+    result.seconds = time.monotonic() - start
+    return result
 
 
 def generate_users(
@@ -470,7 +436,33 @@ def generate_users(
     client: Any = None,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Run :func:`generate_user` (same keywords) for each ``user_N.txt`` with ``user_start <= N <= user_end``.
+    """Run steps 1-5 (:func:`generate_user`) for each ``user_N.txt`` with ``user_start <= N <= user_end``.
+
+    Args:
+        persona_dir: The folder of persona profiles ``user_N.txt``.
+        output_dir: The users folder; each user is written to ``user_N/``.
+        llm: Model of categories, topics and questions (the reference's: gpt-5.1, effort ``none``);
+            see :func:`~pv4kit.generation.defaults.generation_llm_configs`.
+        chat_llm: Model of the chats (the reference's: gpt-5-mini, effort ``minimal``).
+        num_categories: Categories per user (step 1) = question files (step 4).
+        num_topics: Topics per user (step 2) = chats (step 3).
+        num_questions: Questions requested per category (step 4).
+        max_retries: Re-asks of an empty reply (and, with ``reask_malformed``, of a malformed one).
+        seed: Seed of step 5's answer shuffle.
+        regenerate_stale: Regenerate files whose request (persona, prompt, model, options) changed.
+        reference_prompts: A local checkout of the reference (or its ``prompts.py``) whose prompt functions
+            build the requests; ``None``: pv4kit's own prompts.
+        repair_lists: Also accept ``1)`` numbering and ``-``/``*``/bullet items in lists (pv4kit repair).
+        repair_chats: Turn a literal ``\\n`` before ``Assistant:`` into a line break and drop blank lines
+            between the turns (pv4kit repair).
+        reask_malformed: Ask again for a malformed output up to ``max_retries`` times (pv4kit repair).
+        rewrite_stale_qa: Rewrite an existing ``qa.csv`` that differs from what the question files give
+            (pv4kit repair; the reference keeps it).
+        user_start: First user id (inclusive).
+        user_end: Last user id (inclusive).
+        cache: SQLite response cache and usage ledger (see :func:`pv4kit.llm.client.complete`).
+        client: Injected OpenAI-like client (tests).
+        progress: Show progress bars.
 
     Returns:
         One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
@@ -480,9 +472,6 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
-    settings = {
-        k: v for k, v in locals().items() if k not in ("persona_dir", "output_dir", "user_start", "user_end")
-    }
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
     ids = [
@@ -497,7 +486,25 @@ def generate_users(
     rows = []
     for uid in ids:
         res = generate_user(
-            persona_dir / f"user_{uid}.txt", output_dir / f"user_{uid}", user_id=uid, **settings
+            persona_dir / f"user_{uid}.txt",
+            output_dir / f"user_{uid}",
+            llm=llm,
+            chat_llm=chat_llm,
+            num_categories=num_categories,
+            num_topics=num_topics,
+            num_questions=num_questions,
+            max_retries=max_retries,
+            seed=seed,
+            regenerate_stale=regenerate_stale,
+            reference_prompts=reference_prompts,
+            repair_lists=repair_lists,
+            repair_chats=repair_chats,
+            reask_malformed=reask_malformed,
+            rewrite_stale_qa=rewrite_stale_qa,
+            cache=cache,
+            client=client,
+            progress=progress,
+            user_id=uid,
         )
         logger.info(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
