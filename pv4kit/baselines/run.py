@@ -14,12 +14,11 @@ relevant chats whole until the counted prompt fits.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,6 @@ from pv4kit.baselines.tokens import (
     probe_server,
     reference_budget,
     reference_context,
-    truncate_front,
     vllm_serve_flags,
 )
 from pv4kit.llm.client import cache_key, complete
@@ -247,7 +245,7 @@ def answer(
         if value not in allowed:
             raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
     llms = [
-        dataclasses.replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
+        replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
         for c in (llm if isinstance(llm, list | tuple) else [llm])
     ]
     if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
@@ -260,10 +258,8 @@ def answer(
         logger.warning(msg + "the reference does", max_model_len, max_new_tokens, margin)
     server = _check_server(first, max_model_len, m) if check_server and client is None else None
     if server is not None and server.kind == "vllm":
-        no_thinking = dict(NO_THINKING)
         llms = [
-            dataclasses.replace(c, chat_template_kwargs=no_thinking) if c.protocol == "chat" else c
-            for c in llms
+            replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c for c in llms
         ]
         first = llms[0]
     counter = token_counter or CharEstimate()
@@ -459,21 +455,17 @@ def answer(
 def _check_server(llm: LLMConfig, max_model_len: int, method: Method) -> ServerInfo:
     """Probe the endpoint before anything is sent; refuse a served context length other than the run's."""
     info = probe_server(llm.base_url, llm.model, api_key_env=llm.api_key_env)
+    yarn = method.yarn_factor if max_model_len == method.max_model_len else None
+    flags = " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=yarn))
     if info.max_model_len is not None and info.max_model_len != max_model_len:
-        yarn = method.yarn_factor if max_model_len == method.max_model_len else None
-        flags = " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=yarn))
         raise ValueError(
             f"max_model_len: the server at {llm.endpoint} serves {llm.model!r} with max_model_len "
             f"{info.max_model_len}, but this run uses {max_model_len}; serve it with `vllm serve "
             f"{llm.model} {flags}` or pass max_model_len={info.max_model_len} (not the reference protocol)"
         )
-    if info.kind == "vllm" and method.yarn_factor is not None:
-        logger.info(
-            "vLLM serves %s with max_model_len %s; YaRN cannot be read over HTTP: serve it with %s",
-            llm.model,
-            info.max_model_len,
-            " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=method.yarn_factor)),
-        )
+    if info.kind == "vllm" and yarn is not None:
+        msg = "vLLM serves %s with max_model_len %s; YaRN cannot be read over HTTP: serve it with %s"
+        logger.info(msg, llm.model, info.max_model_len, flags)
     logger.info("endpoint %s: %s (max_model_len %s)", llm.endpoint, info.kind, info.max_model_len)
     return info
 
@@ -513,7 +505,7 @@ def front_requests(
             out.append(Request(cut, False, full, tokenizer.length(cut), sent_as, every))
             continue
         ids = tokenizer.encode_chat(chat)
-        kept = truncate_front(ids, budget)
+        kept = ids[-budget:]  # the reference's cut: the last ``budget`` ids
         if len(ids) <= budget:
             out.append(Request(chat, False, len(ids), len(ids), "chat", every))
         elif protocol == "chat" and server_kind in TOKEN_PROMPT_SERVERS:
@@ -584,8 +576,11 @@ def _send(
     progress: bool,
     client: Any,
 ) -> tuple[list[LLMResponse], list[bool]]:
-    """The responses in question order, and which were kept from ``run_dir`` (failed ones are asked again)."""
-    completions = [dataclasses.replace(c, protocol="completions") for c in llms]
+    """The responses in question order, and which were kept from ``run_dir`` (failed ones are asked again).
+
+    The rest are asked per user, chat requests before cut prompts (``/v1/completions``).
+    """
+    completions = [replace(c, protocol="completions") for c in llms]
     done = previous_answers(run_dir) if run_dir is not None else {}
     responses: list[Any] = [None] * len(requests)
     for i, r in enumerate(requests):
@@ -595,24 +590,15 @@ def _send(
             responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
     resumed = [r is not None for r in responses]
     if any(resumed):
-        logger.info(
-            "%s: %d answers kept from the existing run, %d to ask", step, sum(resumed), resumed.count(False)
-        )
-    for uid, rows in user_ids.groupby(user_ids, sort=True):
-        for is_completion in (False, True):
-            pos = [i for i in rows.index if not resumed[i] and requests[i].completions is is_completion]
-            if pos:
-                got = complete(
-                    [requests[i].messages for i in pos],
-                    llm=completions if is_completion else llms,
-                    cache=cache,
-                    step=step,
-                    user_id=int(uid),
-                    progress=progress,
-                    client=client,
-                )
-                for i, r in zip(pos, got, strict=True):
-                    responses[i] = r
+        msg = "%s: %d answers kept from the existing run, %d to ask"
+        logger.info(msg, step, sum(resumed), resumed.count(False))
+    todo = pd.DataFrame({"user_id": user_ids, "completions": [r.completions for r in requests]})
+    shared = {"cache": cache, "step": step, "progress": progress, "client": client}
+    for (uid, cut), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"], sort=True):
+        messages = [requests[i].messages for i in rows.index]
+        got = complete(messages, llm=completions if cut else llms, user_id=int(uid), **shared)
+        for i, r in zip(rows.index, got, strict=True):
+            responses[i] = r
     return responses, resumed
 
 
@@ -639,11 +625,7 @@ def _served_model(
     snapshot = re.compile(re.escape(model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
     other = sorted(n for n in names if not snapshot.fullmatch(n))
     if other:
-        logger.warning(
-            "%s: the server answered as %s, not the requested model %r (recorded as served_model)",
-            method,
-            other,
-            model,
-        )
+        msg = "%s: the server answered as %s, not the requested model %r (recorded as served_model)"
+        logger.warning(msg, method, other, model)
     ordered = sorted(names)
     return ordered[0] if len(ordered) == 1 else (ordered or None)

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from pv4kit.baselines.prompting import TEMPLATE_OVERHEAD
 from pv4kit.llm.config import Message
 from pv4kit.redact import redact_url
 
@@ -27,18 +28,12 @@ logger = logging.getLogger(__name__)
 
 #: tokens the reference keeps free besides the output (``GENERATION_RESERVE``)
 GENERATION_RESERVE = 32
-#: the percentiles of ``context.json``
-PERCENTILES = (50, 90, 95, 99)
 #: the reference's PV4 full-context window: 65,536 tokens with YaRN x2 over Qwen3's native 32,768
 FULL_CONTEXT_LENGTH = 65_536
 FULL_CONTEXT_YARN_FACTOR = 2.0
 YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS = 32_768
 #: what vLLM's chat template receives so that a thinking model answers directly
 NO_THINKING = {"enable_thinking": False}
-#: chat-template tokens per message assumed by the estimate (role header and end marker)
-ESTIMATE_OVERHEAD_PER_MESSAGE = 5
-#: the assistant header of the generation prompt assumed by the estimate
-ESTIMATE_GENERATION_PROMPT = 3
 
 
 def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = GENERATION_RESERVE) -> int:
@@ -49,28 +44,15 @@ def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = G
     return max(int(max_model_len) - int(max_new_tokens) - int(margin), 1)
 
 
-def truncate_front(ids: Sequence[int], budget: int) -> list[int]:
-    """The last ``budget`` ids of a prompt (the whole prompt when it fits)."""
-    if budget < 1:
-        raise ValueError(f"budget must be >= 1, got {budget}")
-    ids = list(ids)
-    return ids[len(ids) - budget :] if len(ids) > budget else ids
-
-
 def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_tokens: int) -> dict[str, Any]:
     """``context.json`` as the reference writes it, from the **untruncated** prompt lengths.
 
     ``fit_rate`` in percent (2 decimals), ``mean_prompt_tokens`` with one decimal, NumPy's linear
     percentiles as floats, ``tokens_dropped`` the sum of what went over the budget.
-
-    Raises:
-        ValueError: On an empty list.
     """
-    if len(lengths) == 0:
-        raise ValueError("lengths: no prompts to describe")
     n = np.asarray(lengths, dtype=np.int64)
     over = n > max_input_tokens
-    out: dict[str, Any] = {
+    return {
         "max_model_len": int(max_model_len),
         "max_input_tokens": int(max_input_tokens),
         "num_prompts": int(n.size),
@@ -79,10 +61,8 @@ def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_t
         "mean_prompt_tokens": round(float(n.mean()), 1),
         "max_prompt_tokens": int(n.max()),
         "tokens_dropped": int(np.maximum(n - max_input_tokens, 0).sum()),
+        **{f"p{q}_prompt_tokens": float(np.percentile(n, q)) for q in (50, 90, 95, 99)},
     }
-    for q in PERCENTILES:
-        out[f"p{q}_prompt_tokens"] = float(np.percentile(n, q))
-    return out
 
 
 def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) -> list[str]:
@@ -195,6 +175,15 @@ def probe_server(
 # --------------------------------------------------------------------------- the tokenizers
 
 
+def _post(url: str, body: dict[str, Any], *, timeout: float, api_key_env: str | None = None) -> Any:
+    """The JSON answer of ``POST url`` (an error status raises)."""
+    import httpx
+
+    r = httpx.post(url, json=body, timeout=timeout, headers=_auth(api_key_env))
+    r.raise_for_status()
+    return r.json()
+
+
 @dataclass
 class CharEstimate:
     """The fallback text counter: ``ceil(len(text) / chars_per_token)``."""
@@ -220,15 +209,11 @@ class LlamaServerCounter:
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text."""
-        import httpx
-
-        todo = [t for t in dict.fromkeys(texts) if t and t not in self._memo]
-        with httpx.Client(timeout=self.timeout) as client:
-            for text in todo:
-                url = f"{server_root(self.base_url)}/extras/tokenize"
-                r = client.post(url, json={"input": text, "add_special": False})
-                r.raise_for_status()
-                self._memo[text] = len(r.json()["tokens"])
+        url = f"{server_root(self.base_url)}/extras/tokenize"
+        for text in dict.fromkeys(texts):
+            if text and text not in self._memo:
+                body = {"input": text, "add_special": False}
+                self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
         return [self._memo[t] if t else 0 for t in texts]
 
 
@@ -244,9 +229,9 @@ class EstimateChatTokenizer:
         self.name = self.name or f"estimate: {self.counter.name} + template overhead"
 
     def length(self, messages: Sequence[Message]) -> int:
-        """Estimated prompt length."""
+        """Estimated prompt length (3 tokens for the assistant header of the generation prompt)."""
         body = sum(self.counter.count([m["content"] for m in messages]))
-        return body + ESTIMATE_OVERHEAD_PER_MESSAGE * len(messages) + ESTIMATE_GENERATION_PROMPT
+        return body + TEMPLATE_OVERHEAD * len(messages) + 3
 
     def truncate_messages(self, messages: Sequence[Message], budget: int) -> list[Message]:
         """Front truncation: the system turn first, then the longest suffix of the user turn that fits."""
@@ -278,32 +263,25 @@ class _Exact:
 
 @dataclass
 class HFChatTokenizer(_Exact):
-    """A Hugging Face tokenizer (a name/path, loaded on first use, or a loaded one) and its chat template."""
+    """A Hugging Face tokenizer (a name/path, loaded here, or a loaded one) and its chat template."""
 
     tokenizer: Any
     name: str = ""
-    _tok: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tokenizer, str):
-            self._tok = self.tokenizer
-        label = self.tokenizer if self._tok is None else getattr(self._tok, "name_or_path", "") or "tokenizer"
-        self.name = self.name or f"hf:{label}"
-
-    @property
-    def tok(self) -> Any:
-        """The loaded tokenizer."""
-        if self._tok is None:
+        self.tok = self.tokenizer
+        if isinstance(self.tokenizer, str):
             from transformers import AutoTokenizer
 
             try:
-                self._tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
+                self.tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
             except (OSError, ValueError) as exc:
                 raise OSError(
                     f"tokenizer: could not load {self.tokenizer!r} ({exc}); pass a local folder or a hub id "
                     "of the decoder"
                 ) from exc
-        return self._tok
+        label = self.tokenizer if isinstance(self.tokenizer, str) else None
+        self.name = self.name or f"hf:{label or getattr(self.tok, 'name_or_path', '') or 'tokenizer'}"
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text, without special tokens."""
@@ -313,17 +291,17 @@ class HFChatTokenizer(_Exact):
             else []
         )
 
-    def render(self, messages: Sequence[Message]) -> str:
-        """The chat rendered by the template (generation prompt on, thinking off)."""
+    def encode_chat(self, messages: Sequence[Message]) -> list[int]:
+        """The reference's prompt ids: the chat rendered (generation prompt on, thinking off), then encoded.
+
+        The rendered text is encoded without added special tokens.
+        """
         if not getattr(self.tok, "chat_template", None):
             raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
-        return self.tok.apply_chat_template(
+        text = self.tok.apply_chat_template(
             [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, enable_thinking=False
         )
-
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        """The reference's prompt ids: the rendered text encoded without added special tokens."""
-        return list(self.tok.encode(self.render(messages), add_special_tokens=False))
+        return list(self.tok.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids, special tokens kept."""
@@ -342,8 +320,6 @@ class VLLMChatTokenizer(_Exact):
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
-        import httpx
-
         body = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
@@ -351,10 +327,10 @@ class VLLMChatTokenizer(_Exact):
             "add_special_tokens": False,
             "chat_template_kwargs": dict(NO_THINKING),
         }
-        url, headers = f"{server_root(self.base_url)}/tokenize", _auth(self.api_key_env)
-        r = httpx.post(url, json=body, timeout=self.timeout, headers=headers)
-        r.raise_for_status()
-        return [int(t) for t in r.json()["tokens"]]
+        url = f"{server_root(self.base_url)}/tokenize"
+        return [
+            int(t) for t in _post(url, body, timeout=self.timeout, api_key_env=self.api_key_env)["tokens"]
+        ]
 
 
 @dataclass
@@ -368,39 +344,29 @@ class LlamaCppChatTokenizer(_Exact):
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
-        import httpx
-
-        root = server_root(self.base_url)
-        with httpx.Client(timeout=self.timeout, headers=_auth(self.api_key_env)) as client:
-            body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
-            r = client.post(f"{root}/apply-template", json=body)
-            r.raise_for_status()
-            body = {"content": r.json()["prompt"], "add_special": False, "parse_special": True}
-            r = client.post(f"{root}/tokenize", json=body)
-            r.raise_for_status()
-        return [int(t) if not isinstance(t, dict) else int(t["id"]) for t in r.json()["tokens"]]
+        root, kw = server_root(self.base_url), {"timeout": self.timeout, "api_key_env": self.api_key_env}
+        body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
+        prompt = _post(f"{root}/apply-template", body, **kw)["prompt"]
+        body = {"content": prompt, "add_special": False, "parse_special": True}
+        tokens = _post(f"{root}/tokenize", body, **kw)["tokens"]
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in tokens]
 
 
-def get_token_counter(
-    tokenizer: str | None = None, *, base_url: str | None = None, probe: bool = True
-) -> Any:
+def get_token_counter(tokenizer: str | None = None, *, base_url: str | None = None) -> Any:
     """The text counter of ``truncation="relevance"``.
 
     Args:
         tokenizer: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
             or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
         base_url: The model's OpenAI base URL.
-        probe: With ``tokenizer=None``, ask ``base_url`` what it is.
     """
     if tokenizer == "chars":
         return CharEstimate()
-    if tokenizer == "server":
-        if not base_url:
-            raise ValueError("tokenizer='server' needs base_url (a llama.cpp server)")
-        return LlamaServerCounter(base_url)
-    if tokenizer:
+    if tokenizer and tokenizer != "server":
         return HFChatTokenizer(tokenizer)
-    if base_url and probe and probe_server(base_url).kind == "llama-cpp-python":
+    if tokenizer == "server" and not base_url:
+        raise ValueError("tokenizer='server' needs base_url (a llama.cpp server)")
+    if tokenizer == "server" or (base_url and probe_server(base_url).kind == "llama-cpp-python"):
         return LlamaServerCounter(base_url)
     logger.info("no tokenizer given; counting prompt tokens as ceil(chars / 4)")
     return CharEstimate()
@@ -427,23 +393,21 @@ def get_chat_tokenizer(
     """
     if hasattr(tokenizer, "length"):
         return tokenizer
-    if tokenizer is not None and not isinstance(tokenizer, str):
+    if tokenizer not in (None, "", "chars", "server"):
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
         logger.warning(
             "prompt tokens are estimated as ceil(chars / 4) plus template overhead (tokenizer='chars')"
         )
         return EstimateChatTokenizer()
-    if tokenizer and tokenizer != "server":
-        return HFChatTokenizer(tokenizer)
     if server is None and base_url:
         server = probe_server(base_url, model, api_key_env=api_key_env)
-    kind = server.kind if server else "other"
-    if kind == "vllm" and base_url and model:
+    kind = server.kind if server and base_url else "other"
+    if kind == "vllm" and model:
         return VLLMChatTokenizer(base_url, model, api_key_env=api_key_env)
-    if kind == "llama.cpp" and base_url:
+    if kind == "llama.cpp":
         return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
-    if kind == "llama-cpp-python" and base_url:
+    if kind == "llama-cpp-python":
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
             "/extras/tokenize counts of the contents plus an estimated template overhead (pass "
