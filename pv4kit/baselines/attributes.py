@@ -140,9 +140,7 @@ def attribute_contexts(
     chosen: dict[tuple[int, int], tuple[int, bool]] = {}  # (number of attributes, fell back)
     memo: dict[str, int] = {}
     sep = max(1, counter.count(["\n\n"])[0])
-    fixed = fixed_prompt_tokens(
-        extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
-    )
+    fixed = fixed_prompt_tokens(ATTRIBUTE_EXTRACTION, system=system, counter=counter)
 
     def call(messages: list[list[dict[str, str]]], step: str, uid: int) -> list[Any]:
         out = complete(
@@ -156,36 +154,23 @@ def attribute_contexts(
     for uid, rows in questions.groupby("user_id", sort=True):
         uid, chats = int(uid), data.documents(int(uid))
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = call(
-            [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
-            "attributes:extract",
-            uid,
-        )
         info["n_stage1_requests"] += len(chunks)
-        attrs: dict[str, str] = {}  # stage 1: deduplicated case-insensitively, capped
-        for r in stage1:
-            for a in parse_attributes(r.text, max_attributes=max_attributes):
-                attrs.setdefault(a.casefold(), a)
-        attrs_list = list(attrs.values())[:max_attributes]
-        info["attributes"][str(uid)] = attrs_list
+        stage1 = [extraction_messages([chats[i] for i in c], system=system) for c in chunks]
+        replies = "\n".join(r.text or "" for r in call(stage1, "attributes:extract", uid))
+        attrs = parse_attributes(replies, max_attributes=max_attributes)
+        info["attributes"][str(uid)] = attrs
         keys = [(uid, int(i)) for i in rows["question_index"]]
-        if not attrs_list:
+        if not attrs:
             logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
             docs.update(dict.fromkeys(keys, ""))
             chosen.update(dict.fromkeys(keys, (0, False)))
             continue
-        stage2 = call(
-            [selection_messages(q, attrs_list, system=system) for q in rows["question"]],
-            "attributes:select",
-            uid,
-        )
-        for k, r in zip(keys, stage2, strict=True):
-            picked = parse_selection(r.text, len(attrs_list))
-            fell_back = picked is None
-            info["n_fallback"] += fell_back
-            picked = list(range(len(attrs_list))) if picked is None else picked
-            chosen[k] = (len(picked), fell_back)
-            docs[k] = attribute_document([attrs_list[j] for j in picked])
+        stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
+        for k, r in zip(keys, call(stage2, "attributes:select", uid), strict=True):
+            picked = parse_selection(r.text, len(attrs))  # None: unparseable, every attribute
+            chosen[k] = (len(attrs if picked is None else picked), picked is None)
+            docs[k] = attribute_document(attrs if picked is None else [attrs[j] for j in picked])
+    info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
         logger.warning(
             "attributes: %d of %d selections were unparseable; used all attributes for them",

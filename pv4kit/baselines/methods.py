@@ -196,24 +196,15 @@ def plan_persona(request: PlanRequest) -> MethodPlan:
 
 def plan_attributes(request: PlanRequest) -> MethodPlan:
     """The selected attributes of the user as one document (:mod:`pv4kit.baselines.attributes`)."""
-    r = request
-    docs, info = attribute_contexts(
-        r.data,
-        r.questions,
-        llm=r.llms,
-        cache=r.cache,
-        counter=r.counter,
-        budget=r.budget,
-        system=r.system,
-        client=r.client,
-        progress=r.progress,
-    )
+    names = ("cache", "counter", "budget", "system", "client", "progress")
+    options = {name: getattr(request, name) for name in names}
+    docs, info = attribute_contexts(request.data, request.questions, llm=request.llms, **options)
     counts = {k: info.pop(k) for k in ("calls", "cached", "errors")}
     columns = {
         "n_attributes": info.pop("n_attributes_per_question"),
         "attributes_fallback": info.pop("fallback_per_question"),
     }
-    keys = zip(r.questions["user_id"], r.questions["question_index"], strict=True)
+    keys = zip(request.questions["user_id"], request.questions["question_index"], strict=True)
     plans = [Plan([d] if (d := docs[(int(u), int(i))]) else [], [], []) for u, i in keys]
     return MethodPlan(plans, **counts, config=info, columns=columns)
 
