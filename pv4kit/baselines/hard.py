@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -111,15 +110,6 @@ def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.D
         raise type(exc)(f"{name}: {exc}") from None
 
 
-def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
-    """``questions`` with ``hard`` set from ``subset`` (``user_id, question_index``), not the data's flags.
-
-    Use it to look at a derived subset (``pv4kit hard``, ``make demo``) before it is built into the data.
-    """
-    keys = pd.MultiIndex.from_frame(subset[QUESTION_KEY].astype("int64"))
-    return questions.assign(hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys))
-
-
 def with_fallback_subset(
     questions: pd.DataFrame, derived: str | os.PathLike[str] | None
 ) -> tuple[pd.DataFrame, str]:
@@ -142,7 +132,10 @@ def with_fallback_subset(
         return questions, f"{int(hard.sum())} of {n} questions are hard (the data's flags)"
     path = Path(derived) if derived is not None else None
     if path is not None and path.is_file():
-        out = with_subset(questions, read_subset(path, name="derived"))
+        keys = pd.MultiIndex.from_frame(read_subset(path, name="derived")[QUESTION_KEY].astype("int64"))
+        out = questions.assign(
+            hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys)
+        )
         return out, (
             f"{int(out['hard'].sum())} of {n} questions are hard: the data marks none, so these are the "
             f"derived subset {path.name}"
@@ -194,22 +187,15 @@ def hard_report(
         ``existing``, the columns of :func:`overlap`.
     """
     flags = hard_flags(no_docs, rag, force=force)
-    old = None
-    if existing is not None:
-        old = existing if isinstance(existing, pd.DataFrame) else read_subset(existing)
-    rows: list[dict[str, Any]] = []
-    n = len(flags)
+    if existing is not None and not isinstance(existing, pd.DataFrame):
+        existing = read_subset(existing)
+    n, rows = len(flags), []
     for rule in RULES:
         subset = flags.loc[flags[f"hard_{rule}"], QUESTION_KEY]
-        row: dict[str, Any] = {
-            "rule": rule,
-            "n_questions": n,
-            "n_hard": len(subset),
-            "share": len(subset) / n if n else None,
-            "accuracy_no_docs": float(flags["correct_no_docs"].mean()) if n else None,
-            "accuracy_rag": float(flags["correct_rag"].mean()) if n else None,
-        }
-        if old is not None:
-            row.update(overlap(subset, old, universe=flags[QUESTION_KEY]))
+        row = {"rule": rule, "n_questions": n, "n_hard": len(subset), "share": len(subset) / n if n else None}
+        for run in ("no_docs", "rag"):
+            row[f"accuracy_{run}"] = float(flags[f"correct_{run}"].mean()) if n else None
+        if existing is not None:
+            row.update(overlap(subset, existing, universe=flags[QUESTION_KEY]))
         rows.append(row)
     return pd.DataFrame(rows)
