@@ -150,8 +150,6 @@ def select_questions(
         q = q[q["user_id"].isin(users)]
     q = q.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
     if limit is not None:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
         q = q.head(limit).reset_index(drop=True)
     if q.empty:
         raise ValueError(f"split {split!r} of {getattr(data, 'source', 'the data')} has no questions")
@@ -238,12 +236,10 @@ def answer(
     m = get_method(method)
     if m.top_k and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    for name, value, allowed in [
-        ("truncation", truncation, TRUNCATIONS),
-        ("dense_ranking", dense_ranking, DENSE_RANKINGS),
-    ]:
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+    if dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     llms = [
         replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
         for c in (llm if isinstance(llm, list | tuple) else [llm])
@@ -263,15 +259,8 @@ def answer(
         ]
         first = llms[0]
     counter = token_counter or CharEstimate()
-    chat_tok = None
-    if truncation == "front":
-        chat_tok = get_chat_tokenizer(
-            tokenizer,
-            base_url=first.base_url,
-            model=first.model,
-            server=server,
-            api_key_env=first.api_key_env,
-        )
+    endpoint = {"base_url": first.base_url, "model": first.model, "api_key_env": first.api_key_env}
+    chat_tok = get_chat_tokenizer(tokenizer, server=server, **endpoint) if truncation == "front" else None
     measured_by = chat_tok or counter  # what counted the prompts: named in config.json and context.json
     exact = bool(getattr(chat_tok, "exact", False))
 
@@ -284,10 +273,8 @@ def answer(
 
         embedder = get_embedder("qwen3")
     name = f"mcq_{m.name}" if mcq else m.name
-    n_users = questions["user_id"].nunique()
-    logger.info(
-        "%s on %s: %d questions of %d users, model %s", name, split, len(questions), n_users, first.model
-    )
+    msg = "%s on %s: %d questions of %d users, model %s"
+    logger.info(msg, name, split, len(questions), questions["user_id"].nunique(), first.model)
     ranked = None
     if ranks:
         ranked = rank_questions(
@@ -317,23 +304,13 @@ def answer(
     # fit: the prompts to the budget
     if truncation == "front":
         kind = server.kind if server else "other"
-        requests = front_requests(
-            asked,
-            plans,
-            system=system,
-            tokenizer=chat_tok,
-            budget=budget,
-            server_kind=kind,
-            protocol=first.protocol,
-            progress=progress,
-        )
+        fit = {"server_kind": kind, "protocol": first.protocol, "progress": progress}
+        requests = front_requests(asked, plans, system=system, tokenizer=chat_tok, budget=budget, **fit)
     else:
         requests = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
-    n_cut = sum(bool(r.dropped) for r in requests)
-    if n_cut:
-        logger.warning(
-            "%s: %d of %d prompts dropped documents to fit %d tokens", m.name, n_cut, len(plans), budget
-        )
+    if n_cut := sum(bool(r.dropped) for r in requests):
+        msg = "%s: %d of %d prompts dropped documents to fit %d tokens"
+        logger.warning(msg, m.name, n_cut, len(plans), budget)
 
     # call: every request not answered in the run already
     responses, resumed = _send(
@@ -349,9 +326,8 @@ def answer(
             "%s: %d requests failed after retries (status failed); rerun to resume", m.name, errors
         )
     if any(empty):
-        logger.warning(
-            "%s: %d answers came back empty or whitespace (scored as the reference does)", m.name, sum(empty)
-        )
+        msg = "%s: %d answers came back empty or whitespace (scored as the reference does)"
+        logger.warning(msg, m.name, sum(empty))
 
     # write: the generations, context.json and config.json
     gens = pd.DataFrame(
@@ -445,10 +421,9 @@ def answer(
     out_dir = None
     if run_dir is not None:
         out_dir = write_generations(run_dir, gens, config=config, files={CONTEXT_FILE: context})
-        logger.info(
-            "%s: wrote %s (%d generations; %d called, %d cached)", m.name, out_dir, len(gens), calls, cached
-        )
-    extra = planned.config if planned.config is not None else {}
+        msg = "%s: wrote %s (%d generations; %d called, %d cached)"
+        logger.info(msg, m.name, out_dir, len(gens), calls, cached)
+    extra = planned.config or {}
     return AnswerRun(gens, context, config, out_dir, calls=calls, cached=cached, errors=errors, extra=extra)
 
 

@@ -148,10 +148,9 @@ def probe_server(
     found = ask("GET", f"{base_url.rstrip('/')}/models")
     if found is None:
         return ServerInfo("unknown")
-    listing = found.get("data", [])
-    models = tuple(str(m.get("id")) for m in listing if isinstance(m, dict))
-    entry = next((m for m in listing if isinstance(m, dict) and m.get("id") == model), None)
-    entry = entry or (listing[0] if listing and isinstance(listing[0], dict) else {})
+    listing = [m for m in found.get("data", []) if isinstance(m, dict)]
+    models = tuple(str(m.get("id")) for m in listing)
+    entry = next((m for m in listing if m.get("id") == model), listing[0] if listing else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
         mml, root_of = entry.get("max_model_len"), entry.get("root")
