@@ -9,7 +9,6 @@ embedded through the on-disk embedding cache, so a second method or run re-embed
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -21,8 +20,6 @@ from pv4kit.baselines.bm25 import BM25Index
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.text import tokenize
 from pv4kit.vectors import unit_rows
-
-logger = logging.getLogger(__name__)
 
 RETRIEVERS = ("dense", "bm25")
 #: how dense similarities are ranked: the reference's (float16 vectors, torch's sort) or float32, stably
@@ -109,17 +106,15 @@ def rank_questions(
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    for name, value, allowed in [
-        ("dense_ranking", dense_ranking, DENSE_RANKINGS),
-        ("retriever", retriever, RETRIEVERS),
-    ]:
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+    if dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     if retriever == "dense" and embedder is None:
         raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
-    ids_col: list[list[int]] = [[] for _ in range(len(questions))]
-    score_col: list[list[float]] = [[] for _ in range(len(questions))]
     frame = questions.reset_index(drop=True)
+    ids_col: list[list[int]] = [[] for _ in range(len(frame))]
+    score_col: list[list[float]] = [[] for _ in range(len(frame))]
     for uid, rows in frame.groupby("user_id", sort=True):
         docs = data.documents(int(uid))
         texts = [str(q).strip() for q in rows["question"]]
@@ -135,18 +130,11 @@ def rank_questions(
             else:
                 ranked = [(stable_ranking(row), row) for row in dense_scores(q_vecs, doc_vecs)]
         for pos, (order, row_scores) in zip(rows.index, ranked, strict=True):
-            order = order[: min(top_k or len(docs), len(docs))]
+            order = order[:top_k]
             ids_col[pos] = [int(i) for i in order]
             score_col[pos] = [float(row_scores[i]) for i in order]
-        logger.debug("user %s: ranked %d chats for %d questions (%s)", uid, len(docs), len(rows), retriever)
-    return pd.DataFrame(
-        {
-            "user_id": frame["user_id"].astype("int64").to_numpy(),
-            "question_index": frame["question_index"].astype("int64").to_numpy(),
-            "ranked_ids": ids_col,
-            "ranked_scores": score_col,
-        }
-    )
+    out = frame[["user_id", "question_index"]].astype("int64")
+    return out.assign(ranked_ids=ids_col, ranked_scores=score_col)
 
 
 def retrieve(
