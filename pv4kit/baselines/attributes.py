@@ -1,10 +1,8 @@
 """The ``attributes`` answer method: the Re-Centering pipeline applied to PV4.
 
-:func:`attribute_contexts` runs stages 1 and 2 and returns each question's context document; stage 3 (the
-answer from it) is the ordinary answer step of :func:`pv4kit.baselines.run.answer`. Each stage is labelled
-in the LLM ledger: ``attributes:extract`` (once per user: the chats packed into as few requests as the
-budget allows), ``attributes:select`` (once per question: numbers or NONE, parsed strictly; an unparseable
-answer falls back to all attributes and is counted) and ``attributes:answer``.
+:func:`attribute_contexts` runs stage 1 (``attributes:extract``, once per user, the chats packed into as few
+requests as the budget allows) and stage 2 (``attributes:select``, once per question: numbers or NONE; an
+unparseable answer falls back to all attributes); stage 3 is :func:`pv4kit.baselines.run.answer`'s own call.
 """
 
 from __future__ import annotations

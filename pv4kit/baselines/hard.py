@@ -1,9 +1,8 @@
 """The hard subset: questions a decoder gets wrong closed book and/or with the single best chat.
 
-The dataset card calls the hard test questions those Qwen3-4B-Instruct-2507 "gets wrong in at least one of
-two settings": ``no_docs`` or ``rag`` with ``top_k=1``. The reference has no code for it; both readings,
-``rule="any"`` (the card's wording) and ``rule="all"`` (wrong in both), are derived here so they can be
-checked against the released flags. Only questions scored in **both** runs count, for the overlap too.
+The dataset card's hard questions are those Qwen3-4B-Instruct-2507 "gets wrong in at least one of two
+settings" (``no_docs``, ``rag`` top 1); the reference has no code for it. ``rule="any"`` (the card) and
+``rule="all"`` (wrong in both) are derived from the questions scored in **both** runs.
 """
 
 from __future__ import annotations

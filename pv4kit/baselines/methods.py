@@ -1,19 +1,8 @@
 """The memory settings of :func:`pv4kit.baselines.run.answer` as a table.
 
 A method is a :class:`Method` row in :data:`METHODS`: a *plan* function that says, for every question, which
-documents go in the user turn before it (with their chat ids and similarities, and which to drop first when
-over budget), plus what the run needs around it (a ranking of the chats, ``top_k``, the default context
-length, the reference's name). Adding a memory setting is one plan function and one row::
-
-    def plan_recent(request: PlanRequest) -> MethodPlan:
-        plans = []
-        for uid in request.questions["user_id"]:
-            docs = request.data.documents(int(uid))
-            ids = list(range(len(docs)))[-request.top_k :]
-            plans.append(Plan([docs[i] for i in ids], ids, [float("nan")] * len(ids)))
-        return MethodPlan(plans)
-
-    register_method(Method("recent", plan_recent, "the last top_k chats", top_k=True))
+documents go before it, plus what the run needs around it (a ranking of the chats, ``top_k``, the context
+length, the reference's name). Adding one is a plan function and :func:`register_method` (docs/baselines.md).
 """
 
 from __future__ import annotations
@@ -167,16 +156,15 @@ def plan_rag(request: PlanRequest) -> MethodPlan:
 def plan_full(request: PlanRequest) -> MethodPlan:
     """Every chat in topic order; with a ranking, the least similar are dropped first."""
     plans = []
-    if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
-        for uid in request.questions["user_id"]:
-            docs = request.data.documents(int(uid))
-            plans.append(Plan(list(docs), list(range(len(docs))), [float("nan")] * len(docs)))
-        return MethodPlan(plans)
-    for r in request.ranked.itertuples(index=False):
-        docs = request.data.documents(int(r.user_id))
-        by_id = dict(zip(r.ranked_ids, r.ranked_scores, strict=True))
+    for pos, uid in enumerate(request.questions["user_id"]):
+        docs = list(request.data.documents(int(uid)))
         ids = list(range(len(docs)))
-        plans.append(Plan(list(docs), ids, [by_id[i] for i in ids], priority=list(r.ranked_ids)))
+        if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
+            plans.append(Plan(docs, ids, [float("nan")] * len(docs)))
+            continue
+        ranked = request.ranked.iloc[pos]
+        by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
+        plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
     return MethodPlan(plans)
 
 

@@ -1,12 +1,8 @@
-"""Answer prompts: pure message building and pv4kit's fit of documents to a budget.
+"""Answer prompts: the reference's message layout and pv4kit's fit of documents to a budget.
 
-The layout is the reference's (``evaluate_baselines.py``): a system turn ``"You are a helpful
-assistant."``, then one user turn made of the documents joined by blank lines, a blank line and the
-question (not stripped); with no documents the user turn is the question alone.
-
-``truncation="relevance"`` counts a prompt as the sum of its parts (system, each document, the separators,
-the question) plus :data:`TEMPLATE_OVERHEAD` tokens per message, and drops the least relevant documents
-until it fits; the margin absorbs BPE merges across separators.
+The layout is ``evaluate_baselines.py``'s: a system turn, then one user turn of the documents joined by blank
+lines, a blank line and the question (not stripped). ``truncation="relevance"`` counts a prompt as the sum of
+its parts plus :data:`TEMPLATE_OVERHEAD` tokens per message and drops the least relevant documents.
 """
 
 from __future__ import annotations

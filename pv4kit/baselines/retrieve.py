@@ -1,10 +1,8 @@
 """Retrieval over one user's chats: dense (cosine of embeddings) or BM25.
 
-As in the reference (``evaluate_baselines.py: retrieve``), a document is one whole chat and the query is
-``str(question).strip()``. ``dense_ranking="reference"`` ranks as the reference does (float16 vectors,
-torch's normalise, matmul and ``argsort(descending=True)``: ties fall as torch orders them);
-``"stable"`` uses float32 cosines and a stable sort (ties in chat order), as BM25 always does. Chats are
-embedded through the on-disk embedding cache, so a second method or run re-embeds nothing.
+As in the reference, a document is one whole chat and the query ``str(question).strip()``. Dense ranks as the
+reference does (``dense_ranking="reference"``) or by float32 cosines with a stable sort (``"stable"``, ties in
+chat order, as BM25 always does); chats are embedded through the on-disk embedding cache.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """Answer runs: the PV4 baselines over five memory settings, on any OpenAI-compatible endpoint.
 
 :func:`answer` reads top to bottom: check the arguments and the endpoint, pick the questions, **plan** each
-prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget,
-**call** :func:`pv4kit.llm.client.complete` (greedy, its response cache, ledger label ``answer:<method>``)
-and **write** ``runs/<name>/`` in the run format (:mod:`pv4kit.scoring.runs`) plus ``context.json``.
-
-Over-long prompts: ``truncation="front"`` (the reference) tokenises the whole chat prompt and keeps its last
-``budget`` ids. A chat endpoint takes messages, not ids, so a cut prompt goes to ``/v1/completions`` as
-token ids on vLLM and llama.cpp, as decoded text on ``llama-cpp-python``, as cut messages with an estimate,
-and is refused before anything is sent elsewhere. ``truncation="relevance"`` (pv4kit) drops the least
-relevant chats whole until the counted prompt fits.
+prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget
+(:func:`front_requests`, the reference's cut, or :func:`relevance_requests`), **call**
+:func:`pv4kit.llm.client.complete` and **write** ``runs/<name>/`` plus ``context.json``.
 """
 
 from __future__ import annotations
@@ -188,46 +182,36 @@ def answer(
     """Answer the questions of one split with one memory setting and write the run.
 
     Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data` (see :func:`pv4kit.dataset.load.load`).
+        data: A :class:`~pv4kit.dataset.load.PV4Data`.
         method: A name in :data:`~pv4kit.baselines.methods.METHODS`.
-        llm: Where to send requests; temperature is set to 0 and the output cap to ``max_new_tokens``. A list
-            of configs for the same model (e.g. two vLLM servers) shares the requests round-robin.
-        run_dir: Where to write the run (``runs/<name>``); ``None`` writes nothing. Rows already answered
-            there are kept (failed ones are asked again).
+        llm: Where to send requests (greedy, ``max_new_tokens``); a list of configs for the same model shares
+            the requests round-robin.
+        run_dir: Where to write the run; ``None`` writes nothing. Rows already answered there are kept.
         split: ``"test"``, ``"validation"`` or ``"train"``.
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
-        embedder: Embedder of dense retrieval (default: the reference's ``Qwen/Qwen3-Embedding-4B``, loaded
-            when needed).
+        embedder: Embedder of dense retrieval (default: the reference's Qwen3-Embedding-4B).
         dense_ranking: ``"reference"`` or ``"stable"`` (:func:`~pv4kit.baselines.retrieve.rank_questions`).
         embed_cache: Embedding cache (:func:`pv4kit.embeddings.models.embed_texts`).
-        cache: Response cache and usage ledger of :func:`pv4kit.llm.client.complete` (``True``: the shared
-            default file; ``None``: off).
+        cache: Response cache of :func:`pv4kit.llm.client.complete` (``True``: the shared one; ``None``: off).
         max_model_len: Model context length (default: :func:`default_max_model_len`).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (the reference's 32).
-        token_counter: ``truncation="relevance"`` and ``attributes``: the text counter
-            (:func:`~pv4kit.baselines.tokens.get_token_counter`; default ``ceil(chars / 4)``).
+        token_counter: ``truncation="relevance"`` and ``attributes``: the text counter (default chars/4).
         tokenizer: ``truncation="front"``: the prompt tokenizer
             (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`; default: the server's, else an estimate).
-        truncation: ``"front"`` (the reference) or ``"relevance"`` (pv4kit), see the module.
+        truncation: ``"front"`` (the reference: the prompt's last tokens, sent as token ids where the server
+            takes them, refused before sending where not) or ``"relevance"`` (drop the least relevant chats).
         check_server: Ask the endpoint what it is and its ``max_model_len`` first; another length is refused.
         system: System prompt.
-        mcq: Multiple choice: the five candidates follow the question, lettered A-E in a seeded order
-            (``mcq_seed``); the run is named ``mcq_<method>`` and scored by the letter.
+        mcq: Multiple choice: the candidates follow the question, lettered in a seeded order (``mcq_seed``);
+            the run is named ``mcq_<method>`` and scored by the letter.
         mcq_seed: Seed of the per-question order of the candidates.
         users: Only these users.
         limit: Only the first N questions (sorted by user and question index).
         client: An injected OpenAI-like client (tests).
         progress: Progress bars.
         extra_config: More fields for ``config.json``.
-
-    Returns:
-        An :class:`AnswerRun`.
-
-    Raises:
-        ValueError: For an unknown method (with the closest one), an argument out of range, or an endpoint
-            that cannot serve the run.
     """
     check_number(max_model_len, "max_model_len", ge=1, integer=True, allow_none=True)
     check_number(max_new_tokens, "max_new_tokens", ge=1, integer=True)

@@ -1,11 +1,8 @@
 """Prompt tokens: the reference's budget and ``context.json``, the server probe, and one family of tokenizers.
 
-The reference renders each prompt with the decoder's chat template (thinking off), encodes it without
-added special tokens and keeps its **last** ``max(max_model_len - max_new_tokens - 32, 1)`` ids. Every
-tokenizer here has a ``name`` (recorded in ``context.json``), ``exact``, ``count(texts)`` for plain text
-(``truncation="relevance"`` and the attributes pipeline) and/or ``length(messages)`` for a whole chat
-(``truncation="front"``); exact ones also ``encode_chat``. :func:`get_chat_tokenizer` picks the prompt
-tokenizer, :func:`get_token_counter` the text counter.
+Every tokenizer has a ``name`` (recorded in ``context.json``), ``exact``, and ``count(texts)`` for plain text
+(:func:`get_token_counter`: ``truncation="relevance"``, attributes) and/or ``length(messages)`` for a whole
+chat (:func:`get_chat_tokenizer`: ``truncation="front"``); exact ones also ``encode_chat``.
 """
 
 from __future__ import annotations
