@@ -22,6 +22,8 @@ from pv4kit.scoring.samedata import check_same_data
 logger = logging.getLogger(__name__)
 
 RULES = ("any", "all")
+#: a scored run: its directory or its predictions frame
+RunLike = str | os.PathLike[str] | pd.DataFrame
 
 
 def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
@@ -38,23 +40,14 @@ def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
     return out
 
 
-def hard_flags(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    force: bool = False,
-) -> pd.DataFrame:
-    """Per-question correctness of the two runs and the hard flag under each rule.
+def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.DataFrame:
+    """``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all``, scored in both runs.
 
     Args:
-        no_docs: The closed-book run (a scored run directory or its predictions frame).
+        no_docs: The closed-book run.
         rag: The ``rag`` ``top_k=1`` run of the same decoder.
         force: Combine runs scored on different data with a warning instead of the ``ValueError``
             (:func:`pv4kit.scoring.samedata.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
-
-    Returns:
-        ``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all`` for the questions
-        scored in both runs, sorted by key.
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)
@@ -75,22 +68,11 @@ def hard_flags(
 
 
 def derive_hard_subset(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    rule: str = "any",
-    force: bool = False,
+    no_docs: RunLike, rag: RunLike, *, rule: str = "any", force: bool = False
 ) -> pd.DataFrame:
-    """The hard questions (``user_id, question_index``) under ``rule``.
+    """The hard questions (``user_id, question_index``, sorted) under ``rule``: see :func:`hard_flags`.
 
-    Args:
-        no_docs: The closed-book run (directory or predictions frame).
-        rag: The ``rag`` top-1 run of the same decoder.
-        rule: ``"any"``: wrong in at least one run (the dataset card's wording); ``"all"``: wrong in both.
-        force: Go on with runs scored on different data (:func:`hard_flags`).
-
-    Returns:
-        ``user_id, question_index`` sorted by key (the ``hard_subset.csv`` layout).
+    ``rule``: ``"any"``, wrong in at least one run (the dataset card's wording), or ``"all"``, in both.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -112,18 +94,10 @@ def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.D
 def with_fallback_subset(
     questions: pd.DataFrame, derived: str | os.PathLike[str] | None
 ) -> tuple[pd.DataFrame, str]:
-    """The questions with their hard flags, falling back to a derived subset when the data marks none.
+    """``(questions, note)``: the data's hard flags, or those of ``derived`` when the data marks none.
 
-    The data's own ``hard`` flags win whenever any question is marked; otherwise the questions of
-    ``derived`` (a ``hard_subset.csv`` such as ``make demo``'s ``runs/demo_hard_subset.csv``), when it
-    exists, are marked hard.
-
-    Returns:
-        ``(questions, note)``: the frame, and one sentence saying where its flags came from and how many
-        questions are hard.
-
-    Raises:
-        ValueError: When ``derived`` exists but is not a valid ``hard_subset.csv`` (naming the file).
+    ``derived`` is a ``hard_subset.csv`` such as ``make demo``'s ``runs/demo_hard_subset.csv``; the note
+    says where the flags came from and how many questions are hard.
     """
     hard = questions["hard"].fillna(False).astype(bool) if "hard" in questions else None
     n = len(questions)
@@ -171,19 +145,12 @@ def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataF
 
 
 def hard_report(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    existing: str | os.PathLike[str] | pd.DataFrame | None = None,
-    force: bool = False,
+    no_docs: RunLike, rag: RunLike, *, existing: RunLike | None = None, force: bool = False
 ) -> pd.DataFrame:
     """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
 
-    ``force`` goes on with runs scored on different data (:func:`hard_flags`).
-
-    Returns:
-        One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
-        ``existing``, the columns of :func:`overlap`.
+    One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
+    ``existing``, the columns of :func:`overlap` (``force``: see :func:`hard_flags`).
     """
     flags = hard_flags(no_docs, rag, force=force)
     if existing is not None and not isinstance(existing, pd.DataFrame):

@@ -15,7 +15,6 @@ from typing import Any
 import pandas as pd
 
 from pv4kit.baselines.attributes import attribute_contexts
-from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
 from pv4kit.llm.config import LLMConfig
 
 #: the context length of a method's runs unless it says otherwise (the reference's, except for ``full``)
@@ -209,8 +208,8 @@ METHODS: dict[str, Method] = {
             "every chat in topic order",
             reference_name="full_context",
             ranking="relevance",
-            max_model_len=FULL_CONTEXT_LENGTH,
-            yarn_factor=FULL_CONTEXT_YARN_FACTOR,
+            max_model_len=65_536,  # the reference's PV4 full-context window: YaRN x2 over Qwen3's 32,768
+            yarn_factor=2.0,
         ),
         Method("persona", plan_persona, "the persona profile instead of chats"),
         Method(

@@ -26,16 +26,7 @@ def build_messages(
     system: str | None = SYSTEM_PROMPT,
     suffix: str = "",
 ) -> list[dict[str, str]]:
-    """The chat messages of one answer request (pure).
-
-    Args:
-        question: The question, used as given (not stripped, as in the reference).
-        documents: Context documents in display order.
-        system: System prompt; ``None`` or ``""`` sends no system turn.
-        suffix: Text appended right after the question.
-
-    Returns:
-        ``[{"role": "system", ...}, {"role": "user", ...}]``.
+    """The chat messages of one answer request: system turn (none when ``system`` is empty), user turn.
 
     Example:
         >>> build_messages("Which gift?", ["chat one", "chat two"])[1]["content"]

@@ -54,11 +54,8 @@ __all__ = ["METHODS", "AnswerRun", "Request", "answer", "default_max_model_len",
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_FILE = "context.json"
 #: ``"front"``: the reference's cut of the whole prompt's tokens; ``"relevance"``: pv4kit's dropping of chats
 TRUNCATIONS = ("front", "relevance")
-#: servers whose completions endpoint takes a prompt of token ids
-TOKEN_PROMPT_SERVERS = ("vllm", "llama.cpp")
 
 
 @dataclass
@@ -404,7 +401,7 @@ def answer(
         config["mcq"] = {"memory": m.name, "seed": mcq_seed, "prompt_version": CHOICE_PROMPT_VERSION}
     out_dir = None
     if run_dir is not None:
-        out_dir = write_generations(run_dir, gens, config=config, files={CONTEXT_FILE: context})
+        out_dir = write_generations(run_dir, gens, config=config, files={"context.json": context})
         msg = "%s: wrote %s (%d generations; %d called, %d cached)"
         logger.info(msg, m.name, out_dir, len(gens), calls, cached)
     extra = planned.config or {}
@@ -467,7 +464,7 @@ def front_requests(
         kept = ids[-budget:]  # the reference's cut: the last ``budget`` ids
         if len(ids) <= budget:
             out.append(Request(chat, False, len(ids), len(ids), "chat", every))
-        elif protocol == "chat" and server_kind in TOKEN_PROMPT_SERVERS:
+        elif protocol == "chat" and server_kind in ("vllm", "llama.cpp"):  # completions take token ids
             message = {"role": "user", "content": "", "prompt_token_ids": kept}
             out.append(Request([message], True, len(ids), len(kept), "token ids", every))
         elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):

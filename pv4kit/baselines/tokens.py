@@ -25,9 +25,7 @@ logger = logging.getLogger(__name__)
 
 #: tokens the reference keeps free besides the output (``GENERATION_RESERVE``)
 GENERATION_RESERVE = 32
-#: the reference's PV4 full-context window: 65,536 tokens with YaRN x2 over Qwen3's native 32,768
-FULL_CONTEXT_LENGTH = 65_536
-FULL_CONTEXT_YARN_FACTOR = 2.0
+#: Qwen3's native context, which YaRN stretches (``full``'s 65,536 tokens are YaRN x2)
 YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS = 32_768
 #: what vLLM's chat template receives so that a thinking model answers directly
 NO_THINKING = {"enable_thinking": False}
