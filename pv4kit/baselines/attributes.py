@@ -113,24 +113,12 @@ def attribute_contexts(
     client: Any = None,
     progress: bool = True,
 ) -> tuple[dict[tuple[int, int], str], dict[str, Any]]:
-    """Stages 1 and 2 of the ``attributes`` method: the context document of every question.
+    """Stages 1 and 2 of the ``attributes`` method: ``({(user_id, question_index): document}, info)``.
 
-    Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data`.
-        questions: Rows with ``user_id, question_index, question``.
-        llm: The (greedy) model config, or several equivalent endpoints.
-        cache: The LLM response cache.
-        counter: Text token counter (:mod:`pv4kit.baselines.tokens`).
-        budget: Largest stage-1 prompt in tokens (the chats are packed into requests that fit it).
-        system: System prompt of every stage.
-        max_attributes: Most attributes kept per user.
-        client: Injected client (tests).
-        progress: Progress bars.
-
-    Returns:
-        ``({(user_id, question_index): document}, info)``; ``info`` holds ``calls, cached, errors``,
-        ``attributes`` (per user), ``n_fallback`` (unparseable selections), ``n_stage1_requests`` and the
-        per-question lists ``n_attributes_per_question`` and ``fallback_per_question``.
+    ``budget`` is the largest stage-1 prompt in tokens (``counter`` counts the chats packed into it).
+    ``info`` holds ``calls, cached, errors``, ``attributes`` (per user), ``n_fallback`` (unparseable
+    selections), ``n_stage1_requests`` and the per-question ``n_attributes_per_question`` and
+    ``fallback_per_question``.
     """
     info: dict[str, Any] = dict.fromkeys(["calls", "cached", "errors"], 0)
     info.update(attributes={}, n_fallback=0, n_stage1_requests=0)

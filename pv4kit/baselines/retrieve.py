@@ -85,22 +85,11 @@ def rank_questions(
     top_k: int | None = None,
     dense_ranking: str = "reference",
 ) -> pd.DataFrame:
-    """Rank each question's user's chats by similarity to the question.
+    """Each question's user's chats by similarity to the question, in the input row order.
 
-    Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data` (its ``documents(user_id)`` are ranked).
-        questions: Rows with ``user_id, question_index, question``.
-        retriever: ``"dense"`` (embeddings, cosine) or ``"bm25"``.
-        embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval.
-        cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
-        top_k: Keep only the first ``top_k`` of each ranking (default: all chats).
-        dense_ranking: Dense only: ``"reference"`` (float16 vectors, torch's normalise, matmul and
-            ``argsort(descending=True)``, ties as torch orders them) or ``"stable"`` (float32 cosines,
-            ties in chat order).
-
-    Returns:
-        ``user_id, question_index, ranked_ids`` (list of chat positions, most similar first) and
-        ``ranked_scores`` (their similarities), in the input row order.
+    Returns ``user_id, question_index, ranked_ids`` (chat positions, most similar first, the first ``top_k``
+    when given) and ``ranked_scores`` (their similarities). ``cache`` is the embedding cache
+    (:func:`~pv4kit.embeddings.models.embed_texts`); ``dense_ranking``: see the module.
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")

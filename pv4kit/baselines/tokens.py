@@ -119,11 +119,8 @@ def probe_server(
 ) -> ServerInfo:
     """Ask an endpoint what it is and how long a context it serves (never raises on a network error).
 
-    Args:
-        base_url: The OpenAI base URL (``None``: the OpenAI API, not asked).
-        model: The model id whose ``/v1/models`` entry is read (default: the first).
-        timeout: Seconds per request.
-        api_key_env: Environment variable with the server's key, sent as a bearer token when set.
+    ``base_url`` ``None`` is the OpenAI API (not asked); ``model`` is the ``/v1/models`` entry read (default:
+    the first); the key in ``api_key_env`` is sent as a bearer token when set.
     """
     if not base_url:
         return ServerInfo("other")
@@ -349,10 +346,8 @@ class LlamaCppChatTokenizer(_Exact):
 def get_token_counter(tokenizer: str | None = None, *, base_url: str | None = None) -> Any:
     """The text counter of ``truncation="relevance"``.
 
-    Args:
-        tokenizer: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
-            or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
-        base_url: The model's OpenAI base URL.
+    ``tokenizer``: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
+    or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
     """
     if tokenizer == "chars":
         return CharEstimate()
@@ -376,14 +371,9 @@ def get_chat_tokenizer(
 ) -> Any:
     """The prompt tokenizer of ``truncation="front"``: ``tokenizer``, else the server's, else the estimate.
 
-    Args:
-        tokenizer: A tokenizer of this module (used as is), a Hugging Face name/path or tokenizer object,
-            ``"chars"`` for the estimate, ``"server"`` to require the server's, ``None`` for the server's
-            when it has one.
-        base_url: The endpoint's OpenAI base URL.
-        model: The model id (vLLM's ``/tokenize`` wants it).
-        server: The endpoint's :class:`ServerInfo` (probed when ``None``).
-        api_key_env: Environment variable with the server's key.
+    ``tokenizer`` is a tokenizer of this module (used as is), a Hugging Face name/path or tokenizer object,
+    ``"chars"`` (the estimate), ``"server"`` (the server's, required) or ``None`` (the server's when it has
+    one); ``server`` is the endpoint's :class:`ServerInfo` (probed when ``None``).
     """
     if hasattr(tokenizer, "length"):
         return tokenizer
