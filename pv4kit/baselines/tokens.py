@@ -11,6 +11,7 @@ import json
 import logging
 import math
 import os
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -25,8 +26,6 @@ logger = logging.getLogger(__name__)
 
 #: tokens the reference keeps free besides the output (``GENERATION_RESERVE``)
 GENERATION_RESERVE = 32
-#: Qwen3's native context, which YaRN stretches (``full``'s 65,536 tokens are YaRN x2)
-YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS = 32_768
 #: what vLLM's chat template receives so that a thinking model answers directly
 NO_THINKING = {"enable_thinking": False}
 
@@ -64,14 +63,9 @@ def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) ->
     """The ``vllm serve`` flags of the reference's engine for one context window (and YaRN factor)."""
     flags = ["--dtype", "bfloat16", "--max-model-len", str(int(max_model_len)), "--generation-config", "vllm"]
     if yarn_factor is not None:
-        override = {
-            "rope_scaling": {
-                "rope_type": "yarn",
-                "factor": float(yarn_factor),
-                "original_max_position_embeddings": YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS,
-            },
-            "max_position_embeddings": int(max_model_len),
-        }
+        # YaRN over Qwen3's native 32,768 positions
+        rope = {"rope_type": "yarn", "factor": float(yarn_factor), "original_max_position_embeddings": 32_768}
+        override = {"rope_scaling": rope, "max_position_embeddings": int(max_model_len)}
         flags += ["--hf-overrides", "'" + json.dumps(override, separators=(",", ":")) + "'"]
     return flags
 
@@ -232,14 +226,12 @@ class EstimateChatTokenizer:
         if self.length(msgs) <= budget:
             return msgs
         text = msgs[0]["content"]
-        lo, hi = 0, len(text)  # binary search for the smallest cut that fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.length([{**msgs[0], "content": text[mid:]}]) <= budget:
-                hi = mid
-            else:
-                lo = mid + 1
-        return [{**msgs[0], "content": text[lo:]}]
+
+        def fits(cut: int) -> bool:
+            return self.length([{**msgs[0], "content": text[cut:]}]) <= budget
+
+        cut = bisect_left(range(len(text) + 1), True, key=fits)  # the smallest cut from the front that fits
+        return [{**msgs[0], "content": text[cut:]}]
 
 
 class _Exact:
