@@ -54,11 +54,7 @@ class BM25Index:
 
 
 def bm25_scores(
-    query_tokens: Sequence[str],
-    doc_tokens_list: Sequence[Sequence[str]],
-    *,
-    k1: float = 1.5,
-    b: float = 0.75,
+    query_tokens: Sequence[str], doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75
 ) -> np.ndarray:
     """``float64`` BM25 score of every document for one tokenized query (:class:`BM25Index` for many).
 

@@ -93,15 +93,11 @@ class Method:
     """One memory setting: its plan function and what the run needs around it.
 
     Attributes:
-        name: The method's name (``config.json``'s ``method``, the CLI's ``--method``).
         plan: Builds every question's :class:`Plan` from a :class:`PlanRequest`.
-        description: One line for the docs and the CLI.
         reference_name: The reference's folder name for the setting (``None``: the same name).
         ranking: When the user's chats are ranked for the plan, one of :data:`RANKINGS`.
-        top_k: Whether the method keeps the first ``top_k`` chats (checked ``>= 1``, named
-            ``<name>_top<k>`` by the reference, written to ``config.json``).
-        max_model_len: The default context length of the method's runs.
-        yarn_factor: The YaRN factor the reference serves the default context length with.
+        top_k: Whether the method keeps the first ``top_k`` chats (named ``<name>_top<k>`` by the reference).
+        yarn_factor: The YaRN factor the reference serves the default ``max_model_len`` with.
         step: Ledger label of the answer requests (default ``answer:<name>``).
     """
 

@@ -20,11 +20,7 @@ TEMPLATE_OVERHEAD = 5
 
 
 def build_messages(
-    question: str,
-    documents: Sequence[str] = (),
-    *,
-    system: str | None = SYSTEM_PROMPT,
-    suffix: str = "",
+    question: str, documents: Sequence[str] = (), *, system: str | None = SYSTEM_PROMPT, suffix: str = ""
 ) -> list[dict[str, str]]:
     """The chat messages of one answer request: system turn (none when ``system`` is empty), user turn.
 

@@ -63,13 +63,10 @@ class AnswerRun:
     """The result of :func:`answer`.
 
     Attributes:
-        generations: One row per question (the ``generations.parquet`` frame).
-        context: The ``context.json`` record (fit rate, truncations, prompt-token percentiles).
-        config: The run settings written to ``config.json`` (without provenance).
+        generations: The ``generations.parquet`` frame; ``context`` and ``config`` (without provenance)
+            likewise the ``context.json`` and ``config.json`` records.
         run_dir: Where the run was written (``None`` when not written).
-        calls: LLM requests sent to the endpoint.
-        cached: LLM requests answered from the cache.
-        errors: Requests that failed after their retries (``status`` ``failed``, no generation).
+        calls: LLM requests sent; ``cached`` answered from the cache, ``errors`` failed after retries.
         extra: The method's own ``config.json`` section.
     """
 
@@ -491,12 +488,7 @@ def front_requests(
 
 
 def relevance_requests(
-    questions: Sequence[str],
-    plans: Sequence[Any],
-    *,
-    system: str | None,
-    counter: Any,
-    budget: int,
+    questions: Sequence[str], plans: Sequence[Any], *, system: str | None, counter: Any, budget: int
 ) -> list[Request]:
     """pv4kit's rule: whole documents dropped, lowest priority first, until each prompt fits ``budget``.
 
