@@ -290,10 +290,26 @@ def answer(
         msg = "%s: %d of %d prompts dropped documents to fit %d tokens"
         logger.warning(msg, m.name, n_cut, len(plans), budget)
 
-    # call: every request not answered in the run already
-    responses, resumed = _send(
-        requests, questions["user_id"], llms, run_dir, cache, m.ledger_step, progress, client
-    )
+    # call: every request not answered in the run already (failed ones are asked again), per user
+    completions = [replace(c, protocol="completions") for c in llms]  # the cut prompts' endpoint
+    done = previous_answers(run_dir) if run_dir is not None else {}
+    responses: list[Any] = [None] * len(requests)
+    for i, r in enumerate(requests):
+        key = cache_key(r.messages, (completions if r.completions else llms)[0])
+        if key in done:
+            text, finish = done[key]
+            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
+    resumed = [r is not None for r in responses]
+    if any(resumed):
+        msg = "%s: %d answers kept from the existing run, %d to ask"
+        logger.info(msg, m.ledger_step, sum(resumed), resumed.count(False))
+    todo = pd.DataFrame({"user_id": questions["user_id"], "completions": [r.completions for r in requests]})
+    shared = {"cache": cache, "step": m.ledger_step, "progress": progress, "client": client}
+    for (uid, cut), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"], sort=True):
+        messages = [requests[i].messages for i in rows.index]
+        got = complete(messages, llm=completions if cut else llms, user_id=int(uid), **shared)
+        for i, r in zip(rows.index, got, strict=True):
+            responses[i] = r
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
     cached = planned.cached + sum(r.cached for r in responses)
     errors = planned.errors + sum(r.error is not None for r in responses)
@@ -512,42 +528,6 @@ def relevance_requests(
             Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat", fit.kept, fit.dropped, fit.fits)
         )
     return requests
-
-
-def _send(
-    requests: list[Request],
-    user_ids: pd.Series,
-    llms: list[LLMConfig],
-    run_dir: Any,
-    cache: Any,
-    step: str,
-    progress: bool,
-    client: Any,
-) -> tuple[list[LLMResponse], list[bool]]:
-    """The responses in question order, and which were kept from ``run_dir`` (failed ones are asked again).
-
-    The rest are asked per user, chat requests before cut prompts (``/v1/completions``).
-    """
-    completions = [replace(c, protocol="completions") for c in llms]
-    done = previous_answers(run_dir) if run_dir is not None else {}
-    responses: list[Any] = [None] * len(requests)
-    for i, r in enumerate(requests):
-        key = cache_key(r.messages, (completions if r.completions else llms)[0])
-        if key in done:
-            text, finish = done[key]
-            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
-    resumed = [r is not None for r in responses]
-    if any(resumed):
-        msg = "%s: %d answers kept from the existing run, %d to ask"
-        logger.info(msg, step, sum(resumed), resumed.count(False))
-    todo = pd.DataFrame({"user_id": user_ids, "completions": [r.completions for r in requests]})
-    shared = {"cache": cache, "step": step, "progress": progress, "client": client}
-    for (uid, cut), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"], sort=True):
-        messages = [requests[i].messages for i in rows.index]
-        got = complete(messages, llm=completions if cut else llms, user_id=int(uid), **shared)
-        for i, r in zip(rows.index, got, strict=True):
-            responses[i] = r
-    return responses, resumed
 
 
 def _kept(plans: list[Any], requests: list[Request], attr: str, which: str) -> list[list[Any]]:

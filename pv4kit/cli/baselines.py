@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 #: ``pv4kit answer`` options passed to :func:`pv4kit.baselines.run.answer` under their own names
 ANSWER_KNOBS = ("method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin", "users")
-ANSWER_KNOBS += ("truncation", "limit", "dense_ranking", "mcq")
+ANSWER_KNOBS += ("truncation", "tokenizer", "limit", "dense_ranking", "mcq")
 
 
 def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
@@ -66,11 +66,8 @@ def _answer_command(args: argparse.Namespace) -> int:
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
     with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
-        llm = local_llm_config(
-            endpoint,
-            **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
-            max_concurrency=args.concurrency,
-        )
+        endpoint_options = ("protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries")
+        llm = local_llm_config(endpoint, **pick(args, *endpoint_options, max_concurrency="concurrency"))
         counter = None
         if args.truncation == "relevance":
             tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
@@ -82,7 +79,6 @@ def _answer_command(args: argparse.Namespace) -> int:
             embedder=embedder,
             cache=llm_cache_arg(args.cache),
             token_counter=counter,
-            tokenizer=args.tokenizer if args.truncation == "front" else None,
             progress=not args.quiet,
             **pick(args, *ANSWER_KNOBS),
         )
