@@ -28,16 +28,11 @@ def build_messages(
         >>> build_messages("Which gift?", ["chat one", "chat two"])[1]["content"]
         'chat one\\n\\nchat two\\n\\nWhich gift?'
     """
-    for i, doc in enumerate(documents):
-        if not isinstance(doc, str):
-            raise TypeError(f"documents[{i}]: expected str, got {type(doc).__name__}")
-    if not isinstance(question, str):
-        raise TypeError(f"question: expected str, got {type(question).__name__}")
-    content = DOCUMENT_SEPARATOR.join([*documents, question + suffix])
-    return [
-        *([{"role": "system", "content": system}] if system else []),
-        {"role": "user", "content": content},
-    ]
+    for name, text in [*((f"documents[{i}]", d) for i, d in enumerate(documents)), ("question", question)]:
+        if not isinstance(text, str):
+            raise TypeError(f"{name}: expected str, got {type(text).__name__}")
+    user = {"role": "user", "content": DOCUMENT_SEPARATOR.join([*documents, question + suffix])}
+    return [{"role": "system", "content": system}, user] if system else [user]
 
 
 @dataclass(frozen=True)
@@ -106,6 +101,5 @@ def fixed_prompt_tokens(question: str, *, system: str | None, counter: Any) -> i
 def count_documents(docs: Sequence[str], counter: Any, *, memo: dict[str, int]) -> list[int]:
     """Token counts of ``docs``, each distinct text counted once and remembered in ``memo``."""
     todo = [d for d in dict.fromkeys(docs) if d not in memo]
-    if todo:
-        memo.update(zip(todo, counter.count(todo), strict=True))
+    memo.update(zip(todo, counter.count(todo), strict=True))
     return [memo[d] for d in docs]

@@ -268,17 +268,12 @@ class HFChatTokenizer(_Exact):
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text, without special tokens."""
-        return (
-            [len(ids) for ids in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
-            if texts
-            else []
-        )
+        if not texts:
+            return []
+        return [len(ids) for ids in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        """The reference's prompt ids: the chat rendered (generation prompt on, thinking off), then encoded.
-
-        The rendered text is encoded without added special tokens.
-        """
+        """The reference's prompt ids: the chat rendered (generation prompt, thinking off), encoded as is."""
         if not getattr(self.tok, "chat_template", None):
             raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
         text = self.tok.apply_chat_template(
@@ -311,9 +306,8 @@ class VLLMChatTokenizer(_Exact):
             "chat_template_kwargs": dict(NO_THINKING),
         }
         url = f"{server_root(self.base_url)}/tokenize"
-        return [
-            int(t) for t in _post(url, body, timeout=self.timeout, api_key_env=self.api_key_env)["tokens"]
-        ]
+        got = _post(url, body, timeout=self.timeout, api_key_env=self.api_key_env)
+        return [int(t) for t in got["tokens"]]
 
 
 @dataclass
