@@ -49,9 +49,8 @@ def reference_ranking(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The reference's dense ranking of each question: ``(positions most similar first, similarities)``.
 
-    ``evaluate_baselines.py: retrieve`` on vectors cast to float16: ``F.normalize(docs.float(), dim=1)``, the
-    question likewise, ``docs @ question.T`` one question at a time, ``argsort(descending=True)``. The
-    similarities (float32) are per document, not in ranked order.
+    ``evaluate_baselines.py: retrieve`` on float16 vectors, one question at a time; the similarities
+    (float32) are per document, not in ranked order.
     """
     import torch
     import torch.nn.functional as F
@@ -68,10 +67,9 @@ def reference_ranking(
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
     """BM25 scores of each query against the documents: ``(n_queries, n_docs)``."""
     out = np.zeros((len(queries), len(documents)), dtype=np.float32)
-    if documents:
-        index = BM25Index([tokenize(d) for d in documents], **kwargs)
-        for i, q in enumerate(queries):
-            out[i] = index.scores(tokenize(q))
+    index = BM25Index([tokenize(d) for d in documents], **kwargs)
+    for i, q in enumerate(queries):
+        out[i] = index.scores(tokenize(q))
     return out
 
 

@@ -218,10 +218,8 @@ def answer(
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
     if dense_ranking not in DENSE_RANKINGS:
         raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
-    llms = [
-        replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
-        for c in (llm if isinstance(llm, list | tuple) else [llm])
-    ]
+    configs = llm if isinstance(llm, list | tuple) else [llm]
+    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens) for c in configs]
     if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
         raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
     first = llms[0]
