@@ -64,10 +64,9 @@ def selection_messages(
 
 
 def parse_selection(text: str, n: int) -> list[int] | None:
-    """Strictly parse a stage-2 answer into 0-based attribute positions.
+    """0-based positions from ``NONE`` or comma-separated numbers in ``1..n`` (one trailing period allowed).
 
-    Accepts ``NONE`` or comma-separated numbers in ``1..n`` (whitespace and one trailing period allowed);
-    anything else gives ``None``.
+    Anything else gives ``None``.
 
     Example:
         >>> parse_selection("2, 5", 6), parse_selection("none", 6), parse_selection("I think 2", 6)

@@ -88,8 +88,7 @@ class Request:
         messages: The chat messages, or one ``{"role": "user", "content", "prompt_token_ids"}`` message for
             the completions endpoint.
         completions: Whether it goes to ``/v1/completions`` (a cut prompt) rather than the chat endpoint.
-        full_tokens: The untruncated prompt length (what ``context.json`` describes).
-        prompt_tokens: The length actually sent.
+        full_tokens: The untruncated prompt length (``context.json``'s); ``prompt_tokens`` the length sent.
         sent_as: ``"chat"``, ``"token ids"``, ``"text"`` or ``"messages (estimate)"``.
         kept: The plan's document positions in the prompt (all of them for ``truncation="front"``).
         dropped: Positions dropped by ``truncation="relevance"``, least relevant first.
@@ -450,12 +449,8 @@ def front_requests(
 ) -> list[Request]:
     """The reference's rule: tokenise every chat, cut the over-long ones from the front, say how each is sent.
 
-    Each question gets its plan's documents (:class:`~pv4kit.baselines.methods.Plan`); ``tokenizer`` is a chat
-    tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`).
-
-    Raises:
-        ValueError: When a prompt must be cut and the endpoint cannot take the cut prompt (before anything
-            is sent).
+    ``tokenizer`` is a chat tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`). A prompt that
+    must be cut for an endpoint that cannot take it is a ``ValueError`` before anything is sent.
     """
     from tqdm.auto import tqdm
 
@@ -541,8 +536,7 @@ def _served_model(
 ) -> str | list[str] | None:
     """The model(s) the responses name (and, for answers kept from a run, its ``config.json``'s record).
 
-    A name that is not the requested model (nor a dated snapshot of it, as the OpenAI API reports) is warned
-    about: the server, or a gateway before it, answered with another model.
+    A name other than the requested model (or a dated snapshot of it, as the OpenAI API reports) is warned of.
     """
     names = {r.model for r in responses if r.model}
     if resumed_from is not None:
