@@ -157,11 +157,8 @@ def attribute_contexts(
             docs[k] = attribute_document(attrs if picked is None else [attrs[j] for j in picked])
     info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
-        logger.warning(
-            "attributes: %d of %d selections were unparseable; used all attributes for them",
-            info["n_fallback"],
-            len(questions),
-        )
+        msg = "attributes: %d of %d selections were unparseable; used all attributes for them"
+        logger.warning(msg, info["n_fallback"], len(questions))
     order = list(zip(questions["user_id"].astype(int), questions["question_index"].astype(int), strict=True))
     info["n_attributes_per_question"] = [chosen[k][0] for k in order]
     info["fallback_per_question"] = [chosen[k][1] for k in order]

@@ -27,14 +27,10 @@ RunLike = str | os.PathLike[str] | pd.DataFrame
 
 
 def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
-    missing = [c for c in [*QUESTION_KEY, "correct"] if c not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"{name}: predictions lack column(s) {missing}; score the run first (`pv4kit score`)"
-        )
-    out = frame[[*QUESTION_KEY, "correct"]].astype(
-        {"user_id": "int64", "question_index": "int64", "correct": bool}
-    )
+    columns = [*QUESTION_KEY, "correct"]
+    if missing := [c for c in columns if c not in frame.columns]:
+        raise ValueError(f"{name}: predictions lack column(s) {missing}; score the run first")
+    out = frame[columns].astype({"user_id": "int64", "question_index": "int64", "correct": bool})
     if out.duplicated(QUESTION_KEY).any():
         raise ValueError(f"{name}: predictions repeat a (user_id, question_index) key")
     return out
@@ -56,11 +52,8 @@ def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.Dat
     merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:
-        logger.warning(
-            "hard subset: %d questions only in the no_docs run and %d only in the rag run are left out",
-            only_a,
-            only_b,
-        )
+        msg = "hard subset: %d questions only in the no_docs run and %d only in the rag run are left out"
+        logger.warning(msg, only_a, only_b)
     merged["hard_any"] = ~merged["correct_no_docs"] | ~merged["correct_rag"]
     merged["hard_all"] = ~merged["correct_no_docs"] & ~merged["correct_rag"]
     merged.attrs.update(only_in_no_docs=only_a, only_in_rag=only_b)
