@@ -302,9 +302,9 @@ def answer(
         logger.info(msg, m.ledger_step, sum(resumed), resumed.count(False))
     todo = pd.DataFrame({"user_id": questions["user_id"], "completions": [r.completions for r in requests]})
     shared = {"cache": cache, "step": m.ledger_step, "progress": progress, "client": client}
-    for (uid, cut), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"], sort=True):
+    for (uid, to_completions), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"]):
         messages = [requests[i].messages for i in rows.index]
-        got = complete(messages, llm=completions if cut else llms, user_id=int(uid), **shared)
+        got = complete(messages, llm=completions if to_completions else llms, user_id=int(uid), **shared)
         for i, r in zip(rows.index, got, strict=True):
             responses[i] = r
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
