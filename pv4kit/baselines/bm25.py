@@ -15,9 +15,6 @@ import numpy as np
 
 __all__ = ["BM25Index", "bm25_scores"]
 
-#: the ``bm25s`` settings that give the formula above
-BM25S_METHOD, BM25S_IDF_METHOD = "atire", "lucene"
-
 
 class BM25Index:
     """A BM25 index of one collection of tokenized documents (its corpus statistics), scored for many queries.
@@ -40,9 +37,7 @@ class BM25Index:
         if self.vocab:  # bm25s needs a term; a collection without one scores 0 everywhere
             import bm25s  # heavy (scipy.sparse, numba): only when something is scored
 
-            self._model = bm25s.BM25(
-                k1=k1, b=b, method=BM25S_METHOD, idf_method=BM25S_IDF_METHOD, dtype="float64"
-            )
+            self._model = bm25s.BM25(k1=k1, b=b, method="atire", idf_method="lucene", dtype="float64")
             self._model.index((ids, self.vocab), create_empty_token=False, show_progress=False)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:

@@ -183,10 +183,8 @@ def plan_attributes(request: PlanRequest) -> MethodPlan:
     options = {name: getattr(request, name) for name in names}
     docs, info = attribute_contexts(request.data, request.questions, llm=request.llms, **options)
     counts = {k: info.pop(k) for k in ("calls", "cached", "errors")}
-    columns = {
-        "n_attributes": info.pop("n_attributes_per_question"),
-        "attributes_fallback": info.pop("fallback_per_question"),
-    }
+    renamed = {"n_attributes": "n_attributes_per_question", "attributes_fallback": "fallback_per_question"}
+    columns = {column: info.pop(key) for column, key in renamed.items()}
     keys = zip(request.questions["user_id"], request.questions["question_index"], strict=True)
     plans = [Plan([d] if (d := docs[(int(u), int(i))]) else [], [], []) for u, i in keys]
     return MethodPlan(plans, **counts, config=info, columns=columns)

@@ -139,15 +139,10 @@ def probe_server(
     entry = next((m for m in listing if m.get("id") == model), listing[0] if listing else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
-        mml, root_of = entry.get("max_model_len"), entry.get("root")
+        mml, served = entry.get("max_model_len"), entry.get("root")
         version = (ask("GET", f"{root}/version") or {}).get("version")
-        return ServerInfo(
-            "vllm",
-            int(mml) if mml is not None else None,
-            models,
-            version=str(version) if version else None,
-            served_model=str(root_of) if root_of else None,
-        )
+        version, served = (str(v) if v else None for v in (version, served))
+        return ServerInfo("vllm", int(mml) if mml is not None else None, models, version, served)
     if owner == "llamacpp":
         props = ask("GET", f"{root}/props") or {}
         n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
