@@ -1,10 +1,8 @@
 """The ``attributes`` answer method: the Re-Centering pipeline applied to PV4.
 
-:func:`attribute_contexts` runs stages 1 and 2 and returns each question's context document; stage 3 (the
-answer from it) is the ordinary answer step of :func:`pv4kit.baselines.run.answer`. Each stage is labelled
-in the LLM ledger: ``attributes:extract`` (once per user: the chats packed into as few requests as the
-budget allows), ``attributes:select`` (once per question: numbers or NONE, parsed strictly; an unparseable
-answer falls back to all attributes and is counted) and ``attributes:answer``.
+:func:`attribute_contexts` runs stage 1 (``attributes:extract``, once per user, the chats packed into as few
+requests as the budget allows) and stage 2 (``attributes:select``, once per question: numbers or NONE; an
+unparseable answer falls back to all attributes); stage 3 is :func:`pv4kit.baselines.run.answer`'s own call.
 """
 
 from __future__ import annotations
@@ -66,10 +64,9 @@ def selection_messages(
 
 
 def parse_selection(text: str, n: int) -> list[int] | None:
-    """Strictly parse a stage-2 answer into 0-based attribute positions.
+    """0-based positions from ``NONE`` or comma-separated numbers in ``1..n`` (one trailing period allowed).
 
-    Accepts ``NONE`` or comma-separated numbers in ``1..n`` (whitespace and one trailing period allowed);
-    anything else gives ``None``.
+    Anything else gives ``None``.
 
     Example:
         >>> parse_selection("2, 5", 6), parse_selection("none", 6), parse_selection("I think 2", 6)
@@ -115,24 +112,12 @@ def attribute_contexts(
     client: Any = None,
     progress: bool = True,
 ) -> tuple[dict[tuple[int, int], str], dict[str, Any]]:
-    """Stages 1 and 2 of the ``attributes`` method: the context document of every question.
+    """Stages 1 and 2 of the ``attributes`` method: ``({(user_id, question_index): document}, info)``.
 
-    Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data`.
-        questions: Rows with ``user_id, question_index, question``.
-        llm: The (greedy) model config, or several equivalent endpoints.
-        cache: The LLM response cache.
-        counter: Text token counter (:mod:`pv4kit.baselines.tokens`).
-        budget: Largest stage-1 prompt in tokens (the chats are packed into requests that fit it).
-        system: System prompt of every stage.
-        max_attributes: Most attributes kept per user.
-        client: Injected client (tests).
-        progress: Progress bars.
-
-    Returns:
-        ``({(user_id, question_index): document}, info)``; ``info`` holds ``calls, cached, errors``,
-        ``attributes`` (per user), ``n_fallback`` (unparseable selections), ``n_stage1_requests`` and the
-        per-question lists ``n_attributes_per_question`` and ``fallback_per_question``.
+    ``budget`` is the largest stage-1 prompt in tokens (``counter`` counts the chats packed into it).
+    ``info`` holds ``calls, cached, errors``, ``attributes`` (per user), ``n_fallback`` (unparseable
+    selections), ``n_stage1_requests`` and the per-question ``n_attributes_per_question`` and
+    ``fallback_per_question``.
     """
     info: dict[str, Any] = dict.fromkeys(["calls", "cached", "errors"], 0)
     info.update(attributes={}, n_fallback=0, n_stage1_requests=0)
@@ -140,9 +125,7 @@ def attribute_contexts(
     chosen: dict[tuple[int, int], tuple[int, bool]] = {}  # (number of attributes, fell back)
     memo: dict[str, int] = {}
     sep = max(1, counter.count(["\n\n"])[0])
-    fixed = fixed_prompt_tokens(
-        extraction_messages([], system=system)[-1]["content"], system=system, counter=counter
-    )
+    fixed = fixed_prompt_tokens(ATTRIBUTE_EXTRACTION, system=system, counter=counter)
 
     def call(messages: list[list[dict[str, str]]], step: str, uid: int) -> list[Any]:
         out = complete(
@@ -156,42 +139,26 @@ def attribute_contexts(
     for uid, rows in questions.groupby("user_id", sort=True):
         uid, chats = int(uid), data.documents(int(uid))
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
-        stage1 = call(
-            [extraction_messages([chats[i] for i in c], system=system) for c in chunks],
-            "attributes:extract",
-            uid,
-        )
         info["n_stage1_requests"] += len(chunks)
-        attrs: dict[str, str] = {}  # stage 1: deduplicated case-insensitively, capped
-        for r in stage1:
-            for a in parse_attributes(r.text, max_attributes=max_attributes):
-                attrs.setdefault(a.casefold(), a)
-        attrs_list = list(attrs.values())[:max_attributes]
-        info["attributes"][str(uid)] = attrs_list
+        stage1 = [extraction_messages([chats[i] for i in c], system=system) for c in chunks]
+        replies = "\n".join(r.text or "" for r in call(stage1, "attributes:extract", uid))
+        attrs = parse_attributes(replies, max_attributes=max_attributes)
+        info["attributes"][str(uid)] = attrs
         keys = [(uid, int(i)) for i in rows["question_index"]]
-        if not attrs_list:
+        if not attrs:
             logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
             docs.update(dict.fromkeys(keys, ""))
             chosen.update(dict.fromkeys(keys, (0, False)))
             continue
-        stage2 = call(
-            [selection_messages(q, attrs_list, system=system) for q in rows["question"]],
-            "attributes:select",
-            uid,
-        )
-        for k, r in zip(keys, stage2, strict=True):
-            picked = parse_selection(r.text, len(attrs_list))
-            fell_back = picked is None
-            info["n_fallback"] += fell_back
-            picked = list(range(len(attrs_list))) if picked is None else picked
-            chosen[k] = (len(picked), fell_back)
-            docs[k] = attribute_document([attrs_list[j] for j in picked])
+        stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
+        for k, r in zip(keys, call(stage2, "attributes:select", uid), strict=True):
+            picked = parse_selection(r.text, len(attrs))  # None: unparseable, every attribute
+            chosen[k] = (len(attrs if picked is None else picked), picked is None)
+            docs[k] = attribute_document(attrs if picked is None else [attrs[j] for j in picked])
+    info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
-        logger.warning(
-            "attributes: %d of %d selections were unparseable; used all attributes for them",
-            info["n_fallback"],
-            len(questions),
-        )
+        msg = "attributes: %d of %d selections were unparseable; used all attributes for them"
+        logger.warning(msg, info["n_fallback"], len(questions))
     order = list(zip(questions["user_id"].astype(int), questions["question_index"].astype(int), strict=True))
     info["n_attributes_per_question"] = [chosen[k][0] for k in order]
     info["fallback_per_question"] = [chosen[k][1] for k in order]

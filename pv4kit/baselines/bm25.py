@@ -5,13 +5,6 @@ Tokens come from :func:`pv4kit.text.tokenize`; ``bm25s`` scores them as token id
 
     idf(t)   = log(1 + (N - n_t + 0.5) / (n_t + 0.5))
     score(d) = sum_{t in q} idf(t) * tf(t, d) * (k1 + 1) / (tf(t, d) + k1 * (1 - b + b * |d| / avgdl))
-
-Example:
-    >>> from pv4kit.baselines.bm25 import bm25_scores
-    >>> from pv4kit.text import tokenize
-    >>> docs = [tokenize(d) for d in ["I like hiking in the Alps", "I cook Italian food"]]
-    >>> bm25_scores(tokenize("hiking trip"), docs).argmax()
-    np.int64(0)
 """
 
 from __future__ import annotations
@@ -22,23 +15,14 @@ import numpy as np
 
 __all__ = ["BM25Index", "bm25_scores"]
 
-#: the ``bm25s`` settings that give the formula above
-BM25S_METHOD, BM25S_IDF_METHOD = "atire", "lucene"
-
 
 class BM25Index:
-    """A BM25 index of one collection of tokenized documents, scored for many queries.
-
-    The corpus statistics (document frequencies, mean length) come from the documents given here, so
-    index the whole collection a query should be compared within.
+    """A BM25 index of one collection of tokenized documents (its corpus statistics), scored for many queries.
 
     Args:
         doc_tokens_list: One token list per document (see :func:`pv4kit.text.tokenize`).
         k1: Term-frequency saturation, ``>= 0``.
         b: Length normalisation, in ``[0, 1]``.
-
-    Raises:
-        ValueError: If ``k1`` or ``b`` is out of range.
     """
 
     def __init__(self, doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75):
@@ -53,9 +37,7 @@ class BM25Index:
         if self.vocab:  # bm25s needs a term; a collection without one scores 0 everywhere
             import bm25s  # heavy (scipy.sparse, numba): only when something is scored
 
-            self._model = bm25s.BM25(
-                k1=k1, b=b, method=BM25S_METHOD, idf_method=BM25S_IDF_METHOD, dtype="float64"
-            )
+            self._model = bm25s.BM25(k1=k1, b=b, method="atire", idf_method="lucene", dtype="float64")
             self._model.index((ids, self.vocab), create_empty_token=False, show_progress=False)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
@@ -67,25 +49,13 @@ class BM25Index:
 
 
 def bm25_scores(
-    query_tokens: Sequence[str],
-    doc_tokens_list: Sequence[Sequence[str]],
-    *,
-    k1: float = 1.5,
-    b: float = 0.75,
+    query_tokens: Sequence[str], doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75
 ) -> np.ndarray:
-    """BM25 score of every document for one query (:class:`BM25Index` for many queries at once).
+    """``float64`` BM25 score of every document for one tokenized query (:class:`BM25Index` for many).
 
-    Args:
-        query_tokens: The query, already tokenized (see :func:`pv4kit.text.tokenize`).
-        doc_tokens_list: One token list per document.
-        k1: Term-frequency saturation, ``>= 0``.
-        b: Length normalisation, in ``[0, 1]``.
-
-    Returns:
-        ``float64`` array with one score per document (0 for documents sharing no term with the query;
-        an empty corpus gives an empty array).
-
-    Raises:
-        ValueError: If ``k1`` or ``b`` is out of range.
+    Example:
+        >>> docs = [tokenize(d) for d in ["I like hiking in the Alps", "I cook Italian food"]]
+        >>> bm25_scores(tokenize("hiking trip"), docs).argmax()
+        np.int64(0)
     """
     return BM25Index(doc_tokens_list, k1=k1, b=b).scores(query_tokens)

@@ -1,9 +1,8 @@
 """The hard subset: questions a decoder gets wrong closed book and/or with the single best chat.
 
-The dataset card calls the hard test questions those Qwen3-4B-Instruct-2507 "gets wrong in at least one of
-two settings": ``no_docs`` or ``rag`` with ``top_k=1``. The reference has no code for it; both readings,
-``rule="any"`` (the card's wording) and ``rule="all"`` (wrong in both), are derived here so they can be
-checked against the released flags. Only questions scored in **both** runs count, for the overlap too.
+The dataset card's hard questions are those Qwen3-4B-Instruct-2507 "gets wrong in at least one of two
+settings" (``no_docs``, ``rag`` top 1); the reference has no code for it. ``rule="any"`` (the card) and
+``rule="all"`` (wrong in both) are derived from the questions scored in **both** runs.
 """
 
 from __future__ import annotations
@@ -11,7 +10,6 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 
@@ -24,39 +22,28 @@ from pv4kit.scoring.samedata import check_same_data
 logger = logging.getLogger(__name__)
 
 RULES = ("any", "all")
+#: a scored run: its directory or its predictions frame
+RunLike = str | os.PathLike[str] | pd.DataFrame
 
 
 def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
-    missing = [c for c in [*QUESTION_KEY, "correct"] if c not in frame.columns]
-    if missing:
-        raise ValueError(
-            f"{name}: predictions lack column(s) {missing}; score the run first (`pv4kit score`)"
-        )
-    out = frame[[*QUESTION_KEY, "correct"]].astype(
-        {"user_id": "int64", "question_index": "int64", "correct": bool}
-    )
+    columns = [*QUESTION_KEY, "correct"]
+    if missing := [c for c in columns if c not in frame.columns]:
+        raise ValueError(f"{name}: predictions lack column(s) {missing}; score the run first")
+    out = frame[columns].astype({"user_id": "int64", "question_index": "int64", "correct": bool})
     if out.duplicated(QUESTION_KEY).any():
         raise ValueError(f"{name}: predictions repeat a (user_id, question_index) key")
     return out
 
 
-def hard_flags(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    force: bool = False,
-) -> pd.DataFrame:
-    """Per-question correctness of the two runs and the hard flag under each rule.
+def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.DataFrame:
+    """``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all``, scored in both runs.
 
     Args:
-        no_docs: The closed-book run (a scored run directory or its predictions frame).
+        no_docs: The closed-book run.
         rag: The ``rag`` ``top_k=1`` run of the same decoder.
         force: Combine runs scored on different data with a warning instead of the ``ValueError``
             (:func:`pv4kit.scoring.samedata.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
-
-    Returns:
-        ``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all`` for the questions
-        scored in both runs, sorted by key.
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)
@@ -65,11 +52,8 @@ def hard_flags(
     merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:
-        logger.warning(
-            "hard subset: %d questions only in the no_docs run and %d only in the rag run are left out",
-            only_a,
-            only_b,
-        )
+        msg = "hard subset: %d questions only in the no_docs run and %d only in the rag run are left out"
+        logger.warning(msg, only_a, only_b)
     merged["hard_any"] = ~merged["correct_no_docs"] | ~merged["correct_rag"]
     merged["hard_all"] = ~merged["correct_no_docs"] & ~merged["correct_rag"]
     merged.attrs.update(only_in_no_docs=only_a, only_in_rag=only_b)
@@ -77,22 +61,11 @@ def hard_flags(
 
 
 def derive_hard_subset(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    rule: str = "any",
-    force: bool = False,
+    no_docs: RunLike, rag: RunLike, *, rule: str = "any", force: bool = False
 ) -> pd.DataFrame:
-    """The hard questions (``user_id, question_index``) under ``rule``.
+    """The hard questions (``user_id, question_index``, sorted) under ``rule``: see :func:`hard_flags`.
 
-    Args:
-        no_docs: The closed-book run (directory or predictions frame).
-        rag: The ``rag`` top-1 run of the same decoder.
-        rule: ``"any"``: wrong in at least one run (the dataset card's wording); ``"all"``: wrong in both.
-        force: Go on with runs scored on different data (:func:`hard_flags`).
-
-    Returns:
-        ``user_id, question_index`` sorted by key (the ``hard_subset.csv`` layout).
+    ``rule``: ``"any"``, wrong in at least one run (the dataset card's wording), or ``"all"``, in both.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -111,30 +84,13 @@ def read_subset(path: str | os.PathLike[str], *, name: str = "existing") -> pd.D
         raise type(exc)(f"{name}: {exc}") from None
 
 
-def with_subset(questions: pd.DataFrame, subset: pd.DataFrame) -> pd.DataFrame:
-    """``questions`` with ``hard`` set from ``subset`` (``user_id, question_index``), not the data's flags.
-
-    Use it to look at a derived subset (``pv4kit hard``, ``make demo``) before it is built into the data.
-    """
-    keys = pd.MultiIndex.from_frame(subset[QUESTION_KEY].astype("int64"))
-    return questions.assign(hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys))
-
-
 def with_fallback_subset(
     questions: pd.DataFrame, derived: str | os.PathLike[str] | None
 ) -> tuple[pd.DataFrame, str]:
-    """The questions with their hard flags, falling back to a derived subset when the data marks none.
+    """``(questions, note)``: the data's hard flags, or those of ``derived`` when the data marks none.
 
-    The data's own ``hard`` flags win whenever any question is marked; otherwise the questions of
-    ``derived`` (a ``hard_subset.csv`` such as ``make demo``'s ``runs/demo_hard_subset.csv``), when it
-    exists, are marked hard.
-
-    Returns:
-        ``(questions, note)``: the frame, and one sentence saying where its flags came from and how many
-        questions are hard.
-
-    Raises:
-        ValueError: When ``derived`` exists but is not a valid ``hard_subset.csv`` (naming the file).
+    ``derived`` is a ``hard_subset.csv`` such as ``make demo``'s ``runs/demo_hard_subset.csv``; the note
+    says where the flags came from and how many questions are hard.
     """
     hard = questions["hard"].fillna(False).astype(bool) if "hard" in questions else None
     n = len(questions)
@@ -142,7 +98,10 @@ def with_fallback_subset(
         return questions, f"{int(hard.sum())} of {n} questions are hard (the data's flags)"
     path = Path(derived) if derived is not None else None
     if path is not None and path.is_file():
-        out = with_subset(questions, read_subset(path, name="derived"))
+        keys = pd.MultiIndex.from_frame(read_subset(path, name="derived")[QUESTION_KEY].astype("int64"))
+        out = questions.assign(
+            hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys)
+        )
         return out, (
             f"{int(out['hard'].sum())} of {n} questions are hard: the data marks none, so these are the "
             f"derived subset {path.name}"
@@ -179,37 +138,23 @@ def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataF
 
 
 def hard_report(
-    no_docs: str | os.PathLike[str] | pd.DataFrame,
-    rag: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    existing: str | os.PathLike[str] | pd.DataFrame | None = None,
-    force: bool = False,
+    no_docs: RunLike, rag: RunLike, *, existing: RunLike | None = None, force: bool = False
 ) -> pd.DataFrame:
     """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
 
-    ``force`` goes on with runs scored on different data (:func:`hard_flags`).
-
-    Returns:
-        One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
-        ``existing``, the columns of :func:`overlap`.
+    One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
+    ``existing``, the columns of :func:`overlap` (``force``: see :func:`hard_flags`).
     """
     flags = hard_flags(no_docs, rag, force=force)
-    old = None
-    if existing is not None:
-        old = existing if isinstance(existing, pd.DataFrame) else read_subset(existing)
-    rows: list[dict[str, Any]] = []
-    n = len(flags)
+    if existing is not None and not isinstance(existing, pd.DataFrame):
+        existing = read_subset(existing)
+    n, rows = len(flags), []
     for rule in RULES:
         subset = flags.loc[flags[f"hard_{rule}"], QUESTION_KEY]
-        row: dict[str, Any] = {
-            "rule": rule,
-            "n_questions": n,
-            "n_hard": len(subset),
-            "share": len(subset) / n if n else None,
-            "accuracy_no_docs": float(flags["correct_no_docs"].mean()) if n else None,
-            "accuracy_rag": float(flags["correct_rag"].mean()) if n else None,
-        }
-        if old is not None:
-            row.update(overlap(subset, old, universe=flags[QUESTION_KEY]))
+        row = {"rule": rule, "n_questions": n, "n_hard": len(subset), "share": len(subset) / n if n else None}
+        for run in ("no_docs", "rag"):
+            row[f"accuracy_{run}"] = float(flags[f"correct_{run}"].mean()) if n else None
+        if existing is not None:
+            row.update(overlap(subset, existing, universe=flags[QUESTION_KEY]))
         rows.append(row)
     return pd.DataFrame(rows)

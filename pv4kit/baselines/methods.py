@@ -1,19 +1,8 @@
 """The memory settings of :func:`pv4kit.baselines.run.answer` as a table.
 
 A method is a :class:`Method` row in :data:`METHODS`: a *plan* function that says, for every question, which
-documents go in the user turn before it (with their chat ids and similarities, and which to drop first when
-over budget), plus what the run needs around it (a ranking of the chats, ``top_k``, the default context
-length, the reference's name). Adding a memory setting is one plan function and one row::
-
-    def plan_recent(request: PlanRequest) -> MethodPlan:
-        plans = []
-        for uid in request.questions["user_id"]:
-            docs = request.data.documents(int(uid))
-            ids = list(range(len(docs)))[-request.top_k :]
-            plans.append(Plan([docs[i] for i in ids], ids, [float("nan")] * len(ids)))
-        return MethodPlan(plans)
-
-    register_method(Method("recent", plan_recent, "the last top_k chats", top_k=True))
+documents go before it, plus what the run needs around it (a ranking of the chats, ``top_k``, the context
+length, the reference's name). Adding one is a plan function and :func:`register_method` (docs/baselines.md).
 """
 
 from __future__ import annotations
@@ -26,7 +15,6 @@ from typing import Any
 import pandas as pd
 
 from pv4kit.baselines.attributes import attribute_contexts
-from pv4kit.baselines.tokens import FULL_CONTEXT_LENGTH, FULL_CONTEXT_YARN_FACTOR
 from pv4kit.llm.config import LLMConfig
 
 #: the context length of a method's runs unless it says otherwise (the reference's, except for ``full``)
@@ -105,15 +93,11 @@ class Method:
     """One memory setting: its plan function and what the run needs around it.
 
     Attributes:
-        name: The method's name (``config.json``'s ``method``, the CLI's ``--method``).
         plan: Builds every question's :class:`Plan` from a :class:`PlanRequest`.
-        description: One line for the docs and the CLI.
         reference_name: The reference's folder name for the setting (``None``: the same name).
         ranking: When the user's chats are ranked for the plan, one of :data:`RANKINGS`.
-        top_k: Whether the method keeps the first ``top_k`` chats (checked ``>= 1``, named
-            ``<name>_top<k>`` by the reference, written to ``config.json``).
-        max_model_len: The default context length of the method's runs.
-        yarn_factor: The YaRN factor the reference serves the default context length with.
+        top_k: Whether the method keeps the first ``top_k`` chats (named ``<name>_top<k>`` by the reference).
+        yarn_factor: The YaRN factor the reference serves the default ``max_model_len`` with.
         step: Ledger label of the answer requests (default ``answer:<name>``).
     """
 
@@ -167,16 +151,15 @@ def plan_rag(request: PlanRequest) -> MethodPlan:
 def plan_full(request: PlanRequest) -> MethodPlan:
     """Every chat in topic order; with a ranking, the least similar are dropped first."""
     plans = []
-    if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
-        for uid in request.questions["user_id"]:
-            docs = request.data.documents(int(uid))
-            plans.append(Plan(list(docs), list(range(len(docs))), [float("nan")] * len(docs)))
-        return MethodPlan(plans)
-    for r in request.ranked.itertuples(index=False):
-        docs = request.data.documents(int(r.user_id))
-        by_id = dict(zip(r.ranked_ids, r.ranked_scores, strict=True))
+    for pos, uid in enumerate(request.questions["user_id"]):
+        docs = list(request.data.documents(int(uid)))
         ids = list(range(len(docs)))
-        plans.append(Plan(list(docs), ids, [by_id[i] for i in ids], priority=list(r.ranked_ids)))
+        if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
+            plans.append(Plan(docs, ids, [float("nan")] * len(docs)))
+            continue
+        ranked = request.ranked.iloc[pos]
+        by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
+        plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
     return MethodPlan(plans)
 
 
@@ -196,24 +179,13 @@ def plan_persona(request: PlanRequest) -> MethodPlan:
 
 def plan_attributes(request: PlanRequest) -> MethodPlan:
     """The selected attributes of the user as one document (:mod:`pv4kit.baselines.attributes`)."""
-    r = request
-    docs, info = attribute_contexts(
-        r.data,
-        r.questions,
-        llm=r.llms,
-        cache=r.cache,
-        counter=r.counter,
-        budget=r.budget,
-        system=r.system,
-        client=r.client,
-        progress=r.progress,
-    )
+    names = ("cache", "counter", "budget", "system", "client", "progress")
+    options = {name: getattr(request, name) for name in names}
+    docs, info = attribute_contexts(request.data, request.questions, llm=request.llms, **options)
     counts = {k: info.pop(k) for k in ("calls", "cached", "errors")}
-    columns = {
-        "n_attributes": info.pop("n_attributes_per_question"),
-        "attributes_fallback": info.pop("fallback_per_question"),
-    }
-    keys = zip(r.questions["user_id"], r.questions["question_index"], strict=True)
+    renamed = {"n_attributes": "n_attributes_per_question", "attributes_fallback": "fallback_per_question"}
+    columns = {column: info.pop(key) for column, key in renamed.items()}
+    keys = zip(request.questions["user_id"], request.questions["question_index"], strict=True)
     plans = [Plan([d] if (d := docs[(int(u), int(i))]) else [], [], []) for u, i in keys]
     return MethodPlan(plans, **counts, config=info, columns=columns)
 
@@ -230,8 +202,8 @@ METHODS: dict[str, Method] = {
             "every chat in topic order",
             reference_name="full_context",
             ranking="relevance",
-            max_model_len=FULL_CONTEXT_LENGTH,
-            yarn_factor=FULL_CONTEXT_YARN_FACTOR,
+            max_model_len=65_536,  # the reference's PV4 full-context window: YaRN x2 over Qwen3's 32,768
+            yarn_factor=2.0,
         ),
         Method("persona", plan_persona, "the persona profile instead of chats"),
         Method(

@@ -1,12 +1,8 @@
-"""Answer prompts: pure message building and pv4kit's fit of documents to a budget.
+"""Answer prompts: the reference's message layout and pv4kit's fit of documents to a budget.
 
-The layout is the reference's (``evaluate_baselines.py``): a system turn ``"You are a helpful
-assistant."``, then one user turn made of the documents joined by blank lines, a blank line and the
-question (not stripped); with no documents the user turn is the question alone.
-
-``truncation="relevance"`` counts a prompt as the sum of its parts (system, each document, the separators,
-the question) plus :data:`TEMPLATE_OVERHEAD` tokens per message, and drops the least relevant documents
-until it fits; the margin absorbs BPE merges across separators.
+The layout is ``evaluate_baselines.py``'s: a system turn, then one user turn of the documents joined by blank
+lines, a blank line and the question (not stripped). ``truncation="relevance"`` counts a prompt as the sum of
+its parts plus :data:`TEMPLATE_OVERHEAD` tokens per message and drops the least relevant documents.
 """
 
 from __future__ import annotations
@@ -24,37 +20,19 @@ TEMPLATE_OVERHEAD = 5
 
 
 def build_messages(
-    question: str,
-    documents: Sequence[str] = (),
-    *,
-    system: str | None = SYSTEM_PROMPT,
-    suffix: str = "",
+    question: str, documents: Sequence[str] = (), *, system: str | None = SYSTEM_PROMPT, suffix: str = ""
 ) -> list[dict[str, str]]:
-    """The chat messages of one answer request (pure).
-
-    Args:
-        question: The question, used as given (not stripped, as in the reference).
-        documents: Context documents in display order.
-        system: System prompt; ``None`` or ``""`` sends no system turn.
-        suffix: Text appended right after the question.
-
-    Returns:
-        ``[{"role": "system", ...}, {"role": "user", ...}]``.
+    """The chat messages of one answer request: system turn (none when ``system`` is empty), user turn.
 
     Example:
         >>> build_messages("Which gift?", ["chat one", "chat two"])[1]["content"]
         'chat one\\n\\nchat two\\n\\nWhich gift?'
     """
-    for i, doc in enumerate(documents):
-        if not isinstance(doc, str):
-            raise TypeError(f"documents[{i}]: expected str, got {type(doc).__name__}")
-    if not isinstance(question, str):
-        raise TypeError(f"question: expected str, got {type(question).__name__}")
-    content = DOCUMENT_SEPARATOR.join([*documents, question + suffix])
-    return [
-        *([{"role": "system", "content": system}] if system else []),
-        {"role": "user", "content": content},
-    ]
+    for name, text in [*((f"documents[{i}]", d) for i, d in enumerate(documents)), ("question", question)]:
+        if not isinstance(text, str):
+            raise TypeError(f"{name}: expected str, got {type(text).__name__}")
+    user = {"role": "user", "content": DOCUMENT_SEPARATOR.join([*documents, question + suffix])}
+    return [{"role": "system", "content": system}, user] if system else [user]
 
 
 @dataclass(frozen=True)
@@ -123,6 +101,5 @@ def fixed_prompt_tokens(question: str, *, system: str | None, counter: Any) -> i
 def count_documents(docs: Sequence[str], counter: Any, *, memo: dict[str, int]) -> list[int]:
     """Token counts of ``docs``, each distinct text counted once and remembered in ``memo``."""
     todo = [d for d in dict.fromkeys(docs) if d not in memo]
-    if todo:
-        memo.update(zip(todo, counter.count(todo), strict=True))
+    memo.update(zip(todo, counter.count(todo), strict=True))
     return [memo[d] for d in docs]

@@ -1,15 +1,12 @@
 """Retrieval over one user's chats: dense (cosine of embeddings) or BM25.
 
-As in the reference (``evaluate_baselines.py: retrieve``), a document is one whole chat and the query is
-``str(question).strip()``. ``dense_ranking="reference"`` ranks as the reference does (float16 vectors,
-torch's normalise, matmul and ``argsort(descending=True)``: ties fall as torch orders them);
-``"stable"`` uses float32 cosines and a stable sort (ties in chat order), as BM25 always does. Chats are
-embedded through the on-disk embedding cache, so a second method or run re-embeds nothing.
+As in the reference, a document is one whole chat and the query ``str(question).strip()``. Dense ranks as the
+reference does (``dense_ranking="reference"``) or by float32 cosines with a stable sort (``"stable"``, ties in
+chat order, as BM25 always does); chats are embedded through the on-disk embedding cache.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Sequence
 from typing import Any
@@ -21,8 +18,6 @@ from pv4kit.baselines.bm25 import BM25Index
 from pv4kit.embeddings.models import embed_texts
 from pv4kit.text import tokenize
 from pv4kit.vectors import unit_rows
-
-logger = logging.getLogger(__name__)
 
 RETRIEVERS = ("dense", "bm25")
 #: how dense similarities are ranked: the reference's (float16 vectors, torch's sort) or float32, stably
@@ -54,9 +49,8 @@ def reference_ranking(
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """The reference's dense ranking of each question: ``(positions most similar first, similarities)``.
 
-    ``evaluate_baselines.py: retrieve`` on vectors cast to float16: ``F.normalize(docs.float(), dim=1)``, the
-    question likewise, ``docs @ question.T`` one question at a time, ``argsort(descending=True)``. The
-    similarities (float32) are per document, not in ranked order.
+    ``evaluate_baselines.py: retrieve`` on float16 vectors, one question at a time; the similarities
+    (float32) are per document, not in ranked order.
     """
     import torch
     import torch.nn.functional as F
@@ -73,10 +67,9 @@ def reference_ranking(
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
     """BM25 scores of each query against the documents: ``(n_queries, n_docs)``."""
     out = np.zeros((len(queries), len(documents)), dtype=np.float32)
-    if documents:
-        index = BM25Index([tokenize(d) for d in documents], **kwargs)
-        for i, q in enumerate(queries):
-            out[i] = index.scores(tokenize(q))
+    index = BM25Index([tokenize(d) for d in documents], **kwargs)
+    for i, q in enumerate(queries):
+        out[i] = index.scores(tokenize(q))
     return out
 
 
@@ -90,36 +83,23 @@ def rank_questions(
     top_k: int | None = None,
     dense_ranking: str = "reference",
 ) -> pd.DataFrame:
-    """Rank each question's user's chats by similarity to the question.
+    """Each question's user's chats by similarity to the question, in the input row order.
 
-    Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data` (its ``documents(user_id)`` are ranked).
-        questions: Rows with ``user_id, question_index, question``.
-        retriever: ``"dense"`` (embeddings, cosine) or ``"bm25"``.
-        embedder: An :class:`~pv4kit.embeddings.models.Embedder` for dense retrieval.
-        cache: Embedding cache (see :func:`~pv4kit.embeddings.models.embed_texts`).
-        top_k: Keep only the first ``top_k`` of each ranking (default: all chats).
-        dense_ranking: Dense only: ``"reference"`` (float16 vectors, torch's normalise, matmul and
-            ``argsort(descending=True)``, ties as torch orders them) or ``"stable"`` (float32 cosines,
-            ties in chat order).
-
-    Returns:
-        ``user_id, question_index, ranked_ids`` (list of chat positions, most similar first) and
-        ``ranked_scores`` (their similarities), in the input row order.
+    Returns ``user_id, question_index, ranked_ids`` (chat positions, most similar first, the first ``top_k``
+    when given) and ``ranked_scores`` (their similarities). ``cache`` is the embedding cache
+    (:func:`~pv4kit.embeddings.models.embed_texts`); ``dense_ranking``: see the module.
     """
     if top_k is not None and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    for name, value, allowed in [
-        ("dense_ranking", dense_ranking, DENSE_RANKINGS),
-        ("retriever", retriever, RETRIEVERS),
-    ]:
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
+    if retriever not in RETRIEVERS:
+        raise ValueError(f"retriever must be one of {RETRIEVERS}, got {retriever!r}")
+    if dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     if retriever == "dense" and embedder is None:
         raise ValueError("retriever='dense' needs an embedder (pv4kit.get_embedder('qwen3'))")
-    ids_col: list[list[int]] = [[] for _ in range(len(questions))]
-    score_col: list[list[float]] = [[] for _ in range(len(questions))]
     frame = questions.reset_index(drop=True)
+    ids_col: list[list[int]] = [[] for _ in range(len(frame))]
+    score_col: list[list[float]] = [[] for _ in range(len(frame))]
     for uid, rows in frame.groupby("user_id", sort=True):
         docs = data.documents(int(uid))
         texts = [str(q).strip() for q in rows["question"]]
@@ -135,18 +115,11 @@ def rank_questions(
             else:
                 ranked = [(stable_ranking(row), row) for row in dense_scores(q_vecs, doc_vecs)]
         for pos, (order, row_scores) in zip(rows.index, ranked, strict=True):
-            order = order[: min(top_k or len(docs), len(docs))]
+            order = order[:top_k]
             ids_col[pos] = [int(i) for i in order]
             score_col[pos] = [float(row_scores[i]) for i in order]
-        logger.debug("user %s: ranked %d chats for %d questions (%s)", uid, len(docs), len(rows), retriever)
-    return pd.DataFrame(
-        {
-            "user_id": frame["user_id"].astype("int64").to_numpy(),
-            "question_index": frame["question_index"].astype("int64").to_numpy(),
-            "ranked_ids": ids_col,
-            "ranked_scores": score_col,
-        }
-    )
+    out = frame[["user_id", "question_index"]].astype("int64")
+    return out.assign(ranked_ids=ids_col, ranked_scores=score_col)
 
 
 def retrieve(

@@ -1,25 +1,18 @@
 """Answer runs: the PV4 baselines over five memory settings, on any OpenAI-compatible endpoint.
 
 :func:`answer` reads top to bottom: check the arguments and the endpoint, pick the questions, **plan** each
-prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget,
-**call** :func:`pv4kit.llm.client.complete` (greedy, its response cache, ledger label ``answer:<method>``)
-and **write** ``runs/<name>/`` in the run format (:mod:`pv4kit.scoring.runs`) plus ``context.json``.
-
-Over-long prompts: ``truncation="front"`` (the reference) tokenises the whole chat prompt and keeps its last
-``budget`` ids. A chat endpoint takes messages, not ids, so a cut prompt goes to ``/v1/completions`` as
-token ids on vLLM and llama.cpp, as decoded text on ``llama-cpp-python``, as cut messages with an estimate,
-and is refused before anything is sent elsewhere. ``truncation="relevance"`` (pv4kit) drops the least
-relevant chats whole until the counted prompt fits.
+prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget
+(:func:`front_requests`, the reference's cut, or :func:`relevance_requests`), **call**
+:func:`pv4kit.llm.client.complete` and **write** ``runs/<name>/`` plus ``context.json``.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +39,6 @@ from pv4kit.baselines.tokens import (
     probe_server,
     reference_budget,
     reference_context,
-    truncate_front,
     vllm_serve_flags,
 )
 from pv4kit.llm.client import cache_key, complete
@@ -62,11 +54,8 @@ __all__ = ["METHODS", "AnswerRun", "Request", "answer", "default_max_model_len",
 
 logger = logging.getLogger(__name__)
 
-CONTEXT_FILE = "context.json"
 #: ``"front"``: the reference's cut of the whole prompt's tokens; ``"relevance"``: pv4kit's dropping of chats
 TRUNCATIONS = ("front", "relevance")
-#: servers whose completions endpoint takes a prompt of token ids
-TOKEN_PROMPT_SERVERS = ("vllm", "llama.cpp")
 
 
 @dataclass
@@ -74,13 +63,10 @@ class AnswerRun:
     """The result of :func:`answer`.
 
     Attributes:
-        generations: One row per question (the ``generations.parquet`` frame).
-        context: The ``context.json`` record (fit rate, truncations, prompt-token percentiles).
-        config: The run settings written to ``config.json`` (without provenance).
+        generations: The ``generations.parquet`` frame; ``context`` and ``config`` (without provenance)
+            likewise the ``context.json`` and ``config.json`` records.
         run_dir: Where the run was written (``None`` when not written).
-        calls: LLM requests sent to the endpoint.
-        cached: LLM requests answered from the cache.
-        errors: Requests that failed after their retries (``status`` ``failed``, no generation).
+        calls: LLM requests sent; ``cached`` answered from the cache, ``errors`` failed after retries.
         extra: The method's own ``config.json`` section.
     """
 
@@ -102,8 +88,7 @@ class Request:
         messages: The chat messages, or one ``{"role": "user", "content", "prompt_token_ids"}`` message for
             the completions endpoint.
         completions: Whether it goes to ``/v1/completions`` (a cut prompt) rather than the chat endpoint.
-        full_tokens: The untruncated prompt length (what ``context.json`` describes).
-        prompt_tokens: The length actually sent.
+        full_tokens: The untruncated prompt length (``context.json``'s); ``prompt_tokens`` the length sent.
         sent_as: ``"chat"``, ``"token ids"``, ``"text"`` or ``"messages (estimate)"``.
         kept: The plan's document positions in the prompt (all of them for ``truncation="front"``).
         dropped: Positions dropped by ``truncation="relevance"``, least relevant first.
@@ -152,8 +137,6 @@ def select_questions(
         q = q[q["user_id"].isin(users)]
     q = q.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
     if limit is not None:
-        if limit < 1:
-            raise ValueError(f"limit must be >= 1, got {limit}")
         q = q.head(limit).reset_index(drop=True)
     if q.empty:
         raise ValueError(f"split {split!r} of {getattr(data, 'source', 'the data')} has no questions")
@@ -192,46 +175,36 @@ def answer(
     """Answer the questions of one split with one memory setting and write the run.
 
     Args:
-        data: A :class:`~pv4kit.dataset.load.PV4Data` (see :func:`pv4kit.dataset.load.load`).
+        data: A :class:`~pv4kit.dataset.load.PV4Data`.
         method: A name in :data:`~pv4kit.baselines.methods.METHODS`.
-        llm: Where to send requests; temperature is set to 0 and the output cap to ``max_new_tokens``. A list
-            of configs for the same model (e.g. two vLLM servers) shares the requests round-robin.
-        run_dir: Where to write the run (``runs/<name>``); ``None`` writes nothing. Rows already answered
-            there are kept (failed ones are asked again).
+        llm: Where to send requests (greedy, ``max_new_tokens``); a list of configs for the same model shares
+            the requests round-robin.
+        run_dir: Where to write the run; ``None`` writes nothing. Rows already answered there are kept.
         split: ``"test"``, ``"validation"`` or ``"train"``.
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
-        embedder: Embedder of dense retrieval (default: the reference's ``Qwen/Qwen3-Embedding-4B``, loaded
-            when needed).
+        embedder: Embedder of dense retrieval (default: the reference's Qwen3-Embedding-4B).
         dense_ranking: ``"reference"`` or ``"stable"`` (:func:`~pv4kit.baselines.retrieve.rank_questions`).
         embed_cache: Embedding cache (:func:`pv4kit.embeddings.models.embed_texts`).
-        cache: Response cache and usage ledger of :func:`pv4kit.llm.client.complete` (``True``: the shared
-            default file; ``None``: off).
+        cache: Response cache of :func:`pv4kit.llm.client.complete` (``True``: the shared one; ``None``: off).
         max_model_len: Model context length (default: :func:`default_max_model_len`).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (the reference's 32).
-        token_counter: ``truncation="relevance"`` and ``attributes``: the text counter
-            (:func:`~pv4kit.baselines.tokens.get_token_counter`; default ``ceil(chars / 4)``).
+        token_counter: ``truncation="relevance"`` and ``attributes``: the text counter (default chars/4).
         tokenizer: ``truncation="front"``: the prompt tokenizer
             (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`; default: the server's, else an estimate).
-        truncation: ``"front"`` (the reference) or ``"relevance"`` (pv4kit), see the module.
+        truncation: ``"front"`` (the reference: the prompt's last tokens, sent as token ids where the server
+            takes them, refused before sending where not) or ``"relevance"`` (drop the least relevant chats).
         check_server: Ask the endpoint what it is and its ``max_model_len`` first; another length is refused.
         system: System prompt.
-        mcq: Multiple choice: the five candidates follow the question, lettered A-E in a seeded order
-            (``mcq_seed``); the run is named ``mcq_<method>`` and scored by the letter.
+        mcq: Multiple choice: the candidates follow the question, lettered in a seeded order (``mcq_seed``);
+            the run is named ``mcq_<method>`` and scored by the letter.
         mcq_seed: Seed of the per-question order of the candidates.
         users: Only these users.
         limit: Only the first N questions (sorted by user and question index).
         client: An injected OpenAI-like client (tests).
         progress: Progress bars.
         extra_config: More fields for ``config.json``.
-
-    Returns:
-        An :class:`AnswerRun`.
-
-    Raises:
-        ValueError: For an unknown method (with the closest one), an argument out of range, or an endpoint
-            that cannot serve the run.
     """
     check_number(max_model_len, "max_model_len", ge=1, integer=True, allow_none=True)
     check_number(max_new_tokens, "max_new_tokens", ge=1, integer=True)
@@ -240,16 +213,12 @@ def answer(
     m = get_method(method)
     if m.top_k and top_k < 1:
         raise ValueError(f"top_k must be >= 1, got {top_k}")
-    for name, value, allowed in [
-        ("truncation", truncation, TRUNCATIONS),
-        ("dense_ranking", dense_ranking, DENSE_RANKINGS),
-    ]:
-        if value not in allowed:
-            raise ValueError(f"{name} must be one of {allowed}, got {value!r}")
-    llms = [
-        dataclasses.replace(c, temperature=0.0, max_output_tokens=max_new_tokens)
-        for c in (llm if isinstance(llm, list | tuple) else [llm])
-    ]
+    if truncation not in TRUNCATIONS:
+        raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+    if dense_ranking not in DENSE_RANKINGS:
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
+    configs = llm if isinstance(llm, list | tuple) else [llm]
+    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens) for c in configs]
     if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
         raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
     first = llms[0]
@@ -260,22 +229,13 @@ def answer(
         logger.warning(msg + "the reference does", max_model_len, max_new_tokens, margin)
     server = _check_server(first, max_model_len, m) if check_server and client is None else None
     if server is not None and server.kind == "vllm":
-        no_thinking = dict(NO_THINKING)
         llms = [
-            dataclasses.replace(c, chat_template_kwargs=no_thinking) if c.protocol == "chat" else c
-            for c in llms
+            replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c for c in llms
         ]
         first = llms[0]
     counter = token_counter or CharEstimate()
-    chat_tok = None
-    if truncation == "front":
-        chat_tok = get_chat_tokenizer(
-            tokenizer,
-            base_url=first.base_url,
-            model=first.model,
-            server=server,
-            api_key_env=first.api_key_env,
-        )
+    endpoint = {"base_url": first.base_url, "model": first.model, "api_key_env": first.api_key_env}
+    chat_tok = get_chat_tokenizer(tokenizer, server=server, **endpoint) if truncation == "front" else None
     measured_by = chat_tok or counter  # what counted the prompts: named in config.json and context.json
     exact = bool(getattr(chat_tok, "exact", False))
 
@@ -288,10 +248,8 @@ def answer(
 
         embedder = get_embedder("qwen3")
     name = f"mcq_{m.name}" if mcq else m.name
-    n_users = questions["user_id"].nunique()
-    logger.info(
-        "%s on %s: %d questions of %d users, model %s", name, split, len(questions), n_users, first.model
-    )
+    msg = "%s on %s: %d questions of %d users, model %s"
+    logger.info(msg, name, split, len(questions), questions["user_id"].nunique(), first.model)
     ranked = None
     if ranks:
         ranked = rank_questions(
@@ -321,28 +279,34 @@ def answer(
     # fit: the prompts to the budget
     if truncation == "front":
         kind = server.kind if server else "other"
-        requests = front_requests(
-            asked,
-            plans,
-            system=system,
-            tokenizer=chat_tok,
-            budget=budget,
-            server_kind=kind,
-            protocol=first.protocol,
-            progress=progress,
-        )
+        fit = {"server_kind": kind, "protocol": first.protocol, "progress": progress}
+        requests = front_requests(asked, plans, system=system, tokenizer=chat_tok, budget=budget, **fit)
     else:
         requests = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
-    n_cut = sum(bool(r.dropped) for r in requests)
-    if n_cut:
-        logger.warning(
-            "%s: %d of %d prompts dropped documents to fit %d tokens", m.name, n_cut, len(plans), budget
-        )
+    if n_cut := sum(bool(r.dropped) for r in requests):
+        msg = "%s: %d of %d prompts dropped documents to fit %d tokens"
+        logger.warning(msg, m.name, n_cut, len(plans), budget)
 
-    # call: every request not answered in the run already
-    responses, resumed = _send(
-        requests, questions["user_id"], llms, run_dir, cache, m.ledger_step, progress, client
-    )
+    # call: every request not answered in the run already (failed ones are asked again), per user
+    completions = [replace(c, protocol="completions") for c in llms]  # the cut prompts' endpoint
+    done = previous_answers(run_dir) if run_dir is not None else {}
+    responses: list[Any] = [None] * len(requests)
+    for i, r in enumerate(requests):
+        key = cache_key(r.messages, (completions if r.completions else llms)[0])
+        if key in done:
+            text, finish = done[key]
+            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
+    resumed = [r is not None for r in responses]
+    if any(resumed):
+        msg = "%s: %d answers kept from the existing run, %d to ask"
+        logger.info(msg, m.ledger_step, sum(resumed), resumed.count(False))
+    todo = pd.DataFrame({"user_id": questions["user_id"], "completions": [r.completions for r in requests]})
+    shared = {"cache": cache, "step": m.ledger_step, "progress": progress, "client": client}
+    for (uid, to_completions), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"]):
+        messages = [requests[i].messages for i in rows.index]
+        got = complete(messages, llm=completions if to_completions else llms, user_id=int(uid), **shared)
+        for i, r in zip(rows.index, got, strict=True):
+            responses[i] = r
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
     cached = planned.cached + sum(r.cached for r in responses)
     errors = planned.errors + sum(r.error is not None for r in responses)
@@ -353,9 +317,8 @@ def answer(
             "%s: %d requests failed after retries (status failed); rerun to resume", m.name, errors
         )
     if any(empty):
-        logger.warning(
-            "%s: %d answers came back empty or whitespace (scored as the reference does)", m.name, sum(empty)
-        )
+        msg = "%s: %d answers came back empty or whitespace (scored as the reference does)"
+        logger.warning(msg, m.name, sum(empty))
 
     # write: the generations, context.json and config.json
     gens = pd.DataFrame(
@@ -448,32 +411,27 @@ def answer(
         config["mcq"] = {"memory": m.name, "seed": mcq_seed, "prompt_version": CHOICE_PROMPT_VERSION}
     out_dir = None
     if run_dir is not None:
-        out_dir = write_generations(run_dir, gens, config=config, files={CONTEXT_FILE: context})
-        logger.info(
-            "%s: wrote %s (%d generations; %d called, %d cached)", m.name, out_dir, len(gens), calls, cached
-        )
-    extra = planned.config if planned.config is not None else {}
+        out_dir = write_generations(run_dir, gens, config=config, files={"context.json": context})
+        msg = "%s: wrote %s (%d generations; %d called, %d cached)"
+        logger.info(msg, m.name, out_dir, len(gens), calls, cached)
+    extra = planned.config or {}
     return AnswerRun(gens, context, config, out_dir, calls=calls, cached=cached, errors=errors, extra=extra)
 
 
 def _check_server(llm: LLMConfig, max_model_len: int, method: Method) -> ServerInfo:
     """Probe the endpoint before anything is sent; refuse a served context length other than the run's."""
     info = probe_server(llm.base_url, llm.model, api_key_env=llm.api_key_env)
+    yarn = method.yarn_factor if max_model_len == method.max_model_len else None
+    flags = " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=yarn))
     if info.max_model_len is not None and info.max_model_len != max_model_len:
-        yarn = method.yarn_factor if max_model_len == method.max_model_len else None
-        flags = " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=yarn))
         raise ValueError(
             f"max_model_len: the server at {llm.endpoint} serves {llm.model!r} with max_model_len "
             f"{info.max_model_len}, but this run uses {max_model_len}; serve it with `vllm serve "
             f"{llm.model} {flags}` or pass max_model_len={info.max_model_len} (not the reference protocol)"
         )
-    if info.kind == "vllm" and method.yarn_factor is not None:
-        logger.info(
-            "vLLM serves %s with max_model_len %s; YaRN cannot be read over HTTP: serve it with %s",
-            llm.model,
-            info.max_model_len,
-            " ".join(vllm_serve_flags(max_model_len=max_model_len, yarn_factor=method.yarn_factor)),
-        )
+    if info.kind == "vllm" and yarn is not None:
+        msg = "vLLM serves %s with max_model_len %s; YaRN cannot be read over HTTP: serve it with %s"
+        logger.info(msg, llm.model, info.max_model_len, flags)
     logger.info("endpoint %s: %s (max_model_len %s)", llm.endpoint, info.kind, info.max_model_len)
     return info
 
@@ -491,12 +449,8 @@ def front_requests(
 ) -> list[Request]:
     """The reference's rule: tokenise every chat, cut the over-long ones from the front, say how each is sent.
 
-    Each question gets its plan's documents (:class:`~pv4kit.baselines.methods.Plan`); ``tokenizer`` is a chat
-    tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`).
-
-    Raises:
-        ValueError: When a prompt must be cut and the endpoint cannot take the cut prompt (before anything
-            is sent).
+    ``tokenizer`` is a chat tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`). A prompt that
+    must be cut for an endpoint that cannot take it is a ``ValueError`` before anything is sent.
     """
     from tqdm.auto import tqdm
 
@@ -513,10 +467,10 @@ def front_requests(
             out.append(Request(cut, False, full, tokenizer.length(cut), sent_as, every))
             continue
         ids = tokenizer.encode_chat(chat)
-        kept = truncate_front(ids, budget)
+        kept = ids[-budget:]  # the reference's cut: the last ``budget`` ids
         if len(ids) <= budget:
             out.append(Request(chat, False, len(ids), len(ids), "chat", every))
-        elif protocol == "chat" and server_kind in TOKEN_PROMPT_SERVERS:
+        elif protocol == "chat" and server_kind in ("vllm", "llama.cpp"):  # completions take token ids
             message = {"role": "user", "content": "", "prompt_token_ids": kept}
             out.append(Request([message], True, len(ids), len(kept), "token ids", every))
         elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):
@@ -543,12 +497,7 @@ def front_requests(
 
 
 def relevance_requests(
-    questions: Sequence[str],
-    plans: Sequence[Any],
-    *,
-    system: str | None,
-    counter: Any,
-    budget: int,
+    questions: Sequence[str], plans: Sequence[Any], *, system: str | None, counter: Any, budget: int
 ) -> list[Request]:
     """pv4kit's rule: whole documents dropped, lowest priority first, until each prompt fits ``budget``.
 
@@ -574,48 +523,6 @@ def relevance_requests(
     return requests
 
 
-def _send(
-    requests: list[Request],
-    user_ids: pd.Series,
-    llms: list[LLMConfig],
-    run_dir: Any,
-    cache: Any,
-    step: str,
-    progress: bool,
-    client: Any,
-) -> tuple[list[LLMResponse], list[bool]]:
-    """The responses in question order, and which were kept from ``run_dir`` (failed ones are asked again)."""
-    completions = [dataclasses.replace(c, protocol="completions") for c in llms]
-    done = previous_answers(run_dir) if run_dir is not None else {}
-    responses: list[Any] = [None] * len(requests)
-    for i, r in enumerate(requests):
-        key = cache_key(r.messages, (completions if r.completions else llms)[0])
-        if key in done:
-            text, finish = done[key]
-            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
-    resumed = [r is not None for r in responses]
-    if any(resumed):
-        logger.info(
-            "%s: %d answers kept from the existing run, %d to ask", step, sum(resumed), resumed.count(False)
-        )
-    for uid, rows in user_ids.groupby(user_ids, sort=True):
-        for is_completion in (False, True):
-            pos = [i for i in rows.index if not resumed[i] and requests[i].completions is is_completion]
-            if pos:
-                got = complete(
-                    [requests[i].messages for i in pos],
-                    llm=completions if is_completion else llms,
-                    cache=cache,
-                    step=step,
-                    user_id=int(uid),
-                    progress=progress,
-                    client=client,
-                )
-                for i, r in zip(pos, got, strict=True):
-                    responses[i] = r
-    return responses, resumed
-
-
 def _kept(plans: list[Any], requests: list[Request], attr: str, which: str) -> list[list[Any]]:
     """Per question, ``plan.<attr>`` at the fit's ``kept`` or ``dropped`` positions ([] without chat ids)."""
     return [
@@ -629,8 +536,7 @@ def _served_model(
 ) -> str | list[str] | None:
     """The model(s) the responses name (and, for answers kept from a run, its ``config.json``'s record).
 
-    A name that is not the requested model (nor a dated snapshot of it, as the OpenAI API reports) is warned
-    about: the server, or a gateway before it, answered with another model.
+    A name other than the requested model (or a dated snapshot of it, as the OpenAI API reports) is warned of.
     """
     names = {r.model for r in responses if r.model}
     if resumed_from is not None:
@@ -639,11 +545,7 @@ def _served_model(
     snapshot = re.compile(re.escape(model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
     other = sorted(n for n in names if not snapshot.fullmatch(n))
     if other:
-        logger.warning(
-            "%s: the server answered as %s, not the requested model %r (recorded as served_model)",
-            method,
-            other,
-            model,
-        )
+        msg = "%s: the server answered as %s, not the requested model %r (recorded as served_model)"
+        logger.warning(msg, method, other, model)
     ordered = sorted(names)
     return ordered[0] if len(ordered) == 1 else (ordered or None)

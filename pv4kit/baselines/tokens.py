@@ -1,11 +1,8 @@
 """Prompt tokens: the reference's budget and ``context.json``, the server probe, and one family of tokenizers.
 
-The reference renders each prompt with the decoder's chat template (thinking off), encodes it without
-added special tokens and keeps its **last** ``max(max_model_len - max_new_tokens - 32, 1)`` ids. Every
-tokenizer here has a ``name`` (recorded in ``context.json``), ``exact``, ``count(texts)`` for plain text
-(``truncation="relevance"`` and the attributes pipeline) and/or ``length(messages)`` for a whole chat
-(``truncation="front"``); exact ones also ``encode_chat``. :func:`get_chat_tokenizer` picks the prompt
-tokenizer, :func:`get_token_counter` the text counter.
+Every tokenizer has a ``name`` (recorded in ``context.json``), ``exact``, and ``count(texts)`` for plain text
+(:func:`get_token_counter`: ``truncation="relevance"``, attributes) and/or ``length(messages)`` for a whole
+chat (:func:`get_chat_tokenizer`: ``truncation="front"``); exact ones also ``encode_chat``.
 """
 
 from __future__ import annotations
@@ -14,12 +11,14 @@ import json
 import logging
 import math
 import os
+from bisect import bisect_left
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
+from pv4kit.baselines.prompting import TEMPLATE_OVERHEAD
 from pv4kit.llm.config import Message
 from pv4kit.redact import redact_url
 
@@ -27,18 +26,8 @@ logger = logging.getLogger(__name__)
 
 #: tokens the reference keeps free besides the output (``GENERATION_RESERVE``)
 GENERATION_RESERVE = 32
-#: the percentiles of ``context.json``
-PERCENTILES = (50, 90, 95, 99)
-#: the reference's PV4 full-context window: 65,536 tokens with YaRN x2 over Qwen3's native 32,768
-FULL_CONTEXT_LENGTH = 65_536
-FULL_CONTEXT_YARN_FACTOR = 2.0
-YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS = 32_768
 #: what vLLM's chat template receives so that a thinking model answers directly
 NO_THINKING = {"enable_thinking": False}
-#: chat-template tokens per message assumed by the estimate (role header and end marker)
-ESTIMATE_OVERHEAD_PER_MESSAGE = 5
-#: the assistant header of the generation prompt assumed by the estimate
-ESTIMATE_GENERATION_PROMPT = 3
 
 
 def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = GENERATION_RESERVE) -> int:
@@ -49,28 +38,15 @@ def reference_budget(max_model_len: int, max_new_tokens: int, *, margin: int = G
     return max(int(max_model_len) - int(max_new_tokens) - int(margin), 1)
 
 
-def truncate_front(ids: Sequence[int], budget: int) -> list[int]:
-    """The last ``budget`` ids of a prompt (the whole prompt when it fits)."""
-    if budget < 1:
-        raise ValueError(f"budget must be >= 1, got {budget}")
-    ids = list(ids)
-    return ids[len(ids) - budget :] if len(ids) > budget else ids
-
-
 def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_tokens: int) -> dict[str, Any]:
     """``context.json`` as the reference writes it, from the **untruncated** prompt lengths.
 
     ``fit_rate`` in percent (2 decimals), ``mean_prompt_tokens`` with one decimal, NumPy's linear
     percentiles as floats, ``tokens_dropped`` the sum of what went over the budget.
-
-    Raises:
-        ValueError: On an empty list.
     """
-    if len(lengths) == 0:
-        raise ValueError("lengths: no prompts to describe")
     n = np.asarray(lengths, dtype=np.int64)
     over = n > max_input_tokens
-    out: dict[str, Any] = {
+    return {
         "max_model_len": int(max_model_len),
         "max_input_tokens": int(max_input_tokens),
         "num_prompts": int(n.size),
@@ -79,24 +55,17 @@ def reference_context(lengths: Sequence[int], *, max_model_len: int, max_input_t
         "mean_prompt_tokens": round(float(n.mean()), 1),
         "max_prompt_tokens": int(n.max()),
         "tokens_dropped": int(np.maximum(n - max_input_tokens, 0).sum()),
+        **{f"p{q}_prompt_tokens": float(np.percentile(n, q)) for q in (50, 90, 95, 99)},
     }
-    for q in PERCENTILES:
-        out[f"p{q}_prompt_tokens"] = float(np.percentile(n, q))
-    return out
 
 
 def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) -> list[str]:
     """The ``vllm serve`` flags of the reference's engine for one context window (and YaRN factor)."""
     flags = ["--dtype", "bfloat16", "--max-model-len", str(int(max_model_len)), "--generation-config", "vllm"]
     if yarn_factor is not None:
-        override = {
-            "rope_scaling": {
-                "rope_type": "yarn",
-                "factor": float(yarn_factor),
-                "original_max_position_embeddings": YARN_ORIGINAL_MAX_POSITION_EMBEDDINGS,
-            },
-            "max_position_embeddings": int(max_model_len),
-        }
+        # YaRN over Qwen3's native 32,768 positions
+        rope = {"rope_type": "yarn", "factor": float(yarn_factor), "original_max_position_embeddings": 32_768}
+        override = {"rope_scaling": rope, "max_position_embeddings": int(max_model_len)}
         flags += ["--hf-overrides", "'" + json.dumps(override, separators=(",", ":")) + "'"]
     return flags
 
@@ -144,11 +113,8 @@ def probe_server(
 ) -> ServerInfo:
     """Ask an endpoint what it is and how long a context it serves (never raises on a network error).
 
-    Args:
-        base_url: The OpenAI base URL (``None``: the OpenAI API, not asked).
-        model: The model id whose ``/v1/models`` entry is read (default: the first).
-        timeout: Seconds per request.
-        api_key_env: Environment variable with the server's key, sent as a bearer token when set.
+    ``base_url`` ``None`` is the OpenAI API (not asked); ``model`` is the ``/v1/models`` entry read (default:
+    the first); the key in ``api_key_env`` is sent as a bearer token when set.
     """
     if not base_url:
         return ServerInfo("other")
@@ -168,21 +134,15 @@ def probe_server(
     found = ask("GET", f"{base_url.rstrip('/')}/models")
     if found is None:
         return ServerInfo("unknown")
-    listing = found.get("data", [])
-    models = tuple(str(m.get("id")) for m in listing if isinstance(m, dict))
-    entry = next((m for m in listing if isinstance(m, dict) and m.get("id") == model), None)
-    entry = entry or (listing[0] if listing and isinstance(listing[0], dict) else {})
+    listing = [m for m in found.get("data", []) if isinstance(m, dict)]
+    models = tuple(str(m.get("id")) for m in listing)
+    entry = next((m for m in listing if m.get("id") == model), listing[0] if listing else {})
     owner = str(entry.get("owned_by", ""))
     if owner == "vllm":
-        mml, root_of = entry.get("max_model_len"), entry.get("root")
+        mml, served = entry.get("max_model_len"), entry.get("root")
         version = (ask("GET", f"{root}/version") or {}).get("version")
-        return ServerInfo(
-            "vllm",
-            int(mml) if mml is not None else None,
-            models,
-            version=str(version) if version else None,
-            served_model=str(root_of) if root_of else None,
-        )
+        version, served = (str(v) if v else None for v in (version, served))
+        return ServerInfo("vllm", int(mml) if mml is not None else None, models, version, served)
     if owner == "llamacpp":
         props = ask("GET", f"{root}/props") or {}
         n_ctx = (props.get("default_generation_settings") or {}).get("n_ctx")
@@ -193,6 +153,15 @@ def probe_server(
 
 
 # --------------------------------------------------------------------------- the tokenizers
+
+
+def _post(url: str, body: dict[str, Any], *, timeout: float, api_key_env: str | None = None) -> Any:
+    """The JSON answer of ``POST url`` (an error status raises)."""
+    import httpx
+
+    r = httpx.post(url, json=body, timeout=timeout, headers=_auth(api_key_env))
+    r.raise_for_status()
+    return r.json()
 
 
 @dataclass
@@ -220,15 +189,11 @@ class LlamaServerCounter:
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text."""
-        import httpx
-
-        todo = [t for t in dict.fromkeys(texts) if t and t not in self._memo]
-        with httpx.Client(timeout=self.timeout) as client:
-            for text in todo:
-                url = f"{server_root(self.base_url)}/extras/tokenize"
-                r = client.post(url, json={"input": text, "add_special": False})
-                r.raise_for_status()
-                self._memo[text] = len(r.json()["tokens"])
+        url = f"{server_root(self.base_url)}/extras/tokenize"
+        for text in dict.fromkeys(texts):
+            if text and text not in self._memo:
+                body = {"input": text, "add_special": False}
+                self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
         return [self._memo[t] if t else 0 for t in texts]
 
 
@@ -244,9 +209,9 @@ class EstimateChatTokenizer:
         self.name = self.name or f"estimate: {self.counter.name} + template overhead"
 
     def length(self, messages: Sequence[Message]) -> int:
-        """Estimated prompt length."""
+        """Estimated prompt length (3 tokens for the assistant header of the generation prompt)."""
         body = sum(self.counter.count([m["content"] for m in messages]))
-        return body + ESTIMATE_OVERHEAD_PER_MESSAGE * len(messages) + ESTIMATE_GENERATION_PROMPT
+        return body + TEMPLATE_OVERHEAD * len(messages) + 3
 
     def truncate_messages(self, messages: Sequence[Message], budget: int) -> list[Message]:
         """Front truncation: the system turn first, then the longest suffix of the user turn that fits."""
@@ -256,14 +221,12 @@ class EstimateChatTokenizer:
         if self.length(msgs) <= budget:
             return msgs
         text = msgs[0]["content"]
-        lo, hi = 0, len(text)  # binary search for the smallest cut that fits
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.length([{**msgs[0], "content": text[mid:]}]) <= budget:
-                hi = mid
-            else:
-                lo = mid + 1
-        return [{**msgs[0], "content": text[lo:]}]
+
+        def fits(cut: int) -> bool:
+            return self.length([{**msgs[0], "content": text[cut:]}]) <= budget
+
+        cut = bisect_left(range(len(text) + 1), True, key=fits)  # the smallest cut from the front that fits
+        return [{**msgs[0], "content": text[cut:]}]
 
 
 class _Exact:
@@ -278,52 +241,40 @@ class _Exact:
 
 @dataclass
 class HFChatTokenizer(_Exact):
-    """A Hugging Face tokenizer (a name/path, loaded on first use, or a loaded one) and its chat template."""
+    """A Hugging Face tokenizer (a name/path, loaded here, or a loaded one) and its chat template."""
 
     tokenizer: Any
     name: str = ""
-    _tok: Any = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
-        if not isinstance(self.tokenizer, str):
-            self._tok = self.tokenizer
-        label = self.tokenizer if self._tok is None else getattr(self._tok, "name_or_path", "") or "tokenizer"
-        self.name = self.name or f"hf:{label}"
-
-    @property
-    def tok(self) -> Any:
-        """The loaded tokenizer."""
-        if self._tok is None:
+        self.tok = self.tokenizer
+        if isinstance(self.tokenizer, str):
             from transformers import AutoTokenizer
 
             try:
-                self._tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
+                self.tok = AutoTokenizer.from_pretrained(self.tokenizer, trust_remote_code=True)
             except (OSError, ValueError) as exc:
                 raise OSError(
                     f"tokenizer: could not load {self.tokenizer!r} ({exc}); pass a local folder or a hub id "
                     "of the decoder"
                 ) from exc
-        return self._tok
+        label = self.tokenizer if isinstance(self.tokenizer, str) else None
+        self.name = self.name or f"hf:{label or getattr(self.tok, 'name_or_path', '') or 'tokenizer'}"
 
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text, without special tokens."""
-        return (
-            [len(ids) for ids in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
-            if texts
-            else []
-        )
-
-    def render(self, messages: Sequence[Message]) -> str:
-        """The chat rendered by the template (generation prompt on, thinking off)."""
-        if not getattr(self.tok, "chat_template", None):
-            raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
-        return self.tok.apply_chat_template(
-            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, enable_thinking=False
-        )
+        if not texts:
+            return []
+        return [len(ids) for ids in self.tok(list(texts), add_special_tokens=False)["input_ids"]]
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        """The reference's prompt ids: the rendered text encoded without added special tokens."""
-        return list(self.tok.encode(self.render(messages), add_special_tokens=False))
+        """The reference's prompt ids: the chat rendered (generation prompt, thinking off), encoded as is."""
+        if not getattr(self.tok, "chat_template", None):
+            raise ValueError(f"tokenizer: {self.tokenizer!r} has no chat template; pass the decoder's")
+        text = self.tok.apply_chat_template(
+            [dict(m) for m in messages], tokenize=False, add_generation_prompt=True, enable_thinking=False
+        )
+        return list(self.tok.encode(text, add_special_tokens=False))
 
     def decode(self, ids: Sequence[int]) -> str:
         """Text of ids, special tokens kept."""
@@ -342,8 +293,6 @@ class VLLMChatTokenizer(_Exact):
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
-        import httpx
-
         body = {
             "model": self.model,
             "messages": [dict(m) for m in messages],
@@ -351,10 +300,9 @@ class VLLMChatTokenizer(_Exact):
             "add_special_tokens": False,
             "chat_template_kwargs": dict(NO_THINKING),
         }
-        url, headers = f"{server_root(self.base_url)}/tokenize", _auth(self.api_key_env)
-        r = httpx.post(url, json=body, timeout=self.timeout, headers=headers)
-        r.raise_for_status()
-        return [int(t) for t in r.json()["tokens"]]
+        url = f"{server_root(self.base_url)}/tokenize"
+        got = _post(url, body, timeout=self.timeout, api_key_env=self.api_key_env)
+        return [int(t) for t in got["tokens"]]
 
 
 @dataclass
@@ -368,39 +316,27 @@ class LlamaCppChatTokenizer(_Exact):
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
-        import httpx
-
-        root = server_root(self.base_url)
-        with httpx.Client(timeout=self.timeout, headers=_auth(self.api_key_env)) as client:
-            body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
-            r = client.post(f"{root}/apply-template", json=body)
-            r.raise_for_status()
-            body = {"content": r.json()["prompt"], "add_special": False, "parse_special": True}
-            r = client.post(f"{root}/tokenize", json=body)
-            r.raise_for_status()
-        return [int(t) if not isinstance(t, dict) else int(t["id"]) for t in r.json()["tokens"]]
+        root, kw = server_root(self.base_url), {"timeout": self.timeout, "api_key_env": self.api_key_env}
+        body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
+        prompt = _post(f"{root}/apply-template", body, **kw)["prompt"]
+        body = {"content": prompt, "add_special": False, "parse_special": True}
+        tokens = _post(f"{root}/tokenize", body, **kw)["tokens"]
+        return [int(t["id"]) if isinstance(t, dict) else int(t) for t in tokens]
 
 
-def get_token_counter(
-    tokenizer: str | None = None, *, base_url: str | None = None, probe: bool = True
-) -> Any:
+def get_token_counter(tokenizer: str | None = None, *, base_url: str | None = None) -> Any:
     """The text counter of ``truncation="relevance"``.
 
-    Args:
-        tokenizer: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
-            or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
-        base_url: The model's OpenAI base URL.
-        probe: With ``tokenizer=None``, ask ``base_url`` what it is.
+    ``tokenizer``: ``"chars"`` (the estimate), ``"server"`` (the ``llama-cpp-python`` server at ``base_url``)
+    or a Hugging Face name/path; ``None``: that server when ``base_url`` is one, else the estimate.
     """
     if tokenizer == "chars":
         return CharEstimate()
-    if tokenizer == "server":
-        if not base_url:
-            raise ValueError("tokenizer='server' needs base_url (a llama.cpp server)")
-        return LlamaServerCounter(base_url)
-    if tokenizer:
+    if tokenizer and tokenizer != "server":
         return HFChatTokenizer(tokenizer)
-    if base_url and probe and probe_server(base_url).kind == "llama-cpp-python":
+    if tokenizer == "server" and not base_url:
+        raise ValueError("tokenizer='server' needs base_url (a llama.cpp server)")
+    if tokenizer == "server" or (base_url and probe_server(base_url).kind == "llama-cpp-python"):
         return LlamaServerCounter(base_url)
     logger.info("no tokenizer given; counting prompt tokens as ceil(chars / 4)")
     return CharEstimate()
@@ -416,34 +352,27 @@ def get_chat_tokenizer(
 ) -> Any:
     """The prompt tokenizer of ``truncation="front"``: ``tokenizer``, else the server's, else the estimate.
 
-    Args:
-        tokenizer: A tokenizer of this module (used as is), a Hugging Face name/path or tokenizer object,
-            ``"chars"`` for the estimate, ``"server"`` to require the server's, ``None`` for the server's
-            when it has one.
-        base_url: The endpoint's OpenAI base URL.
-        model: The model id (vLLM's ``/tokenize`` wants it).
-        server: The endpoint's :class:`ServerInfo` (probed when ``None``).
-        api_key_env: Environment variable with the server's key.
+    ``tokenizer`` is a tokenizer of this module (used as is), a Hugging Face name/path or tokenizer object,
+    ``"chars"`` (the estimate), ``"server"`` (the server's, required) or ``None`` (the server's when it has
+    one); ``server`` is the endpoint's :class:`ServerInfo` (probed when ``None``).
     """
     if hasattr(tokenizer, "length"):
         return tokenizer
-    if tokenizer is not None and not isinstance(tokenizer, str):
+    if tokenizer not in (None, "", "chars", "server"):
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
         logger.warning(
             "prompt tokens are estimated as ceil(chars / 4) plus template overhead (tokenizer='chars')"
         )
         return EstimateChatTokenizer()
-    if tokenizer and tokenizer != "server":
-        return HFChatTokenizer(tokenizer)
     if server is None and base_url:
         server = probe_server(base_url, model, api_key_env=api_key_env)
-    kind = server.kind if server else "other"
-    if kind == "vllm" and base_url and model:
+    kind = server.kind if server and base_url else "other"
+    if kind == "vllm" and model:
         return VLLMChatTokenizer(base_url, model, api_key_env=api_key_env)
-    if kind == "llama.cpp" and base_url:
+    if kind == "llama.cpp":
         return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
-    if kind == "llama-cpp-python" and base_url:
+    if kind == "llama-cpp-python":
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
             "/extras/tokenize counts of the contents plus an estimated template overhead (pass "

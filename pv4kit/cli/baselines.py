@@ -28,7 +28,7 @@ logger = logging.getLogger(__name__)
 
 #: ``pv4kit answer`` options passed to :func:`pv4kit.baselines.run.answer` under their own names
 ANSWER_KNOBS = ("method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin", "users")
-ANSWER_KNOBS += ("truncation", "limit", "dense_ranking", "mcq")
+ANSWER_KNOBS += ("truncation", "tokenizer", "limit", "dense_ranking", "mcq")
 
 
 def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
@@ -66,11 +66,8 @@ def _answer_command(args: argparse.Namespace) -> int:
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
     with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
-        llm = local_llm_config(
-            endpoint,
-            **pick(args, "protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries"),
-            max_concurrency=args.concurrency,
-        )
+        endpoint_options = ("protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries")
+        llm = local_llm_config(endpoint, **pick(args, *endpoint_options, max_concurrency="concurrency"))
         counter = None
         if args.truncation == "relevance":
             tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
@@ -82,7 +79,6 @@ def _answer_command(args: argparse.Namespace) -> int:
             embedder=embedder,
             cache=llm_cache_arg(args.cache),
             token_counter=counter,
-            tokenizer=args.tokenizer if args.truncation == "front" else None,
             progress=not args.quiet,
             **pick(args, *ANSWER_KNOBS),
         )
@@ -138,31 +134,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
     add_split(p)
-    p.add_argument(
-        "--method",
-        required=True,
-        choices=[*METHODS, "mcq"],
-        help="memory setting, or 'mcq': the five candidates lettered in a seeded order, a one-letter answer "
-        "scored by the letter (with --memory)",
-    )
+    method_help = "memory setting, or mcq: the five candidates lettered in a seeded order (with --memory)"
+    p.add_argument("--method", required=True, choices=[*METHODS, "mcq"], help=method_help)
     memory_help = "--method mcq: the memory setting shown before the question [no_docs]"
     p.add_argument("--memory", default=None, choices=list(METHODS), help=memory_help)
-    p.add_argument(
-        "--top-k", type=positive_int, default=5, help="chats per question for rag (reference: 1, 5)"
-    )
+    p.add_argument("--top-k", type=positive_int, default=5, help="rag: chats per question (reference: 1, 5)")
     p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
-    p.add_argument(
-        "--embedder",
-        default="qwen3",
-        help="dense retriever's embedder: Qwen/Qwen3-Embedding-4B as the reference [qwen3], minilm, model id",
-    )
-    p.add_argument(
-        "--dense-ranking",
-        default="reference",
-        choices=["reference", "stable"],
-        help="reference: float16 vectors ranked by torch as the reference (ties as torch orders them); "
-        "stable: float32 cosines, ties in chat order [reference]",
-    )
+    embedder_help = "dense retriever's embedder: qwen3 (the reference's Qwen3-Embedding-4B), minilm, id"
+    p.add_argument("--embedder", default="qwen3", help=embedder_help)
+    ranking_help = "reference: float16, ranked by torch as the reference; stable: float32, ties in chat order"
+    p.add_argument("--dense-ranking", default="reference", choices=["reference", "stable"], help=ranking_help)
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     model_help = "model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)"
     p.add_argument("--model", required=True, help=model_help)
@@ -173,40 +154,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 8)")
     p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
     p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-    p.add_argument(
-        "--name", type=run_name, default=None, help="run name (default: <model>_<method>[_top<k>])"
-    )
+    name_help = "run name (default: <model>_<method>[_top<k>])"
+    p.add_argument("--name", type=run_name, default=None, help=name_help)
     p.add_argument("--runs-dir", default="runs")
     add_llm_cache(p)
-    p.add_argument(
-        "--max-model-len",
-        type=positive_int,
-        default=None,
-        help="context length (default: 8192 for the local model; else 65536 for full, the reference's "
-        "YaRN x2 window, and 32768 for the other methods)",
-    )
+    length_help = "context length [local: 8192; full: 65536, the reference's YaRN x2 window; else 32768]"
+    p.add_argument("--max-model-len", type=positive_int, default=None, help=length_help)
     p.add_argument("--max-new-tokens", type=positive_int, default=256)
-    p.add_argument(
-        "--margin", type=nonnegative_int, default=32, help="tokens kept free besides the output [32]"
+    margin_help = "tokens kept free besides the output [32]"
+    p.add_argument("--margin", type=nonnegative_int, default=32, help=margin_help)
+    tokenizer_help = (
+        "the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' (vLLM "
+        "/tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged) [the server's]"
     )
-    p.add_argument(
-        "--tokenizer",
-        default=None,
-        help="the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' "
-        "(vLLM /tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged); "
-        "default: the server's, else chars/4",
-    )
-    p.add_argument(
-        "--truncation",
-        default="front",
-        choices=["front", "relevance"],
-        help="over-long prompts: 'front' cuts the whole prompt's tokens from the front (the reference), "
-        "'relevance' drops the least relevant chats [front]",
-    )
+    p.add_argument("--tokenizer", default=None, help=tokenizer_help)
+    cut_help = "over-long prompts: front cuts the first tokens (the reference), relevance drops whole chats"
+    p.add_argument("--truncation", default="front", choices=["front", "relevance"], help=cut_help)
     p.add_argument("--users", type=user_ids, default=None, help="comma-separated user ids (default: all)")
-    p.add_argument(
-        "--limit", type=positive_int, default=None, help="only the first N questions (smoke tests)"
-    )
+    limit_help = "only the first N questions (smoke tests)"
+    p.add_argument("--limit", type=positive_int, default=None, help=limit_help)
     p.add_argument("--score", action="store_true", help="score the run afterwards")
     score_help = "scorer's embedder (default: qwen3 on CUDA, else minilm)"
     p.add_argument("--score-embedder", default=None, help=score_help)
