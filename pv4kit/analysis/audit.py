@@ -181,22 +181,13 @@ def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.Data
     groups = questions[by].astype(str).to_numpy() if by else np.full(len(questions), "all")
     rows = []
     for g in dict.fromkeys(groups):
-        sub = letters[groups == g]
-        counts = np.array([(sub == x).sum() for x in LETTERS])
-        test = chisquare(counts) if counts.sum() else None
-        for x, n in zip(LETTERS, counts, strict=True):
-            rows.append(
-                {
-                    "group": g,
-                    "letter": x,
-                    "n": int(n),
-                    "share": float(n / counts.sum()) if counts.sum() else np.nan,
-                    "expected_share": CHANCE,
-                    "chi2": float(test.statistic) if test is not None else np.nan,
-                    "pvalue": float(test.pvalue) if test is not None else np.nan,
-                }
-            )
-    return pd.DataFrame(rows)
+        counts = np.array([(letters[groups == g] == x).sum() for x in LETTERS])
+        total = counts.sum()
+        chi2, p = chisquare(counts) if total else (np.nan, np.nan)
+        shares = counts / total if total else np.full(5, np.nan)
+        stats = (CHANCE, float(chi2), float(p))
+        rows += [(g, x, int(n), s, *stats) for x, n, s in zip(LETTERS, counts, shares, strict=True)]
+    return pd.DataFrame(rows, columns=["group", "letter", "n", "share", "expected_share", "chi2", "pvalue"])
 
 
 # --------------------------------------------------------------------------- letter sequence by row
@@ -426,20 +417,13 @@ def solver_accuracy(
 
     table = accuracy_table(predictions, by=["solver", by] if by else ["solver"], n_boot=n_boot, seed=seed)
     k, n = table["n_correct"].to_numpy(), table["n"].to_numpy()
-    out = pd.DataFrame(
-        {
-            "solver": table["solver"].to_numpy(),
-            "group": table[by].astype(str).to_numpy() if by else "all",
-            "n": n,
-            "n_correct": k,
-            "accuracy": table["accuracy"].to_numpy(),
-            "ci_low": table["ci_low"].to_numpy(),
-            "ci_high": table["ci_high"].to_numpy(),
-            "chance": chance,
-            "binom_p": np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan),
-            "above_chance": (table["ci_low"] > chance).to_numpy(),
-        }
+    out = table.reset_index(drop=True).assign(
+        group=table[by].astype(str).to_numpy() if by else "all",
+        chance=chance,
+        binom_p=np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan),
+        above_chance=(table["ci_low"] > chance).to_numpy(),
     )
+    out = out[["solver", "group", "n", "n_correct", "accuracy", "ci_low", "ci_high", *out.columns[-3:]]]
     if "embedder" in predictions and predictions["embedder"].notna().any():
         out["embedder"] = ", ".join(sorted(set(predictions["embedder"].dropna().astype(str))))
     return out
@@ -668,13 +652,6 @@ def question_flags(
     ``ref_top_chat_overlap`` (only the reference has the top overlap); ``duplicate_question``.
     """
     require_columns(lengths, [*QUESTION_KEY, "ref_longest", "ref_shortest", "within_2_words"], name="lengths")
-    for name, frame, columns in (
-        ("solvers", solvers, [*QUESTION_KEY, "solver", "correct"]),
-        ("similarity", similarity, [*QUESTION_KEY, "ref_near_duplicate", "near_duplicate_candidates"]),
-        ("duplicates", duplicates, ["user_id", "question_index_a", "question_index_b"]),
-    ):
-        if frame is not None:
-            require_columns(frame, columns, name=name)
     base = list(_base(lengths).columns)
     out = lengths[[*base, "ref_longest", "ref_shortest"]].copy()
     out["spread_over_2_words"] = ~lengths["within_2_words"]
@@ -761,11 +738,8 @@ def run_audit(
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
-    key = (
-        _audit_key(data, embedder, n_boot=n_boot, seed=seed)
-        if store is not None and llm_config is None
-        else None
-    )
+    kept = store is not None and llm_config is None
+    key = _audit_key(data, embedder, n_boot=n_boot, seed=seed) if kept else None
     found = _read_stored(Path(store), key) if key else None
     if found is not None:
         return found
@@ -829,8 +803,7 @@ def stored_audit(
 #: the tables drawn from embeddings: each gets an ``embedder`` column
 _EMBEDDED = (
     "solver_predictions solver_accuracy solver_accuracy_by_category similarity duplicates categories flags"
-)
-_EMBEDDED = _EMBEDDED.split()
+).split()
 _KEEP_STORED = 3
 
 
