@@ -51,12 +51,20 @@ def _with_embedder(title: str, frame: Any) -> str:
     return f"{title} (embedder {', '.join(sorted(set(frame['embedder'].dropna().astype(str))))})"
 
 
-def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
+def _chance(
+    fig: Any,
+    value: float = CHANCE,
+    *,
+    axis: str = "y",
+    label: str = "chance 20%",
+    position: str | None = None,
+) -> None:
+    """A dashed grey line at ``value`` (horizontal for ``axis="y"``) labelled ``label``."""
     kw = {"line_dash": "dash", "line_color": "grey", "annotation_text": label}
     if axis == "y":
-        fig.add_hline(y=value, annotation_position="top left", **kw)
+        fig.add_hline(y=value, annotation_position=position or "top left", **kw)
     else:
-        fig.add_vline(x=value, annotation_position="top right", **kw)
+        fig.add_vline(x=value, annotation_position=position or "top right", **kw)
 
 
 MAX_ROWS = 30  # rows of a per-group figure before it keeps the top and bottom groups and an "others" row
@@ -107,11 +115,7 @@ def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
     fig.update_xaxes(title="questions")
     n_users = categories["user_id"].nunique()
     title = f"Category names grouped by embedding across {n_users} users (top {min(top, len(totals))} groups)"
-    return _layout(
-        fig,
-        _with_embedder(title, categories),
-        height=max(HEIGHT, 24 * len(keep) + 140),
-    )
+    return _layout(fig, _with_embedder(title, categories), height=max(HEIGHT, 24 * len(keep) + 140))
 
 
 def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) -> Any:
@@ -147,32 +151,19 @@ def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) 
     pad = lambda v: [float(v.min() - 0.12 * np.ptp(v)), float(v.max() + 0.12 * np.ptp(v))]  # noqa: E731
     fig.update_xaxes(title="UMAP 1", showticklabels=False, zeroline=False, range=pad(categories["x"]))
     fig.update_yaxes(title="UMAP 2", showticklabels=False, zeroline=False, range=pad(categories["y"]))
-    fig.update_layout(colorway=qualitative.Dark24)
     n_groups = int((categories["group_label"].value_counts() >= 2).sum())
-    fig.update_layout(showlegend=n_groups <= MAX_ROWS)
-    return _layout(
-        fig,
-        _with_embedder(
-            "Category names on a UMAP of their embeddings (colour: names grouped across users)", categories
-        )
-        + ("" if label_points else "; hover for names"),
-        width=1100,
-        height=750,
-    )
+    fig.update_layout(colorway=qualitative.Dark24, showlegend=n_groups <= MAX_ROWS)
+    title = "Category names on a UMAP of their embeddings (colour: names grouped across users)"
+    title = _with_embedder(title, categories) + ("" if label_points else "; hover for names")
+    return _layout(fig, title, width=1100, height=750)
 
 
 def answer_positions(positions: pd.DataFrame) -> Any:
     """Share of each correct letter against the uniform 20% (:func:`audit.position_audit`)."""
     fig = _figure()
     for group, sub in positions.groupby("group", sort=False):
-        p = sub["pvalue"].iloc[0]
-        fig.add_bar(
-            x=sub["letter"],
-            y=sub["share"],
-            name=f"{group} (chi-square p={p:.2g})",
-            text=sub["n"],
-            textposition="outside",
-        )
+        name = f"{group} (chi-square p={sub['pvalue'].iloc[0]:.2g})"
+        fig.add_bar(x=sub["letter"], y=sub["share"], name=name, text=sub["n"], textposition="outside")
     _chance(fig, label="uniform 20%")
     fig.update_yaxes(title="share of questions", tickformat=".0%")
     fig.update_xaxes(title="correct letter")
@@ -276,22 +267,12 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
         names = similarity["embedder"].dropna() if "embedder" in similarity else []
         near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
     fig = _figure()
-    fig.add_histogram(
-        x=similarity["ref_nearest_distractor"],
-        name="reference vs nearest distractor",
-        opacity=0.7,
-        xbins={"size": 0.025},
-    )
-    fig.add_histogram(
-        x=similarity["max_pair"], name="closest pair of any two choices", opacity=0.6, xbins={"size": 0.025}
-    )
-    fig.add_vline(
-        x=near_duplicate,
-        line_dash="dash",
-        line_color="grey",
-        annotation_text=f"near-duplicate {near_duplicate:.3g}",
-        annotation_position="top left",
-    )
+    for column, name, opacity in (
+        ("ref_nearest_distractor", "reference vs nearest distractor", 0.7),
+        ("max_pair", "closest pair of any two choices", 0.6),
+    ):
+        fig.add_histogram(x=similarity[column], name=name, opacity=opacity, xbins={"size": 0.025})
+    _chance(fig, near_duplicate, axis="x", label=f"near-duplicate {near_duplicate:.3g}", position="top left")
     fig.update_layout(barmode="overlay", legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
@@ -403,21 +384,9 @@ def paired_comparison(
         n_others = len(others)
         weights = rest["n"].to_numpy(dtype=float)
         pooled = float(np.average(rest["diff"], weights=weights)) if weights.sum() else np.nan
-        other_row = pd.DataFrame(
-            [
-                {
-                    "scope": "others",
-                    "group": f"others ({n_others} categories, pooled)",
-                    "n": int(rest["n"].sum()),
-                    "diff": pooled,
-                    "diff_low": pooled,
-                    "diff_high": pooled,
-                    "a_only": int(rest["a_only"].sum()),
-                    "b_only": int(rest["b_only"].sum()),
-                    "mcnemar_p": None,
-                }
-            ]
-        )
+        row = {"scope": "others", "group": f"others ({n_others} categories, pooled)", "mcnemar_p": None}
+        row |= {c: int(rest[c].sum()) for c in ("n", "a_only", "b_only")}
+        other_row = pd.DataFrame([row | {"diff": pooled, "diff_low": pooled, "diff_high": pooled}])
         table = pd.concat(
             [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]],
             ignore_index=True,
@@ -494,7 +463,6 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     Points are drawn in a seeded random order, so where thousands overlap the mix of colours shows the
     share correct rather than whichever class was drawn last.
     """
-    import numpy as np
     from plotly.subplots import make_subplots
 
     runs = list(dict.fromkeys(frame["run"]))
@@ -630,14 +598,8 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
     if sensitivity is not None and "flip_rate" in sensitivity:
         s = sensitivity.dropna(subset=["flip_rate"])
         labels = [_short(f"flips: {v}") for v in s["variant"]]
-        fig.add_scatter(
-            x=s["flip_rate"],
-            y=labels,
-            mode="markers",
-            name="rescored",
-            marker_symbol="diamond",
-            marker_size=10,
-        )
+        marker = {"symbol": "diamond", "size": 10}
+        fig.add_scatter(x=s["flip_rate"], y=labels, mode="markers", name="rescored", marker=marker)
     fig.update_xaxes(title="share (user-bootstrap 95% CI)", range=[0, 1.02], tickformat=".0%")
     fig.update_yaxes(title="")
     return _layout(fig, "Scorer validity: the judge's reading and the rescorings", margin_l=240)
@@ -650,38 +612,24 @@ def reward_model_accuracy(accuracy: pd.DataFrame, *, chance: float = 0.5) -> Any
         accuracy: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
         chance: The chance rate of a two-way choice.
     """
-    import plotly.express as px
-
     plot = accuracy[accuracy["tier"] != "all"].assign(
         err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]
     )
-    fig = px.bar(
-        plot,
-        x="tier",
-        y="accuracy",
-        color="method",
-        barmode="group",
-        facet_col="set",
-        error_y="err_hi",
-        error_y_minus="err_lo",
-        title=f"PersonaFeedback: reward-model accuracy on the held-out half (chance {chance:g})",
-        template=TEMPLATE,
-    )
+    title = f"PersonaFeedback: reward-model accuracy on the held-out half (chance {chance:g})"
+    errors = {"error_y": "err_hi", "error_y_minus": "err_lo"}
+    fig = _grouped_bars(plot, title, x="tier", y="accuracy", color="method", facet_col="set", **errors)
     fig.add_hline(y=chance, line_dash="dot")
     return fig
 
 
 def rating_distribution(distribution: pd.DataFrame) -> Any:
     """Share of each rating per rater, one panel per kind (``rating, share, rater, kind``)."""
+    title = "Stage 3: rating distributions per rater"
+    return _grouped_bars(distribution, title, x="rating", y="share", color="rater", facet_row="kind")
+
+
+def _grouped_bars(frame: pd.DataFrame, title: str, **kwargs: Any) -> Any:
+    """A plotly express bar chart of ``frame``, bars side by side, in the house template."""
     import plotly.express as px
 
-    return px.bar(
-        distribution,
-        x="rating",
-        y="share",
-        color="rater",
-        barmode="group",
-        facet_row="kind",
-        title="Stage 3: rating distributions per rater",
-        template=TEMPLATE,
-    )
+    return px.bar(frame, barmode="group", title=title, template=TEMPLATE, **kwargs)
