@@ -319,11 +319,9 @@ def hard_composition(
         "word_spread": "word spread",
         "group_label": "category group (similar names across users)",
     }
+    spacing = 0.12 if len(by) < 4 else 0.07
     fig = make_subplots(
-        rows=len(by),
-        cols=1,
-        subplot_titles=[titles.get(b, b) for b in by],
-        vertical_spacing=0.12 if len(by) < 4 else 0.07,
+        rows=len(by), cols=1, subplot_titles=[titles.get(b, b) for b in by], vertical_spacing=spacing
     )
     hard = frame["hard"].fillna(False).astype(bool)
     for i, col in enumerate(by, start=1):
@@ -338,20 +336,14 @@ def hard_composition(
                 rest = f"others ({len(weight) - MAX_ROWS + 1})"
                 values = values.where(values.isin(weight.index[: MAX_ROWS - 1]), rest)
                 weight = pd.concat([weight.iloc[: MAX_ROWS - 1], pd.Series({rest: -1.0})])
-        order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
-        if col in ("category_name", "group_label"):
-            order = [v for v in weight.index if v in set(order)]
+            order = list(weight.index)
+        else:
+            order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
         for label, mask, color in (("hard", hard, "#d95f02"), ("not hard", ~hard, "#7570b3")):
             share = values[mask].value_counts(normalize=True).reindex(order, fill_value=0)
+            legend = {"name": f"{label} (n={int(mask.sum())})", "legendgroup": label, "showlegend": i == 1}
             fig.add_bar(
-                x=share.index.astype(str),
-                y=share.to_numpy(),
-                name=f"{label} (n={int(mask.sum())})",
-                marker_color=color,
-                showlegend=i == 1,
-                legendgroup=label,
-                row=i,
-                col=1,
+                x=share.index.astype(str), y=share.to_numpy(), marker_color=color, row=i, col=1, **legend
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
         many = len(order) > 40  # e.g. 149 users: upright labels would run into each other
@@ -474,6 +466,9 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     per_panel = len(frame) / max(len(runs), 1)
     size, opacity = (7, 0.8) if per_panel <= 1000 else ((4, 0.6) if per_panel <= 5000 else (3, 0.5))
     rng = np.random.default_rng(seed)
+    # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
+    two_colours = [[0, COLORS["wrong"]], [1, COLORS["correct"]]]
+    scale = {"colorscale": two_colours, "cmin": 0, "cmax": 1, "showscale": False}
     for i, run in enumerate(runs):
         sub = frame[frame["run"] == run]
         sub = sub.iloc[rng.permutation(len(sub))]
@@ -486,15 +481,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
             mode="markers",
             name=run,
             showlegend=False,
-            marker={  # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
-                "color": ok.to_numpy().astype(np.int8),
-                "colorscale": [[0, COLORS["wrong"]], [1, COLORS["correct"]]],
-                "cmin": 0,
-                "cmax": 1,
-                "showscale": False,
-                "size": size,
-                "opacity": opacity,
-            },
+            marker={"color": ok.to_numpy().astype(np.int8), "size": size, "opacity": opacity, **scale},
             customdata=label,
             text=text.to_numpy(dtype=object),
             hovertemplate="%{text}<br>%{customdata}<extra></extra>",
