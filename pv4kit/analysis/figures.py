@@ -115,15 +115,6 @@ def start_export_server(*, mathjax: str | os.PathLike[str] | bool | None = None)
     return True
 
 
-def stop_export_server() -> None:
-    """Stop kaleido's export server if it runs (it is also stopped at interpreter exit)."""
-    try:
-        import kaleido
-    except ImportError:
-        return
-    kaleido.stop_sync_server(silence_warnings=True)
-
-
 @functools.lru_cache(maxsize=1)
 def _warn_html_only(reason: str) -> None:
     warnings.warn(
@@ -155,9 +146,6 @@ def save_figure(
         width: Static export width in px (default: the figure's layout width, else 900).
         height: Static export height in px (default: the figure's layout height, else 500).
         scale: PNG pixel scale.
-
-    Returns:
-        The paths written.
     """
     return _save({name: fig}, figures_dir, formats, width=width, height=height, scale=scale, force=None)
 

@@ -33,30 +33,24 @@ class NotebookError(RuntimeError):
     """A notebook cell raised while executing headless."""
 
 
-def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
-    """The nearest folder at or above ``start`` (default: the working directory) with ``pyproject.toml``."""
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file() and (folder / "pv4kit").is_dir():
-            return folder
-    return here.parent if here.name == "notebooks" else here
-
-
 def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """``PROJECT, DATA, RUNS, FIGURES, CACHE, LLM_CACHE`` for a notebook.
 
-    ``DATA`` is ``$PV4KIT_DATA``, else ``PROJECT/data`` when it holds parquet files, else ``PROJECT/raw``;
-    ``RUNS``/``FIGURES`` follow ``$PV4KIT_RUNS``/``$PV4KIT_FIGURES``; ``CACHE`` is the embedding cache
-    (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``), ``LLM_CACHE`` ``llm.sqlite``
-    beside it.
+    ``PROJECT`` is the nearest folder at or above ``start`` (default: the working directory) holding
+    ``pyproject.toml`` and ``pv4kit/``. ``DATA`` is ``$PV4KIT_DATA``, else ``PROJECT/data`` when it holds
+    parquet files, else ``PROJECT/raw``; ``RUNS``/``FIGURES`` follow ``$PV4KIT_RUNS``/``$PV4KIT_FIGURES``;
+    ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else
+    ``PROJECT/.cache/pv4kit/embeddings``), ``LLM_CACHE`` ``llm.sqlite`` beside it.
     """
-    project = find_project_root(start)
-    data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
+    here = Path(start or Path.cwd()).resolve()
+    marked = (
+        d for d in (here, *here.parents) if (d / "pyproject.toml").is_file() and (d / "pv4kit").is_dir()
+    )
+    project = next(marked, here.parent if here.name == "notebooks" else here)
+    data = Path(os.environ.get("PV4KIT_DATA") or project / "data")
     if not os.environ.get("PV4KIT_DATA") and not any(data.glob("*.parquet")):
         data = project / "raw"
-    cache = (
-        Path(os.environ["PV4KIT_CACHE"]) if os.environ.get("PV4KIT_CACHE") else project / ".cache" / "pv4kit"
-    )
+    cache = Path(os.environ.get("PV4KIT_CACHE") or project / ".cache" / "pv4kit")
     return {
         "PROJECT": project,
         "DATA": data,
