@@ -102,13 +102,7 @@ def umap_2d(
     path = None
     if cache is not None and cache is not False:
         versions = {d: package_version(d) for d in ("umap-learn", "numba", "numpy")}
-        options = {
-            "seed": seed,
-            "n_neighbors": k,
-            "min_dist": min_dist,
-            "n_epochs": n_epochs,
-            "knn": _KNN_BLOCK,
-        }
+        options = dict(seed=seed, n_neighbors=k, min_dist=min_dist, n_epochs=n_epochs, knn=_KNN_BLOCK)
         meta = {"shape": list(x.shape), "dtype": str(x.dtype), "options": options, "versions": versions}
         digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
         digest.update(np.ascontiguousarray(x).tobytes())
