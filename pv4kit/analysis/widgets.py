@@ -223,16 +223,12 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
     show_user()
     runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
     header = f"<b>PV4 browser</b>: {len(users)} users, {len(q)} questions; runs: {_esc(runs_txt)}"
-    column = {"min_width": "0"}  # the columns may shrink below their content: nothing overflows the output
-    panels = w.HBox(
-        [
-            w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", **column)),
-            w.VBox(
-                [c["question_label"], c["question"], c["detail"]], layout=w.Layout(flex="3 1 0%", **column)
-            ),
-        ],
-        layout=w.Layout(width="100%"),
+    # min_width 0: the columns may shrink below their content, so nothing overflows the output
+    left = w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", min_width="0"))
+    right = w.VBox(
+        [c["question_label"], c["question"], c["detail"]], layout=w.Layout(flex="3 1 0%", min_width="0")
     )
+    panels = w.HBox([left, right], layout=w.Layout(width="100%"))
     row = w.HBox([c["user"], c["only_wrong"]], layout=w.Layout(flex_flow="row wrap", align_items="center"))
     box = w.VBox([w.HTML(header), row, panels], layout=w.Layout(width="100%"))
     box.controls = c
