@@ -716,7 +716,7 @@ def run_audit(
         data: The loaded dataset.
         embedder: An embedder or a name (default :func:`~pv4kit.embeddings.models.get_audit_embedder`'s:
             Qwen3-Embedding-4B with CUDA, else the static model distilled from MiniLM).
-        cache: Embedding cache.
+        cache: The embedding cache.
         llm_config: Also run the LLM candidate-only solver with this :class:`~pv4kit.llm.client.LLMConfig`.
         llm_cache: The LLM response cache (default: the shared ``.cache/pv4kit/llm.sqlite``).
         llm_client: Injected OpenAI-like client (tests).
@@ -743,9 +743,9 @@ def run_audit(
     found = _read_stored(Path(store), key) if key else None
     if found is not None:
         return found
-    q = data.questions.reset_index(drop=True)
+    q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
     t: dict[str, pd.DataFrame] = {"lengths": length_audit(q)}
-    t["length_summary"] = length_summary(t["lengths"], n_boot=n_boot, seed=seed)
+    t["length_summary"] = length_summary(t["lengths"], **boot)
     t["positions"] = position_audit(q)
     t["letter_sequence"] = letter_sequence_audit(q)
     t["letter_sequence_summary"] = letter_sequence_summary(q, seed=seed)
@@ -759,18 +759,15 @@ def run_audit(
         renamed = {"rationale_pick": "predicted_letter", "rationale_correct": "correct"}
         preds.append(rat.rename(columns=renamed).assign(solver="rationale_as_generation"))
     t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True)
-    t["solver_accuracy"] = solver_accuracy(preds, n_boot=n_boot, seed=seed)
+    t["solver_accuracy"] = solver_accuracy(preds, **boot)
     if q["category_name"].notna().any():
-        t["solver_accuracy_by_category"] = solver_accuracy(
-            preds, by="category_name", n_boot=n_boot, seed=seed
-        )
+        t["solver_accuracy_by_category"] = solver_accuracy(preds, by="category_name", **boot)
     t["leakage"] = leakage_audit(q, data.users)
     t["leakage_summary"] = leakage_summary(t["leakage"])
     t["duplicates"] = duplicate_questions(q, embedder=embedder, cache=cache)
     t["categories"] = category_groups(q, embedder=embedder, cache=cache)
-    solvers = pd.concat(
-        [preds[preds["solver"] != "rationale_as_generation"], row_letter_predictions(q)], ignore_index=True
-    )
+    candidate_only = preds[preds["solver"] != "rationale_as_generation"]
+    solvers = pd.concat([candidate_only, row_letter_predictions(q)], ignore_index=True)
     t["flags"] = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
     name = embedder_name(embedder)
     for table in _EMBEDDED:
