@@ -562,12 +562,10 @@ def reference_unique_top(leakage: pd.DataFrame) -> pd.Series:
 def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
     """``role, mean_overlap, n`` of references, distractors and ``reference_unique_top`` (a share)."""
     require_columns(leakage, [*QUESTION_KEY, "is_reference", "overlap", "top_overlap"], name="leakage")
+    ref = leakage["is_reference"]
     rows = [
         {"role": role, "mean_overlap": float(sub["overlap"].mean()), "n": int(len(sub))}
-        for role, sub in (
-            ("reference", leakage[leakage["is_reference"]]),
-            ("distractor", leakage[~leakage["is_reference"]]),
-        )
+        for role, sub in (("reference", leakage[ref]), ("distractor", leakage[~ref]))
     ]
     top = reference_unique_top(leakage)
     rows.append({"role": "reference_unique_top", "mean_overlap": float(top.mean()), "n": int(len(top))})
@@ -615,9 +613,8 @@ def category_groups(
     names = {}
     for g, members in cats.groupby("group"):
         m = vecs[members.index.to_numpy()]
-        names[g] = members["category_name"].iloc[
-            int((m @ unit_rows(m.mean(axis=0, keepdims=True))[0]).argmax())
-        ]
+        centre = unit_rows(m.mean(axis=0, keepdims=True))[0]
+        names[g] = members["category_name"].iloc[int((m @ centre).argmax())]
     cats["group_label"] = cats["group"].map(names)
     cats["vector"] = list(vecs)
     return cats.assign(embedder=embedder_name(embedder))

@@ -77,15 +77,9 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
         return None
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)
+    command = [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
     try:
-        out = subprocess.run(
-            [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        )
+        out = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("npm pack mathjax@%s failed (%s); MathJax stays off", MATHJAX_VERSION, exc)
         return None

@@ -19,6 +19,7 @@ import pandas as pd
 from pv4kit._options import check_number
 from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
 from pv4kit.dataset.load import load
+from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
 from pv4kit.scoring.samedata import check_same_data
 
@@ -105,9 +106,7 @@ def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -
             gens = pd.read_parquet(gen_path)
             extra = [c for c in gens.columns if c not in preds.columns and c not in ("method", "model")]
             if extra:
-                preds = preds.merge(
-                    gens[["user_id", "question_index", *extra]], on=["user_id", "question_index"], how="left"
-                )
+                preds = preds.merge(gens[[*QUESTION_KEY, *extra]], on=QUESTION_KEY, how="left")
         out[folder.name] = preds
     names = list(out)
     for name in names[1:]:
