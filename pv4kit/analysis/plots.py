@@ -19,6 +19,7 @@ from pv4kit.schema import LETTERS
 CHANCE = 0.2
 TEMPLATE = "plotly_white"
 WIDTH, HEIGHT = 900, 500
+_DASHED = {"line_dash": "dash", "line_color": "grey"}  # reference lines: chance, cut-offs
 COLORS = {"correct": "#1b9e77", "wrong": "#d95f02", "reference": "#1b9e77", "distractor": "#7570b3"}
 
 
@@ -51,20 +52,12 @@ def _with_embedder(title: str, frame: Any) -> str:
     return f"{title} (embedder {', '.join(sorted(set(frame['embedder'].dropna().astype(str))))})"
 
 
-def _chance(
-    fig: Any,
-    value: float = CHANCE,
-    *,
-    axis: str = "y",
-    label: str = "chance 20%",
-    position: str | None = None,
-) -> None:
-    """A dashed grey line at ``value`` (horizontal for ``axis="y"``) labelled ``label``."""
-    kw = {"line_dash": "dash", "line_color": "grey", "annotation_text": label}
+def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
+    kw = {**_DASHED, "annotation_text": label}
     if axis == "y":
-        fig.add_hline(y=value, annotation_position=position or "top left", **kw)
+        fig.add_hline(y=value, annotation_position="top left", **kw)
     else:
-        fig.add_vline(x=value, annotation_position=position or "top right", **kw)
+        fig.add_vline(x=value, annotation_position="top right", **kw)
 
 
 MAX_ROWS = 30  # rows of a per-group figure before it keeps the top and bottom groups and an "others" row
@@ -200,7 +193,7 @@ def word_spread(lengths: pd.DataFrame) -> Any:
     """Histogram of the word spread (longest minus shortest choice) against the 2-word rule."""
     fig = _figure()
     fig.add_histogram(x=lengths["word_spread"], xbins={"size": 1}, marker_color="#7570b3")
-    fig.add_vline(x=2.5, line_dash="dash", line_color="grey", annotation_text="within 2 words")
+    fig.add_vline(x=2.5, annotation_text="within 2 words", **_DASHED)
     fig.update_xaxes(title="words between the longest and the shortest choice")
     fig.update_yaxes(title="questions")
     return _layout(fig, "Length spread of the five choices")
@@ -272,7 +265,8 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
         ("max_pair", "closest pair of any two choices", 0.6),
     ):
         fig.add_histogram(x=similarity[column], name=name, opacity=opacity, xbins={"size": 0.025})
-    _chance(fig, near_duplicate, axis="x", label=f"near-duplicate {near_duplicate:.3g}", position="top left")
+    label = f"near-duplicate {near_duplicate:.3g}"
+    fig.add_vline(x=near_duplicate, annotation_text=label, annotation_position="top left", **_DASHED)
     fig.update_layout(barmode="overlay", legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
@@ -379,25 +373,17 @@ def paired_comparison(
         row = {"scope": "others", "group": f"others ({n_others} categories, pooled)", "mcnemar_p": None}
         row |= {c: int(rest[c].sum()) for c in ("n", "a_only", "b_only")}
         other_row = pd.DataFrame([row | {"diff": pooled, "diff_low": pooled, "diff_high": pooled}])
-        table = pd.concat(
-            [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]],
-            ignore_index=True,
-        )
-    t = table.assign(
-        label=[
-            f"{s}: {g}" if s == "category" else str(g)
-            for s, g in zip(table["scope"], table["group"], strict=True)
-        ]
-    )
+        parts = [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]]
+        table = pd.concat(parts, ignore_index=True)
+    scoped = zip(table["scope"], table["group"], strict=True)
+    t = table.assign(label=[f"{s}: {g}" if s == "category" else str(g) for s, g in scoped])
+    colors = ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]]
     fig = _figure()
     fig.add_scatter(
         x=t["diff"],
         y=t["label"],
         mode="markers",
-        marker={
-            "size": 10,
-            "color": ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
-        },
+        marker={"size": 10, "color": colors},
         error_x=_ci(t, "diff", "diff_low", "diff_high", symmetric=False),
         customdata=t[["n", "a_only", "b_only", "mcnemar_p"]],
         hovertemplate="%{y}<br>diff %{x:.1%} (n=%{customdata[0]})<br>only A %{customdata[1]}, only B "
@@ -407,12 +393,8 @@ def paired_comparison(
     fig.update_xaxes(title=f"accuracy {name_a} minus {name_b} (95% CI, users resampled)", tickformat=".0%")
     fig.update_yaxes(autorange="reversed")
     more = f"; {max_categories} largest of {max_categories + n_others} categories" if n_others else ""
-    return _layout(
-        fig,
-        f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})",
-        height=max(HEIGHT, 22 * len(t) + 160),
-        margin_l=260,
-    )
+    title = f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})"
+    return _layout(fig, title, height=max(HEIGHT, 22 * len(t) + 160), margin_l=260)
 
 
 def wrong_position(predictions: pd.DataFrame) -> Any:
