@@ -665,14 +665,9 @@ def question_flags(
         top = reference_unique_top(leakage).rename("ref_top_chat_overlap").reset_index()
         out = out.merge(top, on=QUESTION_KEY, how="left")
     if duplicates is not None:
-        dup = {
-            (u, q)
-            for side in "ab"
-            for u, q in zip(duplicates["user_id"], duplicates[f"question_index_{side}"], strict=True)
-        }
-        out["duplicate_question"] = [
-            (u, q) in dup for u, q in zip(out["user_id"], out["question_index"], strict=True)
-        ]
+        sides = [duplicates[["user_id", f"question_index_{x}"]].set_axis(QUESTION_KEY, axis=1) for x in "ab"]
+        pairs = pd.MultiIndex.from_frame(pd.concat(sides))
+        out["duplicate_question"] = pd.MultiIndex.from_frame(out[QUESTION_KEY]).isin(pairs)
     flag_cols = [c for c in out.columns if c not in base]
     out[flag_cols] = out[flag_cols].fillna(False).astype(bool)
     out["n_flags"] = out[flag_cols].sum(axis=1).astype("int64")
