@@ -175,14 +175,10 @@ def length_bias(summary: pd.DataFrame) -> Any:
         "all_share_first_two": "all five share the first two words",
     }
     s = summary.assign(label=summary["metric"].map(labels).fillna(summary["metric"]))
+    colors = ["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)]
     fig = _figure()
-    fig.add_bar(
-        y=s["label"],
-        x=s["rate"],
-        orientation="h",
-        marker_color=["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)],
-        error_x=_ci(s, "rate", symmetric=False),
-    )
+    errors = _ci(s, "rate", symmetric=False)
+    fig.add_bar(y=s["label"], x=s["rate"], orientation="h", marker_color=colors, error_x=errors)
     _chance(fig, axis="x", label="chance 20% (orange bars)")
     fig.update_xaxes(title="share of questions (95% CI, users resampled)", tickformat=".0%", range=[0, 1])
     fig.update_yaxes(autorange="reversed")
@@ -413,17 +409,11 @@ def wrong_position(predictions: pd.DataFrame) -> Any:
 def margin_distribution(predictions: pd.DataFrame) -> Any:
     """Margins (best minus second-best similarity) of correct vs wrong predictions, per run."""
     fig = _figure()
-    for label, flag in (("correct", True), ("wrong", False)):
+    violin = {"meanline_visible": True, "points": False, "spanmode": "hard"}
+    for label, flag, side in (("correct", True, "positive"), ("wrong", False, "negative")):
         sub = predictions[predictions["correct"].astype(bool) == flag]
         fig.add_violin(
-            x=sub["run"],
-            y=sub["margin"],
-            name=label,
-            side="positive" if flag else "negative",
-            line_color=COLORS[label],
-            meanline_visible=True,
-            points=False,
-            spanmode="hard",
+            x=sub["run"], y=sub["margin"], name=label, side=side, line_color=COLORS[label], **violin
         )
     fig.update_layout(violinmode="overlay", violingap=0.1)
     fig.update_xaxes(title="run")
