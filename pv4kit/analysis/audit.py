@@ -55,8 +55,7 @@ CUTOFFS: dict[str, dict[str, float]] = {
 
 def cutoffs(embedder: Any) -> dict[str, float]:
     """The audit cut-offs of ``embedder`` (an embedder or its name): :data:`CUTOFFS`, else MiniLM's."""
-    name = embedder if isinstance(embedder, str) else getattr(embedder, "name", "")
-    return dict(CUTOFFS.get(name, CUTOFFS[MINILM]))
+    return dict(CUTOFFS.get(embedder_name(embedder), CUTOFFS[MINILM]))
 
 
 def embedder_name(embedder: Any) -> str:

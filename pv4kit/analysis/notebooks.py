@@ -17,7 +17,7 @@ from unittest import mock
 import pandas as pd
 
 from pv4kit._options import check_number
-from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
+from pv4kit.dataset.hub import PV4_HUB_ID, HubError
 from pv4kit.dataset.load import load
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
@@ -81,9 +81,7 @@ def load_notebook_data(
         return load(os.environ["PV4KIT_DATA"])
     try:
         return load(source)
-    except HubError as exc:
-        if not looks_like_hub_id(source):  # pragma: no cover - only hub ids raise HubError
-            raise
+    except HubError as exc:  # only hub ids raise it
         other = Path(fallback) if fallback is not None else project_paths(start)["DATA"]
         logger.warning("%s could not be loaded (%s): using the sample in %s instead", source, exc, other)
         return load(other)
