@@ -792,7 +792,6 @@ def stored_audit(
 _EMBEDDED = (
     "solver_predictions solver_accuracy solver_accuracy_by_category similarity duplicates categories flags"
 ).split()
-_KEEP_STORED = 3
 
 
 def _audit_key(data: Any, embedder: Any, *, n_boot: int, seed: int) -> str:
@@ -835,7 +834,7 @@ def _read_stored(store: Path, key: str) -> AuditResult | None:
 
 
 def _write_stored(store: Path, key: str, result: AuditResult) -> None:
-    """Write the result into ``store/key`` as a whole (a temp folder renamed into place); keep the newest."""
+    """Write the result into ``store/key`` (a temp folder renamed into place); keep the newest three."""
     store.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store))
     try:
@@ -848,7 +847,7 @@ def _write_stored(store: Path, key: str, result: AuditResult) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     entries = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[_KEEP_STORED:]:
+    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[3:]:
         shutil.rmtree(old, ignore_errors=True)
 
 
