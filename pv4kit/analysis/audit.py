@@ -55,8 +55,7 @@ CUTOFFS: dict[str, dict[str, float]] = {
 
 def cutoffs(embedder: Any) -> dict[str, float]:
     """The audit cut-offs of ``embedder`` (an embedder or its name): :data:`CUTOFFS`, else MiniLM's."""
-    name = embedder if isinstance(embedder, str) else getattr(embedder, "name", "")
-    return dict(CUTOFFS.get(name, CUTOFFS[MINILM]))
+    return dict(CUTOFFS.get(embedder_name(embedder), CUTOFFS[MINILM]))
 
 
 def embedder_name(embedder: Any) -> str:
@@ -181,22 +180,13 @@ def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.Data
     groups = questions[by].astype(str).to_numpy() if by else np.full(len(questions), "all")
     rows = []
     for g in dict.fromkeys(groups):
-        sub = letters[groups == g]
-        counts = np.array([(sub == x).sum() for x in LETTERS])
-        test = chisquare(counts) if counts.sum() else None
-        for x, n in zip(LETTERS, counts, strict=True):
-            rows.append(
-                {
-                    "group": g,
-                    "letter": x,
-                    "n": int(n),
-                    "share": float(n / counts.sum()) if counts.sum() else np.nan,
-                    "expected_share": CHANCE,
-                    "chi2": float(test.statistic) if test is not None else np.nan,
-                    "pvalue": float(test.pvalue) if test is not None else np.nan,
-                }
-            )
-    return pd.DataFrame(rows)
+        counts = np.array([(letters[groups == g] == x).sum() for x in LETTERS])
+        total = counts.sum()
+        chi2, p = chisquare(counts) if total else (np.nan, np.nan)
+        shares = counts / total if total else np.full(5, np.nan)
+        stats = (CHANCE, float(chi2), float(p))
+        rows += [(g, x, int(n), s, *stats) for x, n, s in zip(LETTERS, counts, shares, strict=True)]
+    return pd.DataFrame(rows, columns=["group", "letter", "n", "share", "expected_share", "chi2", "pvalue"])
 
 
 # --------------------------------------------------------------------------- letter sequence by row
@@ -426,20 +416,13 @@ def solver_accuracy(
 
     table = accuracy_table(predictions, by=["solver", by] if by else ["solver"], n_boot=n_boot, seed=seed)
     k, n = table["n_correct"].to_numpy(), table["n"].to_numpy()
-    out = pd.DataFrame(
-        {
-            "solver": table["solver"].to_numpy(),
-            "group": table[by].astype(str).to_numpy() if by else "all",
-            "n": n,
-            "n_correct": k,
-            "accuracy": table["accuracy"].to_numpy(),
-            "ci_low": table["ci_low"].to_numpy(),
-            "ci_high": table["ci_high"].to_numpy(),
-            "chance": chance,
-            "binom_p": np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan),
-            "above_chance": (table["ci_low"] > chance).to_numpy(),
-        }
+    out = table.reset_index(drop=True).assign(
+        group=table[by].astype(str).to_numpy() if by else "all",
+        chance=chance,
+        binom_p=np.where(n > 0, np.minimum(1.0, binom.sf(k - 1, n, chance)), np.nan),
+        above_chance=(table["ci_low"] > chance).to_numpy(),
     )
+    out = out[["solver", "group", "n", "n_correct", "accuracy", "ci_low", "ci_high", *out.columns[-3:]]]
     if "embedder" in predictions and predictions["embedder"].notna().any():
         out["embedder"] = ", ".join(sorted(set(predictions["embedder"].dropna().astype(str))))
     return out
@@ -578,12 +561,10 @@ def reference_unique_top(leakage: pd.DataFrame) -> pd.Series:
 def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
     """``role, mean_overlap, n`` of references, distractors and ``reference_unique_top`` (a share)."""
     require_columns(leakage, [*QUESTION_KEY, "is_reference", "overlap", "top_overlap"], name="leakage")
+    ref = leakage["is_reference"]
     rows = [
         {"role": role, "mean_overlap": float(sub["overlap"].mean()), "n": int(len(sub))}
-        for role, sub in (
-            ("reference", leakage[leakage["is_reference"]]),
-            ("distractor", leakage[~leakage["is_reference"]]),
-        )
+        for role, sub in (("reference", leakage[ref]), ("distractor", leakage[~ref]))
     ]
     top = reference_unique_top(leakage)
     rows.append({"role": "reference_unique_top", "mean_overlap": float(top.mean()), "n": int(len(top))})
@@ -631,9 +612,8 @@ def category_groups(
     names = {}
     for g, members in cats.groupby("group"):
         m = vecs[members.index.to_numpy()]
-        names[g] = members["category_name"].iloc[
-            int((m @ unit_rows(m.mean(axis=0, keepdims=True))[0]).argmax())
-        ]
+        centre = unit_rows(m.mean(axis=0, keepdims=True))[0]
+        names[g] = members["category_name"].iloc[int((m @ centre).argmax())]
     cats["group_label"] = cats["group"].map(names)
     cats["vector"] = list(vecs)
     return cats.assign(embedder=embedder_name(embedder))
@@ -668,13 +648,6 @@ def question_flags(
     ``ref_top_chat_overlap`` (only the reference has the top overlap); ``duplicate_question``.
     """
     require_columns(lengths, [*QUESTION_KEY, "ref_longest", "ref_shortest", "within_2_words"], name="lengths")
-    for name, frame, columns in (
-        ("solvers", solvers, [*QUESTION_KEY, "solver", "correct"]),
-        ("similarity", similarity, [*QUESTION_KEY, "ref_near_duplicate", "near_duplicate_candidates"]),
-        ("duplicates", duplicates, ["user_id", "question_index_a", "question_index_b"]),
-    ):
-        if frame is not None:
-            require_columns(frame, columns, name=name)
     base = list(_base(lengths).columns)
     out = lengths[[*base, "ref_longest", "ref_shortest"]].copy()
     out["spread_over_2_words"] = ~lengths["within_2_words"]
@@ -691,14 +664,9 @@ def question_flags(
         top = reference_unique_top(leakage).rename("ref_top_chat_overlap").reset_index()
         out = out.merge(top, on=QUESTION_KEY, how="left")
     if duplicates is not None:
-        dup = {
-            (u, q)
-            for side in "ab"
-            for u, q in zip(duplicates["user_id"], duplicates[f"question_index_{side}"], strict=True)
-        }
-        out["duplicate_question"] = [
-            (u, q) in dup for u, q in zip(out["user_id"], out["question_index"], strict=True)
-        ]
+        sides = [duplicates[["user_id", f"question_index_{x}"]].set_axis(QUESTION_KEY, axis=1) for x in "ab"]
+        pairs = pd.MultiIndex.from_frame(pd.concat(sides))
+        out["duplicate_question"] = pd.MultiIndex.from_frame(out[QUESTION_KEY]).isin(pairs)
     flag_cols = [c for c in out.columns if c not in base]
     out[flag_cols] = out[flag_cols].fillna(False).astype(bool)
     out["n_flags"] = out[flag_cols].sum(axis=1).astype("int64")
@@ -739,7 +707,7 @@ def run_audit(
         data: The loaded dataset.
         embedder: An embedder or a name (default :func:`~pv4kit.embeddings.models.get_audit_embedder`'s:
             Qwen3-Embedding-4B with CUDA, else the static model distilled from MiniLM).
-        cache: Embedding cache.
+        cache: The embedding cache.
         llm_config: Also run the LLM candidate-only solver with this :class:`~pv4kit.llm.client.LLMConfig`.
         llm_cache: The LLM response cache (default: the shared ``.cache/pv4kit/llm.sqlite``).
         llm_client: Injected OpenAI-like client (tests).
@@ -761,17 +729,14 @@ def run_audit(
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
-    key = (
-        _audit_key(data, embedder, n_boot=n_boot, seed=seed)
-        if store is not None and llm_config is None
-        else None
-    )
+    kept = store is not None and llm_config is None
+    key = _audit_key(data, embedder, n_boot=n_boot, seed=seed) if kept else None
     found = _read_stored(Path(store), key) if key else None
     if found is not None:
         return found
-    q = data.questions.reset_index(drop=True)
+    q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
     t: dict[str, pd.DataFrame] = {"lengths": length_audit(q)}
-    t["length_summary"] = length_summary(t["lengths"], n_boot=n_boot, seed=seed)
+    t["length_summary"] = length_summary(t["lengths"], **boot)
     t["positions"] = position_audit(q)
     t["letter_sequence"] = letter_sequence_audit(q)
     t["letter_sequence_summary"] = letter_sequence_summary(q, seed=seed)
@@ -785,18 +750,15 @@ def run_audit(
         renamed = {"rationale_pick": "predicted_letter", "rationale_correct": "correct"}
         preds.append(rat.rename(columns=renamed).assign(solver="rationale_as_generation"))
     t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True)
-    t["solver_accuracy"] = solver_accuracy(preds, n_boot=n_boot, seed=seed)
+    t["solver_accuracy"] = solver_accuracy(preds, **boot)
     if q["category_name"].notna().any():
-        t["solver_accuracy_by_category"] = solver_accuracy(
-            preds, by="category_name", n_boot=n_boot, seed=seed
-        )
+        t["solver_accuracy_by_category"] = solver_accuracy(preds, by="category_name", **boot)
     t["leakage"] = leakage_audit(q, data.users)
     t["leakage_summary"] = leakage_summary(t["leakage"])
     t["duplicates"] = duplicate_questions(q, embedder=embedder, cache=cache)
     t["categories"] = category_groups(q, embedder=embedder, cache=cache)
-    solvers = pd.concat(
-        [preds[preds["solver"] != "rationale_as_generation"], row_letter_predictions(q)], ignore_index=True
-    )
+    candidate_only = preds[preds["solver"] != "rationale_as_generation"]
+    solvers = pd.concat([candidate_only, row_letter_predictions(q)], ignore_index=True)
     t["flags"] = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
     name = embedder_name(embedder)
     for table in _EMBEDDED:
@@ -829,9 +791,7 @@ def stored_audit(
 #: the tables drawn from embeddings: each gets an ``embedder`` column
 _EMBEDDED = (
     "solver_predictions solver_accuracy solver_accuracy_by_category similarity duplicates categories flags"
-)
-_EMBEDDED = _EMBEDDED.split()
-_KEEP_STORED = 3
+).split()
 
 
 def _audit_key(data: Any, embedder: Any, *, n_boot: int, seed: int) -> str:
@@ -874,7 +834,7 @@ def _read_stored(store: Path, key: str) -> AuditResult | None:
 
 
 def _write_stored(store: Path, key: str, result: AuditResult) -> None:
-    """Write the result into ``store/key`` as a whole (a temp folder renamed into place); keep the newest."""
+    """Write the result into ``store/key`` (a temp folder renamed into place); keep the newest three."""
     store.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store))
     try:
@@ -887,7 +847,7 @@ def _write_stored(store: Path, key: str, result: AuditResult) -> None:
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     entries = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[_KEEP_STORED:]:
+    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[3:]:
         shutil.rmtree(old, ignore_errors=True)
 
 

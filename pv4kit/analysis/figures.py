@@ -77,15 +77,9 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
         return None
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)
+    command = [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
     try:
-        out = subprocess.run(
-            [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"],
-            cwd=root,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            check=True,
-        )
+        out = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, check=True)
     except (OSError, subprocess.SubprocessError) as exc:
         logger.warning("npm pack mathjax@%s failed (%s); MathJax stays off", MATHJAX_VERSION, exc)
         return None
@@ -113,15 +107,6 @@ def start_export_server(*, mathjax: str | os.PathLike[str] | bool | None = None)
     # two tabs: a batch renders in parallel on two cores
     kaleido.start_sync_server(n=2, mathjax=str(mathjax) if mathjax else False, silence_warnings=True)
     return True
-
-
-def stop_export_server() -> None:
-    """Stop kaleido's export server if it runs (it is also stopped at interpreter exit)."""
-    try:
-        import kaleido
-    except ImportError:
-        return
-    kaleido.stop_sync_server(silence_warnings=True)
 
 
 @functools.lru_cache(maxsize=1)
@@ -155,9 +140,6 @@ def save_figure(
         width: Static export width in px (default: the figure's layout width, else 900).
         height: Static export height in px (default: the figure's layout height, else 500).
         scale: PNG pixel scale.
-
-    Returns:
-        The paths written.
     """
     return _save({name: fig}, figures_dir, formats, width=width, height=height, scale=scale, force=None)
 

@@ -17,8 +17,9 @@ from unittest import mock
 import pandas as pd
 
 from pv4kit._options import check_number
-from pv4kit.dataset.hub import PV4_HUB_ID, HubError, looks_like_hub_id
+from pv4kit.dataset.hub import PV4_HUB_ID, HubError
 from pv4kit.dataset.load import load
+from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
 from pv4kit.scoring.samedata import check_same_data
 
@@ -33,30 +34,24 @@ class NotebookError(RuntimeError):
     """A notebook cell raised while executing headless."""
 
 
-def find_project_root(start: str | os.PathLike[str] | None = None) -> Path:
-    """The nearest folder at or above ``start`` (default: the working directory) with ``pyproject.toml``."""
-    here = Path(start or Path.cwd()).resolve()
-    for folder in (here, *here.parents):
-        if (folder / "pyproject.toml").is_file() and (folder / "pv4kit").is_dir():
-            return folder
-    return here.parent if here.name == "notebooks" else here
-
-
 def project_paths(start: str | os.PathLike[str] | None = None) -> dict[str, Path]:
     """``PROJECT, DATA, RUNS, FIGURES, CACHE, LLM_CACHE`` for a notebook.
 
-    ``DATA`` is ``$PV4KIT_DATA``, else ``PROJECT/data`` when it holds parquet files, else ``PROJECT/raw``;
-    ``RUNS``/``FIGURES`` follow ``$PV4KIT_RUNS``/``$PV4KIT_FIGURES``; ``CACHE`` is the embedding cache
-    (``$PV4KIT_CACHE/embeddings``, else ``PROJECT/.cache/pv4kit/embeddings``), ``LLM_CACHE`` ``llm.sqlite``
-    beside it.
+    ``PROJECT`` is the nearest folder at or above ``start`` (default: the working directory) holding
+    ``pyproject.toml`` and ``pv4kit/``. ``DATA`` is ``$PV4KIT_DATA``, else ``PROJECT/data`` when it holds
+    parquet files, else ``PROJECT/raw``; ``RUNS``/``FIGURES`` follow ``$PV4KIT_RUNS``/``$PV4KIT_FIGURES``;
+    ``CACHE`` is the embedding cache (``$PV4KIT_CACHE/embeddings``, else
+    ``PROJECT/.cache/pv4kit/embeddings``), ``LLM_CACHE`` ``llm.sqlite`` beside it.
     """
-    project = find_project_root(start)
-    data = Path(os.environ["PV4KIT_DATA"]) if os.environ.get("PV4KIT_DATA") else project / "data"
+    here = Path(start or Path.cwd()).resolve()
+    marked = (
+        d for d in (here, *here.parents) if (d / "pyproject.toml").is_file() and (d / "pv4kit").is_dir()
+    )
+    project = next(marked, here.parent if here.name == "notebooks" else here)
+    data = Path(os.environ.get("PV4KIT_DATA") or project / "data")
     if not os.environ.get("PV4KIT_DATA") and not any(data.glob("*.parquet")):
         data = project / "raw"
-    cache = (
-        Path(os.environ["PV4KIT_CACHE"]) if os.environ.get("PV4KIT_CACHE") else project / ".cache" / "pv4kit"
-    )
+    cache = Path(os.environ.get("PV4KIT_CACHE") or project / ".cache" / "pv4kit")
     return {
         "PROJECT": project,
         "DATA": data,
@@ -86,9 +81,7 @@ def load_notebook_data(
         return load(os.environ["PV4KIT_DATA"])
     try:
         return load(source)
-    except HubError as exc:
-        if not looks_like_hub_id(source):  # pragma: no cover - only hub ids raise HubError
-            raise
+    except HubError as exc:  # only hub ids raise it
         other = Path(fallback) if fallback is not None else project_paths(start)["DATA"]
         logger.warning("%s could not be loaded (%s): using the sample in %s instead", source, exc, other)
         return load(other)
@@ -111,9 +104,7 @@ def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -
             gens = pd.read_parquet(gen_path)
             extra = [c for c in gens.columns if c not in preds.columns and c not in ("method", "model")]
             if extra:
-                preds = preds.merge(
-                    gens[["user_id", "question_index", *extra]], on=["user_id", "question_index"], how="left"
-                )
+                preds = preds.merge(gens[[*QUESTION_KEY, *extra]], on=QUESTION_KEY, how="left")
         out[folder.name] = preds
     names = list(out)
     for name in names[1:]:

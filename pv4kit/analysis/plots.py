@@ -19,6 +19,7 @@ from pv4kit.schema import LETTERS
 CHANCE = 0.2
 TEMPLATE = "plotly_white"
 WIDTH, HEIGHT = 900, 500
+_DASHED = {"line_dash": "dash", "line_color": "grey"}  # reference lines: chance, cut-offs
 COLORS = {"correct": "#1b9e77", "wrong": "#d95f02", "reference": "#1b9e77", "distractor": "#7570b3"}
 
 
@@ -52,7 +53,7 @@ def _with_embedder(title: str, frame: Any) -> str:
 
 
 def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
-    kw = {"line_dash": "dash", "line_color": "grey", "annotation_text": label}
+    kw = {**_DASHED, "annotation_text": label}
     if axis == "y":
         fig.add_hline(y=value, annotation_position="top left", **kw)
     else:
@@ -107,11 +108,7 @@ def category_groups(categories: pd.DataFrame, *, top: int = 20) -> Any:
     fig.update_xaxes(title="questions")
     n_users = categories["user_id"].nunique()
     title = f"Category names grouped by embedding across {n_users} users (top {min(top, len(totals))} groups)"
-    return _layout(
-        fig,
-        _with_embedder(title, categories),
-        height=max(HEIGHT, 24 * len(keep) + 140),
-    )
+    return _layout(fig, _with_embedder(title, categories), height=max(HEIGHT, 24 * len(keep) + 140))
 
 
 def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) -> Any:
@@ -147,32 +144,19 @@ def category_map(categories: pd.DataFrame, *, label_points: bool | None = None) 
     pad = lambda v: [float(v.min() - 0.12 * np.ptp(v)), float(v.max() + 0.12 * np.ptp(v))]  # noqa: E731
     fig.update_xaxes(title="UMAP 1", showticklabels=False, zeroline=False, range=pad(categories["x"]))
     fig.update_yaxes(title="UMAP 2", showticklabels=False, zeroline=False, range=pad(categories["y"]))
-    fig.update_layout(colorway=qualitative.Dark24)
     n_groups = int((categories["group_label"].value_counts() >= 2).sum())
-    fig.update_layout(showlegend=n_groups <= MAX_ROWS)
-    return _layout(
-        fig,
-        _with_embedder(
-            "Category names on a UMAP of their embeddings (colour: names grouped across users)", categories
-        )
-        + ("" if label_points else "; hover for names"),
-        width=1100,
-        height=750,
-    )
+    fig.update_layout(colorway=qualitative.Dark24, showlegend=n_groups <= MAX_ROWS)
+    title = "Category names on a UMAP of their embeddings (colour: names grouped across users)"
+    title = _with_embedder(title, categories) + ("" if label_points else "; hover for names")
+    return _layout(fig, title, width=1100, height=750)
 
 
 def answer_positions(positions: pd.DataFrame) -> Any:
     """Share of each correct letter against the uniform 20% (:func:`audit.position_audit`)."""
     fig = _figure()
     for group, sub in positions.groupby("group", sort=False):
-        p = sub["pvalue"].iloc[0]
-        fig.add_bar(
-            x=sub["letter"],
-            y=sub["share"],
-            name=f"{group} (chi-square p={p:.2g})",
-            text=sub["n"],
-            textposition="outside",
-        )
+        name = f"{group} (chi-square p={sub['pvalue'].iloc[0]:.2g})"
+        fig.add_bar(x=sub["letter"], y=sub["share"], name=name, text=sub["n"], textposition="outside")
     _chance(fig, label="uniform 20%")
     fig.update_yaxes(title="share of questions", tickformat=".0%")
     fig.update_xaxes(title="correct letter")
@@ -191,14 +175,10 @@ def length_bias(summary: pd.DataFrame) -> Any:
         "all_share_first_two": "all five share the first two words",
     }
     s = summary.assign(label=summary["metric"].map(labels).fillna(summary["metric"]))
+    colors = ["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)]
     fig = _figure()
-    fig.add_bar(
-        y=s["label"],
-        x=s["rate"],
-        orientation="h",
-        marker_color=["#d95f02" if c == CHANCE else "#7570b3" for c in s["chance"].fillna(0)],
-        error_x=_ci(s, "rate", symmetric=False),
-    )
+    errors = _ci(s, "rate", symmetric=False)
+    fig.add_bar(y=s["label"], x=s["rate"], orientation="h", marker_color=colors, error_x=errors)
     _chance(fig, axis="x", label="chance 20% (orange bars)")
     fig.update_xaxes(title="share of questions (95% CI, users resampled)", tickformat=".0%", range=[0, 1])
     fig.update_yaxes(autorange="reversed")
@@ -209,7 +189,7 @@ def word_spread(lengths: pd.DataFrame) -> Any:
     """Histogram of the word spread (longest minus shortest choice) against the 2-word rule."""
     fig = _figure()
     fig.add_histogram(x=lengths["word_spread"], xbins={"size": 1}, marker_color="#7570b3")
-    fig.add_vline(x=2.5, line_dash="dash", line_color="grey", annotation_text="within 2 words")
+    fig.add_vline(x=2.5, annotation_text="within 2 words", **_DASHED)
     fig.update_xaxes(title="words between the longest and the shortest choice")
     fig.update_yaxes(title="questions")
     return _layout(fig, "Length spread of the five choices")
@@ -276,22 +256,13 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
         names = similarity["embedder"].dropna() if "embedder" in similarity else []
         near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
     fig = _figure()
-    fig.add_histogram(
-        x=similarity["ref_nearest_distractor"],
-        name="reference vs nearest distractor",
-        opacity=0.7,
-        xbins={"size": 0.025},
-    )
-    fig.add_histogram(
-        x=similarity["max_pair"], name="closest pair of any two choices", opacity=0.6, xbins={"size": 0.025}
-    )
-    fig.add_vline(
-        x=near_duplicate,
-        line_dash="dash",
-        line_color="grey",
-        annotation_text=f"near-duplicate {near_duplicate:.3g}",
-        annotation_position="top left",
-    )
+    for column, name, opacity in (
+        ("ref_nearest_distractor", "reference vs nearest distractor", 0.7),
+        ("max_pair", "closest pair of any two choices", 0.6),
+    ):
+        fig.add_histogram(x=similarity[column], name=name, opacity=opacity, xbins={"size": 0.025})
+    label = f"near-duplicate {near_duplicate:.3g}"
+    fig.add_vline(x=near_duplicate, annotation_text=label, annotation_position="top left", **_DASHED)
     fig.update_layout(barmode="overlay", legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
@@ -338,11 +309,9 @@ def hard_composition(
         "word_spread": "word spread",
         "group_label": "category group (similar names across users)",
     }
+    spacing = 0.12 if len(by) < 4 else 0.07
     fig = make_subplots(
-        rows=len(by),
-        cols=1,
-        subplot_titles=[titles.get(b, b) for b in by],
-        vertical_spacing=0.12 if len(by) < 4 else 0.07,
+        rows=len(by), cols=1, subplot_titles=[titles.get(b, b) for b in by], vertical_spacing=spacing
     )
     hard = frame["hard"].fillna(False).astype(bool)
     for i, col in enumerate(by, start=1):
@@ -357,20 +326,14 @@ def hard_composition(
                 rest = f"others ({len(weight) - MAX_ROWS + 1})"
                 values = values.where(values.isin(weight.index[: MAX_ROWS - 1]), rest)
                 weight = pd.concat([weight.iloc[: MAX_ROWS - 1], pd.Series({rest: -1.0})])
-        order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
-        if col in ("category_name", "group_label"):
-            order = [v for v in weight.index if v in set(order)]
+            order = list(weight.index)
+        else:
+            order = sorted(values.dropna().unique(), key=lambda v: (isinstance(v, str), v))
         for label, mask, color in (("hard", hard, "#d95f02"), ("not hard", ~hard, "#7570b3")):
             share = values[mask].value_counts(normalize=True).reindex(order, fill_value=0)
+            legend = {"name": f"{label} (n={int(mask.sum())})", "legendgroup": label, "showlegend": i == 1}
             fig.add_bar(
-                x=share.index.astype(str),
-                y=share.to_numpy(),
-                name=f"{label} (n={int(mask.sum())})",
-                marker_color=color,
-                showlegend=i == 1,
-                legendgroup=label,
-                row=i,
-                col=1,
+                x=share.index.astype(str), y=share.to_numpy(), marker_color=color, row=i, col=1, **legend
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
         many = len(order) > 40  # e.g. 149 users: upright labels would run into each other
@@ -403,40 +366,20 @@ def paired_comparison(
         n_others = len(others)
         weights = rest["n"].to_numpy(dtype=float)
         pooled = float(np.average(rest["diff"], weights=weights)) if weights.sum() else np.nan
-        other_row = pd.DataFrame(
-            [
-                {
-                    "scope": "others",
-                    "group": f"others ({n_others} categories, pooled)",
-                    "n": int(rest["n"].sum()),
-                    "diff": pooled,
-                    "diff_low": pooled,
-                    "diff_high": pooled,
-                    "a_only": int(rest["a_only"].sum()),
-                    "b_only": int(rest["b_only"].sum()),
-                    "mcnemar_p": None,
-                }
-            ]
-        )
-        table = pd.concat(
-            [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]],
-            ignore_index=True,
-        )
-    t = table.assign(
-        label=[
-            f"{s}: {g}" if s == "category" else str(g)
-            for s, g in zip(table["scope"], table["group"], strict=True)
-        ]
-    )
+        row = {"scope": "others", "group": f"others ({n_others} categories, pooled)", "mcnemar_p": None}
+        row |= {c: int(rest[c].sum()) for c in ("n", "a_only", "b_only")}
+        other_row = pd.DataFrame([row | {"diff": pooled, "diff_low": pooled, "diff_high": pooled}])
+        parts = [table[table["scope"] != "category"], cats.loc[head], other_row, cats.loc[tail]]
+        table = pd.concat(parts, ignore_index=True)
+    scoped = zip(table["scope"], table["group"], strict=True)
+    t = table.assign(label=[f"{s}: {g}" if s == "category" else str(g) for s, g in scoped])
+    colors = ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]]
     fig = _figure()
     fig.add_scatter(
         x=t["diff"],
         y=t["label"],
         mode="markers",
-        marker={
-            "size": 10,
-            "color": ["#d95f02" if p is not None and p < 0.05 else "#7570b3" for p in t["mcnemar_p"]],
-        },
+        marker={"size": 10, "color": colors},
         error_x=_ci(t, "diff", "diff_low", "diff_high", symmetric=False),
         customdata=t[["n", "a_only", "b_only", "mcnemar_p"]],
         hovertemplate="%{y}<br>diff %{x:.1%} (n=%{customdata[0]})<br>only A %{customdata[1]}, only B "
@@ -446,12 +389,8 @@ def paired_comparison(
     fig.update_xaxes(title=f"accuracy {name_a} minus {name_b} (95% CI, users resampled)", tickformat=".0%")
     fig.update_yaxes(autorange="reversed")
     more = f"; {max_categories} largest of {max_categories + n_others} categories" if n_others else ""
-    return _layout(
-        fig,
-        f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})",
-        height=max(HEIGHT, 22 * len(t) + 160),
-        margin_l=260,
-    )
+    title = f"Paired comparison: {name_a} vs {name_b} (orange: McNemar p < 0.05{more})"
+    return _layout(fig, title, height=max(HEIGHT, 22 * len(t) + 160), margin_l=260)
 
 
 def wrong_position(predictions: pd.DataFrame) -> Any:
@@ -470,17 +409,11 @@ def wrong_position(predictions: pd.DataFrame) -> Any:
 def margin_distribution(predictions: pd.DataFrame) -> Any:
     """Margins (best minus second-best similarity) of correct vs wrong predictions, per run."""
     fig = _figure()
-    for label, flag in (("correct", True), ("wrong", False)):
+    violin = {"meanline_visible": True, "points": False, "spanmode": "hard"}
+    for label, flag, side in (("correct", True, "positive"), ("wrong", False, "negative")):
         sub = predictions[predictions["correct"].astype(bool) == flag]
         fig.add_violin(
-            x=sub["run"],
-            y=sub["margin"],
-            name=label,
-            side="positive" if flag else "negative",
-            line_color=COLORS[label],
-            meanline_visible=True,
-            points=False,
-            spanmode="hard",
+            x=sub["run"], y=sub["margin"], name=label, side=side, line_color=COLORS[label], **violin
         )
     fig.update_layout(violinmode="overlay", violingap=0.1)
     fig.update_xaxes(title="run")
@@ -494,7 +427,6 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     Points are drawn in a seeded random order, so where thousands overlap the mix of colours shows the
     share correct rather than whichever class was drawn last.
     """
-    import numpy as np
     from plotly.subplots import make_subplots
 
     runs = list(dict.fromkeys(frame["run"]))
@@ -506,6 +438,9 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     per_panel = len(frame) / max(len(runs), 1)
     size, opacity = (7, 0.8) if per_panel <= 1000 else ((4, 0.6) if per_panel <= 5000 else (3, 0.5))
     rng = np.random.default_rng(seed)
+    # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
+    two_colours = [[0, COLORS["wrong"]], [1, COLORS["correct"]]]
+    scale = {"colorscale": two_colours, "cmin": 0, "cmax": 1, "showscale": False}
     for i, run in enumerate(runs):
         sub = frame[frame["run"] == run]
         sub = sub.iloc[rng.permutation(len(sub))]
@@ -518,15 +453,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
             mode="markers",
             name=run,
             showlegend=False,
-            marker={  # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
-                "color": ok.to_numpy().astype(np.int8),
-                "colorscale": [[0, COLORS["wrong"]], [1, COLORS["correct"]]],
-                "cmin": 0,
-                "cmax": 1,
-                "showscale": False,
-                "size": size,
-                "opacity": opacity,
-            },
+            marker={"color": ok.to_numpy().astype(np.int8), "size": size, "opacity": opacity, **scale},
             customdata=label,
             text=text.to_numpy(dtype=object),
             hovertemplate="%{text}<br>%{customdata}<extra></extra>",
@@ -630,14 +557,8 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
     if sensitivity is not None and "flip_rate" in sensitivity:
         s = sensitivity.dropna(subset=["flip_rate"])
         labels = [_short(f"flips: {v}") for v in s["variant"]]
-        fig.add_scatter(
-            x=s["flip_rate"],
-            y=labels,
-            mode="markers",
-            name="rescored",
-            marker_symbol="diamond",
-            marker_size=10,
-        )
+        marker = {"symbol": "diamond", "size": 10}
+        fig.add_scatter(x=s["flip_rate"], y=labels, mode="markers", name="rescored", marker=marker)
     fig.update_xaxes(title="share (user-bootstrap 95% CI)", range=[0, 1.02], tickformat=".0%")
     fig.update_yaxes(title="")
     return _layout(fig, "Scorer validity: the judge's reading and the rescorings", margin_l=240)
@@ -650,38 +571,24 @@ def reward_model_accuracy(accuracy: pd.DataFrame, *, chance: float = 0.5) -> Any
         accuracy: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
         chance: The chance rate of a two-way choice.
     """
-    import plotly.express as px
-
     plot = accuracy[accuracy["tier"] != "all"].assign(
         err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]
     )
-    fig = px.bar(
-        plot,
-        x="tier",
-        y="accuracy",
-        color="method",
-        barmode="group",
-        facet_col="set",
-        error_y="err_hi",
-        error_y_minus="err_lo",
-        title=f"PersonaFeedback: reward-model accuracy on the held-out half (chance {chance:g})",
-        template=TEMPLATE,
-    )
+    title = f"PersonaFeedback: reward-model accuracy on the held-out half (chance {chance:g})"
+    errors = {"error_y": "err_hi", "error_y_minus": "err_lo"}
+    fig = _grouped_bars(plot, title, x="tier", y="accuracy", color="method", facet_col="set", **errors)
     fig.add_hline(y=chance, line_dash="dot")
     return fig
 
 
 def rating_distribution(distribution: pd.DataFrame) -> Any:
     """Share of each rating per rater, one panel per kind (``rating, share, rater, kind``)."""
+    title = "Stage 3: rating distributions per rater"
+    return _grouped_bars(distribution, title, x="rating", y="share", color="rater", facet_row="kind")
+
+
+def _grouped_bars(frame: pd.DataFrame, title: str, **kwargs: Any) -> Any:
+    """A plotly express bar chart of ``frame``, bars side by side, in the house template."""
     import plotly.express as px
 
-    return px.bar(
-        distribution,
-        x="rating",
-        y="share",
-        color="rater",
-        barmode="group",
-        facet_row="kind",
-        title="Stage 3: rating distributions per rater",
-        template=TEMPLATE,
-    )
+    return px.bar(frame, barmode="group", title=title, template=TEMPLATE, **kwargs)

@@ -102,13 +102,7 @@ def umap_2d(
     path = None
     if cache is not None and cache is not False:
         versions = {d: package_version(d) for d in ("umap-learn", "numba", "numpy")}
-        options = {
-            "seed": seed,
-            "n_neighbors": k,
-            "min_dist": min_dist,
-            "n_epochs": n_epochs,
-            "knn": _KNN_BLOCK,
-        }
+        options = dict(seed=seed, n_neighbors=k, min_dist=min_dist, n_epochs=n_epochs, knn=_KNN_BLOCK)
         meta = {"shape": list(x.shape), "dtype": str(x.dtype), "options": options, "versions": versions}
         digest = hashlib.sha256(json.dumps(meta, sort_keys=True).encode())
         digest.update(np.ascontiguousarray(x).tobytes())
@@ -180,10 +174,8 @@ def with_question_umap(
     missing = texts["question"].isna()
     if missing.any():
         first = tuple(texts.loc[missing, QUESTION_KEY].iloc[0].tolist())
-        raise KeyError(
-            f"frame: {int(missing.sum())} question(s) not in questions, e.g. (user_id, question_index) = "
-            f"{first}"
-        )
+        n = int(missing.sum())
+        raise KeyError(f"frame: {n} question(s) not in questions, e.g. (user_id, question_index) = {first}")
     logger.info("question UMAP: %d distinct questions", len(texts))
     vectors = embed_texts(list(texts["question"]), embedder=embedder, cache=cache, progress=False)
     xy = umap_2d(vectors, seed=seed, n_epochs=n_epochs, cache=beside_embeddings(cache))

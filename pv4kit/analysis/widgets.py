@@ -25,16 +25,22 @@ def _esc(text: Any) -> str:
     return html.escape("" if text is None or (isinstance(text, float) and np.isnan(text)) else str(text))
 
 
-def _bar(value: float, *, best: bool, correct: bool) -> str:
-    """A similarity bar, its value and, on the run's prediction, a text mark (not colour alone)."""
+def _bar(row: pd.Series, letter: str, answer: str) -> str:
+    """A run's similarity bar for ``letter``, its value and, on the run's prediction, a text mark."""
+    value, best = _number(row.get(f"sim_{letter}")), row.get("predicted_letter") == letter
     width = max(0.0, min(1.0, float(value))) * 80 if np.isfinite(value) else 0
-    color = _GREEN if best and correct else (_ORANGE if best else _GREY)
+    color = _GREEN if best and letter == answer else (_ORANGE if best else _GREY)
     text = f"{value:.3f}" if np.isfinite(value) else "n/a"
     mark = f" <b class='pv4-pick' style='color:{color}'>&#9664; pick</b>" if best else ""
     return (
         f"<span style='display:inline-block;width:{width:.0f}px;height:10px;background:{color};"
         f"vertical-align:middle'></span> <span class='pv4-sim'>{text}</span>{mark}"
     )
+
+
+def _number(value: Any) -> float:
+    """``value`` as a float, NaN when it is missing."""
+    return float("nan") if value is None or pd.isna(value) else float(value)
 
 
 def _short(text: Any, limit: int = 100) -> str:
@@ -84,11 +90,8 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         f"{', hard' if bool(question.get('hard')) else ''})</h4>"
         f"<p><i>{_esc(question.get('category_name'))}</i></p><p><b>{_esc(question['question'])}</b></p>"
     )
-    rows_by_run = {}
-    for name, preds in runs.items():
-        hit = preds[(preds["user_id"] == uid) & (preds["question_index"] == qi)]
-        if len(hit):
-            rows_by_run[name] = hit.iloc[0]
+    hits = {name: p[(p["user_id"] == uid) & (p["question_index"] == qi)] for name, p in runs.items()}
+    rows_by_run = {name: hit.iloc[0] for name, hit in hits.items() if len(hit)}
     head = "".join(
         f"<th style='text-align:left;white-space:nowrap' data-run='{_esc(n)}'>{_esc(n)}</th>"
         for n in rows_by_run
@@ -97,15 +100,11 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     for j, choice in enumerate(question["choices"]):
         letter = LETTERS[j]
         mark = " &#10003;" if letter == answer else ""
-        cells = []
-        for name, row in rows_by_run.items():
-            sim = row.get(f"sim_{letter}", np.nan)
-            sim = float(sim) if sim is not None and not pd.isna(sim) else float("nan")
-            best = row.get("predicted_letter") == letter
-            cells.append(
-                f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
-                f"{_bar(sim, best=best, correct=letter == answer)}</td>"
-            )
+        cells = [
+            f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
+            f"{_bar(row, letter, answer)}</td>"
+            for name, row in rows_by_run.items()
+        ]
         style = "font-weight:bold" if letter == answer else ""
         body.append(
             f"<tr data-letter='{letter}'><td style='{style};white-space:nowrap;vertical-align:top'>"
@@ -131,8 +130,8 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     docs = None
     for name, row in rows_by_run.items():
         verdict = "correct" if bool(row.get("correct")) else "wrong"
-        margin = row.get("margin")
-        margin_txt = f", margin {float(margin):.3f}" if margin is not None and not pd.isna(margin) else ""
+        margin = _number(row.get("margin"))
+        margin_txt = f", margin {margin:.3f}" if np.isfinite(margin) else ""
         parts.append(
             f"<p class='pv4-verdict' data-run='{_esc(name)}'><b>{_esc(name)}</b>: predicted "
             f"{_esc(row.get('predicted_letter'))} ({verdict}{margin_txt})"
@@ -224,16 +223,12 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
     show_user()
     runs_txt = ", ".join(runs) if runs else "none scored yet (run `pv4kit demo` or `pv4kit score`)"
     header = f"<b>PV4 browser</b>: {len(users)} users, {len(q)} questions; runs: {_esc(runs_txt)}"
-    column = {"min_width": "0"}  # the columns may shrink below their content: nothing overflows the output
-    panels = w.HBox(
-        [
-            w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", **column)),
-            w.VBox(
-                [c["question_label"], c["question"], c["detail"]], layout=w.Layout(flex="3 1 0%", **column)
-            ),
-        ],
-        layout=w.Layout(width="100%"),
+    # min_width 0: the columns may shrink below their content, so nothing overflows the output
+    left = w.VBox([c["user_info"]], layout=w.Layout(flex="2 1 0%", min_width="0"))
+    right = w.VBox(
+        [c["question_label"], c["question"], c["detail"]], layout=w.Layout(flex="3 1 0%", min_width="0")
     )
+    panels = w.HBox([left, right], layout=w.Layout(width="100%"))
     row = w.HBox([c["user"], c["only_wrong"]], layout=w.Layout(flex_flow="row wrap", align_items="center"))
     box = w.VBox([w.HTML(header), row, panels], layout=w.Layout(width="100%"))
     box.controls = c

@@ -54,20 +54,6 @@ def _notebooks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _nb_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
-    )
-    p.add_argument("--timeout", type=positive_int, default=600, help="seconds allowed per cell [600]")
-    p.add_argument(
-        "--param",
-        action="append",
-        type=_name_value,
-        metavar="NAME=VALUE",
-        help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
-    )
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``audit``, ``notebooks`` and ``figures`` to the ``pv4kit`` command line."""
     a = subparsers.add_parser(
@@ -100,9 +86,18 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     n.add_argument(
         "--only", nargs="+", metavar="NAME", help="only these notebooks (e.g. 07_paper_figures or 07)"
     )
-    _nb_options(n)
     n.set_defaults(func=_notebooks)
-
     f = subparsers.add_parser("figures", help="regenerate every figure in figures/ (runs 07_paper_figures)")
-    _nb_options(f)
     f.set_defaults(func=_notebooks, execute=True, only=["07_paper_figures"])
+    for p in (n, f):
+        p.add_argument(
+            "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
+        )
+        p.add_argument("--timeout", type=positive_int, default=600, help="seconds allowed per cell [600]")
+        p.add_argument(
+            "--param",
+            action="append",
+            type=_name_value,
+            metavar="NAME=VALUE",
+            help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
+        )
