@@ -344,8 +344,8 @@ def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = Fa
         orders = [("chosen_A", "A"), ("chosen_B", "B")] if both_orders else [("random", "A" if coin else "B")]
         for order, pos in orders:
             a, b = (rec["chosen"], rec["rejected"]) if pos == "A" else (rec["rejected"], rec["chosen"])
-            rows.append([*(rec[c] for c in carried), order, pos])
-            rows[-1].append(build_judge_messages(rec["persona"], rec["question"], a, b))
+            messages = build_judge_messages(rec["persona"], rec["question"], a, b)
+            rows.append([*(rec[c] for c in carried), order, pos, messages])
     return pd.DataFrame(rows, columns=[*carried, "order", "chosen_position", "messages"])
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,21 +110,21 @@ def _coverage(
     pairs = set(zip(items["item_index"], items["attribute"], strict=True))
     rows = []
     for kind, (frame, missing), who in (("human", human, "annotator"), ("llm", llm, "model")):
-        rated_any: set[tuple[Any, str]] = set()
-        raters = sorted(set(frame[who]) | {m[0] for m in missing})
+        rated = {r: set(zip(p["item_index"], p["attribute"], strict=True)) for r, p in frame.groupby(who)}
+        n_missing = Counter(m[0] for m in missing)
+        raters = sorted(set(rated) | set(n_missing))
         for rater in raters:
-            part = frame[frame[who] == rater]
-            keys = set(zip(part["item_index"], part["attribute"], strict=True))
-            rated_any |= keys & pairs
-            n_missing = sum(1 for m in missing if m[0] == rater)
-            rows.append(
-                [kind, rater, len(pairs), len(keys & pairs), len(pairs - keys), n_missing, len(keys - pairs)]
-            )
+            keys = rated.get(rater, set())
+            rows.append((kind, rater, len(keys & pairs), n_missing[rater], len(keys - pairs)))
         if raters:
-            orphans = sum(r[-1] for r in rows if r[0] == kind)
-            rows.append([kind, f"{kind} (any)", len(pairs), len(rated_any), len(pairs - rated_any)])
-            rows[-1] += [len(missing), orphans]
-    return pd.DataFrame(rows, columns="kind rater n_pairs n_rated n_unrated n_missing_label n_orphan".split())
+            orphans = sum(len(keys - pairs) for keys in rated.values())
+            rows.append(
+                (kind, f"{kind} (any)", len(pairs & set().union(*rated.values())), len(missing), orphans)
+            )
+    out = pd.DataFrame(rows, columns=["kind", "rater", "n_rated", "n_missing_label", "n_orphan"])
+    out.insert(2, "n_pairs", len(pairs))
+    out.insert(4, "n_unrated", len(pairs) - out["n_rated"])
+    return out
 
 
 def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
@@ -335,8 +336,8 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
             proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
         text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
         truth = attr.get("ground_truth") if isinstance(attr, dict) else None
-        rows.append([index, rec.get("prompt_index"), rec.get("prompt_text"), rec.get("user_id"), text, truth])
-        rows[-1].append(text in proposed[line])
+        fields = [rec.get(k) for k in ("prompt_index", "prompt_text", "user_id")]
+        rows.append([index, *fields, text, truth, text in proposed[line]])
     columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter"
     items = pd.DataFrame(rows, columns=columns.split())
     ann, missing = [], []
@@ -486,6 +487,12 @@ def stage2_predictions(
     return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
 
 
+_METRIC_COLUMNS = [
+    *("method", "subset", "n", "n_missing", "tp", "fp", "fn", "tn", "precision", "recall", "f1", "accuracy"),
+    *("positive_rate", "human_positive_rate", "threshold"),
+]
+
+
 def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
     """Precision, recall, F1 and accuracy per method against the human majority.
 
@@ -499,19 +506,19 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
         return pd.concat([stage2_metrics(predictions, subset=s) for s in subset], ignore_index=True)
     check_choice(subset, "subset", ("test", "tune", "all"))
     frame = predictions if subset == "all" else predictions[predictions["split"] == subset]
-    rows = []
-    for method, part in frame.groupby("method", sort=False):
-        p, h = part["pred"].astype(bool).to_numpy(), part["human"].astype(bool).to_numpy()
-        tp, fp, fn, tn = int((p & h).sum()), int((p & ~h).sum()), int((~p & h).sum()), int((~p & ~h).sum())
-        nan = float("nan")
-        rows.append([method, subset, len(part), int(part["missing"].sum()), tp, fp, fn, tn])
-        rows[-1] += [tp / (tp + fp) if tp + fp else nan, tp / (tp + fn) if tp + fn else nan]
-        rows[-1] += [2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else nan, (tp + tn) / len(part)]
-        rows[-1] += [float(p.mean()), float(h.mean()), part["threshold"].iloc[0]]
-    columns = (
-        "method subset n n_missing tp fp fn tn precision recall f1 accuracy positive_rate human_positive_rate"
+    p, h = frame["pred"].astype(bool), frame["human"].astype(bool)
+    cells = frame.assign(tp=p & h, fp=p & ~h, fn=~p & h, tn=~p & ~h, positive_rate=p, human_positive_rate=h)
+    out = cells.groupby("method", sort=False).agg(
+        n=("pred", "size"),
+        n_missing=("missing", "sum"),
+        **{c: (c, "sum") for c in ("tp", "fp", "fn", "tn")},
+        **{c: (c, "mean") for c in ("positive_rate", "human_positive_rate")},
+        threshold=("threshold", "first"),
     )
-    return pd.DataFrame(rows, columns=[*columns.split(), "threshold"])
+    tp, fp, fn = out["tp"], out["fp"], out["fn"]
+    f1, accuracy = 2 * tp / (2 * tp + fp + fn), (tp + out["tn"]) / out["n"]
+    out = out.assign(subset=subset, precision=tp / (tp + fp), recall=tp / (tp + fn), f1=f1, accuracy=accuracy)
+    return out.reset_index()[_METRIC_COLUMNS]
 
 
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
@@ -572,6 +579,10 @@ _S3_ITEM = (
 )
 _S3_RATING = "{index | item_index | sample_index, ratings: {attribute: 1-5 | null}, display_assignment}"
 _S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
+_S3_ITEM_COLUMNS = [
+    *("item_index", "prompt_id", "user_id", "model_tag", "prompt_text", "attribute", "is_relevant"),
+    *("response_no_context", "response_personalized"),
+]
 _GEN_COLUMNS = (
     "condition model_tag model_name prompt_id user_id prompt_text response item_index matches_item file line"
 )
@@ -680,8 +691,8 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
             item, no_context, personal = lookup.get((rec["prompt_id"], tag), (pd.NA, None, None))
             expected = {"no_context": no_context, "gt_attributes": personal}.get(condition)
             matches = pd.NA if expected is None else rec["response"] == expected
-            rows.append([condition, tag, name, rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text")])
-            rows[-1] += [rec["response"], item, matches, path.name, line]
+            fields = [rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text"), rec["response"]]
+            rows.append([condition, tag, name, *fields, item, matches, path.name, line])
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
     if len(out) and keyed.empty:
         logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
@@ -703,13 +714,11 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
     rows = []
     for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S3_ITEM):
         text = _attr_text(attr, path, line, f"attributes[{j}]")
-        rows.append(
-            [index, *(rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")), text]
-        )
-        rows[-1] += [attr.get("is_relevant") if isinstance(attr, dict) else None]
-        rows[-1] += [rec.get("response_no_context"), rec.get("response_personalized")]
-    columns = "item_index prompt_id user_id model_tag prompt_text attribute is_relevant"
-    items = pd.DataFrame(rows, columns=[*columns.split(), "response_no_context", "response_personalized"])
+        relevant = attr.get("is_relevant") if isinstance(attr, dict) else None
+        fields = [rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")]
+        responses = [rec.get("response_no_context"), rec.get("response_personalized")]
+        rows.append([index, *fields, text, relevant, *responses])
+    items = pd.DataFrame(rows, columns=_S3_ITEM_COLUMNS)
     annotations, ann_missing = _ratings_frame(folder / "annotations", "annotator")
     judgments, jud_missing = _ratings_frame(folder / "llm_judgments", "model")
     coverage = _coverage(items, (annotations, ann_missing), (judgments, jud_missing))
