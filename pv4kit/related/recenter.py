@@ -13,7 +13,7 @@ import contextlib
 import logging
 import os
 from collections import Counter
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,8 +23,10 @@ import pandas as pd
 
 from pv4kit._io import iter_jsonl
 from pv4kit._options import check_number
+from pv4kit.baselines.bm25 import bm25_scores
 from pv4kit.related._common import check_choice, encode, resolve_source
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
+from pv4kit.text import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -426,22 +428,17 @@ def stage2_predictions(
     cache: Any = True,
     seed: int = 0,
     tune_fraction: float = 0.5,
-    methods: Iterable[str] = ("llm", "coarse_filter", "embedding", "bm25"),
 ) -> pd.DataFrame:
     """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
 
     Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
     (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An
-    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``. ``methods``: any of
-    ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
+    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``.
 
     Returns:
         ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human, missing``.
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
-    methods = set(methods)
-    for method in methods:
-        check_choice(method, "methods", ("llm", "coarse_filter", "embedding", "bm25"))
     labels = stage2_labels(data)
     labels = labels[labels["human"].notna()].reset_index(drop=True)
     labels["human"] = labels["human"].astype(bool)
@@ -451,7 +448,7 @@ def stage2_predictions(
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
     frames = []
-    for model, part in data.judgments.groupby("model", sort=True) if "llm" in methods else []:
+    for model, part in data.judgments.groupby("model", sort=True):
         merged = base.merge(
             part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
         )
@@ -461,29 +458,22 @@ def stage2_predictions(
             merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
         )
     scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
-    if "coarse_filter" in methods and labels["coarse_filter"].any():
+    if labels["coarse_filter"].any():
         scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0
-    if "embedding" in methods:
-        texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
-        g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
-        scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
-    if "bm25" in methods:  # BM25 of each prompt over the attribute texts
-        from pv4kit.baselines.bm25 import bm25_scores
-        from pv4kit.text import tokenize
-
-        attrs = sorted(set(labels["attribute"]))
-        position, corpus = {a: i for i, a in enumerate(attrs)}, [tokenize(a) for a in attrs]
-        by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
-        pairs = zip(labels["prompt_text"], labels["attribute"], strict=True)
-        scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
+    texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
+    g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
+    scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
+    attrs = sorted(set(labels["attribute"]))  # BM25 of each prompt over the attribute texts
+    position, corpus = {a: i for i, a in enumerate(attrs)}, [tokenize(a) for a in attrs]
+    by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
+    pairs = zip(labels["prompt_text"], labels["attribute"], strict=True)
+    scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
     tune = (base["split"] == "tune").to_numpy()
     for method, score in scored.items():
         fixed = method == "coarse_filter"
         threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
         pred = score > 0 if fixed else score >= threshold
         frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
-    if not frames:
-        return pd.DataFrame(columns=_PREDICTION_COLUMNS)
     return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
 
 
