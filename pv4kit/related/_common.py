@@ -18,8 +18,7 @@ from pv4kit.vectors import unit_rows
 def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     """A local folder for ``source``: the folder itself, or a snapshot of the hub dataset id.
 
-    Raises ``FileNotFoundError`` if it is neither (``repo_id`` is the example id named), ``RuntimeError`` if
-    the download fails (the message says how to download by hand).
+    Raises ``FileNotFoundError`` naming ``repo_id`` as an example if ``source`` is neither.
     """
     path = Path(source).expanduser()
     if path.is_dir():
@@ -55,7 +54,6 @@ def accuracy_table(
     resampled with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
     *extra_counts``.
     """
-    check_choice(interval, "interval", ("wilson", "bootstrap"))
     by, outer = list(by), list(outer)
     tables = []
     for keys in [by, *([by[:1]] if len(by) > 1 else []), []]:  # every group, per by[0], all pooled

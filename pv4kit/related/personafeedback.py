@@ -261,10 +261,6 @@ def load_personafeedback(
         logger.warning(msg, len(unjoined), len(pairs), rule, ids)
     if len(unused):
         logger.warning("%d of %d personas are used by no row", len(unused), len(personas))
-    if not sets and not tiers and len(pairs) != PAPER_TOTAL:
-        logger.info("%d PersonaFeedback rows; the paper reports %d cases", len(pairs), PAPER_TOTAL)
-    msg = "loaded %d pairs from %d files, %d personas (%s layout)"
-    logger.info(msg, len(pairs), len(files), len(personas), use)
     groups = [*pairs.groupby(["set", "tier"], sort=False), (("all", "all"), pairs)]
     counts = [(*k, len(part), int(part["persona"].notna().sum())) for k, part in groups]
     counts = pd.DataFrame(counts, columns=["set", "tier", "n_rows", "n_joined"])

@@ -10,6 +10,7 @@ vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised)
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
 from collections import Counter
@@ -169,9 +170,10 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S1_ITEM):
         text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
         attr = attr if isinstance(attr, dict) else {}
-        where = f"{path}:{line}: merged_attributes[{j}].confidence"
+        confidence = _float_or_none(
+            attr.get("confidence"), f"{path}:{line}: merged_attributes[{j}].confidence"
+        )
         source_name = rec.get("source", rec.get("dataset"))
-        confidence = _float_or_none(attr.get("confidence"), where)
         rows.append((index, rec.get("user_id"), source_name, j, text, confidence, attr.get("ground_truth")))
     columns = "item_index user_id source attr_index attribute confidence ground_truth".split()
     items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
@@ -396,10 +398,7 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
     llm = out[out["kind"] == "llm"]
     if len(llm):
-        mean = [
-            ["llm", "llm (mean)", int(llm["n"].sum()), int(llm["n_yes"].sum()), float(llm["yes_rate"].mean())]
-        ]
-        out = pd.concat([out, pd.DataFrame(mean, columns=out.columns)], ignore_index=True)
+        out.loc[len(out)] = ["llm", "llm (mean)", llm["n"].sum(), llm["n_yes"].sum(), llm["yes_rate"].mean()]
     return out
 
 
@@ -529,9 +528,9 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     wide = wide.where(wide.notna(), None)
     h, m = list(humans.columns), list(llms.columns)
     groups = {
-        "human-human": [(a, b) for i, a in enumerate(h) for b in h[i + 1 :]],
-        "llm-llm": [(a, b) for i, a in enumerate(m) for b in m[i + 1 :]],
-        "llm-human": [(a, b) for a in m for b in h],
+        "human-human": list(itertools.combinations(h, 2)),
+        "llm-llm": list(itertools.combinations(m, 2)),
+        "llm-human": list(itertools.product(m, h)),
         "llm-majority": [(a, "majority") for a in m],
     }
     cohen = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
