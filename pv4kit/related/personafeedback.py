@@ -107,7 +107,7 @@ def read_personas(
     found = [name for name, there in (("files", files), ("lines", (root / LINES_FILE).is_file())) if there]
     if not found:
         raise FileNotFoundError(f"{root}: no personas: neither persona/<N>.json files nor {LINES_FILE} found")
-    use = ("files" if "files" in found else "lines") if layout == "auto" else layout
+    use = found[0] if layout == "auto" else layout  # auto: the per-persona files when present
     if use not in found:
         want = "persona/<N>.json files" if use == "files" else LINES_FILE
         raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
@@ -327,9 +327,6 @@ def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = Fa
     and ``"chosen_B"``. Returns the ``set, tier, user_id, pair_id`` present, ``order, chosen_position,
     messages``.
     """
-    missing = {"pair_id", "persona", "question", "chosen", "rejected"} - set(pairs.columns)
-    if missing:
-        raise ValueError(f"pairs: missing columns {sorted(missing)}")
     usable = pairs[pairs["persona"].notna()]
     if len(usable) < len(pairs):
         logger.warning("skipping %d pairs without a persona", len(pairs) - len(usable))
