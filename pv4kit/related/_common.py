@@ -39,28 +39,25 @@ def accuracy_table(
     *,
     by: Sequence[str] = ("set", "tier"),
     outer: Sequence[str] = (),
-    correct: str = "correct",
     extra_counts: Sequence[str] = (),
     confidence: float = 0.95,
     chance: float = 0.5,
     interval: str = "wilson",
-    cluster: str = "user_id",
     seed: int = 0,
 ) -> pd.DataFrame:
     """Accuracy per group with an interval, plus ``"all"`` summary rows, per ``outer`` group (never pooled).
 
     Rows per ``by`` group, per ``by[0]`` value (other keys ``"all"``) and all pooled, from ``correct``;
-    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (``cluster`` groups
-    resampled with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
+    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (users resampled
+    with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
     *extra_counts``.
     """
     by, outer = list(by), list(outer)
     tables = []
     for keys in [by, *([by[:1]] if len(by) > 1 else []), []]:  # every group, per by[0], all pooled
         group = [*outer, *keys]
-        table = scored_accuracy_table(
-            frame, by=group, value=correct, interval=interval, cluster=cluster, seed=seed, level=confidence
-        ).drop(columns="metric")
+        table = scored_accuracy_table(frame, by=group, interval=interval, seed=seed, level=confidence)
+        table = table.drop(columns="metric")
         if extra_counts:
             counts = scored_accuracy_table(frame, by=group, value=list(extra_counts), interval="none")
             for col in extra_counts:

@@ -685,9 +685,6 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
     if len(out) and keyed.empty:
         logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
-    elif len(out):
-        n_files, n_joined = out["file"].nunique(), int(out["item_index"].notna().sum())
-        logger.info("%d generations in %d files, %d joined to an item", len(out), n_files, n_joined)
     return out.astype({"item_index": "Int64", "matches_item": "boolean"})
 
 
