@@ -18,7 +18,8 @@ from pv4kit.vectors import unit_rows
 def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     """A local folder for ``source``: the folder itself, or a snapshot of the hub dataset id.
 
-    Raises ``FileNotFoundError`` naming ``repo_id`` as an example if ``source`` is neither.
+    Raises ``FileNotFoundError`` (naming ``repo_id`` as an example) if ``source`` is neither; a failed
+    download raises the hub's one error that says how to download by hand.
     """
     path = Path(source).expanduser()
     if path.is_dir():

@@ -50,11 +50,10 @@ def pv4_pairs(
         persona = personas.get(user, pd.NA)
         persona = persona if isinstance(persona, str) and persona.strip() else pd.NA
         tier = "hard" if rec.get("hard", False) else "standard"
+        question = ["pv4", tier, user, persona, rec["question"], choices[answer]]
         for i in [options[int(rng.integers(len(options)))]] if distractors == "one" else options:
-            pair = [rec["question"], choices[answer], choices[i], f"pv4/{user}/{index}/{LETTERS[i]}"]
-            rows.append(
-                ["pv4", tier, user, persona, *pair, int(index), int(index), rec.get("split"), LETTERS[i]]
-            )
+            pair = [choices[i], f"pv4/{user}/{index}/{LETTERS[i]}"]
+            rows.append([*question, *pair, int(index), int(index), rec.get("split"), LETTERS[i]])
     out = pd.DataFrame(rows, columns=_COLUMNS)
     out["persona"] = out["persona"].astype(object)
     return out

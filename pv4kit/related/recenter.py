@@ -106,9 +106,8 @@ def _coverage(
 ) -> pd.DataFrame:
     """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
 
-    ``human`` and ``llm`` are the annotators' (``annotator`` column) and the LLMs' (``model``) rated pairs
-    with the ``(rater, item, attribute)`` of their missing labels. Returns ``kind, rater, n_pairs, n_rated,
-    n_unrated, n_missing_label, n_orphan`` (judgments that match no pair of the items).
+    ``human``/``llm``: the rated pairs (rater in ``annotator``/``model``) and the missing labels' ``(rater,
+    item, attribute)``. ``n_orphan`` counts judgments that match no pair of the items.
     """
     pairs = set(zip(items["item_index"], items["attribute"], strict=True))
     rows = []
@@ -120,10 +119,9 @@ def _coverage(
             keys = rated.get(rater, set())
             rows.append((kind, rater, len(keys & pairs), n_missing[rater], len(keys - pairs)))
         if raters:
+            rated_any = set().union(*rated.values()) & pairs
             orphans = sum(len(keys - pairs) for keys in rated.values())
-            rows.append(
-                (kind, f"{kind} (any)", len(pairs & set().union(*rated.values())), len(missing), orphans)
-            )
+            rows.append((kind, f"{kind} (any)", len(rated_any), len(missing), orphans))
     out = pd.DataFrame(rows, columns=["kind", "rater", "n_rated", "n_missing_label", "n_orphan"])
     out.insert(2, "n_pairs", len(pairs))
     out.insert(4, "n_unrated", len(pairs) - out["n_rated"])
@@ -170,10 +168,9 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S1_ITEM):
         text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
         attr = attr if isinstance(attr, dict) else {}
-        confidence = _float_or_none(
-            attr.get("confidence"), f"{path}:{line}: merged_attributes[{j}].confidence"
-        )
+        where = f"{path}:{line}: merged_attributes[{j}].confidence"
         source_name = rec.get("source", rec.get("dataset"))
+        confidence = _float_or_none(attr.get("confidence"), where)
         rows.append((index, rec.get("user_id"), source_name, j, text, confidence, attr.get("ground_truth")))
     columns = "item_index user_id source attr_index attribute confidence ground_truth".split()
     items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
@@ -476,12 +473,6 @@ def stage2_predictions(
     return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
 
 
-_METRIC_COLUMNS = [
-    *("method", "subset", "n", "n_missing", "tp", "fp", "fn", "tn", "precision", "recall", "f1", "accuracy"),
-    *("positive_rate", "human_positive_rate", "threshold"),
-]
-
-
 def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
     """Precision, recall, F1 and accuracy per method against the human majority.
 
@@ -507,7 +498,10 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
     tp, fp, fn = out["tp"], out["fp"], out["fn"]
     f1, accuracy = 2 * tp / (2 * tp + fp + fn), (tp + out["tn"]) / out["n"]
     out = out.assign(subset=subset, precision=tp / (tp + fp), recall=tp / (tp + fn), f1=f1, accuracy=accuracy)
-    return out.reset_index()[_METRIC_COLUMNS]
+    columns = (
+        "method subset n n_missing tp fp fn tn precision recall f1 accuracy positive_rate human_positive_rate"
+    )
+    return out.reset_index()[[*columns.split(), "threshold"]]
 
 
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
