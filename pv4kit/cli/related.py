@@ -198,6 +198,7 @@ def _add_pf_data(p: argparse.ArgumentParser) -> None:
 
 
 def _add_llm(p: argparse.ArgumentParser) -> None:
+    """The endpoint and request options of a step that asks an LLM, then its accuracy ``--interval``."""
     p.add_argument("--model", required=True, help="model id sent to the endpoint")
     _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
     _args.add_protocol(p, default="chat")
@@ -210,10 +211,8 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
     p.add_argument("--interval", choices=["wilson", "bootstrap"], default="wilson", help=interval_help)
 
 
-def _add_pf_step(sub: argparse._SubParsersAction, name: str, func: Any, text: str) -> argparse.ArgumentParser:
-    """A ``personafeedback`` step over pairs: the data, pair and output options."""
-    p = sub.add_parser(name, help=text)
-    p.set_defaults(func=func)
+def _add_pairs(p: argparse.ArgumentParser) -> None:
+    """The data, pair and output options of a ``personafeedback`` step over pairs."""
     _add_pf_data(p)
     pv4_help = "--data is a PV4 dataset: use its (reference, distractor) pairs"
     p.add_argument("--pv4", action="store_true", help=pv4_help)
@@ -222,7 +221,6 @@ def _add_pf_step(sub: argparse._SubParsersAction, name: str, func: Any, text: st
     p.add_argument("--limit", type=nonnegative_int, default=0, help=limit_help)
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", required=True, help="output folder for the tables")
-    return p
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -235,20 +233,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_pf_data(p)
     p.add_argument("--out", default=None, help="write the pairs, persona and join tables (.csv) here")
     p.set_defaults(func=_pf_load)
-    p = _add_pf_step(pf_sub, "judge", _pf_judge, "pairwise LLM judge, accuracy per set x tier")
+    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
+    _add_pairs(p)
     _add_llm(p)
     p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
-    p = _add_pf_step(
-        pf_sub, "reward-model", _pf_reward, "Bradley-Terry linear head on frozen embeddings (CPU)"
-    )
+    p.set_defaults(func=_pf_judge)
+    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
+    _add_pairs(p)
     _add_embed(p)
     p.add_argument("--test-fraction", type=fraction, default=0.5)
     p.add_argument("--l2", type=_args.positive_float, default=1e-2)
-    p = _add_pf_step(
-        pf_sub, "pv4-score", _pf_pv4_score, "generate from the persona; right when nearer chosen"
-    )
+    p.set_defaults(func=_pf_reward)
+    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
+    _add_pairs(p)
     _add_llm(p)
     _add_embed(p)
+    p.set_defaults(func=_pf_pv4_score)
 
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
