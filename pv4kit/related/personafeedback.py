@@ -95,11 +95,9 @@ def read_personas(
     """The personas of the release folder ``root`` and how the two layouts compare.
 
     ``layout``: ``"auto"`` (the per-persona files when present), ``"files"`` or ``"lines"``; ``id_rule``:
-    ``"auto"``, ``"field"`` or ``"line"``, how ``all_personas.jsonl`` records get ids.
-
-    Returns:
-        ``(personas, id rule used, layout used, layouts found, disagreements)``: ``persona_key, file, line,
-        name, persona, record`` and ``persona_key, problem, file, line``.
+    ``"auto"``, ``"field"`` or ``"line"``, how ``all_personas.jsonl`` records get ids. Returns ``(personas, id
+    rule used, layout used, layouts found, disagreements)``: ``persona_key, file, line, name, persona,
+    record`` and ``persona_key, problem, file, line``.
     """
     files = sorted(
         (p for p in (root / "persona").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
@@ -379,11 +377,9 @@ def judge_pairs(
     """Ask an LLM judge to pick the better-personalised response of each pair (see :func:`judge_requests`).
 
     ``config`` is a ``pv4kit.llm.config.LLMConfig`` and ``cache`` the LLM response cache; ``client`` goes to
-    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged.
-
-    Returns:
-        One row per request: its columns without ``messages``, ``reply, error, cached, parsed``
-        (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
+    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged. Returns one
+    row per request: its columns without ``messages``, ``reply, error, cached, parsed``
+    (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
@@ -476,10 +472,8 @@ def pv4_score(
     """PV4's scoring rule: a generation is right when nearer (cosine) ``chosen`` than ``rejected``.
 
     A tie, an empty generation or an ``error`` is wrong (``failed`` marks the latter two); ``embedder`` and
-    ``cache``: see :func:`pv4kit.related._common.encode`.
-
-    Returns:
-        ``set, tier, user_id, pair_id`` (present ones), ``sim_chosen, sim_rejected, margin, failed, correct``.
+    ``cache``: see :func:`pv4kit.related._common.encode`. Returns ``set, tier, user_id, pair_id`` (present
+    ones), ``sim_chosen, sim_rejected, margin, failed, correct``.
     """
     merged = pairs.merge(generations, on="pair_id", how="inner", validate="one_to_one")
     if "error" not in merged.columns:

@@ -159,9 +159,8 @@ class Stage1Data:
 def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl`` from the release folder or hub id.
 
-    Returns:
-        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
-        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
+    Returns ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
+    ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
     """
     folder = _stage_dir(source, "stage1")
     rows = []
@@ -324,11 +323,10 @@ def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
 def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
 
-    Returns:
-        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth, coarse_filter``;
-        ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels left out);
-        ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed), ``raw_answer``;
-        ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
+    Returns ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
+    coarse_filter``; ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels
+    left out); ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed),
+    ``raw_answer``; ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
     """
     folder = _stage_dir(source, "stage2")
     rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
@@ -428,11 +426,9 @@ def stage2_predictions(
     """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
 
     Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
-    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An
-    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``.
-
-    Returns:
-        ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human, missing``.
+    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An LLM
+    without a judgment for a pair predicts "not relevant", flagged ``missing``. Returns ``method, item_index,
+    prompt_index, attribute, split, score, threshold, pred, human, missing``.
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     labels = stage2_labels(data)
@@ -477,10 +473,8 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
     """Precision, recall, F1 and accuracy per method against the human majority.
 
     ``subset``: ``"test"`` (held-out prompts), ``"tune"``, ``"all"``, or a list of them (rows in turn).
-
-    Returns:
-        ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
-        human_positive_rate, threshold``.
+    Returns ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
+    human_positive_rate, threshold``.
     """
     if not isinstance(subset, str):
         return pd.concat([stage2_metrics(predictions, subset=s) for s in subset], ignore_index=True)
@@ -507,10 +501,9 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     """Agreement on binary relevance between humans, LLMs and the human majority.
 
-    Returns:
-        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
-        ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
-        value, n, agreement`` (raw agreement, Cohen rows only).
+    Returns ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
+    ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
+    value, n, agreement`` (raw agreement, Cohen rows only).
     """
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
     key = ["item_index", "attribute"]
@@ -685,10 +678,9 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
 def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
     """Load ``stage3/items.jsonl``, annotations, LLM judgments and ``generations/<condition>_<model>.jsonl``.
 
-    Returns:
-        ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
-        personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
-        ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
+    Returns ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
+    personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
+    ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
     """
     folder = _stage_dir(source, "stage3")
     rows = []
