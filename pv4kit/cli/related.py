@@ -79,10 +79,9 @@ def _pf_load(args: argparse.Namespace) -> int:
     if len(data.layout_disagreements):
         _show(data.layout_disagreements, ["persona_key", "problem", "file", "line"])
     if args.out:
-        tables = {"pairs": data.pairs, "unjoined": data.unjoined, "counts": data.counts}
-        tables["unused_personas"] = data.unused_personas.drop(columns=["record"])
-        tables["layout_disagreements"] = data.layout_disagreements
-        _write(args.out, {**tables, "personas": data.personas.drop(columns=["record"])}, args=args)
+        names = ("pairs", "unjoined", "counts", "unused_personas", "layout_disagreements", "personas")
+        tables = {name: getattr(data, name).drop(columns=["record"], errors="ignore") for name in names}
+        _write(args.out, tables, args=args)
     return 0
 
 
@@ -191,12 +190,37 @@ def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
 
 def _add_pf_data(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data", default=PF_HUB, help=f"PersonaFeedback folder or hub id (default {PF_HUB})")
-    p.add_argument(
-        "--id-rule", choices=["auto", "field", "line"], default="auto", help="how user_id joins a persona"
-    )
-    p.add_argument(
-        "--layout", choices=["auto", "files", "lines"], default="auto", help="persona/<N>.json or lines"
-    )
+    for flag, choices, text in (
+        ("--id-rule", ["auto", "field", "line"], "how user_id joins a persona"),
+        ("--layout", ["auto", "files", "lines"], "persona/<N>.json or lines"),
+    ):
+        p.add_argument(flag, choices=choices, default="auto", help=text)
+
+
+def _add_llm(p: argparse.ArgumentParser) -> None:
+    """The endpoint and request options of a step that asks an LLM, then its accuracy ``--interval``."""
+    p.add_argument("--model", required=True, help="model id sent to the endpoint")
+    _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
+    _args.add_protocol(p, default="chat")
+    p.add_argument("--temperature", type=_args.nonnegative_float, default=0.0)
+    p.add_argument("--max-output-tokens", type=_args.positive_int, default=None)
+    p.add_argument("--concurrency", type=_args.positive_int, default=8, help="requests in flight")
+    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
+    _args.add_llm_cache(p)
+    interval_help = "Wilson, or bootstrap over personas"
+    p.add_argument("--interval", choices=["wilson", "bootstrap"], default="wilson", help=interval_help)
+
+
+def _add_pairs(p: argparse.ArgumentParser) -> None:
+    """The data, pair and output options of a ``personafeedback`` step over pairs."""
+    _add_pf_data(p)
+    pv4_help = "--data is a PV4 dataset: use its (reference, distractor) pairs"
+    p.add_argument("--pv4", action="store_true", help=pv4_help)
+    p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
+    limit_help = "at most this many pairs per set x tier (0: all)"
+    p.add_argument("--limit", type=nonnegative_int, default=0, help=limit_help)
+    p.add_argument("--seed", type=nonnegative_int, default=0)
+    p.add_argument("--out", required=True, help="output folder for the tables")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -209,51 +233,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_pf_data(p)
     p.add_argument("--out", default=None, help="write the pairs, persona and join tables (.csv) here")
     p.set_defaults(func=_pf_load)
-    for name, func, text in (
-        ("judge", _pf_judge, "pairwise LLM judge, accuracy per set x tier"),
-        ("reward-model", _pf_reward, "Bradley-Terry linear head on frozen embeddings (CPU)"),
-        ("pv4-score", _pf_pv4_score, "generate from the persona; right when nearer chosen"),
-    ):
-        p = pf_sub.add_parser(name, help=text)
-        p.set_defaults(func=func)
-        _add_pf_data(p)
-        p.add_argument(
-            "--pv4",
-            action="store_true",
-            help="--data is a PV4 dataset: use its (reference, distractor) pairs",
-        )
-        p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
-        p.add_argument(
-            "--limit", type=nonnegative_int, default=0, help="at most this many pairs per set x tier (0: all)"
-        )
-        p.add_argument("--seed", type=nonnegative_int, default=0)
-        p.add_argument("--out", required=True, help="output folder for the tables")
-        if name != "reward-model":
-            p.add_argument("--model", required=True, help="model id sent to the endpoint")
-            _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
-            _args.add_protocol(p, default="chat")
-            p.add_argument("--temperature", type=_args.nonnegative_float, default=0.0)
-            p.add_argument("--max-output-tokens", type=_args.positive_int, default=None)
-            p.add_argument("--concurrency", type=_args.positive_int, default=8, help="requests in flight")
-            p.add_argument(
-                "--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]"
-            )
-            _args.add_llm_cache(p)
-            p.add_argument(
-                "--interval",
-                choices=["wilson", "bootstrap"],
-                default="wilson",
-                help="Wilson, or bootstrap over personas",
-            )
-        if name == "judge":
-            p.add_argument(
-                "--both-orders", action="store_true", help="ask both orders to measure position bias"
-            )
-        else:
-            _add_embed(p)
-        if name == "reward-model":
-            p.add_argument("--test-fraction", type=fraction, default=0.5)
-            p.add_argument("--l2", type=_args.positive_float, default=1e-2)
+    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
+    _add_pairs(p)
+    _add_llm(p)
+    p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
+    p.set_defaults(func=_pf_judge)
+    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
+    _add_pairs(p)
+    _add_embed(p)
+    p.add_argument("--test-fraction", type=fraction, default=0.5)
+    p.add_argument("--l2", type=_args.positive_float, default=1e-2)
+    p.set_defaults(func=_pf_reward)
+    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
+    _add_pairs(p)
+    _add_llm(p)
+    _add_embed(p)
+    p.set_defaults(func=_pf_pv4_score)
 
     rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
@@ -267,8 +262,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")
-            p.add_argument(
-                "--seed", type=nonnegative_int, default=0, help="seed of the tune/test split of prompts"
-            )
+            seed_help = "seed of the tune/test split of prompts"
+            p.add_argument("--seed", type=nonnegative_int, default=0, help=seed_help)
             p.add_argument("--tune-fraction", type=fraction, default=0.5)
         p.set_defaults(func=func)

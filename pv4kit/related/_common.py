@@ -18,8 +18,8 @@ from pv4kit.vectors import unit_rows
 def resolve_source(source: str | os.PathLike[str], *, repo_id: str) -> Path:
     """A local folder for ``source``: the folder itself, or a snapshot of the hub dataset id.
 
-    Raises ``FileNotFoundError`` if it is neither (``repo_id`` is the example id named), ``RuntimeError`` if
-    the download fails (the message says how to download by hand).
+    Raises ``FileNotFoundError`` (naming ``repo_id`` as an example) if ``source`` is neither; a failed
+    download raises the hub's one error that says how to download by hand.
     """
     path = Path(source).expanduser()
     if path.is_dir():
@@ -40,29 +40,25 @@ def accuracy_table(
     *,
     by: Sequence[str] = ("set", "tier"),
     outer: Sequence[str] = (),
-    correct: str = "correct",
     extra_counts: Sequence[str] = (),
     confidence: float = 0.95,
     chance: float = 0.5,
     interval: str = "wilson",
-    cluster: str = "user_id",
     seed: int = 0,
 ) -> pd.DataFrame:
     """Accuracy per group with an interval, plus ``"all"`` summary rows, per ``outer`` group (never pooled).
 
     Rows per ``by`` group, per ``by[0]`` value (other keys ``"all"``) and all pooled, from ``correct``;
-    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (``cluster`` groups
-    resampled with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
+    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (users resampled
+    with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
     *extra_counts``.
     """
-    check_choice(interval, "interval", ("wilson", "bootstrap"))
     by, outer = list(by), list(outer)
     tables = []
     for keys in [by, *([by[:1]] if len(by) > 1 else []), []]:  # every group, per by[0], all pooled
         group = [*outer, *keys]
-        table = scored_accuracy_table(
-            frame, by=group, value=correct, interval=interval, cluster=cluster, seed=seed, level=confidence
-        ).drop(columns="metric")
+        table = scored_accuracy_table(frame, by=group, interval=interval, seed=seed, level=confidence)
+        table = table.drop(columns="metric")
         if extra_counts:
             counts = scored_accuracy_table(frame, by=group, value=list(extra_counts), interval="none")
             for col in extra_counts:

@@ -137,9 +137,7 @@ def krippendorff_alpha(ratings: Any, *, level: str = "nominal") -> float:
             domain = np.asarray(cats, dtype=np.float64)
         except (TypeError, ValueError) as exc:
             raise ValueError(f"level='interval' needs numeric ratings, got values {cats[:5]!r}") from exc
-    value_counts = np.zeros((len(units), len(cats)))
-    for row, unit in enumerate(units):
-        np.add.at(value_counts[row], _codes(unit, cats), 1.0)
+    value_counts = np.array([np.bincount(_codes(u, cats), minlength=len(cats)) for u in units], dtype=float)
     import krippendorff
 
     return float(

@@ -95,11 +95,9 @@ def read_personas(
     """The personas of the release folder ``root`` and how the two layouts compare.
 
     ``layout``: ``"auto"`` (the per-persona files when present), ``"files"`` or ``"lines"``; ``id_rule``:
-    ``"auto"``, ``"field"`` or ``"line"``, how ``all_personas.jsonl`` records get ids.
-
-    Returns:
-        ``(personas, id rule used, layout used, layouts found, disagreements)``: ``persona_key, file, line,
-        name, persona, record`` and ``persona_key, problem, file, line``.
+    ``"auto"``, ``"field"`` or ``"line"``, how ``all_personas.jsonl`` records get ids. Returns ``(personas, id
+    rule used, layout used, layouts found, disagreements)``: ``persona_key, file, line, name, persona,
+    record`` and ``persona_key, problem, file, line``.
     """
     files = sorted(
         (p for p in (root / "persona").glob("*.json") if p.stem.isdigit()), key=lambda p: int(p.stem)
@@ -107,7 +105,7 @@ def read_personas(
     found = [name for name, there in (("files", files), ("lines", (root / LINES_FILE).is_file())) if there]
     if not found:
         raise FileNotFoundError(f"{root}: no personas: neither persona/<N>.json files nor {LINES_FILE} found")
-    use = ("files" if "files" in found else "lines") if layout == "auto" else layout
+    use = found[0] if layout == "auto" else layout  # auto: the per-persona files when present
     if use not in found:
         want = "persona/<N>.json files" if use == "files" else LINES_FILE
         raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
@@ -261,10 +259,6 @@ def load_personafeedback(
         logger.warning(msg, len(unjoined), len(pairs), rule, ids)
     if len(unused):
         logger.warning("%d of %d personas are used by no row", len(unused), len(personas))
-    if not sets and not tiers and len(pairs) != PAPER_TOTAL:
-        logger.info("%d PersonaFeedback rows; the paper reports %d cases", len(pairs), PAPER_TOTAL)
-    msg = "loaded %d pairs from %d files, %d personas (%s layout)"
-    logger.info(msg, len(pairs), len(files), len(personas), use)
     groups = [*pairs.groupby(["set", "tier"], sort=False), (("all", "all"), pairs)]
     counts = [(*k, len(part), int(part["persona"].notna().sum())) for k, part in groups]
     counts = pd.DataFrame(counts, columns=["set", "tier", "n_rows", "n_joined"])
@@ -331,9 +325,6 @@ def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = Fa
     and ``"chosen_B"``. Returns the ``set, tier, user_id, pair_id`` present, ``order, chosen_position,
     messages``.
     """
-    missing = {"pair_id", "persona", "question", "chosen", "rejected"} - set(pairs.columns)
-    if missing:
-        raise ValueError(f"pairs: missing columns {sorted(missing)}")
     usable = pairs[pairs["persona"].notna()]
     if len(usable) < len(pairs):
         logger.warning("skipping %d pairs without a persona", len(pairs) - len(usable))
@@ -344,8 +335,8 @@ def judge_requests(pairs: pd.DataFrame, *, seed: int = 0, both_orders: bool = Fa
         orders = [("chosen_A", "A"), ("chosen_B", "B")] if both_orders else [("random", "A" if coin else "B")]
         for order, pos in orders:
             a, b = (rec["chosen"], rec["rejected"]) if pos == "A" else (rec["rejected"], rec["chosen"])
-            rows.append([*(rec[c] for c in carried), order, pos])
-            rows[-1].append(build_judge_messages(rec["persona"], rec["question"], a, b))
+            messages = build_judge_messages(rec["persona"], rec["question"], a, b)
+            rows.append([*(rec[c] for c in carried), order, pos, messages])
     return pd.DataFrame(rows, columns=[*carried, "order", "chosen_position", "messages"])
 
 
@@ -386,11 +377,9 @@ def judge_pairs(
     """Ask an LLM judge to pick the better-personalised response of each pair (see :func:`judge_requests`).
 
     ``config`` is a ``pv4kit.llm.config.LLMConfig`` and ``cache`` the LLM response cache; ``client`` goes to
-    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged.
-
-    Returns:
-        One row per request: its columns without ``messages``, ``reply, error, cached, parsed``
-        (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
+    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged. Returns one
+    row per request: its columns without ``messages``, ``reply, error, cached, parsed``
+    (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
@@ -483,10 +472,8 @@ def pv4_score(
     """PV4's scoring rule: a generation is right when nearer (cosine) ``chosen`` than ``rejected``.
 
     A tie, an empty generation or an ``error`` is wrong (``failed`` marks the latter two); ``embedder`` and
-    ``cache``: see :func:`pv4kit.related._common.encode`.
-
-    Returns:
-        ``set, tier, user_id, pair_id`` (present ones), ``sim_chosen, sim_rejected, margin, failed, correct``.
+    ``cache``: see :func:`pv4kit.related._common.encode`. Returns ``set, tier, user_id, pair_id`` (present
+    ones), ``sim_chosen, sim_rejected, margin, failed, correct``.
     """
     merged = pairs.merge(generations, on="pair_id", how="inner", validate="one_to_one")
     if "error" not in merged.columns:

@@ -36,36 +36,24 @@ def pv4_pairs(
     split, distractor_letter``.
     """
     check_choice(distractors, "distractors", ("one", "all"))
-    missing = {"user_id", "question_index", "question", "choices", "answer_letter"} - set(questions.columns)
-    if missing:
-        raise ValueError(f"questions: missing columns {sorted(missing)}")
     frame = questions if not splits else questions[questions["split"].isin(splits)]
     personas = {} if users is None else dict(zip(users["user_id"], users["persona"], strict=True))
     rng = np.random.default_rng(seed)
     rows = []
     for rec in frame.to_dict("records"):
+        user, index = rec["user_id"], rec["question_index"]
         choices, answer = list(rec["choices"]), LETTERS.index(rec["answer_letter"])
         options = [i for i, c in enumerate(choices) if i != answer and isinstance(c, str) and c.strip()]
         if not options:
-            logger.warning(
-                "user %s question %s has no non-empty distractor; skipped",
-                rec["user_id"],
-                rec["question_index"],
-            )
+            logger.warning("user %s question %s has no non-empty distractor; skipped", user, index)
             continue
-        persona = personas.get(rec["user_id"], pd.NA)
+        persona = personas.get(user, pd.NA)
         persona = persona if isinstance(persona, str) and persona.strip() else pd.NA
-        tier, user, q = (
-            "hard" if bool(rec.get("hard", False)) else "standard",
-            rec["user_id"],
-            int(rec["question_index"]),
-        )
+        tier = "hard" if rec.get("hard", False) else "standard"
+        question = ["pv4", tier, user, persona, rec["question"], choices[answer]]
         for i in [options[int(rng.integers(len(options)))]] if distractors == "one" else options:
-            pair_id = f"pv4/{user}/{rec['question_index']}/{LETTERS[i]}"
-            rows.append(
-                ["pv4", tier, user, persona, rec["question"], choices[answer], choices[i], pair_id, q]
-            )
-            rows[-1] += [q, rec.get("split"), LETTERS[i]]
+            pair = [choices[i], f"pv4/{user}/{index}/{LETTERS[i]}"]
+            rows.append([*question, *pair, int(index), int(index), rec.get("split"), LETTERS[i]])
     out = pd.DataFrame(rows, columns=_COLUMNS)
     out["persona"] = out["persona"].astype(object)
     return out

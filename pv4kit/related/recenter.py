@@ -10,9 +10,11 @@ vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised)
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 import os
-from collections.abc import Iterable, Iterator, Sequence
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,8 +24,10 @@ import pandas as pd
 
 from pv4kit._io import iter_jsonl
 from pv4kit._options import check_number
+from pv4kit.baselines.bm25 import bm25_scores
 from pv4kit.related._common import check_choice, encode, resolve_source
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
+from pv4kit.text import tokenize
 
 logger = logging.getLogger(__name__)
 
@@ -102,28 +106,26 @@ def _coverage(
 ) -> pd.DataFrame:
     """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
 
-    ``human`` and ``llm`` are the annotators' (``annotator`` column) and the LLMs' (``model``) rated pairs
-    with the ``(rater, item, attribute)`` of their missing labels. Returns ``kind, rater, n_pairs, n_rated,
-    n_unrated, n_missing_label, n_orphan`` (judgments that match no pair of the items).
+    ``human``/``llm``: the rated pairs (rater in ``annotator``/``model``) and the missing labels' ``(rater,
+    item, attribute)``. ``n_orphan`` counts judgments that match no pair of the items.
     """
     pairs = set(zip(items["item_index"], items["attribute"], strict=True))
     rows = []
     for kind, (frame, missing), who in (("human", human, "annotator"), ("llm", llm, "model")):
-        rated_any: set[tuple[Any, str]] = set()
-        raters = sorted(set(frame[who]) | {m[0] for m in missing})
+        rated = {r: set(zip(p["item_index"], p["attribute"], strict=True)) for r, p in frame.groupby(who)}
+        n_missing = Counter(m[0] for m in missing)
+        raters = sorted(set(rated) | set(n_missing))
         for rater in raters:
-            part = frame[frame[who] == rater]
-            keys = set(zip(part["item_index"], part["attribute"], strict=True))
-            rated_any |= keys & pairs
-            n_missing = sum(1 for m in missing if m[0] == rater)
-            rows.append(
-                [kind, rater, len(pairs), len(keys & pairs), len(pairs - keys), n_missing, len(keys - pairs)]
-            )
+            keys = rated.get(rater, set())
+            rows.append((kind, rater, len(keys & pairs), n_missing[rater], len(keys - pairs)))
         if raters:
-            orphans = sum(r[-1] for r in rows if r[0] == kind)
-            rows.append([kind, f"{kind} (any)", len(pairs), len(rated_any), len(pairs - rated_any)])
-            rows[-1] += [len(missing), orphans]
-    return pd.DataFrame(rows, columns="kind rater n_pairs n_rated n_unrated n_missing_label n_orphan".split())
+            rated_any = set().union(*rated.values()) & pairs
+            orphans = sum(len(keys - pairs) for keys in rated.values())
+            rows.append((kind, f"{kind} (any)", len(rated_any), len(missing), orphans))
+    out = pd.DataFrame(rows, columns=["kind", "rater", "n_rated", "n_missing_label", "n_orphan"])
+    out.insert(2, "n_pairs", len(pairs))
+    out.insert(4, "n_unrated", len(pairs) - out["n_rated"])
+    return out
 
 
 def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
@@ -157,9 +159,8 @@ class Stage1Data:
 def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl`` from the release folder or hub id.
 
-    Returns:
-        ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
-        ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
+    Returns ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
+    ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
     """
     folder = _stage_dir(source, "stage1")
     rows = []
@@ -322,11 +323,10 @@ def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
 def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
 
-    Returns:
-        ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth, coarse_filter``;
-        ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels left out);
-        ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed), ``raw_answer``;
-        ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
+    Returns ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
+    coarse_filter``; ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels
+    left out); ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed),
+    ``raw_answer``; ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
     """
     folder = _stage_dir(source, "stage2")
     rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
@@ -335,8 +335,8 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
             proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
         text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
         truth = attr.get("ground_truth") if isinstance(attr, dict) else None
-        rows.append([index, rec.get("prompt_index"), rec.get("prompt_text"), rec.get("user_id"), text, truth])
-        rows[-1].append(text in proposed[line])
+        fields = [rec.get(k) for k in ("prompt_index", "prompt_text", "user_id")]
+        rows.append([index, *fields, text, truth, text in proposed[line]])
     columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter"
     items = pd.DataFrame(rows, columns=columns.split())
     ann, missing = [], []
@@ -393,10 +393,7 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
     out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
     llm = out[out["kind"] == "llm"]
     if len(llm):
-        mean = [
-            ["llm", "llm (mean)", int(llm["n"].sum()), int(llm["n_yes"].sum()), float(llm["yes_rate"].mean())]
-        ]
-        out = pd.concat([out, pd.DataFrame(mean, columns=out.columns)], ignore_index=True)
+        out.loc[len(out)] = ["llm", "llm (mean)", llm["n"].sum(), llm["n_yes"].sum(), llm["yes_rate"].mean()]
     return out
 
 
@@ -425,22 +422,15 @@ def stage2_predictions(
     cache: Any = True,
     seed: int = 0,
     tune_fraction: float = 0.5,
-    methods: Iterable[str] = ("llm", "coarse_filter", "embedding", "bm25"),
 ) -> pd.DataFrame:
     """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
 
     Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
-    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An
-    LLM without a judgment for a pair predicts "not relevant", flagged ``missing``. ``methods``: any of
-    ``"llm"``, ``"coarse_filter"``, ``"embedding"``, ``"bm25"``.
-
-    Returns:
-        ``method, item_index, prompt_index, attribute, split, score, threshold, pred, human, missing``.
+    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An LLM
+    without a judgment for a pair predicts "not relevant", flagged ``missing``. Returns ``method, item_index,
+    prompt_index, attribute, split, score, threshold, pred, human, missing``.
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
-    methods = set(methods)
-    for method in methods:
-        check_choice(method, "methods", ("llm", "coarse_filter", "embedding", "bm25"))
     labels = stage2_labels(data)
     labels = labels[labels["human"].notna()].reset_index(drop=True)
     labels["human"] = labels["human"].astype(bool)
@@ -450,7 +440,7 @@ def stage2_predictions(
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
     frames = []
-    for model, part in data.judgments.groupby("model", sort=True) if "llm" in methods else []:
+    for model, part in data.judgments.groupby("model", sort=True):
         merged = base.merge(
             part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
         )
@@ -460,29 +450,22 @@ def stage2_predictions(
             merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
         )
     scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
-    if "coarse_filter" in methods and labels["coarse_filter"].any():
+    if labels["coarse_filter"].any():
         scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0
-    if "embedding" in methods:
-        texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
-        g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
-        scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
-    if "bm25" in methods:  # BM25 of each prompt over the attribute texts
-        from pv4kit.baselines.bm25 import bm25_scores
-        from pv4kit.text import tokenize
-
-        attrs = sorted(set(labels["attribute"]))
-        position, corpus = {a: i for i, a in enumerate(attrs)}, [tokenize(a) for a in attrs]
-        by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
-        pairs = zip(labels["prompt_text"], labels["attribute"], strict=True)
-        scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
+    texts = labels["prompt_text"].astype(str).tolist() + labels["attribute"].tolist()
+    g, a = np.split(encode(texts, embedder=embedder, cache=cache), 2)
+    scored["embedding"] = np.einsum("ij,ij->i", g, a).astype(float)
+    attrs = sorted(set(labels["attribute"]))  # BM25 of each prompt over the attribute texts
+    position, corpus = {a: i for i, a in enumerate(attrs)}, [tokenize(a) for a in attrs]
+    by_prompt = {p: bm25_scores(tokenize(p), corpus) for p in labels["prompt_text"].astype(str).unique()}
+    pairs = zip(labels["prompt_text"], labels["attribute"], strict=True)
+    scored["bm25"] = np.array([by_prompt[str(p)][position[a]] for p, a in pairs])
     tune = (base["split"] == "tune").to_numpy()
     for method, score in scored.items():
         fixed = method == "coarse_filter"
         threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
         pred = score > 0 if fixed else score >= threshold
         frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
-    if not frames:
-        return pd.DataFrame(columns=_PREDICTION_COLUMNS)
     return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
 
 
@@ -490,37 +473,37 @@ def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "
     """Precision, recall, F1 and accuracy per method against the human majority.
 
     ``subset``: ``"test"`` (held-out prompts), ``"tune"``, ``"all"``, or a list of them (rows in turn).
-
-    Returns:
-        ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
-        human_positive_rate, threshold``.
+    Returns ``method, subset, n, n_missing, tp, fp, fn, tn, precision, recall, f1, accuracy, positive_rate,
+    human_positive_rate, threshold``.
     """
     if not isinstance(subset, str):
         return pd.concat([stage2_metrics(predictions, subset=s) for s in subset], ignore_index=True)
     check_choice(subset, "subset", ("test", "tune", "all"))
     frame = predictions if subset == "all" else predictions[predictions["split"] == subset]
-    rows = []
-    for method, part in frame.groupby("method", sort=False):
-        p, h = part["pred"].astype(bool).to_numpy(), part["human"].astype(bool).to_numpy()
-        tp, fp, fn, tn = int((p & h).sum()), int((p & ~h).sum()), int((~p & h).sum()), int((~p & ~h).sum())
-        nan = float("nan")
-        rows.append([method, subset, len(part), int(part["missing"].sum()), tp, fp, fn, tn])
-        rows[-1] += [tp / (tp + fp) if tp + fp else nan, tp / (tp + fn) if tp + fn else nan]
-        rows[-1] += [2 * tp / (2 * tp + fp + fn) if 2 * tp + fp + fn else nan, (tp + tn) / len(part)]
-        rows[-1] += [float(p.mean()), float(h.mean()), part["threshold"].iloc[0]]
+    p, h = frame["pred"].astype(bool), frame["human"].astype(bool)
+    cells = frame.assign(tp=p & h, fp=p & ~h, fn=~p & h, tn=~p & ~h, positive_rate=p, human_positive_rate=h)
+    out = cells.groupby("method", sort=False).agg(
+        n=("pred", "size"),
+        n_missing=("missing", "sum"),
+        **{c: (c, "sum") for c in ("tp", "fp", "fn", "tn")},
+        **{c: (c, "mean") for c in ("positive_rate", "human_positive_rate")},
+        threshold=("threshold", "first"),
+    )
+    tp, fp, fn = out["tp"], out["fp"], out["fn"]
+    f1, accuracy = 2 * tp / (2 * tp + fp + fn), (tp + out["tn"]) / out["n"]
+    out = out.assign(subset=subset, precision=tp / (tp + fp), recall=tp / (tp + fn), f1=f1, accuracy=accuracy)
     columns = (
         "method subset n n_missing tp fp fn tn precision recall f1 accuracy positive_rate human_positive_rate"
     )
-    return pd.DataFrame(rows, columns=[*columns.split(), "threshold"])
+    return out.reset_index()[[*columns.split(), "threshold"]]
 
 
 def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     """Agreement on binary relevance between humans, LLMs and the human majority.
 
-    Returns:
-        ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
-        ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
-        value, n, agreement`` (raw agreement, Cohen rows only).
+    Returns ``group`` (``human-human``, ``llm-llm``, ``llm-human``, ``llm-majority``: Cohen's kappa per pair;
+    ``human (all)``, ``llm (all)``: Fleiss' kappa, Krippendorff's alpha), ``statistic, rater_a, rater_b,
+    value, n, agreement`` (raw agreement, Cohen rows only).
     """
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
     key = ["item_index", "attribute"]
@@ -532,9 +515,9 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     wide = wide.where(wide.notna(), None)
     h, m = list(humans.columns), list(llms.columns)
     groups = {
-        "human-human": [(a, b) for i, a in enumerate(h) for b in h[i + 1 :]],
-        "llm-llm": [(a, b) for i, a in enumerate(m) for b in m[i + 1 :]],
-        "llm-human": [(a, b) for a in m for b in h],
+        "human-human": list(itertools.combinations(h, 2)),
+        "llm-llm": list(itertools.combinations(m, 2)),
+        "llm-human": list(itertools.product(m, h)),
         "llm-majority": [(a, "majority") for a in m],
     }
     cohen = [pairwise_cohen(wide, pairs=pairs).assign(group=g) for g, pairs in groups.items() if pairs]
@@ -572,6 +555,10 @@ _S3_ITEM = (
 )
 _S3_RATING = "{index | item_index | sample_index, ratings: {attribute: 1-5 | null}, display_assignment}"
 _S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
+_S3_ITEM_COLUMNS = [
+    *("item_index", "prompt_id", "user_id", "model_tag", "prompt_text", "attribute", "is_relevant"),
+    *("response_no_context", "response_personalized"),
+]
 _GEN_COLUMNS = (
     "condition model_tag model_name prompt_id user_id prompt_text response item_index matches_item file line"
 )
@@ -680,36 +667,30 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
             item, no_context, personal = lookup.get((rec["prompt_id"], tag), (pd.NA, None, None))
             expected = {"no_context": no_context, "gt_attributes": personal}.get(condition)
             matches = pd.NA if expected is None else rec["response"] == expected
-            rows.append([condition, tag, name, rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text")])
-            rows[-1] += [rec["response"], item, matches, path.name, line]
+            fields = [rec["prompt_id"], rec.get("user_id"), rec.get("prompt_text"), rec["response"]]
+            rows.append([condition, tag, name, *fields, item, matches, path.name, line])
     out = pd.DataFrame(rows, columns=_GEN_COLUMNS.split())
     if len(out) and keyed.empty:
         logger.warning("%s: no item has a prompt_id; %d generations join no item", items_path, len(out))
-    elif len(out):
-        n_files, n_joined = out["file"].nunique(), int(out["item_index"].notna().sum())
-        logger.info("%d generations in %d files, %d joined to an item", len(out), n_files, n_joined)
     return out.astype({"item_index": "Int64", "matches_item": "boolean"})
 
 
 def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
     """Load ``stage3/items.jsonl``, annotations, LLM judgments and ``generations/<condition>_<model>.jsonl``.
 
-    Returns:
-        ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
-        personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
-        ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
+    Returns ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
+    personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
+    ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
     """
     folder = _stage_dir(source, "stage3")
     rows = []
     for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S3_ITEM):
         text = _attr_text(attr, path, line, f"attributes[{j}]")
-        rows.append(
-            [index, *(rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")), text]
-        )
-        rows[-1] += [attr.get("is_relevant") if isinstance(attr, dict) else None]
-        rows[-1] += [rec.get("response_no_context"), rec.get("response_personalized")]
-    columns = "item_index prompt_id user_id model_tag prompt_text attribute is_relevant"
-    items = pd.DataFrame(rows, columns=[*columns.split(), "response_no_context", "response_personalized"])
+        relevant = attr.get("is_relevant") if isinstance(attr, dict) else None
+        fields = [rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")]
+        responses = [rec.get("response_no_context"), rec.get("response_personalized")]
+        rows.append([index, *fields, text, relevant, *responses])
+    items = pd.DataFrame(rows, columns=_S3_ITEM_COLUMNS)
     annotations, ann_missing = _ratings_frame(folder / "annotations", "annotator")
     judgments, jud_missing = _ratings_frame(folder / "llm_judgments", "model")
     coverage = _coverage(items, (annotations, ann_missing), (judgments, jud_missing))

@@ -108,11 +108,9 @@ def reward_model_baseline(
     """Train the head on a seeded split and score every pair, with an untrained ``cosine`` floor.
 
     ``test_fraction`` of each ``set x tier`` is held out (``seed``); pairs without a persona are dropped;
-    ``embedder``, ``cache``: see :func:`pv4kit.related._common.encode`; ``l2``: the head's penalty.
-
-    Returns:
-        ``(predictions, accuracy, head)``: per pair and method ``split, reward_chosen, reward_rejected,
-        margin, correct``; the test split's accuracy per method x set x tier.
+    ``embedder``, ``cache``: see :func:`pv4kit.related._common.encode`; ``l2``: the head's penalty. Returns
+    ``(predictions, accuracy, head)``: per pair and method ``split, reward_chosen, reward_rejected, margin,
+    correct``; the test split's accuracy per method x set x tier.
     """
     usable = pairs[pairs["persona"].notna()].reset_index(drop=True)
     if usable.empty:
