@@ -174,16 +174,24 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
         raise FileFormatError(path, line, "unreadable", f"not a readable CSV ({detail})") from None
 
 
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where it cannot."""
+def libc_function(name: str) -> Any:
+    """The C library's function ``name`` on Linux (``use_errno``), or ``None`` where there is none."""
     import ctypes
     import sys
 
     if not sys.platform.startswith("linux"):
-        return False
+        return None
     try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
+        return None
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where it cannot."""
+    import ctypes
+
+    if (renameat2 := libc_function("renameat2")) is None:
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     at_fdcwd, rename_exchange = -100, 2

@@ -18,7 +18,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -77,13 +76,9 @@ def smollm2_dir() -> Path:
 
 def _die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        import ctypes
+    from pv4kit._io import libc_function
 
-        prctl = ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):
+    if (prctl := libc_function("prctl")) is None:
         return None
     parent = os.getpid()
 

@@ -100,13 +100,12 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
         tidy = tidy_metrics(m, run=name)
         acc = tidy[tidy["metric"] == "accuracy"].set_index("subset")
         hard = acc.loc["hard"] if "hard" in acc.index else None
+        hard_text = "n/a" if hard is None or pd.isna(hard["value"]) else _interval(hard)
         rows.append(
             {
                 "method": name,
                 "accuracy [95% CI]": _interval(acc.loc["all"]),
-                "accuracy_hard [95% CI]": "n/a"
-                if hard is None or pd.isna(hard["value"])
-                else _interval(hard),
+                "accuracy_hard [95% CI]": hard_text,
                 "n": int(acc.loc["all", "n"]),
                 "n_hard": None if hard is None else int(hard["n"]),
             }
@@ -339,13 +338,10 @@ def run_demo(
         with _stage(timings, "score (vLLM embeddings)"):
             compared = _score_through_endpoint(runs_dir, dataset, progress)
     with _stage(timings, "hard"):
-        no_docs, rag1, existing = (
-            runs_dir / "demo_no_docs",
-            runs_dir / "demo_rag_top1",
-            raw / "hard_subset.csv",
-        )
+        no_docs, rag1 = runs_dir / "demo_no_docs", runs_dir / "demo_rag_top1"
         subset = derive_hard_subset(no_docs, rag1, rule="any")
         write_subset(subset, runs_dir / "demo_hard_subset.csv")
+        existing = raw / "hard_subset.csv"
         report = hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
     metrics["mcq_no_docs"], text, calls["mcq_no_docs"] = _validity_stage(
         dataset, embedder, timings, runs_dir, settings
@@ -357,9 +353,8 @@ def run_demo(
         with _stage(timings, "notebooks"):
             params = {"data": str(data_dir.resolve()), "runs": str(runs_dir.resolve())}
             try:
-                logger.info(
-                    "notebooks: executed\n%s", execute_notebooks(params=params).to_string(index=False)
-                )
+                done = execute_notebooks(params=params)
+                logger.info("notebooks: executed\n%s", done.to_string(index=False))
             except Exception as exc:  # noqa: BLE001 - the results are logged already; report and go on
                 notebook_error = f"{type(exc).__name__}: {exc}"
                 logger.error("notebooks: %s", notebook_error)
