@@ -184,12 +184,7 @@ def _scored_metrics(run_dir: Path, embedder: str | None) -> dict[str, Any] | Non
 
 
 def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dict[str, Any]:
-    """Score ``demo_rag_top1`` again through vLLM's embeddings endpoint; how it compares with in-process.
-
-    Returns:
-        ``{"run", "n", "n_equal" (predicted letters equal), "max_abs_sim_diff", "accuracy",
-        "accuracy_in_process"}``.
-    """
+    """Score ``demo_rag_top1`` again through vLLM's embeddings endpoint; how it compares with in-process."""
     import shutil
 
     import numpy as np
@@ -227,14 +222,11 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dic
 def _validity_stage(
     dataset: Any, embedder: Any, timings: dict[str, float], runs_dir: Path, settings: dict[str, Any]
 ) -> tuple[dict[str, Any], str, dict[str, int]]:
-    """A multiple-choice ``no_docs`` run, and the scorer-validity report of ``demo_no_docs``.
+    """The multiple-choice ``demo_mcq_no_docs`` run and ``demo_no_docs``'s scorer-validity report.
 
-    The local model answers as multiple choice (``runs/demo_mcq_no_docs``, scored by the letter) and judges
-    which candidate each ``demo_no_docs`` answer expresses; the run is also rescored with a second embedder
-    and in float32. The tiny model shows the machinery, not a result.
-
-    Returns:
-        The multiple-choice run's metrics, the validity report's text, its LLM requests.
+    The local model answers as multiple choice and judges which candidate each ``demo_no_docs`` answer
+    expresses (the tiny model shows the machinery, not a result). Returns the multiple-choice run's metrics,
+    the report's text and the run's LLM requests.
     """
     from pv4kit.embeddings.models import get_embedder
     from pv4kit.llm.local import local_llm_config, resolve_endpoint
@@ -286,17 +278,11 @@ def run_demo(
 ) -> dict[str, Any]:
     """Run the demo pipeline; its results table and timings (:func:`demo_report` formats them).
 
-    Args:
-        raw: The raw tree (``users/``, ``personas/``, ``hard_subset.csv``); ``data/`` is built from it.
-        data: Where the parquet dataset is built.
-        runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
-        split: The split to answer (``test``: the sample's two evaluation users).
-        cache: The LLM response cache (default: :func:`~pv4kit._io.default_llm_cache`).
-        max_new_tokens: Output cap per answer (32 keeps the demo to minutes; the reference uses 256).
-        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
-        limit: Only the first N questions (smoke tests).
-        notebooks: Execute the notebooks afterwards.
-        progress: Progress bars.
+    ``data`` is built from the ``raw`` tree (``users/``, ``personas/``, ``hard_subset.csv``) when stale; the
+    ``demo_*`` runs and ``demo_hard_subset.csv`` go to ``runs_dir``; ``cache`` defaults to
+    :func:`~pv4kit._io.default_llm_cache`. ``max_new_tokens`` caps each answer (32 keeps the demo to minutes;
+    the reference uses 256), ``limit`` keeps the first N questions, ``endpoint_scoring`` scores one run again
+    through vLLM's embeddings endpoint and compares.
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
