@@ -60,19 +60,18 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` atomically (``\\n`` line endings are kept as given)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=encoding, newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically as UTF-8 (``\\n`` line endings are kept as given)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(path)
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically."""
-    return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False, default=str) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 @contextlib.contextmanager
@@ -326,18 +325,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def git_commit(path: str | os.PathLike[str] | None = None) -> str | None:
-    """The current git commit of the pv4kit checkout (or of ``path``), or ``None`` outside git."""
-    cwd = Path(path) if path else Path(__file__).resolve().parent
+def git_commit() -> str | None:
+    """The current git commit of the pv4kit checkout, or ``None`` outside git."""
+    cwd = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
