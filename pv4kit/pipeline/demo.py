@@ -12,15 +12,36 @@ import contextlib
 import dataclasses
 import logging
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
 from pv4kit._io import default_llm_cache
-from pv4kit.scoring.runs import tidy_metrics
+from pv4kit.analysis.notebooks import execute_notebooks
+from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
+from pv4kit.baselines.run import answer
+from pv4kit.dataset.load import load
+from pv4kit.dataset.questions import write_qa_tables
+from pv4kit.dataset.splits import build_dataset
+from pv4kit.dataset.tree import list_users
+from pv4kit.embeddings.models import get_embedder
+from pv4kit.llm.local import (
+    LOCAL_EMBED_MODEL_ID,
+    LOCAL_MODEL_ID,
+    local_embed_server,
+    local_llm_config,
+    resolve_endpoint,
+    smollm2_dir,
+    vllm_python,
+)
+from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, read_run_config, tidy_metrics
+from pv4kit.scoring.score import score_run
+from pv4kit.scoring.validity import read_validity, summary_text, validity
 
 logger = logging.getLogger(__name__)
 
@@ -56,10 +77,6 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
     Only when ``data/`` is missing or older than a file under ``raw/users``, ``raw/personas`` or the hard
     subset; ``qa.csv`` files are written where missing and rewritten where a ``qa/*.txt`` is newer.
     """
-    from pv4kit.dataset.questions import write_qa_tables
-    from pv4kit.dataset.splits import build_dataset
-    from pv4kit.dataset.tree import list_users
-
     raw, data = Path(raw), Path(data)
     users_dir = raw / "users"
     if not users_dir.is_dir():
@@ -115,9 +132,6 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
 
 def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], method: str, top_k: int | None) -> bool:
     """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with ``settings``."""
-    from pv4kit.llm.local import LOCAL_MODEL_ID
-    from pv4kit.scoring.runs import read_run_config
-
     config = read_run_config(run_dir)
     want = {
         **{k: settings[k] for k in ("split", "limit", "max_new_tokens")},
@@ -134,8 +148,6 @@ def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], method: str
 
 def _answer(timings: dict[str, float], name: str, dataset: Any, **kwargs: Any) -> dict[str, int]:
     """Answer one run as stage ``answer <name>``; its LLM requests."""
-    from pv4kit.baselines.run import answer
-
     with _stage(timings, f"answer {name}"):
         run = answer(dataset, **kwargs)
     return {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
@@ -148,8 +160,6 @@ def _answer_runs(
 
     Runs already complete with the same ``settings`` and data are kept (no server starts when all are).
     """
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
-
     calls = {
         name: dict(_KEPT)
         for name, spec in DEMO_RUNS.items()
@@ -174,8 +184,6 @@ def _answer_runs(
 
 def _scored_metrics(run_dir: Path, embedder: str | None) -> dict[str, Any] | None:
     """The run's ``metrics.json`` when it scores its current generations with ``embedder``, else ``None``."""
-    from pv4kit.scoring.runs import read_metrics
-
     try:
         metrics = read_metrics(run_dir)
     except (OSError, ValueError):
@@ -185,15 +193,6 @@ def _scored_metrics(run_dir: Path, embedder: str | None) -> dict[str, Any] | Non
 
 def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dict[str, Any]:
     """Score ``demo_rag_top1`` again through vLLM's embeddings endpoint; how it compares with in-process."""
-    import shutil
-
-    import numpy as np
-
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.local import LOCAL_EMBED_MODEL_ID, local_embed_server
-    from pv4kit.scoring.runs import read_metrics, read_predictions
-    from pv4kit.scoring.score import score_run
-
     src, dst = runs_dir / "demo_rag_top1", runs_dir / "demo_rag_top1_vllm_embed"
     gens = "generations.parquet"
     same = (dst / gens).is_file() and (dst / gens).read_bytes() == (src / gens).read_bytes()
@@ -228,12 +227,6 @@ def _validity_stage(
     expresses (the tiny model shows the machinery, not a result). Returns the multiple-choice run's metrics,
     the report's text and the run's LLM requests.
     """
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
-    from pv4kit.scoring.runs import VALIDITY_DIR, read_run_config
-    from pv4kit.scoring.score import score_run
-    from pv4kit.scoring.validity import read_validity, summary_text, validity
-
     mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
     progress = settings["progress"]
     done = _finished(mcq_dir, dataset, settings, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
@@ -246,14 +239,11 @@ def _validity_stage(
             timings, "mcq_no_docs", dataset, method="no_docs", mcq=True, llm=llm, run_dir=mcq_dir, **settings
         )
         with _stage(timings, "validity"):
-            # the second embedder: MiniLM with an instruction (the only other one the offline sample has)
-            against = get_embedder(
-                "minilm", device="cpu", instruction="Represent the meaning of this answer: "
-            )
-            judge = dataclasses.replace(llm, max_output_tokens=8)
+            instruction = "Represent the meaning of this answer: "  # the sample's only other embedder
+            against = get_embedder("minilm", device="cpu", instruction=instruction)
             report = validity(
                 report_dir,
-                judges=[judge],
+                judges=[dataclasses.replace(llm, max_output_tokens=8)],
                 against=[against],
                 embedder=embedder,
                 llm_cache=settings["cache"],
@@ -293,13 +283,6 @@ def run_demo(
     Raises:
         FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).
     """
-    from pv4kit.analysis.notebooks import execute_notebooks
-    from pv4kit.baselines.hard import derive_hard_subset, hard_report, write_subset
-    from pv4kit.dataset.load import load
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.local import smollm2_dir, vllm_python
-    from pv4kit.scoring.score import score_run
-
     vllm_python(), smollm2_dir()  # the local engine is set up (else one message naming `make vllm`)
     timings: dict[str, float] = {}
     raw, data_dir, runs_dir = Path(raw), Path(data), Path(runs_dir)
