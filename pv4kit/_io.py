@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import functools
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import sqlite3
 import stat
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -150,8 +155,6 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
     Raises:
         FileFormatError: When the file is not UTF-8, is a directory, is empty or does not parse as CSV.
     """
-    import re
-
     import pandas as pd
 
     path = Path(path)
@@ -175,9 +178,6 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
 
 def libc_function(name: str) -> Any:
     """The C library's function ``name`` on Linux (``use_errno``), or ``None`` where there is none."""
-    import ctypes
-    import sys
-
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -188,8 +188,6 @@ def libc_function(name: str) -> Any:
 
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where it cannot."""
-    import ctypes
-
     if (renameat2 := libc_function("renameat2")) is None:
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
@@ -356,9 +354,6 @@ def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check
 
     Switching a new file to WAL needs exclusive access ("database is locked"): retried until ``timeout``.
     """
-    import sqlite3
-    import time
-
     con = sqlite3.connect(path, timeout=timeout, check_same_thread=check_same_thread, isolation_level=None)
     deadline = time.monotonic() + timeout
     delay = 0.01
