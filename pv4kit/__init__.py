@@ -1,9 +1,8 @@
 """pv4kit: a notebook-first toolkit for the PersonalizationV4 (PV4) personalization benchmark.
 
-The public functions are imported here from the modules that define them, so ``pv4kit.load`` and the
-others go to their definitions in an editor. ``import pv4kit`` is cheap: it loads pandas, numpy and
-pyarrow; torch, sentence-transformers, plotly, umap and openai load inside the functions that use them.
-The related benchmarks live in :mod:`pv4kit.related` (not imported here).
+The public functions, imported plainly from their modules. ``import pv4kit`` loads pandas, numpy and pyarrow;
+torch, sentence-transformers, plotly, umap and openai load inside the functions that use them;
+:mod:`pv4kit.related` is not imported here.
 """
 
 __version__ = "0.1.0"

@@ -71,7 +71,7 @@ def _newest_mtime(paths: list[Path]) -> float:
     return max((p.stat().st_mtime for p in paths if p.is_file()), default=0.0)
 
 
-def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, force: bool = False) -> bool:
+def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bool:
     """Build ``data/`` from ``raw/`` (steps 5 and 6); whether it was built.
 
     Only when ``data/`` is missing or older than a file under ``raw/users``, ``raw/personas`` or the hard
@@ -84,7 +84,7 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str], *, fo
     manifest = data / "manifest.json"
     sources = [*users_dir.rglob("*"), raw / "hard_subset.csv", *(raw / "personas").glob("*")]
     fresh = manifest.is_file() and (data / "test.parquet").is_file()
-    if not force and fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
+    if fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
         logger.info("data: %s is up to date with %s", data, raw)
         return False
     stale_qa = []
