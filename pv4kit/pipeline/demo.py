@@ -356,13 +356,11 @@ def demo_report(out: dict[str, Any]) -> str:
             f"equal to in-process MiniLM's (max |sim difference| {e['max_abs_sim_diff']:.1e}; accuracy "
             f"{100 * e['accuracy']:.1f} vs {100 * e['accuracy_in_process']:.1f})"
         )
-    return "\n".join(
-        [
-            *lines,
-            f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
-            out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
-            *([f"\n{out['validity']}"] if out.get("validity") else []),
-            "\nTimings (s):",
-            out["timings"].to_string(index=False),
-        ]
-    )
+    lines += [
+        f"\nHard subset (rule any) -> {out['hard_subset']}: {out['n_hard']} questions",
+        out["hard"].to_string(index=False, float_format=lambda v: f"{v:.3f}"),
+        *([f"\n{out['validity']}"] if out.get("validity") else []),
+        "\nTimings (s):",
+        out["timings"].to_string(index=False),
+    ]
+    return "\n".join(lines)
