@@ -1,21 +1,23 @@
-"""Files: atomic writes and folder swaps, reading that names file and line, hashes, provenance, SQLite.
-
-Every file pv4kit writes goes through these, so an interrupted step never leaves a half-written file.
-"""
+"""Files: atomic writes and folder swaps, reading that names file and line, hashes, provenance, SQLite."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import functools
 import hashlib
 import json
 import logging
 import os
+import re
 import shutil
+import sqlite3
 import stat
 import subprocess
+import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,10 +28,7 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically.
-
-    On any exception the temporary file is removed and ``path`` is left untouched.
-    """
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically, else it goes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -48,17 +47,14 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         raise
 
 
-#: write errors reported without the file: full disk or quota, read-only or failing file system, too large
-_WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG})
-
-
 def _naming(exc: OSError, path: Path) -> OSError:
     """``exc`` of a write to ``path`` that names no file, as one that names ``path`` and says what is left."""
-    if exc.errno not in _WRITE_ERRNOS or str(path) in str(exc):
+    # full disk or quota, read-only or failing file system, too large: reported without the file
+    unnamed = (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EIO, errno.EFBIG)
+    if exc.errno not in unnamed or str(path) in str(exc):
         return exc
-    return OSError(
-        exc.errno, f"{path}: {os.strerror(exc.errno)} while writing it; it was left as it was ({exc})"
-    )
+    reason = f"{os.strerror(exc.errno)} while writing it; it was left as it was ({exc})"
+    return OSError(exc.errno, f"{path}: {reason}")
 
 
 @functools.cache
@@ -69,27 +65,23 @@ def _umask() -> int:
     return mask
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str, *, encoding: str = "utf-8") -> Path:
-    """Write ``text`` to ``path`` atomically (``\\n`` line endings are kept as given)."""
-    with atomic_path(path) as tmp:
-        with open(tmp, "w", encoding=encoding, newline="") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
+    """Write ``text`` to ``path`` atomically as UTF-8 (``\\n`` line endings are kept as given)."""
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+        fh.write(text)
+        fh.flush()
+        os.fsync(fh.fileno())
     return Path(path)
 
 
-def atomic_write_json(path: str | os.PathLike[str], obj: Any, *, indent: int = 2) -> Path:
+def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically."""
-    return atomic_write_text(path, json.dumps(obj, indent=indent, sort_keys=False, default=str) + "\n")
+    return atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
 
 
 @contextlib.contextmanager
 def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary directory; on success its files replace theirs in ``path`` one by one.
-
-    Other files in ``path`` are kept; on failure nothing in ``path`` changes.
-    """
+    """Yield a temporary directory; on success its files replace theirs in ``path`` (others are kept)."""
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path))
@@ -107,8 +99,7 @@ def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
 class FileFormatError(ValueError):
     """A file that cannot be read as what it should be; the message starts with ``file:line:``.
 
-    Attributes: ``path``, ``line`` (1-based, or ``None``), ``code`` (``not_utf8``, ``binary``,
-    ``not_a_file``, ``unreadable``) and ``reason`` (the message without the location).
+    ``code`` is ``not_utf8``, ``binary``, ``not_a_file`` or ``unreadable``; ``line`` is 1-based or ``None``.
     """
 
     def __init__(self, path: str | os.PathLike[str], line: int | None, code: str, reason: str) -> None:
@@ -144,7 +135,6 @@ def read_text(path: str | os.PathLike[str]) -> str:
 
     Raises:
         FileFormatError: Not UTF-8, a NUL byte (a binary file) or a directory, naming file and line.
-        FileNotFoundError: When it does not exist.
     """
     path = Path(path)
     if path.is_dir():
@@ -165,8 +155,6 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
     Raises:
         FileFormatError: When the file is not UTF-8, is a directory, is empty or does not parse as CSV.
     """
-    import re
-
     import pandas as pd
 
     path = Path(path)
@@ -188,16 +176,19 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
         raise FileFormatError(path, line, "unreadable", f"not a readable CSV ({detail})") from None
 
 
+def libc_function(name: str) -> Any:
+    """The C library's function ``name`` on Linux (``use_errno``), or ``None`` where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return getattr(ctypes.CDLL(None, use_errno=True), name)
+    except (OSError, AttributeError):
+        return None
+
+
 def _exchange(a: Path, b: Path) -> bool:
     """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); ``False`` where it cannot."""
-    import ctypes
-    import sys
-
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
+    if (renameat2 := libc_function("renameat2")) is None:
         return False
     renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
     at_fdcwd, rename_exchange = -100, 2
@@ -225,10 +216,8 @@ def _pid_alive(pid: int) -> bool:
 def recover_directory(path: str | os.PathLike[str]) -> None:
     """Finish or undo a :func:`replace_directory` swap that was killed, and remove its leftovers.
 
-    A complete new output left beside a missing ``path`` is moved in; one left beside a whole ``path``
-    is removed (the swap had not begun, or had exchanged them already); an old copy set aside is put
-    back when ``path`` is missing and removed otherwise. Unfinished temporary folders of processes no
-    longer running are removed, and so are those an older pv4kit left inside ``path``.
+    A complete new output or an old copy set aside is moved back in when ``path`` is missing, and removed
+    otherwise; temporary folders of processes no longer running are removed.
     """
     path = Path(path)
     ready, aside = _swap_names(path)
@@ -277,13 +266,10 @@ def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
 def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = ()) -> Iterator[Path]:
     """Yield an empty temporary directory; on success it replaces ``path`` as a whole.
 
-    At every instant ``path`` holds the whole old output or the whole new one: the new folder is built
-    beside ``path``, entries of the old one it does not write are carried over (hard links; not those in
-    ``drop``), then the two are exchanged in one atomic step. Where that is not possible (not Linux, or a
-    file system without ``RENAME_EXCHANGE``) the old folder is set aside and the new one renamed in: a kill
-    between the two renames leaves ``path`` missing until the next call (or :func:`recover_directory`).
-    A swap killed at any step is finished or undone by the next call; on an exception in the ``with`` body
-    nothing in ``path`` changes.
+    The new folder is built beside ``path``, gets the old one's entries it does not write (hard links; not
+    those in ``drop``), and the two are exchanged atomically (Linux ``RENAME_EXCHANGE``; elsewhere two
+    renames, so a kill between them leaves ``path`` missing until the next call). A killed swap is finished
+    or undone by the next call; on an exception in the ``with`` body nothing in ``path`` changes.
 
     Raises:
         NotADirectoryError: When ``path`` is an existing file.
@@ -337,18 +323,15 @@ def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def sha256_file(path: str | os.PathLike[str], *, chunk: int = 1 << 20) -> str:
+def sha256_file(path: str | os.PathLike[str]) -> str:
     """Hex SHA-256 of a file's bytes."""
-    digest = hashlib.sha256()
     with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
+        return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-def git_commit(path: str | os.PathLike[str] | None = None) -> str | None:
-    """The current git commit of the pv4kit checkout (or of ``path``), or ``None`` outside git."""
-    cwd = Path(path) if path else Path(__file__).resolve().parent
+def git_commit() -> str | None:
+    """The current git commit of the pv4kit checkout, or ``None`` outside git."""
+    cwd = Path(__file__).resolve().parent
     try:
         out = subprocess.run(
             ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
@@ -369,12 +352,8 @@ def provenance(**extra: Any) -> dict[str, Any]:
 def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check_same_thread: bool = True):  # noqa: ANN201
     """Open a SQLite database in WAL mode (autocommit), safe when threads or processes open it at once.
 
-    Switching a new file to WAL needs exclusive access and fails at once with "database is locked" when
-    another connection holds it; the switch is retried until ``timeout``.
+    Switching a new file to WAL needs exclusive access ("database is locked"): retried until ``timeout``.
     """
-    import sqlite3
-    import time
-
     con = sqlite3.connect(path, timeout=timeout, check_same_thread=check_same_thread, isolation_level=None)
     deadline = time.monotonic() + timeout
     delay = 0.01

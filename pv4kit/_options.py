@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import numbers
 import operator
-from typing import Any, TypeVar
+from typing import Any
 
-T = TypeVar("T")
 _COMPARE = {">=": operator.ge, ">": operator.gt, "<=": operator.le, "<": operator.lt}
 
 

@@ -30,23 +30,15 @@ def tokenize(
     stopwords: Iterable[str] | None = STOPWORDS,
     min_length: int = 1,
 ) -> list[str]:
-    """Split ``text`` into word tokens (letters and digits; an inner apostrophe is kept).
+    """Split ``text`` into word tokens (letters and digits; an inner apostrophe is kept), in order.
 
-    Args:
-        text: The text to split; ``None`` or NaN gives an empty list.
-        lowercase: Lower-case the tokens (recommended for BM25).
-        stopwords: Tokens to drop, compared after lower-casing; ``None`` keeps every token.
-        min_length: Drop tokens shorter than this many characters.
-
-    Returns:
-        The tokens in order of appearance.
+    ``None`` or NaN gives an empty list; ``stopwords`` are compared after lower-casing (``None``: keep all),
+    and tokens shorter than ``min_length`` characters are dropped.
     """
     if text is None or (isinstance(text, float) and math.isnan(text)):
         return []
-    tokens = _TOKEN.findall(str(text))
-    if lowercase:
-        tokens = [t.lower() for t in tokens]
-    stop = frozenset(stopwords) if stopwords is not None else frozenset()
+    stop = frozenset(stopwords or ())
+    tokens = (t.lower() if lowercase else t for t in _TOKEN.findall(str(text)))
     return [t for t in tokens if len(t) >= min_length and t.lower() not in stop]
 
 
@@ -67,16 +59,11 @@ LIST_MARKER = re.compile(r"^\s*(?:\d{1,3}\s*[.)](?!\d)|[-*\u2022](?=\s|$))\s*")
 def list_items(text: str, *, loose: bool = False, marked_only: bool = False) -> list[str]:
     """The items of a numbered (or bulleted) list reply: pv4kit's one list reading.
 
-    By default the reference's rule (``parse_numbered_list`` in its ``generate.py``): the text is stripped
-    and split on ``\\n``, blank lines are dropped, each line is stripped and one leading ``digits.`` with
-    the spaces after it is removed; an item that was only a number stays, empty.
-
-    Args:
-        text: The model's reply.
-        loose: pv4kit's reading instead: a :data:`LIST_MARKER` (``1.``, ``1)``, ``1 .``, ``-``, ``*``,
-            ``•``) is removed from each line, and items left empty are dropped.
-        marked_only: With ``loose``, keep only the lines that carry a marker (a heading or a sentence
-            around the list is not an item).
+    By default the reference's rule (``parse_numbered_list`` in its ``generate.py``): split the stripped text
+    on ``\\n``, drop blank lines, strip each and remove one leading ``digits.`` with the spaces after it (an
+    item that was only a number stays, empty). ``loose``: remove a :data:`LIST_MARKER` (``1.``, ``1)``,
+    ``1 .``, ``-``, ``*``, ``•``) instead and drop empty items; ``marked_only`` (with ``loose``): keep only
+    the lines that carry a marker (a heading or a sentence around the list is not an item).
     """
     if not loose:
         lines = [line.strip() for line in text.strip().split("\n")]
@@ -84,9 +71,6 @@ def list_items(text: str, *, loose: bool = False, marked_only: bool = False) -> 
     items = []
     for line in text.splitlines():
         marker = LIST_MARKER.match(line)
-        if marked_only and not marker:
-            continue
-        item = line[marker.end() :].strip() if marker else line.strip()
-        if item:
-            items.append(item)
-    return items
+        if marker or not marked_only:
+            items.append(line[marker.end() :].strip() if marker else line.strip())
+    return [item for item in items if item]

@@ -1,8 +1,6 @@
-"""The ``pv4kit`` console script: the command listing, and the way in to :func:`pv4kit.cli.main`.
+"""The ``pv4kit`` console script: the listing from :data:`COMMANDS`, any command via :func:`pv4kit.cli.main`.
 
-It lives outside the ``pv4kit`` package because importing any ``pv4kit.*`` module first runs
-``pv4kit/__init__``, which imports the public functions (pandas, numpy, pyarrow: half a second, seconds on a
-loaded machine). ``pv4kit`` and ``pv4kit --help`` are answered from :data:`COMMANDS` without it.
+It lives outside ``pv4kit``, whose ``__init__`` imports pandas, numpy and pyarrow (half a second or more).
 """
 
 from __future__ import annotations
@@ -10,8 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-#: every command: its group (``pv4kit.cli.<group>`` registers it) and its line in ``pv4kit --help``, in the
-#: listing's order; tests/test_package.py checks the listing equals the one the groups register
+#: command -> (group registering it, its help line), in listing order (a test checks the groups agree)
 COMMANDS: dict[str, tuple[str, str]] = {
     "validate": ("dataset", "check a raw tree and list every problem with file and line"),
     "qa-table": ("dataset", "step 5: parse qa/{i}.txt into qa.csv for every user"),
@@ -50,7 +47,7 @@ def top_parser(version: str) -> tuple[argparse.ArgumentParser, argparse._SubPars
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line and return its exit code; the listing alone imports nothing of pv4kit."""
+    """Run the command line and return its exit code; the listing imports nothing of pv4kit."""
     argv = sys.argv[1:] if argv is None else argv
     if argv not in ([], ["-h"], ["--help"]):
         from pv4kit.cli import main as run

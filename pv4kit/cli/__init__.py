@@ -1,9 +1,8 @@
 """The ``pv4kit`` command line: one subcommand per pipeline step.
 
-Each ``pv4kit.cli.<group>`` module defines ``register(subparsers)`` that adds its subcommands, each with
-``set_defaults(func=handler)``; the handler takes the parsed arguments and returns an exit code. A command
-registers only its own group (``pv4kit_cli.COMMANDS`` names it), and heavy imports stay inside the handlers,
-so ``pv4kit answer`` loads no other group's modules.
+Each ``pv4kit.cli.<group>`` module's ``register(subparsers)`` adds its subcommands with
+``set_defaults(func=handler)``, a handler returning the exit code. A command registers only its own group
+(``pv4kit_cli.COMMANDS``) and handlers import what they need, so ``pv4kit answer`` loads no other group.
 """
 
 from __future__ import annotations

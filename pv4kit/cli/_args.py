@@ -1,8 +1,4 @@
-"""Options and values the command groups share: numbers, user-id ranges, the LLM endpoint, embedders.
-
-Every numeric option takes a range-checked type (:func:`number`): a bad value is an argparse error naming
-the option (exit 2) before anything runs.
-"""
+"""Options the command groups share: range-checked numbers, user ids, the LLM endpoint, embedders."""
 
 from __future__ import annotations
 
@@ -124,15 +120,9 @@ def add_base_url(parser: argparse.ArgumentParser, *, help: str) -> None:
     parser.add_argument("--base-url", default=None, help=help)
 
 
-def add_protocol(
-    parser: argparse.ArgumentParser,
-    *,
-    default: str | None,
-    choices: tuple[str, ...] = ("chat", "responses"),
-    help: str | None = None,
-) -> None:
+def add_protocol(parser: argparse.ArgumentParser, *, default: str | None, help: str | None = None) -> None:
     """Add ``--protocol``: ``chat`` (Chat Completions) or ``responses`` (the OpenAI Responses API)."""
-    parser.add_argument("--protocol", choices=list(choices), default=default, help=help)
+    parser.add_argument("--protocol", choices=["chat", "responses"], default=default, help=help)
 
 
 def add_api_key_env(parser: argparse.ArgumentParser, *, help: str) -> None:
@@ -147,34 +137,26 @@ def add_split(parser: argparse.ArgumentParser, *, help: str | None = None) -> No
 
 def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
     """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
-    parser.add_argument(
-        "--embed-base-url",
-        default=None,
-        help="for openai:MODEL: the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs "
-        "shard the texts across servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]",
+    url_help = (
+        "the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs shard the texts across "
+        "servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]"
     )
-    parser.add_argument(
-        "--embed-api-key-env",
-        default="OPENAI_API_KEY",
-        help="for openai:MODEL: environment variable with the API key [OPENAI_API_KEY]",
-    )
-    parser.add_argument(
-        "--embed-timeout", type=positive_float, default=120.0, help="for openai:MODEL: seconds per request"
-    )
-    parser.add_argument(
-        "--embed-concurrency",
-        type=positive_int,
-        default=4,
-        help="for openai:MODEL: requests in flight per server [4]",
-    )
+    for flag, kind, default, text in (
+        ("--embed-base-url", None, None, url_help),
+        (
+            "--embed-api-key-env",
+            None,
+            "OPENAI_API_KEY",
+            "environment variable with the API key [OPENAI_API_KEY]",
+        ),
+        ("--embed-timeout", positive_float, 120.0, "seconds per request"),
+        ("--embed-concurrency", positive_int, 4, "requests in flight per server [4]"),
+    ):
+        parser.add_argument(flag, type=kind, default=default, help=f"for openai:MODEL: {text}")
 
 
 def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
-    """The endpoint keywords of ``get_embedder`` from :func:`add_embedder_endpoint`'s options.
-
-    Empty unless ``--embedder`` is ``openai:MODEL`` or ``--embed-base-url`` is given, so a local
-    embedder is not handed endpoint options it cannot honour.
-    """
+    """``get_embedder``'s endpoint keywords: none unless ``--embedder openai:...`` or ``--embed-base-url``."""
     from pv4kit.embeddings.endpoint import PREFIX  # numpy: only when a command runs
 
     if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):

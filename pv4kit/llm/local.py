@@ -14,7 +14,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -73,11 +72,11 @@ def smollm2_dir() -> Path:
 
 def _die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    import ctypes
+    from pv4kit._io import libc_function
 
-    prctl, parent = ctypes.CDLL(None, use_errno=True).prctl, os.getpid()
+    if (prctl := libc_function("prctl")) is None:
+        return None
+    parent = os.getpid()
 
     def preexec() -> None:
         prctl(1, int(signal.SIGTERM), 0, 0, 0)  # PR_SET_PDEATHSIG
