@@ -120,9 +120,15 @@ def add_base_url(parser: argparse.ArgumentParser, *, help: str) -> None:
     parser.add_argument("--base-url", default=None, help=help)
 
 
-def add_protocol(parser: argparse.ArgumentParser, *, default: str | None, help: str | None = None) -> None:
+def add_protocol(
+    parser: argparse.ArgumentParser,
+    *,
+    default: str | None,
+    choices: tuple[str, ...] = ("chat", "responses"),
+    help: str | None = None,
+) -> None:
     """Add ``--protocol``: ``chat`` (Chat Completions) or ``responses`` (the OpenAI Responses API)."""
-    parser.add_argument("--protocol", choices=["chat", "responses"], default=default, help=help)
+    parser.add_argument("--protocol", choices=list(choices), default=default, help=help)
 
 
 def add_api_key_env(parser: argparse.ArgumentParser, *, help: str) -> None:
