@@ -26,7 +26,9 @@ STEPS = ("categories", "topics", "chats", "questions")
 PROMPT_VERSION = "pv4kit-gen-1"
 USER_TAG = "Leo"
 
-_CATEGORIES = """# Task: question categories
+#: pv4kit's template of each step (format fields: n, persona, topic, category, user_tag)
+TEMPLATES: dict[str, str] = {
+    "categories": """# Task: question categories
 
 Below is the profile of a fictional person. We are building a multiple-choice benchmark that tests whether
 an AI assistant, after many conversations with this person, can predict what they would do or prefer in a
@@ -44,9 +46,8 @@ heading and no commentary.
 <PROFILE>
 {persona}
 </PROFILE>
-"""
-
-_TOPICS = """# Task: chat topics
+""",
+    "topics": """# Task: chat topics
 
 Below is the profile of a fictional person who talks to an AI assistant over several months.
 Write exactly {n} chat topics: each is one sentence describing one message this person sends to the
@@ -68,9 +69,8 @@ Output only a numbered list, one topic per line (`1. ...`), with no heading and 
 <PROFILE>
 {persona}
 </PROFILE>
-"""
-
-_CHAT = """# Task: one chat
+""",
+    "chats": """# Task: one chat
 
 Write one short two-turn chat between a person and an AI assistant. The person is described by the profile
 below; the chat is about the topic given.
@@ -95,9 +95,8 @@ breaks inside a turn, no quotation marks around the turns.
 <PROFILE>
 {persona}
 </PROFILE>
-"""
-
-_QUESTIONS = """# Task: multiple-choice questions
+""",
+    "questions": """# Task: multiple-choice questions
 
 Below is the profile of a fictional person; it is the ground truth.
 Write exactly {n} multiple-choice questions for the category "{category}". An AI assistant will
@@ -132,23 +131,14 @@ Use exactly this format for each question, with no other text:
 <PROFILE>
 {persona}
 </PROFILE>
-"""
-
-TEMPLATES: dict[str, str] = {
-    "categories": _CATEGORIES,
-    "topics": _TOPICS,
-    "chats": _CHAT,
-    "questions": _QUESTIONS,
+""",
 }
-#: the reference's prompt function of each step
-REFERENCE_FUNCTIONS = {"categories": "categories_prompt", "topics": "topics_prompt", "chats": "chat_prompt"}
-REFERENCE_FUNCTIONS["questions"] = "questions_prompt"
-#: each step's positional arguments (the reference's order) from ``(persona, n, list item)``
-_ARGS: dict[str, Callable[[str, int, str], tuple]] = {
-    "categories": lambda persona, n, item: (persona, n),
-    "topics": lambda persona, n, item: (persona, n),
-    "chats": lambda persona, n, item: (persona, item),
-    "questions": lambda persona, n, item: (persona, item, n),
+#: the reference's prompt function of each step, and its positional parameters in order
+REFERENCE_FUNCTIONS = {
+    "categories": ("categories_prompt", ("persona", "n")),
+    "topics": ("topics_prompt", ("persona", "n")),
+    "chats": ("chat_prompt", ("persona", "item")),
+    "questions": ("questions_prompt", ("persona", "item", "n")),
 }
 
 
@@ -163,62 +153,63 @@ def _user(text: str) -> Messages:
     return [{"role": "user", "content": text}]
 
 
+def _render(step: str, persona: str, n: int = 1, item: str = "", user_tag: str = USER_TAG) -> Messages:
+    """pv4kit's template of ``step`` as one user message (``item``: the topic or the category)."""
+    item, persona = item.strip(), persona.strip()
+    return _user(TEMPLATES[step].format(n=n, persona=persona, topic=item, category=item, user_tag=user_tag))
+
+
 def categories_messages(persona: str, n: int = 10) -> Messages:
     """Step 1: the persona's ``n`` most testable question categories, as a numbered list."""
-    return _user(_CATEGORIES.format(n=n, persona=persona.strip()))
+    return _render("categories", persona, n)
 
 
 def topics_messages(persona: str, n: int = 200) -> Messages:
     """Step 2: ``n`` one-sentence chat topics (skeptical then reliant; hidden-project requests)."""
-    return _user(_TOPICS.format(n=n, persona=persona.strip()))
+    return _render("topics", persona, n)
 
 
 def chat_messages(persona: str, topic: str, *, user_tag: str = USER_TAG) -> Messages:
     """Step 3: one two-turn chat (``Leo: ...`` then ``Assistant: ...``) for one topic."""
-    return _user(_CHAT.format(topic=topic.strip(), persona=persona.strip(), user_tag=user_tag))
+    return _render("chats", persona, item=topic, user_tag=user_tag)
 
 
 def questions_messages(persona: str, category: str, n: int = 15) -> Messages:
     """Step 4: ``n`` tagged multiple-choice questions for one category (the format step 5 parses)."""
-    return _user(_QUESTIONS.format(n=n, category=category.strip(), persona=persona.strip()))
-
-
-#: pv4kit's builders, called like the reference's functions
-_PV4KIT = dict(
-    zip(STEPS, (categories_messages, topics_messages, chat_messages, questions_messages), strict=True)
-)
+    return _render("questions", persona, n, category)
 
 
 @dataclass(frozen=True)
 class PromptSet:
-    """The four prompt builders of one set, and what the manifest records about them.
+    """The prompts of one set, and what the manifest records about them.
 
     Attributes:
         name: ``"pv4kit"`` or ``"reference"``.
         version: Recorded as ``prompt_version`` (:data:`PROMPT_VERSION`, or ``reference``).
         source: The prompts file a reference set was loaded from (``None`` for pv4kit's).
         sha256: SHA-256 of that file's bytes (pv4kit: of its four templates).
-        functions: ``{step: function}``, called with the reference's positional arguments; a reference
-            function returns the prompt text, sent as one user message.
+        functions: The reference's ``{step: function}``, called with its positional arguments and returning
+            the prompt text, sent as one user message; ``None``: pv4kit's templates.
     """
 
     name: str
     version: str
     source: str | None
     sha256: str
-    functions: dict[str, Callable[..., Any]]
+    functions: dict[str, Callable[..., Any]] | None = None
 
     def messages(
         self, step: str, persona: str, *, n: int = 1, topic: str = "", category: str = ""
     ) -> Messages:
         """The request of one file: ``n`` is the count asked for, ``topic``/``category`` the list item."""
-        if step not in self.functions:
+        if step not in STEPS:
             raise ValueError(f"step must be one of {STEPS}, got {step!r}")
-        out = self.functions[step](*_ARGS[step](persona, n, topic or category))
-        if self.name == "pv4kit":
-            return out
+        if self.functions is None:
+            return _render(step, persona, n, topic or category)
+        name, params = REFERENCE_FUNCTIONS[step]
+        values = {"persona": persona, "n": n, "item": topic or category}
+        out = self.functions[step](*(values[p] for p in params))
         if not isinstance(out, str):
-            name = REFERENCE_FUNCTIONS[step]
             raise TypeError(
                 f"{self.source}: {name}() returned {type(out).__name__}, expected the prompt text (str)"
             )
@@ -226,7 +217,7 @@ class PromptSet:
 
     def template_hash(self, step: str) -> str:
         """SHA-256 identifying one step's template (a reference set: the prompts file's hash)."""
-        return template_hash(step) if self.name == "pv4kit" else self.sha256
+        return template_hash(step) if self.functions is None else self.sha256
 
     def record(self) -> dict[str, Any]:
         """The fields the manifest records for this set."""
@@ -271,15 +262,15 @@ def load_reference_prompts(path: str | Path) -> PromptSet:
     spec.loader.exec_module(module)
     kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
     functions = {}
-    for step, name in REFERENCE_FUNCTIONS.items():
+    for step, (name, arguments) in REFERENCE_FUNCTIONS.items():
         functions[step] = fn = getattr(module, name, None)
         if not callable(fn):
             raise ValueError(f"{file}: no function {name}() (expected the reference's four prompt functions)")
         params = [p.name for p in inspect.signature(fn).parameters.values() if p.kind in kinds]
-        if len(params) != (arity := len(_ARGS[step]("", 0, ""))):
+        if len(params) != len(arguments):
             raise ValueError(
                 f"{file}: {name}() takes {len(params)} positional parameters ({', '.join(params)}); the "
-                f"reference's takes {arity}"
+                f"reference's takes {len(arguments)}"
             )
     logger.info("reference prompts: %s (sha256 %s)", file, digest[:12])
     return PromptSet("reference", "reference", str(file), digest, functions)
@@ -290,4 +281,4 @@ def prompt_set(reference_prompts: str | Path | None = None) -> PromptSet:
     if reference_prompts is not None:
         return load_reference_prompts(reference_prompts)
     digest = sha256_text("\n".join(template_hash(s) for s in STEPS))
-    return PromptSet("pv4kit", PROMPT_VERSION, None, digest, _PV4KIT)
+    return PromptSet("pv4kit", PROMPT_VERSION, None, digest)

@@ -35,12 +35,8 @@ from pv4kit.text import list_items
 
 logger = logging.getLogger(__name__)
 
-MANIFEST = "manifest.json"
-_FLUSH_EVERY_S = 1.0
 #: ``(content, problems, repairs)`` of one model output (:func:`normalise_output`)
 _Normalised = tuple[str | None, list[str], list[str]]
-_COUNTS = ("num_categories", "num_topics", "num_questions")
-_LLM_FIELDS = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
 
 
 def normalise_output(
@@ -84,10 +80,9 @@ def normalise_output(
     good = [
         b for b in blocks if b.question and b.letter and all(b.choices) and b.choices[LETTERS.index(b.letter)]
     ]
-    problems = []
-    if len(good) != n:
-        problems.append(f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks")
-    return text, problems, repairs
+    if len(good) == n:
+        return text, [], repairs
+    return text, [f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks"], repairs
 
 
 def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
@@ -152,7 +147,7 @@ class _UserRun:
     def __post_init__(self) -> None:
         self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
         self.persona_sha = sha256_text(self.persona)
-        self.path, self.lock, self.last_flush = self.user_dir / MANIFEST, threading.RLock(), 0.0
+        self.path, self.lock, self.last_flush = self.user_dir / "manifest.json", threading.RLock(), 0.0
         data: dict[str, Any] = {}
         if self.path.is_file():
             try:
@@ -174,7 +169,7 @@ class _UserRun:
                 self.dirty = True
             elif entry is not None and self.files.get(rel) != entry:
                 self.files[rel], self.dirty = entry, True
-            if time.monotonic() - self.last_flush > _FLUSH_EVERY_S:
+            if time.monotonic() - self.last_flush > 1.0:
                 self.flush()
 
     def flush(self) -> None:
@@ -196,7 +191,8 @@ class _UserRun:
     def entry(self, item: _Item, resp: LLMResponse, attempt: int, normalised: _Normalised) -> dict[str, Any]:
         """The manifest entry of a file written from ``resp`` (``normalised``: what it became)."""
         (content, problems, repairs), llm, ps = normalised, item.llm, self.prompts
-        entry = {"step": item.step, **{k: getattr(llm, k) for k in _LLM_FIELDS}, "prompt_set": ps.name}
+        fields = ("model", "protocol", "reasoning_effort", "temperature", "max_output_tokens")
+        entry = {"step": item.step, **{k: getattr(llm, k) for k in fields}, "prompt_set": ps.name}
         entry.update(prompt_version=ps.version, template_sha256=ps.template_hash(item.step))
         entry.update(prompts_sha256=ps.sha256, request_sha256=request_hash(item.messages, llm))
         entry.update(output_sha256=sha256_text(content), sample_index=attempt, valid=not problems)
@@ -303,21 +299,19 @@ class _UserRun:
     def write_qa_csv(self, *, seed: int, rewrite_stale_qa: bool) -> int:
         """Step 5: write ``qa.csv`` when absent (an existing one is kept unless ``rewrite_stale_qa``)."""
         table, drops = build_question_table(self.user_dir, seed=seed)
-        text = format_qa_csv(table)
-        target = self.user_dir / "qa.csv"
-        repairs: list[str] = []
-        if not target.is_file():
-            atomic_write_text(target, text)
-        elif target.read_text(encoding="utf-8") != text and rewrite_stale_qa:
+        text, target, repairs = format_qa_csv(table), self.user_dir / "qa.csv", []
+        on_disk = target.read_text(encoding="utf-8") if target.is_file() else text
+        if on_disk != text and rewrite_stale_qa:
             logger.info("%s: question files changed, rewriting qa.csv", self.user_dir)
-            atomic_write_text(target, text)
             repairs.append("rewritten: it differed from what the question files give")
             self.result.repairs.append(f"qa.csv: {repairs[-1]}")
-        elif target.read_text(encoding="utf-8") != text:
+            on_disk = text
+        elif on_disk != text:
             note = "qa.csv differs from what the question files give; kept (rewrite_stale_qa rewrites it)"
             logger.warning("%s: %s", self.user_dir, note)
             self.result.notes.append(note)
-        on_disk = target.read_text(encoding="utf-8")
+        if not target.is_file() or repairs:
+            atomic_write_text(target, text)
         entry = {"step": "qa_table", "seed": seed, "output_sha256": sha256_text(on_disk)}
         entry.update(matches_question_files=on_disk == text, questions=len(table))
         self.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
@@ -352,7 +346,8 @@ def generate_user(
     :class:`UserResult` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
     start = time.monotonic()
-    for name, value in zip(_COUNTS, (num_categories, num_topics, num_questions), strict=True):
+    counts = dict(num_categories=num_categories, num_topics=num_topics, num_questions=num_questions)
+    for name, value in counts.items():
         check_number(value, name, integer=True, ge=1)
     check_number(max_retries, "max_retries", integer=True, ge=0)
     persona_path, user_dir = Path(persona_path), Path(user_dir)
@@ -472,6 +467,10 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
+    # every keyword but the user range goes to generate_user as given
+    options = {
+        k: v for k, v in locals().items() if k not in ("persona_dir", "output_dir", "user_start", "user_end")
+    }
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
     ids = [
@@ -486,25 +485,7 @@ def generate_users(
     rows = []
     for uid in ids:
         res = generate_user(
-            persona_dir / f"user_{uid}.txt",
-            output_dir / f"user_{uid}",
-            llm=llm,
-            chat_llm=chat_llm,
-            num_categories=num_categories,
-            num_topics=num_topics,
-            num_questions=num_questions,
-            max_retries=max_retries,
-            seed=seed,
-            regenerate_stale=regenerate_stale,
-            reference_prompts=reference_prompts,
-            repair_lists=repair_lists,
-            repair_chats=repair_chats,
-            reask_malformed=reask_malformed,
-            rewrite_stale_qa=rewrite_stale_qa,
-            cache=cache,
-            client=client,
-            progress=progress,
-            user_id=uid,
+            persona_dir / f"user_{uid}.txt", output_dir / f"user_{uid}", **options, user_id=uid
         )
         logger.info(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
