@@ -103,7 +103,7 @@ class _Item:
     llm: LLMConfig
     n: int
     done: bool = False
-    last: tuple[str | None, list[str], LLMResponse] | None = None
+    problems: list[str] = field(default_factory=list)  # of the last reply
     repairs: list[str] = field(default_factory=list)
     malformed_before: list[str] = field(default_factory=list)  # problems of an earlier malformed reply
 
@@ -245,10 +245,10 @@ class _UserRun:
             pending = self.attempt(pending, attempt)
         for item in items:
             self.result.repairs.extend(f"{item.rel}: {r}" for r in item.repairs)
-            if item.done and item.last and item.last[1]:
+            if item.done and item.problems:
                 self.result.malformed.append(item.rel)
                 logger.warning(
-                    "user %s: %s kept with problems: %s", self.user_id, item.rel, "; ".join(item.last[1])
+                    "user %s: %s kept with problems: %s", self.user_id, item.rel, "; ".join(item.problems)
                 )
 
     def attempt(self, pending: list[_Item], attempt: int) -> list[_Item]:
@@ -273,7 +273,7 @@ class _UserRun:
         ]
         retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
         if retry and not final:
-            why = "; ".join(f"{it.rel}: {', '.join(it.last[1])}" for it in retry[:3])  # type: ignore[index]
+            why = "; ".join(f"{it.rel}: {', '.join(it.problems)}" for it in retry[:3])
             logger.info(
                 "user %s: asking again for %d empty or malformed outputs (%s)", self.user_id, len(retry), why
             )
@@ -282,10 +282,10 @@ class _UserRun:
     def take(self, item: _Item, resp: LLMResponse, attempt: int, final: bool) -> None:
         """Write one reply's content (and its manifest entry), or keep it for asking again."""
         if resp.error is not None:
-            item.last = (None, [resp.error], resp)
+            item.problems = [resp.error]
             return
         content, problems, repairs = self.normalise(item, resp.text)
-        item.last = (content, problems, resp)
+        item.problems = problems
         # as the reference: an empty reply is asked again, anything else is written as it came
         if content is not None and (not problems or not self.reask_malformed or final):
             if attempt and self.reask_malformed and item.malformed_before:
