@@ -39,11 +39,10 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         if tmp_path.exists():  # mkstemp makes the file 0600; give it the mode a plain open() would
             os.chmod(tmp_path, 0o666 & ~_umask())
         os.replace(tmp_path, path)
-    except OSError as exc:
+    except BaseException as exc:
         tmp_path.unlink(missing_ok=True)
-        raise _naming(exc, path) from exc
-    except BaseException:
-        tmp_path.unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from exc
         raise
 
 
@@ -297,11 +296,10 @@ def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = (
         else:
             os.chmod(new, 0o777 & ~_umask())  # mkdtemp makes it 0700
         os.rename(new, ready)
-    except OSError as exc:
+    except BaseException as exc:
         shutil.rmtree(new, ignore_errors=True)
-        raise _naming(exc, path) from exc
-    except BaseException:
-        shutil.rmtree(new, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise _naming(exc, path) from exc
         raise
     try:
         if not path.exists():

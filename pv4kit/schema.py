@@ -29,19 +29,8 @@ DEFAULT_TEST_USERS = (126, 155)
 CHOICE_COLUMNS = [f"choice_{x.lower()}" for x in LETTERS]
 QA_COLUMNS = ["index", "category", "question", *CHOICE_COLUMNS, "correct_choice", "rationale"]
 #: the columns of :attr:`pv4kit.dataset.load.PV4Data.questions`, in order
-QUESTION_COLUMNS = [
-    "user_id",
-    "split",
-    "question_index",
-    "category",
-    "category_name",
-    "question",
-    "choices",
-    "answer",
-    "answer_letter",
-    "hard",
-    "rationale",
-]
+QUESTION_COLUMNS = ["user_id", "split", "question_index", "category", "category_name", "question", "choices"]
+QUESTION_COLUMNS += ["answer", "answer_letter", "hard", "rationale"]
 #: the columns of :attr:`pv4kit.dataset.load.PV4Data.users`, in order
 USER_COLUMNS = ["user_id", "role", "documents", "persona", "seed", "categories", "topics"]
 
