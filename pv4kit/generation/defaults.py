@@ -33,15 +33,6 @@ DEFAULT_REASONING_EFFORT = "none"
 DEFAULT_CHAT_REASONING_EFFORT = "minimal"
 
 
-def default_chat_model(model: str, *, base_url: str | None = None) -> str:
-    """The chat model that goes with ``model``.
-
-    :data:`DEFAULT_CHAT_MODEL` for an OpenAI ``gpt-*`` model at the OpenAI API, else ``model`` itself (one
-    local or self-hosted model serves every step).
-    """
-    return DEFAULT_CHAT_MODEL if base_url is None and model.startswith("gpt-") else model
-
-
 def generation_llm_configs(
     model: str = DEFAULT_MODEL,
     *,
@@ -56,7 +47,8 @@ def generation_llm_configs(
 
     Args:
         model: Model for categories, topics and questions.
-        chat_model: Model for the chats; ``None``: :func:`default_chat_model`.
+        chat_model: Model for the chats; ``None``: :data:`DEFAULT_CHAT_MODEL` for an OpenAI ``gpt-*`` model
+            at the OpenAI API, else ``model`` itself (one local or self-hosted model serves every step).
         base_url: OpenAI-compatible base URL of both; ``None`` for the OpenAI API.
         protocol: ``"responses"`` or ``"chat"``; ``None``: chat at a base URL, else Responses.
         reasoning_effort: Effort of ``model``; ``None``: :data:`DEFAULT_REASONING_EFFORT` with the
@@ -72,14 +64,12 @@ def generation_llm_configs(
     responses = protocol == "responses"
     effort = reasoning_effort or (DEFAULT_REASONING_EFFORT if responses else None)
     chat_effort = chat_reasoning_effort or (DEFAULT_CHAT_REASONING_EFFORT if responses else None)
+    if not chat_model:
+        chat_model = DEFAULT_CHAT_MODEL if base_url is None and model.startswith("gpt-") else model
     common = dict(base_url=base_url, protocol=protocol, **options)
     return (
         LLMConfig(model=model, reasoning_effort=effort, **common),
-        LLMConfig(
-            model=chat_model or default_chat_model(model, base_url=base_url),
-            reasoning_effort=chat_effort,
-            **common,
-        ),
+        LLMConfig(model=chat_model, reasoning_effort=chat_effort, **common),
     )
 
 
@@ -88,8 +78,6 @@ def generation_llm_configs(
 OUTPUT_TOKENS_PER_ITEM = {"categories": 12, "topics": 25, "chats": 250, "questions": 160}
 #: Characters per token of the prompt estimate.
 CHARS_PER_TOKEN = 4
-_TOPIC = "x" * 120  # a topic of typical length (one sentence), for the chat prompt
-_CATEGORY = "x" * 40  # a category name of typical length, for the questions prompt
 
 
 def estimate_user_cost(
@@ -127,12 +115,8 @@ def estimate_user_cost(
     for name, value in counts.items():
         check_number(value, name, integer=True, ge=1)
     items = {"categories": num_categories, "topics": num_topics, "chats": 1, "questions": num_questions}
-    messages = [
-        prompts.categories_messages(persona, n=num_categories),
-        prompts.topics_messages(persona, n=num_topics),
-        prompts.chat_messages(persona, _TOPIC),
-        prompts.questions_messages(persona, _CATEGORY, n=num_questions),
-    ]
+    typical = {"chats": "x" * 120, "questions": "x" * 40}  # a topic (one sentence), a category name
+    messages = [prompts.render(step, persona, n, typical.get(step, "")) for step, n in items.items()]
     frame = pd.DataFrame(
         {
             "step": list(items),

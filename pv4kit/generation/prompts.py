@@ -153,30 +153,30 @@ def _user(text: str) -> Messages:
     return [{"role": "user", "content": text}]
 
 
-def _render(step: str, persona: str, n: int = 1, item: str = "", user_tag: str = USER_TAG) -> Messages:
-    """pv4kit's template of ``step`` as one user message (``item``: the topic or the category)."""
+def render(step: str, persona: str, n: int = 1, item: str = "", user_tag: str = USER_TAG) -> Messages:
+    """pv4kit's template of ``step`` as one user message; ``item`` is the topic or the category."""
     item, persona = item.strip(), persona.strip()
     return _user(TEMPLATES[step].format(n=n, persona=persona, topic=item, category=item, user_tag=user_tag))
 
 
 def categories_messages(persona: str, n: int = 10) -> Messages:
     """Step 1: the persona's ``n`` most testable question categories, as a numbered list."""
-    return _render("categories", persona, n)
+    return render("categories", persona, n)
 
 
 def topics_messages(persona: str, n: int = 200) -> Messages:
     """Step 2: ``n`` one-sentence chat topics (skeptical then reliant; hidden-project requests)."""
-    return _render("topics", persona, n)
+    return render("topics", persona, n)
 
 
 def chat_messages(persona: str, topic: str, *, user_tag: str = USER_TAG) -> Messages:
     """Step 3: one two-turn chat (``Leo: ...`` then ``Assistant: ...``) for one topic."""
-    return _render("chats", persona, item=topic, user_tag=user_tag)
+    return render("chats", persona, item=topic, user_tag=user_tag)
 
 
 def questions_messages(persona: str, category: str, n: int = 15) -> Messages:
     """Step 4: ``n`` tagged multiple-choice questions for one category (the format step 5 parses)."""
-    return _render("questions", persona, n, category)
+    return render("questions", persona, n, category)
 
 
 @dataclass(frozen=True)
@@ -205,7 +205,7 @@ class PromptSet:
         if step not in STEPS:
             raise ValueError(f"step must be one of {STEPS}, got {step!r}")
         if self.functions is None:
-            return _render(step, persona, n, topic or category)
+            return render(step, persona, n, topic or category)
         name, params = REFERENCE_FUNCTIONS[step]
         values = {"persona": persona, "n": n, "item": topic or category}
         out = self.functions[step](*(values[p] for p in params))
