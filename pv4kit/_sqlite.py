@@ -36,11 +36,11 @@ def storage_errors(path: str | os.PathLike[str], *, what: str) -> Iterator[None]
     try:
         yield
     except (sqlite3.OperationalError, OSError) as exc:
-        if isinstance(exc, CacheStorageError) or not (
-            (getattr(exc, "sqlite_errorname", None) or "").startswith(_STORAGE_CODES)
-            if isinstance(exc, sqlite3.Error)
-            else exc.errno in _STORAGE_ERRNOS
-        ):
+        if isinstance(exc, sqlite3.Error):
+            storage = (getattr(exc, "sqlite_errorname", None) or "").startswith(_STORAGE_CODES)
+        else:
+            storage = exc.errno in _STORAGE_ERRNOS and not isinstance(exc, CacheStorageError)
+        if not storage:
             raise
         raise CacheStorageError(
             f"{what} {path} cannot be written ({exc}): free space on its disk, or set PV4KIT_CACHE (or the "
@@ -116,11 +116,8 @@ def _lock(path: Path) -> Iterator[None]:
         yield
         return
     with open(path.with_name(path.name + ".lock"), "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+        fcntl.flock(fh, fcntl.LOCK_EX)  # released when the file closes
+        yield
 
 
 def move_aside(
