@@ -1,12 +1,9 @@
 """Damaged SQLite caches (the embedding store, the LLM response cache): found, moved aside, rebuilt.
 
-:func:`recover_corrupt` runs before a store opens its file and cheaply checks the header and page size,
-the file size against the page count (a truncated file) and the schema (each table has the columns the
-store reads; another program's database). A damaged file is renamed ``<name>.corrupt-<UTC time>-<pid>``
-(with its ``-wal``/``-shm``), never deleted, under a lock, with a warning naming both paths. Damage deep
-inside a file shows when the page is read: a store then calls :func:`is_corruption` and :func:`move_aside`.
-:func:`storage_errors` turns a full or read-only disk into one :class:`CacheStorageError` naming the file
-and the fix.
+:func:`recover_corrupt` checks a store's file before it opens (header, page size, truncation, schema) and
+renames a damaged one ``<name>.corrupt-<UTC time>-<pid>`` (never deletes it); damage found later goes through
+:func:`is_corruption` and :func:`move_aside`. :func:`storage_errors` names the file on a full or read-only
+disk.
 """
 
 from __future__ import annotations
