@@ -8,6 +8,7 @@ The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (``specif
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -34,8 +35,6 @@ PAIR_COLUMNS = ["set", "tier", "user_id", "persona", "question", "chosen", "reje
 PERSONA_SECTIONS = ("Name", "Demographics", "Personality", "Preference", "Bias")
 LINES_FILE = "persona/all_personas.jsonl"
 _ID_FIELDS = ("user_id", "id", "persona_id")
-_PERSONA_COLUMNS = ["persona_key", "file", "line", "name", "persona", "record"]
-_DISAGREEMENT_COLUMNS = ["persona_key", "problem", "file", "line"]
 
 # ------------------------------------------------------------------------------------------- personas
 
@@ -122,7 +121,7 @@ def read_personas(
                 rows.append((key, "only_in_lines", by_line.at[key, "file"], by_line.at[key, "line"]))
             elif _canonical(by_file.at[key, "record"]) != _canonical(by_line.at[key, "record"]):
                 rows.append((key, "different", by_file.at[key, "file"], by_line.at[key, "line"]))
-    disagreements = pd.DataFrame(rows, columns=_DISAGREEMENT_COLUMNS)
+    disagreements = pd.DataFrame(rows, columns=["persona_key", "problem", "file", "line"])
     if rows:
         problems = disagreements["problem"].value_counts().to_dict()
         msg = "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout"
@@ -177,7 +176,7 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
             rows.append(
                 _persona_row(str(n) if rule == "line" else _persona_key(rec[id_field]), rec, path, line, root)
             )
-    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
+    frame = pd.DataFrame(rows, columns=["persona_key", "file", "line", "name", "persona", "record"])
     dupes = frame[frame["persona_key"].duplicated(keep=False)]
     if len(dupes):
         places = (dupes["file"] + ":" + dupes["line"].astype(str)).tolist()[:10]
@@ -237,13 +236,12 @@ def load_personafeedback(
     root = resolve_source(source, repo_id=HUB_ID)
     personas, rule, use, found, disagreements = read_personas(root, id_rule=id_rule, layout=layout)
     rows, files = [], []
-    for folder in sorted(SETS):
-        for tier in TIERS:
-            path = root / "data" / folder / f"{tier}.jsonl"
-            if (sets and SETS[folder] not in sets) or (tiers and tier not in tiers) or not path.is_file():
-                continue
-            files.append(str(path.relative_to(root)))
-            rows += [_pair_row(rec, path, line, SETS[folder], tier) for line, rec in iter_jsonl(path)]
+    for folder, tier in itertools.product(sorted(SETS), TIERS):
+        path = root / "data" / folder / f"{tier}.jsonl"
+        if (sets and SETS[folder] not in sets) or (tiers and tier not in tiers) or not path.is_file():
+            continue
+        files.append(str(path.relative_to(root)))
+        rows += [_pair_row(rec, path, line, SETS[folder], tier) for line, rec in iter_jsonl(path)]
     if not files:
         raise FileNotFoundError(
             f"{root}: no data/{{general,spedific,specific}}/{{easy,medium,hard}}.jsonl files found"
@@ -269,16 +267,16 @@ def load_personafeedback(
 
 
 def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> list[Any]:
-    rejected = rec.get("reject", rec.get("rejected"))
-    values = {"user_id": rec.get("user_id"), "question": rec.get("question"), "chosen": rec.get("chosen")}
-    for name, value in {**values, "reject": rejected}.items():
-        if value is None:
-            raise ValueError(
-                f"{path}:{line}: missing field {name!r}; expected a case {{user_id, question, chosen, "
-                f"reject}}, found fields {sorted(rec)}"
-            )
-    texts = [str(rec["question"]), str(rec["chosen"]), str(rejected)]
-    return [set_name, tier, _persona_key(rec["user_id"]), *texts, f"{set_name}/{tier}/{line}", line]
+    values = {k: rec.get(k) for k in ("user_id", "question", "chosen")}
+    values["reject"] = rec.get("reject", rec.get("rejected"))
+    missing = [k for k, v in values.items() if v is None]
+    if missing:
+        raise ValueError(
+            f"{path}:{line}: missing field {missing[0]!r}; expected a case {{user_id, question, chosen, "
+            f"reject}}, found fields {sorted(rec)}"
+        )
+    texts = [str(values[k]) for k in ("question", "chosen", "reject")]
+    return [set_name, tier, _persona_key(values["user_id"]), *texts, f"{set_name}/{tier}/{line}", line]
 
 
 def head_per_group(pairs: pd.DataFrame, limit: int) -> pd.DataFrame:
@@ -403,12 +401,10 @@ def judge_accuracy(
 
     Returns ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
     """
+    frame = predictions.assign(errored=predictions["error"].notna())
+    counts = ["unparsed", "errored"]
     return accuracy_table(
-        predictions.assign(errored=predictions["error"].notna()),
-        outer=["order"],
-        extra_counts=["unparsed", "errored"],
-        confidence=confidence,
-        interval=interval,
+        frame, outer=["order"], extra_counts=counts, confidence=confidence, interval=interval
     )
 
 

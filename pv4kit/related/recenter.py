@@ -339,14 +339,11 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
     ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
     under another user's item of the prompt).
     """
-    votes = data.annotations.groupby(["item_index", "attribute"])["relevant"].agg(
-        n_ratings="size", n_relevant="sum"
-    )
-    out = data.items.merge(votes.reset_index(), on=["item_index", "attribute"], how="left")
-    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
-    human = pd.array(2 * out["n_relevant"] >= out["n_ratings"], dtype="boolean")
-    human[(out["n_ratings"] == 0).to_numpy()] = pd.NA
-    out["human"] = human
+    key, counts = ["item_index", "attribute"], ["n_ratings", "n_relevant"]
+    votes = data.annotations.groupby(key)["relevant"].agg(n_ratings="size", n_relevant="sum")
+    out = data.items.merge(votes.reset_index(), on=key, how="left")
+    out[counts] = out[counts].fillna(0).astype(int)
+    out["human"] = (2 * out["n_relevant"] >= out["n_ratings"]).astype("boolean").mask(out["n_ratings"] == 0)
     return out
 
 
@@ -382,11 +379,6 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     return best
 
 
-_PREDICTION_COLUMNS = (
-    "method item_index prompt_index attribute split score threshold pred human missing".split()
-)
-
-
 def stage2_predictions(
     data: Stage2Data,
     *,
@@ -404,22 +396,21 @@ def stage2_predictions(
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     labels = stage2_labels(data)
-    labels = labels[labels["human"].notna()].reset_index(drop=True)
-    labels["human"] = labels["human"].astype(bool)
+    labels = labels[labels["human"].notna()].reset_index(drop=True).astype({"human": bool})
     base = labels[["item_index", "prompt_index", "attribute", "human"]].copy()
     prompts = np.array(sorted(labels["prompt_index"].dropna().unique()))
     n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
-    frames = []
+    frames, key = [], ["item_index", "attribute"]
     for model, part in data.judgments.groupby("model", sort=True):
-        merged = base.merge(
-            part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
-        )
-        merged["missing"] = merged["relevant"].isna()
-        merged["pred"] = merged["relevant"].fillna(False).astype(bool)
+        merged = base.merge(part[[*key, "relevant"]], on=key, how="left")
+        relevant = merged.pop("relevant")
+        pred = relevant.fillna(False).astype(bool)
         frames.append(
-            merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
+            merged.assign(
+                method=model, score=pred * 1.0, threshold=np.nan, pred=pred, missing=relevant.isna()
+            )
         )
     scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
     if labels["coarse_filter"].any():
@@ -438,7 +429,8 @@ def stage2_predictions(
         threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
         pred = score > 0 if fixed else score >= threshold
         frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
-    return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
+    columns = "method item_index prompt_index attribute split score threshold pred human missing"
+    return pd.concat(frames, ignore_index=True)[columns.split()]
 
 
 def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
