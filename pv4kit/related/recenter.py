@@ -136,6 +136,13 @@ def _coverage(items: pd.DataFrame, human: pd.DataFrame, llm: pd.DataFrame, value
     return out
 
 
+def _by_rater(data: Stage2Data) -> pd.DataFrame:
+    """The annotations, then the LLM judgments, with ``rater`` and ``kind`` (human | llm)."""
+    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
+    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
+    return pd.concat([human, llm], ignore_index=True)
+
+
 def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
     """``(statistic, value, n)`` of Fleiss' kappa (items all rated) and Krippendorff's alpha (rated twice)."""
     return [
@@ -352,11 +359,7 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
 
     Returns ``kind`` (human | llm), ``rater, n`` (pairs with a label), ``n_yes, yes_rate``.
     """
-    frames = [
-        frame.rename(columns={who: "rater"}).assign(kind=kind)
-        for kind, frame, who in (("human", data.annotations, "annotator"), ("llm", data.judgments, "model"))
-    ]
-    votes = pd.concat(frames).dropna(subset=["relevant"])
+    votes = _by_rater(data).dropna(subset=["relevant"])
     grouped = votes["relevant"].astype(bool).groupby([votes["kind"], votes["rater"]])
     out = grouped.agg(n="size", n_yes="sum").reset_index()
     out["yes_rate"] = out["n_yes"] / out["n"]
@@ -649,11 +652,9 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
     personalised_side``.
     """
-    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
-    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
     info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
     info = info.drop_duplicates(["item_index", "attribute"])
-    out = pd.concat([human, llm], ignore_index=True).merge(info, on=["item_index", "attribute"], how="left")
+    out = _by_rater(data).merge(info, on=["item_index", "attribute"], how="left")
     columns = ["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]
     return out[[*columns, *(["personalised_side"] if "personalised_side" in out.columns else [])]]
 
