@@ -108,12 +108,11 @@ def read_personas(
     if use not in found:
         want = "persona/<N>.json files" if use == "files" else LINES_FILE
         raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
-    by_file, _ = _read_layout(root, "files", files, id_rule) if files else (None, "")
-    by_line, line_rule = _read_layout(root, "lines", files, id_rule) if "lines" in found else (None, "")
-    personas, rule = (by_file, "file") if use == "files" else (by_line, line_rule)
+    read = {name: _read_layout(root, name, files, id_rule) for name in found}
+    personas, rule = read[use]
     rows = []
-    if by_file is not None and by_line is not None:
-        by_file, by_line = by_file.set_index("persona_key"), by_line.set_index("persona_key")
+    if len(read) == 2:
+        by_file, by_line = (read[name][0].set_index("persona_key") for name in ("files", "lines"))
         for key in sorted(set(by_file.index) | set(by_line.index), key=lambda k: (len(k), k)):
             if key not in by_line.index:
                 rows.append((key, "only_in_files", by_file.at[key, "file"], pd.NA))
@@ -130,9 +129,8 @@ def read_personas(
 
 
 def _canonical(rec: dict[str, Any]) -> str:
-    return json.dumps(
-        {k: v for k, v in rec.items() if k not in _ID_FIELDS}, sort_keys=True, ensure_ascii=False
-    )
+    content = {k: v for k, v in rec.items() if k not in _ID_FIELDS}
+    return json.dumps(content, sort_keys=True, ensure_ascii=False)
 
 
 def _persona_row(key: str, rec: Any, path: Path, line: int, root: Path) -> list[Any]:
@@ -152,9 +150,8 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
     if layout == "files":
         others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
         if others:
-            logger.warning(
-                "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
-            )
+            msg = "persona/: ignoring %d .json files whose names are not ids: %s"
+            logger.warning(msg, len(others), others[:5])
         for path in files:
             try:
                 rec = json.loads(path.read_text(encoding="utf-8"))
@@ -173,9 +170,8 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
             raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
         rule = f"field:{id_field}" if id_field is not None and id_rule != "line" else "line"
         for n, (line, rec) in enumerate(records, start=1):
-            rows.append(
-                _persona_row(str(n) if rule == "line" else _persona_key(rec[id_field]), rec, path, line, root)
-            )
+            key = str(n) if rule == "line" else _persona_key(rec[id_field])
+            rows.append(_persona_row(key, rec, path, line, root))
     frame = pd.DataFrame(rows, columns=["persona_key", "file", "line", "name", "persona", "record"])
     dupes = frame[frame["persona_key"].duplicated(keep=False)]
     if len(dupes):
@@ -382,15 +378,9 @@ def judge_pairs(
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
     out = requests.drop(columns=["messages"]).assign(**replies)
-    out["parsed"] = [
-        parse_judge_reply(t) if pd.isna(e) and isinstance(t, str) else None
-        for t, e in zip(out["reply"], out["error"], strict=True)
-    ]
+    out["parsed"] = out["reply"].map(parse_judge_reply, na_action="ignore").where(out["error"].isna(), None)
     out["unparsed"] = out["parsed"].isna() & out["error"].isna()
     out["correct"] = (out["parsed"] == out["chosen_position"]).fillna(False).astype(bool)
-    n_bad = int(out["unparsed"].sum())
-    if n_bad:
-        logger.warning("%d of %d judge replies could not be parsed; counted as wrong", n_bad, len(out))
     return out
 
 
