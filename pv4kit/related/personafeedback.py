@@ -416,9 +416,8 @@ def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
         share_a = float((picks.reindex(part.index) == "A").to_numpy().mean())
         consistent = float((part["chosen_A"] == part["chosen_B"]).mean())
         rows.append([key, len(part), acc_a, acc_b, acc_a - acc_b, share_a, consistent])
-    return pd.DataFrame(
-        rows, columns="set n_pairs acc_chosen_A acc_chosen_B bias share_pick_A consistent".split()
-    )
+    columns = "set n_pairs acc_chosen_A acc_chosen_B bias share_pick_A consistent"
+    return pd.DataFrame(rows, columns=columns.split())
 
 
 # ------------------------------------------------------------------------------------ PV4-style score
@@ -465,10 +464,8 @@ def pv4_score(
     if "error" not in merged.columns:
         merged["error"] = None
     gen = merged["generation"].fillna("").astype(str)
-    vectors = encode(
-        pd.concat([gen, merged["chosen"], merged["rejected"]]).tolist(), embedder=embedder, cache=cache
-    )
-    g, c, r = np.split(vectors, 3)
+    texts = pd.concat([gen, merged["chosen"], merged["rejected"]]).tolist()
+    g, c, r = np.split(encode(texts, embedder=embedder, cache=cache), 3)
     out = merged[[col for col in ("set", "tier", "user_id", "pair_id") if col in merged.columns]].copy()
     out["sim_chosen"] = np.einsum("ij,ij->i", g, c).astype(float)
     out["sim_rejected"] = np.einsum("ij,ij->i", g, r).astype(float)

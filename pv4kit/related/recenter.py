@@ -410,11 +410,8 @@ def stage2_predictions(
         merged = base.merge(part[[*key, "relevant"]], on=key, how="left")
         relevant = merged.pop("relevant")
         pred = relevant.fillna(False).astype(bool)
-        frames.append(
-            merged.assign(
-                method=model, score=pred * 1.0, threshold=np.nan, pred=pred, missing=relevant.isna()
-            )
-        )
+        columns = {"score": pred * 1.0, "threshold": np.nan, "pred": pred, "missing": relevant.isna()}
+        frames.append(merged.assign(method=model, **columns))
     scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
     if labels["coarse_filter"].any():
         scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0

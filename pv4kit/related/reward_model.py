@@ -66,9 +66,8 @@ def fit_bradley_terry(
         value = float(np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * w @ w)
         return value, diff.T @ grad_margin / len(diff) + l2 * w
 
-    result = minimize(
-        objective, np.zeros(diff.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": max_iter}
-    )
+    start, options = np.zeros(diff.shape[1]), {"maxiter": max_iter}
+    result = minimize(objective, start, jac=True, method="L-BFGS-B", options=options)
     train_loss = float(np.logaddexp(0.0, -(diff @ result.x)).mean())
     logger.info("Bradley-Terry head: %d pairs, train loss %.4f (%s)", len(diff), train_loss, result.message)
     return BradleyTerryHead(weights=result.x, l2=l2, train_loss=train_loss, n_train=len(diff))
