@@ -42,6 +42,7 @@ def accuracy_table(
     outer: Sequence[str] = (),
     extra_counts: Sequence[str] = (),
     confidence: float = 0.95,
+    chance: float = 0.5,
     interval: str = "wilson",
     seed: int = 0,
 ) -> pd.DataFrame:
@@ -62,7 +63,7 @@ def accuracy_table(
             counts = scored_accuracy_table(frame, by=group, value=list(extra_counts), interval="none")
             for col in extra_counts:
                 table[col] = counts.loc[counts["metric"] == col, "n_correct"].to_numpy()
-        tables.append(table.assign(chance=0.5, **{col: "all" for col in by[len(keys) :]}))
+        tables.append(table.assign(chance=chance, **{col: "all" for col in by[len(keys) :]}))
     out = pd.concat(tables, ignore_index=True)
     if outer:  # each outer group's rows together: its groups, then its summary rows
         out = out.sort_values(outer, kind="stable").reset_index(drop=True)

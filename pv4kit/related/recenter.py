@@ -652,8 +652,8 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
     info = info.drop_duplicates(["item_index", "attribute"])
     out = _by_rater(data).merge(info, on=["item_index", "attribute"], how="left")
-    columns = ["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]
-    return out[[*columns, *(["personalised_side"] if "personalised_side" in out.columns else [])]]
+    columns = "kind rater item_index attribute model_tag is_relevant rating personalised_side"
+    return out[columns.split()]
 
 
 def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
@@ -676,8 +676,6 @@ def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
     Ratings are stored canonically; stored as seen, the two sides would mirror each other (``6 - mean``).
     Returns ``kind, personalised_side, n, mean_rating, share_prefer_personalised, share_prefer_generic``.
     """
-    if "personalised_side" not in ratings.columns:
-        raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
     frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
     shares = ("share_prefer_personalised", "share_prefer_generic")
     return _rating_stats(frame, ["kind", "personalised_side"], *shares, sort=True)
