@@ -13,6 +13,7 @@ import contextlib
 import itertools
 import logging
 import os
+import re
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -508,7 +509,8 @@ def agreement_summary(agreement: pd.DataFrame) -> pd.DataFrame:
 
 # generation conditions, as file-name prefixes (longest first: "gt_attributes" before "attributes")
 CONDITIONS = ("gt_attributes", "no_context", "attributes")
-_TOOL_PREFIX = "eval_results_task5_"  # the annotation tool's name for the same files
+# <condition>_<model tag>, optionally after the annotation tool's prefix for the same files
+_GEN_NAME = re.compile(rf"(?:eval_results_task5_)?({'|'.join(CONDITIONS)})_(.+)")
 _GENERIC_SIDE = ("no_context", "generic", "baseline", "no_profile")
 _PERSONAL_SIDE = ("personalized", "personalised", "gt_attributes", "attributes", "personal")
 _S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
@@ -539,14 +541,13 @@ def personalised_side(value: Any, *, where: str = "") -> str | None:
     if value is None:
         return None
     by_side = {"A": value[0], "B": value[1]} if isinstance(value, list | tuple) and len(value) == 2 else value
-    if isinstance(by_side, dict):
-        upper = {str(k).strip().upper(): v for k, v in by_side.items()}
-        inverse = {str(v).strip().upper(): k for k, v in by_side.items()} if len(by_side) == 2 else {}
-        sides = upper if set(upper) == {"A", "B"} else inverse
+    if isinstance(by_side, dict) and len(by_side) == 2:
+        sides = {str(k).strip().upper(): v for k, v in by_side.items()}
+        if set(sides) != {"A", "B"}:  # conditions to sides
+            sides = {str(v).strip().upper(): k for k, v in by_side.items()}
         roles = {s: str(c).strip().lower().replace("-", "_").replace(" ", "_") for s, c in sides.items()}
         personal = [s for s, r in roles.items() if r in _PERSONAL_SIDE]
-        generic = [s for s, r in roles.items() if r in _GENERIC_SIDE]
-        if set(roles) == {"A", "B"} and len(personal) == len(generic) == 1:
+        if set(roles) == {"A", "B"} and len(personal) == 1 and set(roles.values()) & set(_GENERIC_SIDE):
             return personal[0]
     raise ValueError(
         f"{where}: display_assignment {value!r} not understood: expected the sides A and B mapped to one "
@@ -591,13 +592,12 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     }
     rows, seen = [], {}
     for path in _files(folder):
-        stem = path.stem.removeprefix(_TOOL_PREFIX)
-        condition = next((c for c in CONDITIONS if stem.startswith(f"{c}_") and len(stem) > len(c) + 1), None)
-        if condition is None:
+        match = _GEN_NAME.fullmatch(path.stem)
+        if match is None:
             raise ValueError(
                 f"{path}: file name is not <condition>_<model>.jsonl with condition in {list(CONDITIONS)}"
             )
-        tag = stem[len(condition) + 1 :]
+        condition, tag = match.groups()
         for line, rec in iter_jsonl(path):
             if rec.get("prompt_id") is None or "response" not in rec:
                 raise _shape_error(path, line, "stage-3 generation", _S3_GEN, rec)
