@@ -79,13 +79,12 @@ def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> 
     """
     texts = [str(t) for t in texts]
     if callable(embedder) and not hasattr(embedder, "encode"):
-        vectors = np.asarray(embedder(texts), dtype=np.float32)
+        vectors = embedder(texts)
     else:
         from pv4kit.embeddings.models import embed_texts, resolve_embedder
 
-        vectors = np.asarray(
-            embed_texts(texts, embedder=resolve_embedder(embedder), cache=cache), dtype=np.float32
-        )
+        vectors = embed_texts(texts, embedder=resolve_embedder(embedder), cache=cache)
+    vectors = np.asarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != len(texts):
         raise ValueError(f"embedder returned shape {vectors.shape} for {len(texts)} texts")
     return unit_rows(vectors)

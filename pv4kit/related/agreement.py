@@ -140,9 +140,8 @@ def krippendorff_alpha(ratings: Any, *, level: str = "nominal") -> float:
     value_counts = np.array([np.bincount(_codes(u, cats), minlength=len(cats)) for u in units], dtype=float)
     import krippendorff
 
-    return float(
-        krippendorff.alpha(value_counts=value_counts, value_domain=domain, level_of_measurement=level)
-    )
+    alpha = krippendorff.alpha(value_counts=value_counts, value_domain=domain, level_of_measurement=level)
+    return float(alpha)
 
 
 def pairwise_cohen(

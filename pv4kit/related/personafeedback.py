@@ -8,6 +8,7 @@ The release holds ``data/{general,spedific}/{easy,medium,hard}.jsonl`` (``specif
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
@@ -34,8 +35,6 @@ PAIR_COLUMNS = ["set", "tier", "user_id", "persona", "question", "chosen", "reje
 PERSONA_SECTIONS = ("Name", "Demographics", "Personality", "Preference", "Bias")
 LINES_FILE = "persona/all_personas.jsonl"
 _ID_FIELDS = ("user_id", "id", "persona_id")
-_PERSONA_COLUMNS = ["persona_key", "file", "line", "name", "persona", "record"]
-_DISAGREEMENT_COLUMNS = ["persona_key", "problem", "file", "line"]
 
 # ------------------------------------------------------------------------------------------- personas
 
@@ -109,12 +108,11 @@ def read_personas(
     if use not in found:
         want = "persona/<N>.json files" if use == "files" else LINES_FILE
         raise FileNotFoundError(f"{root}: layout={layout!r} but no {want} found (found: {found})")
-    by_file, _ = _read_layout(root, "files", files, id_rule) if files else (None, "")
-    by_line, line_rule = _read_layout(root, "lines", files, id_rule) if "lines" in found else (None, "")
-    personas, rule = (by_file, "file") if use == "files" else (by_line, line_rule)
+    read = {name: _read_layout(root, name, files, id_rule) for name in found}
+    personas, rule = read[use]
     rows = []
-    if by_file is not None and by_line is not None:
-        by_file, by_line = by_file.set_index("persona_key"), by_line.set_index("persona_key")
+    if len(read) == 2:
+        by_file, by_line = (read[name][0].set_index("persona_key") for name in ("files", "lines"))
         for key in sorted(set(by_file.index) | set(by_line.index), key=lambda k: (len(k), k)):
             if key not in by_line.index:
                 rows.append((key, "only_in_files", by_file.at[key, "file"], pd.NA))
@@ -122,7 +120,7 @@ def read_personas(
                 rows.append((key, "only_in_lines", by_line.at[key, "file"], by_line.at[key, "line"]))
             elif _canonical(by_file.at[key, "record"]) != _canonical(by_line.at[key, "record"]):
                 rows.append((key, "different", by_file.at[key, "file"], by_line.at[key, "line"]))
-    disagreements = pd.DataFrame(rows, columns=_DISAGREEMENT_COLUMNS)
+    disagreements = pd.DataFrame(rows, columns=["persona_key", "problem", "file", "line"])
     if rows:
         problems = disagreements["problem"].value_counts().to_dict()
         msg = "%s and persona/<N>.json disagree on %d personas (%s); using the %s layout"
@@ -131,9 +129,8 @@ def read_personas(
 
 
 def _canonical(rec: dict[str, Any]) -> str:
-    return json.dumps(
-        {k: v for k, v in rec.items() if k not in _ID_FIELDS}, sort_keys=True, ensure_ascii=False
-    )
+    content = {k: v for k, v in rec.items() if k not in _ID_FIELDS}
+    return json.dumps(content, sort_keys=True, ensure_ascii=False)
 
 
 def _persona_row(key: str, rec: Any, path: Path, line: int, root: Path) -> list[Any]:
@@ -153,9 +150,8 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
     if layout == "files":
         others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
         if others:
-            logger.warning(
-                "persona/: ignoring %d .json files whose names are not ids: %s", len(others), others[:5]
-            )
+            msg = "persona/: ignoring %d .json files whose names are not ids: %s"
+            logger.warning(msg, len(others), others[:5])
         for path in files:
             try:
                 rec = json.loads(path.read_text(encoding="utf-8"))
@@ -174,10 +170,9 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
             raise ValueError(f"{path}: id_rule='field' but no id field {list(_ID_FIELDS)} is in every record")
         rule = f"field:{id_field}" if id_field is not None and id_rule != "line" else "line"
         for n, (line, rec) in enumerate(records, start=1):
-            rows.append(
-                _persona_row(str(n) if rule == "line" else _persona_key(rec[id_field]), rec, path, line, root)
-            )
-    frame = pd.DataFrame(rows, columns=_PERSONA_COLUMNS)
+            key = str(n) if rule == "line" else _persona_key(rec[id_field])
+            rows.append(_persona_row(key, rec, path, line, root))
+    frame = pd.DataFrame(rows, columns=["persona_key", "file", "line", "name", "persona", "record"])
     dupes = frame[frame["persona_key"].duplicated(keep=False)]
     if len(dupes):
         places = (dupes["file"] + ":" + dupes["line"].astype(str)).tolist()[:10]
@@ -237,13 +232,12 @@ def load_personafeedback(
     root = resolve_source(source, repo_id=HUB_ID)
     personas, rule, use, found, disagreements = read_personas(root, id_rule=id_rule, layout=layout)
     rows, files = [], []
-    for folder in sorted(SETS):
-        for tier in TIERS:
-            path = root / "data" / folder / f"{tier}.jsonl"
-            if (sets and SETS[folder] not in sets) or (tiers and tier not in tiers) or not path.is_file():
-                continue
-            files.append(str(path.relative_to(root)))
-            rows += [_pair_row(rec, path, line, SETS[folder], tier) for line, rec in iter_jsonl(path)]
+    for folder, tier in itertools.product(sorted(SETS), TIERS):
+        path = root / "data" / folder / f"{tier}.jsonl"
+        if (sets and SETS[folder] not in sets) or (tiers and tier not in tiers) or not path.is_file():
+            continue
+        files.append(str(path.relative_to(root)))
+        rows += [_pair_row(rec, path, line, SETS[folder], tier) for line, rec in iter_jsonl(path)]
     if not files:
         raise FileNotFoundError(
             f"{root}: no data/{{general,spedific,specific}}/{{easy,medium,hard}}.jsonl files found"
@@ -269,16 +263,16 @@ def load_personafeedback(
 
 
 def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> list[Any]:
-    rejected = rec.get("reject", rec.get("rejected"))
-    values = {"user_id": rec.get("user_id"), "question": rec.get("question"), "chosen": rec.get("chosen")}
-    for name, value in {**values, "reject": rejected}.items():
-        if value is None:
-            raise ValueError(
-                f"{path}:{line}: missing field {name!r}; expected a case {{user_id, question, chosen, "
-                f"reject}}, found fields {sorted(rec)}"
-            )
-    texts = [str(rec["question"]), str(rec["chosen"]), str(rejected)]
-    return [set_name, tier, _persona_key(rec["user_id"]), *texts, f"{set_name}/{tier}/{line}", line]
+    values = {k: rec.get(k) for k in ("user_id", "question", "chosen")}
+    values["reject"] = rec.get("reject", rec.get("rejected"))
+    missing = [k for k, v in values.items() if v is None]
+    if missing:
+        raise ValueError(
+            f"{path}:{line}: missing field {missing[0]!r}; expected a case {{user_id, question, chosen, "
+            f"reject}}, found fields {sorted(rec)}"
+        )
+    texts = [str(values[k]) for k in ("question", "chosen", "reject")]
+    return [set_name, tier, _persona_key(values["user_id"]), *texts, f"{set_name}/{tier}/{line}", line]
 
 
 def head_per_group(pairs: pd.DataFrame, limit: int) -> pd.DataFrame:
@@ -384,15 +378,9 @@ def judge_pairs(
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
     out = requests.drop(columns=["messages"]).assign(**replies)
-    out["parsed"] = [
-        parse_judge_reply(t) if pd.isna(e) and isinstance(t, str) else None
-        for t, e in zip(out["reply"], out["error"], strict=True)
-    ]
+    out["parsed"] = out["reply"].map(parse_judge_reply, na_action="ignore").where(out["error"].isna(), None)
     out["unparsed"] = out["parsed"].isna() & out["error"].isna()
     out["correct"] = (out["parsed"] == out["chosen_position"]).fillna(False).astype(bool)
-    n_bad = int(out["unparsed"].sum())
-    if n_bad:
-        logger.warning("%d of %d judge replies could not be parsed; counted as wrong", n_bad, len(out))
     return out
 
 
@@ -403,12 +391,10 @@ def judge_accuracy(
 
     Returns ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
     """
+    frame = predictions.assign(errored=predictions["error"].notna())
+    counts = ["unparsed", "errored"]
     return accuracy_table(
-        predictions.assign(errored=predictions["error"].notna()),
-        outer=["order"],
-        extra_counts=["unparsed", "errored"],
-        confidence=confidence,
-        interval=interval,
+        frame, outer=["order"], extra_counts=counts, confidence=confidence, interval=interval
     )
 
 
@@ -430,9 +416,8 @@ def position_bias(predictions: pd.DataFrame) -> pd.DataFrame:
         share_a = float((picks.reindex(part.index) == "A").to_numpy().mean())
         consistent = float((part["chosen_A"] == part["chosen_B"]).mean())
         rows.append([key, len(part), acc_a, acc_b, acc_a - acc_b, share_a, consistent])
-    return pd.DataFrame(
-        rows, columns="set n_pairs acc_chosen_A acc_chosen_B bias share_pick_A consistent".split()
-    )
+    columns = "set n_pairs acc_chosen_A acc_chosen_B bias share_pick_A consistent"
+    return pd.DataFrame(rows, columns=columns.split())
 
 
 # ------------------------------------------------------------------------------------ PV4-style score
@@ -479,10 +464,8 @@ def pv4_score(
     if "error" not in merged.columns:
         merged["error"] = None
     gen = merged["generation"].fillna("").astype(str)
-    vectors = encode(
-        pd.concat([gen, merged["chosen"], merged["rejected"]]).tolist(), embedder=embedder, cache=cache
-    )
-    g, c, r = np.split(vectors, 3)
+    texts = pd.concat([gen, merged["chosen"], merged["rejected"]]).tolist()
+    g, c, r = np.split(encode(texts, embedder=embedder, cache=cache), 3)
     out = merged[[col for col in ("set", "tier", "user_id", "pair_id") if col in merged.columns]].copy()
     out["sim_chosen"] = np.einsum("ij,ij->i", g, c).astype(float)
     out["sim_rejected"] = np.einsum("ij,ij->i", g, r).astype(float)

@@ -10,14 +10,12 @@ import pandas as pd
 
 from pv4kit.dataset.load import load
 from pv4kit.related._common import check_choice
+from pv4kit.related.personafeedback import PAIR_COLUMNS
 from pv4kit.schema import LETTERS
 
 logger = logging.getLogger(__name__)
 
-_COLUMNS = [
-    *("set", "tier", "user_id", "persona", "question", "chosen", "rejected", "pair_id", "line"),
-    *("question_index", "split", "distractor_letter"),
-]
+_COLUMNS = [*PAIR_COLUMNS, "question_index", "split", "distractor_letter"]
 
 
 def pv4_pairs(

@@ -13,8 +13,8 @@ import contextlib
 import itertools
 import logging
 import os
-from collections import Counter
-from collections.abc import Iterator, Sequence
+import re
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +33,16 @@ logger = logging.getLogger(__name__)
 
 HUB_ID = "leczhang/recenter-personalization"
 _INDEX_KEYS = ("item_index", "index", "sample_index")
+# what -> (index field, the field holding the record's entries, their shape) of the records _entries reads
+_SHAPES = {
+    "stage-1 item": ("item_index", "merged_attributes", "[{attribute, confidence, ground_truth, ...}]"),
+    "stage-1 annotation": ("index", "attr_judgments", "[{judgment, note}]"),
+    "stage-2 item": ("item_index", "profile_attributes", "[{attribute, ...}]"),
+    "stage-2 annotation": ("index", "relevance_judgments", "[{attribute, relevant | rating}]"),
+    "stage-2 LLM judgment": ("sample_index", "items", "[{attribute, relevant, raw_answer, full_output}]"),
+    "stage-3 item": ("item_index", "attributes", "[{attribute, is_relevant}]"),
+    "stage-3 rating": ("index | item_index | sample_index", "ratings", "{attribute: 1-5 | null}"),
+}
 
 # ------------------------------------------------------------------------------------ reading records
 
@@ -45,51 +55,49 @@ def _stage_dir(source: str | os.PathLike[str], stage: str) -> Path:
     return folder
 
 
-def _files(folder: Path) -> list[Path]:
-    return sorted(folder.glob("*.jsonl")) if folder.is_dir() else []
-
-
 def _shape_error(path: Path, line: int, what: str, expected: str, rec: dict[str, Any]) -> ValueError:
     return ValueError(f"{path}:{line}: not a {what} record: expected {expected}; found fields {sorted(rec)}")
 
 
-def _records(path: Path, what: str, expected: str) -> Iterator[tuple[int, dict[str, Any], int]]:
-    """``(line, record, item index)`` per record; a repeated item raises once the caller checked it."""
-    first: dict[int, int] = {}
-    for line, rec in iter_jsonl(path):
-        key = next((k for k in _INDEX_KEYS if rec.get(k) is not None), None)
-        if key is None:
-            raise _shape_error(path, line, what, expected, rec)
-        try:
-            index = int(rec[key])
-        except (TypeError, ValueError):
-            raise ValueError(f"{path}:{line}: {key} {rec[key]!r} is not an integer") from None
-        yield line, rec, index
-        if index in first:
-            raise ValueError(
-                f"{path}:{line}: a second {what} record for item {index} (the first is line {first[index]}); "
-                "expected one record per item in a file: remove or merge one of them"
-            )
-        first[index] = line
+def _entries(paths: Iterable[Path], what: str) -> Iterator[tuple[Path, int, dict[str, Any], int, Any, Any]]:
+    """``(path, line, record, item index, position or key, entry)`` per entry of each ``what`` record.
 
-
-def _entries(paths: list[Path], key: str, what: str, expected: str) -> Iterator[tuple[Any, ...]]:
-    """``(path, line, record, item index, position, entry)`` per entry of each record's list ``key``."""
+    A record without an index or entries raises; so does a second record for an item in one file, after its
+    entries (so that their own errors come first).
+    """
+    index_field, field, shape = _SHAPES[what]
+    kind = dict if shape.startswith("{") else list
     for path in paths:
-        for line, rec, index in _records(path, what, expected):
-            if not isinstance(rec.get(key), list):
-                raise _shape_error(path, line, what, expected, rec)
-            for j, entry in enumerate(rec[key]):
+        first: dict[int, int] = {}
+        for line, rec in iter_jsonl(path):
+            key = next((k for k in _INDEX_KEYS if rec.get(k) is not None), None)
+            if key is None or not isinstance(rec.get(field), kind):
+                raise _shape_error(path, line, what, f"{{{index_field}, {field}: {shape}, ...}}", rec)
+            try:
+                index = int(rec[key])
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}:{line}: {key} {rec[key]!r} is not an integer") from None
+            for j, entry in rec[field].items() if kind is dict else enumerate(rec[field]):
                 yield path, line, rec, index, j, entry
+            if index in first:
+                raise ValueError(
+                    f"{path}:{line}: a second {what} record for item {index} (the first is line "
+                    f"{first[index]}); expected one record per item in a file: remove or merge one of them"
+                )
+            first[index] = line
 
 
-def _attr_text(value: Any, path: Path, line: int, what: str) -> str:
-    if isinstance(value, str):
-        return value
+def _files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.jsonl"))
+
+
+def _attr_text(value: Any, where: str) -> str:
     if isinstance(value, dict) and isinstance(value.get("attribute"), str):
         return value["attribute"]
+    if isinstance(value, str):
+        return value
     found = sorted(value) if isinstance(value, dict) else type(value).__name__
-    raise ValueError(f"{path}:{line}: {what}: expected {{attribute, ...}}, found {found}")
+    raise ValueError(f"{where}: expected {{attribute, ...}}, found {found}")
 
 
 def _float_or_none(value: Any, where: str) -> float | None:
@@ -101,31 +109,39 @@ def _float_or_none(value: Any, where: str) -> float | None:
     raise ValueError(f"{where}: expected a number, found {value!r}")
 
 
-def _coverage(
-    items: pd.DataFrame, human: tuple[pd.DataFrame, list], llm: tuple[pd.DataFrame, list]
-) -> pd.DataFrame:
+def _coverage(items: pd.DataFrame, human: pd.DataFrame, llm: pd.DataFrame, value: str) -> pd.DataFrame:
     """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
 
-    ``human``/``llm``: the rated pairs (rater in ``annotator``/``model``) and the missing labels' ``(rater,
-    item, attribute)``. ``n_orphan`` counts judgments that match no pair of the items.
+    ``human``/``llm``: the judgments (rater in ``annotator``/``model``), NA in ``value`` for a missing label.
+    ``n_orphan`` counts judgments that match no pair of the items.
     """
     pairs = set(zip(items["item_index"], items["attribute"], strict=True))
     rows = []
-    for kind, (frame, missing), who in (("human", human, "annotator"), ("llm", llm, "model")):
-        rated = {r: set(zip(p["item_index"], p["attribute"], strict=True)) for r, p in frame.groupby(who)}
-        n_missing = Counter(m[0] for m in missing)
-        raters = sorted(set(rated) | set(n_missing))
-        for rater in raters:
+    for kind, frame, who in (("human", human, "annotator"), ("llm", llm, "model")):
+        labelled = frame[value].notna()
+        rated = {
+            rater: set(zip(part["item_index"], part["attribute"], strict=True))
+            for rater, part in frame[labelled].groupby(who)
+        }
+        n_missing = (~labelled).groupby(frame[who]).sum()
+        for rater in sorted(set(frame[who])):
             keys = rated.get(rater, set())
             rows.append((kind, rater, len(keys & pairs), n_missing[rater], len(keys - pairs)))
-        if raters:
+        if len(frame):
             rated_any = set().union(*rated.values()) & pairs
             orphans = sum(len(keys - pairs) for keys in rated.values())
-            rows.append((kind, f"{kind} (any)", len(rated_any), len(missing), orphans))
+            rows.append((kind, f"{kind} (any)", len(rated_any), n_missing.sum(), orphans))
     out = pd.DataFrame(rows, columns=["kind", "rater", "n_rated", "n_missing_label", "n_orphan"])
     out.insert(2, "n_pairs", len(pairs))
     out.insert(4, "n_unrated", len(pairs) - out["n_rated"])
     return out
+
+
+def _by_rater(data: Stage2Data) -> pd.DataFrame:
+    """The annotations, then the LLM judgments, with ``rater`` and ``kind`` (human | llm)."""
+    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
+    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
+    return pd.concat([human, llm], ignore_index=True)
 
 
 def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
@@ -139,13 +155,6 @@ def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str
 # -------------------------------------------------------------------------------------------- stage 1
 
 STAGE1_LABELS = ("bad", "unsure", "ok")  # ordered, for the weighted kappa
-# (list field, what, expected shape) of the records read with _entries
-_S1_ITEM = (
-    "merged_attributes",
-    "stage-1 item",
-    "{item_index, user_id, source, merged_attributes: [{attribute, confidence, ground_truth, ...}]}",
-)
-_S1_ANN = ("attr_judgments", "stage-1 annotation", "{index, attr_judgments: [{judgment, note}], ...}")
 
 
 @dataclass
@@ -164,19 +173,18 @@ def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
     """
     folder = _stage_dir(source, "stage1")
     rows = []
-    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S1_ITEM):
-        text = _attr_text(attr, path, line, f"merged_attributes[{j}]")
-        attr = attr if isinstance(attr, dict) else {}
-        where = f"{path}:{line}: merged_attributes[{j}].confidence"
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], "stage-1 item"):
+        where, fields = f"{path}:{line}: merged_attributes[{j}]", attr if isinstance(attr, dict) else {}
+        confidence = _float_or_none(fields.get("confidence"), f"{where}.confidence")
         source_name = rec.get("source", rec.get("dataset"))
-        confidence = _float_or_none(attr.get("confidence"), where)
-        rows.append((index, rec.get("user_id"), source_name, j, text, confidence, attr.get("ground_truth")))
+        row = (index, rec.get("user_id"), source_name, j, _attr_text(attr, where), confidence)
+        rows.append((*row, fields.get("ground_truth")))
     columns = "item_index user_id source attr_index attribute confidence ground_truth".split()
     items = pd.DataFrame(rows, columns=columns).astype({"confidence": float})
     n_attrs = items.groupby("item_index").size().to_dict()
     ann = []
-    for path, line, rec, index, j, judg in _entries(_files(folder / "annotations"), *_S1_ANN):
-        if j == 0 and index in n_attrs and len(rec["attr_judgments"]) > n_attrs[index]:
+    for path, line, rec, index, j, judg in _entries(_files(folder / "annotations"), "stage-1 annotation"):
+        if j == 0 and len(rec["attr_judgments"]) > n_attrs.get(index, np.inf):
             raise ValueError(
                 f"{path}:{line}: {len(rec['attr_judgments'])} judgments for item {index} with "
                 f"{n_attrs[index]} attributes"
@@ -197,8 +205,7 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
     """
     key = ["item_index", "attr_index"]
     counts = data.annotations.pivot_table(index=key, columns="judgment", values="annotator", aggfunc="count")
-    counts = counts.reindex(columns=list(STAGE1_LABELS)).fillna(0)
-    counts.columns = [f"n_{c}" for c in counts.columns]
+    counts = counts.reindex(columns=list(STAGE1_LABELS)).fillna(0).add_prefix("n_")
     out = data.items.merge(counts.reset_index(), on=key, how="left")
     columns = ["n_ok", "n_unsure", "n_bad"]
     out[columns] = out[columns].fillna(0).astype(int)
@@ -228,8 +235,7 @@ def stage1_agreement(data: Stage1Data) -> pd.DataFrame:
             pair = pairwise_cohen(table, weights=weights, labels=labels)
             name = "cohen_kappa" if weights is None else "cohen_kappa_linear"
             rows += [(name, scale, f"{r.rater_a}-{r.rater_b}", r.n, r.kappa) for r in pair.itertuples()]
-            mean = float(pair["kappa"].mean()) if len(pair) else float("nan")
-            rows.append((f"mean_{name}", scale, "pairs", len(table.dropna()), mean))
+            rows.append((f"mean_{name}", scale, "pairs", len(table.dropna()), float(pair["kappa"].mean())))
     return pd.DataFrame(rows, columns=["metric", "scale", "raters", "n_items", "value"])
 
 
@@ -247,29 +253,12 @@ RELEVANCE_LABELS: dict[str, bool] = {
     **dict.fromkeys("unnecessary forbidden no false not_relevant irrelevant".split(), False),
 }
 MISSING_LABELS = ("none", "")  # the tool's "not rated yet"
-_S2_ITEM = (
-    "profile_attributes",
-    "stage-2 item",
-    "{item_index, prompt_index, prompt_text, user_id, profile_attributes: [{attribute, ...}], items}",
-)
-_S2_ANN = (
-    "relevance_judgments",
-    "stage-2 annotation",
-    "{index, relevance_judgments: [{attribute, relevant | rating}], ...}",
-)
-_S2_LLM = (
-    "items",
-    "stage-2 LLM judgment",
-    "{sample_index, items: [{attribute, relevant, raw_answer, full_output}], model, ...}",
-)
 
 
 @dataclass
-class Stage2Data:
+class Stage2Data(Stage1Data):
     """Stage 2 frames (see :func:`load_stage2`)."""
 
-    items: pd.DataFrame
-    annotations: pd.DataFrame
     judgments: pd.DataFrame
     coverage: pd.DataFrame
 
@@ -283,9 +272,7 @@ def relevance_label(value: Any, *, where: str = "") -> bool | None:
     """
     if value is None or (isinstance(value, float) and np.isnan(value)):
         return None
-    if isinstance(value, bool | np.bool_):
-        return bool(value)
-    if isinstance(value, int | float):
+    if isinstance(value, bool | np.bool_ | int | float):
         if value in (0, 1):
             return bool(value)
         raise ValueError(f"{where}: relevance {value!r} is neither 0 nor 1")
@@ -302,22 +289,20 @@ def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
     if not isinstance(judg, dict) or not isinstance(judg.get("attribute"), str):
         found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
         raise ValueError(f"{where}: expected a judgment {{attribute, relevant | rating}}, found {found}")
+    attr = judg["attribute"]
     if "rating" not in judg and "relevant" not in judg:
         raise ValueError(
-            f"{where}: judgment of {judg['attribute']!r} has neither 'rating' nor 'relevant'; "
-            f"found fields {sorted(judg)}"
+            f"{where}: judgment of {attr!r} has neither 'rating' nor 'relevant'; found fields {sorted(judg)}"
         )
-    rating, relevant = judg.get("rating"), judg.get("relevant")
-    by_rating = relevance_label(rating, where=f"{where}: rating")
-    by_relevant = relevance_label(relevant, where=f"{where}: relevant")
-    if by_rating is not None and by_relevant is not None and by_rating != by_relevant:
+    label = {k: judg.get(k) for k in ("rating", "relevant")}
+    binary = {k: relevance_label(v, where=f"{where}: {k}") for k, v in label.items()}
+    if None not in binary.values() and binary["rating"] != binary["relevant"]:
         raise ValueError(
-            f"{where}: judgment of {judg['attribute']!r}: rating {rating!r} and relevant {relevant!r} "
+            f"{where}: judgment of {attr!r}: rating {label['rating']!r} and relevant {label['relevant']!r} "
             "disagree"
         )
-    if by_rating is not None:
-        return judg["attribute"], rating, by_rating
-    return judg["attribute"], relevant if by_relevant is not None else rating, by_relevant
+    use = "relevant" if binary["rating"] is None and binary["relevant"] is not None else "rating"
+    return attr, label[use], binary[use]
 
 
 def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
@@ -329,26 +314,21 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     ``raw_answer``; ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
     """
     folder = _stage_dir(source, "stage2")
-    rows, proposed = [], {}  # proposed: line -> the attribute texts the coarse filter proposed
-    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S2_ITEM):
-        if line not in proposed:
-            proposed[line] = {_attr_text(a, path, line, "items[]") for a in rec.get("items") or []}
-        text = _attr_text(attr, path, line, f"profile_attributes[{j}]")
+    rows = []
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], "stage-2 item"):
+        proposed = {_attr_text(a, f"{path}:{line}: items[]") for a in rec.get("items") or []}
+        text = _attr_text(attr, f"{path}:{line}: profile_attributes[{j}]")
         truth = attr.get("ground_truth") if isinstance(attr, dict) else None
         fields = [rec.get(k) for k in ("prompt_index", "prompt_text", "user_id")]
-        rows.append([index, *fields, text, truth, text in proposed[line]])
+        rows.append([index, *fields, text, truth, text in proposed])
     columns = "item_index prompt_index prompt_text user_id attribute ground_truth coarse_filter"
     items = pd.DataFrame(rows, columns=columns.split())
-    ann, missing = [], []
-    for path, line, _, index, _, judg in _entries(_files(folder / "annotations"), *_S2_ANN):
-        attr, label, rel = _judgment_label(judg, f"{path}:{line}")
-        if rel is None:
-            missing.append((path.stem, index, attr))
-        else:
-            ann.append((path.stem, index, attr, label, rel))
-    annotations = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
+    ann = []
+    for path, line, _, index, _, judg in _entries(_files(folder / "annotations"), "stage-2 annotation"):
+        ann.append((path.stem, index, *_judgment_label(judg, f"{path}:{line}")))
+    ann = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
     jud = []
-    for path, line, rec, index, _, judg in _entries(_files(folder / "llm_judgments"), *_S2_LLM):
+    for path, line, rec, index, _, judg in _entries(_files(folder / "llm_judgments"), "stage-2 LLM judgment"):
         if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
             found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
             raise ValueError(
@@ -357,10 +337,8 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
         relevant = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
         jud.append((path.stem, rec.get("model"), index, judg["attribute"], relevant, judg.get("raw_answer")))
     judgments = pd.DataFrame(jud, columns="model model_name item_index attribute relevant raw_answer".split())
-    bad = judgments[judgments["relevant"].isna()]
-    unparsed = list(zip(bad["model"], bad["item_index"], bad["attribute"], strict=True))
-    coverage = _coverage(items, (annotations, missing), (judgments.dropna(subset=["relevant"]), unparsed))
-    return Stage2Data(items, annotations, judgments, coverage)
+    annotations = ann.dropna(subset=["relevant"]).astype({"relevant": bool}).reset_index(drop=True)
+    return Stage2Data(items, annotations, judgments, _coverage(items, ann, judgments, "relevant"))
 
 
 def stage2_labels(data: Stage2Data) -> pd.DataFrame:
@@ -369,14 +347,11 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
     ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
     under another user's item of the prompt).
     """
-    votes = data.annotations.groupby(["item_index", "attribute"])["relevant"].agg(
-        n_ratings="size", n_relevant="sum"
-    )
-    out = data.items.merge(votes.reset_index(), on=["item_index", "attribute"], how="left")
-    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
-    human = pd.array(2 * out["n_relevant"] >= out["n_ratings"], dtype="boolean")
-    human[(out["n_ratings"] == 0).to_numpy()] = pd.NA
-    out["human"] = human
+    key, counts = ["item_index", "attribute"], ["n_ratings", "n_relevant"]
+    votes = data.annotations.groupby(key)["relevant"].agg(n_ratings="size", n_relevant="sum")
+    out = data.items.merge(votes.reset_index(), on=key, how="left")
+    out[counts] = out[counts].fillna(0).astype(int)
+    out["human"] = (2 * out["n_relevant"] >= out["n_ratings"]).astype("boolean").mask(out["n_ratings"] == 0)
     return out
 
 
@@ -385,12 +360,10 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
 
     Returns ``kind`` (human | llm), ``rater, n`` (pairs with a label), ``n_yes, yes_rate``.
     """
-    rows = []
-    for kind, frame, who in (("human", data.annotations, "annotator"), ("llm", data.judgments, "model")):
-        for rater, part in frame.dropna(subset=["relevant"]).groupby(who, sort=True):
-            n, yes = len(part), int(part["relevant"].astype(bool).sum())
-            rows.append((kind, rater, n, yes, yes / n))
-    out = pd.DataFrame(rows, columns=["kind", "rater", "n", "n_yes", "yes_rate"])
+    votes = _by_rater(data).dropna(subset=["relevant"])
+    grouped = votes["relevant"].astype(bool).groupby([votes["kind"], votes["rater"]])
+    out = grouped.agg(n="size", n_yes="sum").reset_index()
+    out["yes_rate"] = out["n_yes"] / out["n"]
     llm = out[out["kind"] == "llm"]
     if len(llm):
         out.loc[len(out)] = ["llm", "llm (mean)", llm["n"].sum(), llm["n_yes"].sum(), llm["yes_rate"].mean()]
@@ -410,11 +383,6 @@ def choose_threshold(scores: np.ndarray, labels: np.ndarray) -> float:
     return best
 
 
-_PREDICTION_COLUMNS = (
-    "method item_index prompt_index attribute split score threshold pred human missing".split()
-)
-
-
 def stage2_predictions(
     data: Stage2Data,
     *,
@@ -432,23 +400,19 @@ def stage2_predictions(
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     labels = stage2_labels(data)
-    labels = labels[labels["human"].notna()].reset_index(drop=True)
-    labels["human"] = labels["human"].astype(bool)
+    labels = labels[labels["human"].notna()].reset_index(drop=True).astype({"human": bool})
     base = labels[["item_index", "prompt_index", "attribute", "human"]].copy()
     prompts = np.array(sorted(labels["prompt_index"].dropna().unique()))
     n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
-    frames = []
+    frames, key = [], ["item_index", "attribute"]
     for model, part in data.judgments.groupby("model", sort=True):
-        merged = base.merge(
-            part[["item_index", "attribute", "relevant"]], on=["item_index", "attribute"], how="left"
-        )
-        merged["missing"] = merged["relevant"].isna()
-        merged["pred"] = merged["relevant"].fillna(False).astype(bool)
-        frames.append(
-            merged.drop(columns="relevant").assign(method=model, score=merged["pred"] * 1.0, threshold=np.nan)
-        )
+        merged = base.merge(part[[*key, "relevant"]], on=key, how="left")
+        relevant = merged.pop("relevant")
+        pred = relevant.fillna(False).astype(bool)
+        columns = {"score": pred * 1.0, "threshold": np.nan, "pred": pred, "missing": relevant.isna()}
+        frames.append(merged.assign(method=model, **columns))
     scored: dict[str, np.ndarray] = {}  # the coarse filter's 0/1, then similarities thresholded on tune
     if labels["coarse_filter"].any():
         scored["coarse_filter"] = labels["coarse_filter"].to_numpy() * 1.0
@@ -466,7 +430,8 @@ def stage2_predictions(
         threshold = np.nan if fixed else choose_threshold(score[tune], base["human"].to_numpy()[tune])
         pred = score > 0 if fixed else score >= threshold
         frames.append(base.assign(method=method, score=score, threshold=threshold, pred=pred, missing=False))
-    return pd.concat(frames, ignore_index=True)[_PREDICTION_COLUMNS]
+    columns = "method item_index prompt_index attribute split score threshold pred human missing"
+    return pd.concat(frames, ignore_index=True)[columns.split()]
 
 
 def stage2_metrics(predictions: pd.DataFrame, *, subset: str | Sequence[str] = "test") -> pd.DataFrame:
@@ -544,35 +509,25 @@ def agreement_summary(agreement: pd.DataFrame) -> pd.DataFrame:
 
 # generation conditions, as file-name prefixes (longest first: "gt_attributes" before "attributes")
 CONDITIONS = ("gt_attributes", "no_context", "attributes")
-_TOOL_PREFIX = "eval_results_task5_"  # the annotation tool's name for the same files
+# <condition>_<model tag>, optionally after the annotation tool's prefix for the same files
+_GEN_NAME = re.compile(rf"(?:eval_results_task5_)?({'|'.join(CONDITIONS)})_(.+)")
 _GENERIC_SIDE = ("no_context", "generic", "baseline", "no_profile")
 _PERSONAL_SIDE = ("personalized", "personalised", "gt_attributes", "attributes", "personal")
-_S3_ITEM = (
-    "attributes",
-    "stage-3 item",
-    "{item_index, prompt_id, model_tag, prompt_text, attributes: [{attribute, is_relevant}], "
-    "response_no_context, response_personalized}",
-)
-_S3_RATING = "{index | item_index | sample_index, ratings: {attribute: 1-5 | null}, display_assignment}"
 _S3_GEN = "{user_id, prompt_id, prompt_text, profile_attributes, items, mode, model, response}"
-_S3_ITEM_COLUMNS = [
-    *("item_index", "prompt_id", "user_id", "model_tag", "prompt_text", "attribute", "is_relevant"),
-    *("response_no_context", "response_personalized"),
-]
+_S3_ITEM_COLUMNS = (
+    "item_index prompt_id user_id model_tag prompt_text attribute is_relevant response_no_context "
+    "response_personalized"
+).split()
 _GEN_COLUMNS = (
     "condition model_tag model_name prompt_id user_id prompt_text response item_index matches_item file line"
 )
 
 
 @dataclass
-class Stage3Data:
+class Stage3Data(Stage2Data):
     """Stage 3 frames (see :func:`load_stage3`)."""
 
-    items: pd.DataFrame
-    annotations: pd.DataFrame
-    judgments: pd.DataFrame
     generations: pd.DataFrame
-    coverage: pd.DataFrame
 
 
 def personalised_side(value: Any, *, where: str = "") -> str | None:
@@ -586,14 +541,13 @@ def personalised_side(value: Any, *, where: str = "") -> str | None:
     if value is None:
         return None
     by_side = {"A": value[0], "B": value[1]} if isinstance(value, list | tuple) and len(value) == 2 else value
-    if isinstance(by_side, dict):
-        upper = {str(k).strip().upper(): v for k, v in by_side.items()}
-        inverse = {str(v).strip().upper(): k for k, v in by_side.items()} if len(by_side) == 2 else {}
-        sides = upper if set(upper) == {"A", "B"} else inverse
+    if isinstance(by_side, dict) and len(by_side) == 2:
+        sides = {str(k).strip().upper(): v for k, v in by_side.items()}
+        if set(sides) != {"A", "B"}:  # conditions to sides
+            sides = {str(v).strip().upper(): k for k, v in by_side.items()}
         roles = {s: str(c).strip().lower().replace("-", "_").replace(" ", "_") for s, c in sides.items()}
         personal = [s for s, r in roles.items() if r in _PERSONAL_SIDE]
-        generic = [s for s, r in roles.items() if r in _GENERIC_SIDE]
-        if set(roles) == {"A", "B"} and len(personal) == len(generic) == 1:
+        if set(roles) == {"A", "B"} and len(personal) == 1 and set(roles.values()) & set(_GENERIC_SIDE):
             return personal[0]
     raise ValueError(
         f"{where}: display_assignment {value!r} not understood: expected the sides A and B mapped to one "
@@ -601,23 +555,16 @@ def personalised_side(value: Any, *, where: str = "") -> str | None:
     )
 
 
-def _ratings_frame(folder: Path, who: str) -> tuple[pd.DataFrame, list[tuple[str, int, str]]]:
-    rows, missing = [], []
-    for path in _files(folder):
-        for line, rec, index in _records(path, "stage-3 rating", _S3_RATING):
-            if not isinstance(rec.get("ratings"), dict):
-                raise _shape_error(path, line, "stage-3 rating", _S3_RATING, rec)
-            side = personalised_side(rec.get("display_assignment"), where=f"{path}:{line}")
-            for attr, rating in rec["ratings"].items():
-                if rating is None or rating == "":
-                    missing.append((path.stem, index, attr))
-                    continue
-                value = _float_or_none(rating, f"{path}:{line}: rating of {attr!r}")
-                if not 1 <= value <= 5:
-                    raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
-                rows.append((path.stem, index, attr, value, side))
-    frame = pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating", "personalised_side"])
-    return frame, missing
+def _ratings(folder: Path, who: str) -> pd.DataFrame:
+    """``who, item_index, attribute, rating`` (NaN: left unrated) ``, personalised_side`` per rating."""
+    rows = []
+    for path, line, rec, index, attr, rating in _entries(_files(folder), "stage-3 rating"):
+        side = personalised_side(rec.get("display_assignment"), where=f"{path}:{line}")
+        value = None if rating == "" else _float_or_none(rating, f"{path}:{line}: rating of {attr!r}")
+        if value is not None and not 1 <= value <= 5:
+            raise ValueError(f"{path}:{line}: rating {rating!r} for {attr!r} is outside 1-5")
+        rows.append((path.stem, index, attr, value, side))
+    return pd.DataFrame(rows, columns=[who, "item_index", "attribute", "rating", "personalised_side"])
 
 
 def same_model(tag: str, name: str) -> bool:
@@ -645,13 +592,12 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     }
     rows, seen = [], {}
     for path in _files(folder):
-        stem = path.stem.removeprefix(_TOOL_PREFIX)
-        condition = next((c for c in CONDITIONS if stem.startswith(f"{c}_") and len(stem) > len(c) + 1), None)
-        if condition is None:
+        match = _GEN_NAME.fullmatch(path.stem)
+        if match is None:
             raise ValueError(
                 f"{path}: file name is not <condition>_<model>.jsonl with condition in {list(CONDITIONS)}"
             )
-        tag = stem[len(condition) + 1 :]
+        condition, tag = match.groups()
         for line, rec in iter_jsonl(path):
             if rec.get("prompt_id") is None or "response" not in rec:
                 raise _shape_error(path, line, "stage-3 generation", _S3_GEN, rec)
@@ -684,18 +630,17 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
     """
     folder = _stage_dir(source, "stage3")
     rows = []
-    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], *_S3_ITEM):
-        text = _attr_text(attr, path, line, f"attributes[{j}]")
+    for path, line, rec, index, j, attr in _entries([folder / "items.jsonl"], "stage-3 item"):
+        text = _attr_text(attr, f"{path}:{line}: attributes[{j}]")
         relevant = attr.get("is_relevant") if isinstance(attr, dict) else None
-        fields = [rec.get(k) for k in ("prompt_id", "user_id", "model_tag", "prompt_text")]
-        responses = [rec.get("response_no_context"), rec.get("response_personalized")]
-        rows.append([index, *fields, text, relevant, *responses])
+        fields = {k: rec.get(k) for k in _S3_ITEM_COLUMNS}
+        rows.append({**fields, "item_index": index, "attribute": text, "is_relevant": relevant})
     items = pd.DataFrame(rows, columns=_S3_ITEM_COLUMNS)
-    annotations, ann_missing = _ratings_frame(folder / "annotations", "annotator")
-    judgments, jud_missing = _ratings_frame(folder / "llm_judgments", "model")
-    coverage = _coverage(items, (annotations, ann_missing), (judgments, jud_missing))
+    ann, jud = _ratings(folder / "annotations", "annotator"), _ratings(folder / "llm_judgments", "model")
+    coverage = _coverage(items, ann, jud, "rating")
+    annotations, judgments = (f.dropna(subset=["rating"]).reset_index(drop=True) for f in (ann, jud))
     generations = _read_generations(folder / "generations", items, folder / "items.jsonl")
-    return Stage3Data(items, annotations, judgments, generations, coverage)
+    return Stage3Data(items, annotations, judgments, coverage, generations)
 
 
 def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
@@ -704,13 +649,11 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
     personalised_side``.
     """
-    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
-    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
     info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
     info = info.drop_duplicates(["item_index", "attribute"])
-    out = pd.concat([human, llm], ignore_index=True).merge(info, on=["item_index", "attribute"], how="left")
-    columns = ["kind", "rater", "item_index", "attribute", "model_tag", "is_relevant", "rating"]
-    return out[[*columns, *(["personalised_side"] if "personalised_side" in out.columns else [])]]
+    out = _by_rater(data).merge(info, on=["item_index", "attribute"], how="left")
+    columns = "kind rater item_index attribute model_tag is_relevant rating personalised_side"
+    return out[columns.split()]
 
 
 def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
@@ -733,8 +676,6 @@ def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
     Ratings are stored canonically; stored as seen, the two sides would mirror each other (``6 - mean``).
     Returns ``kind, personalised_side, n, mean_rating, share_prefer_personalised, share_prefer_generic``.
     """
-    if "personalised_side" not in ratings.columns:
-        raise ValueError("ratings: no personalised_side column (use stage3_ratings on loaded data)")
     frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
     shares = ("share_prefer_personalised", "share_prefer_generic")
     return _rating_stats(frame, ["kind", "personalised_side"], *shares, sort=True)

@@ -9,7 +9,6 @@ the unit-length embedding; the product lets the head reward a response for match
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,29 +65,21 @@ def fit_bradley_terry(
         value = float(np.logaddexp(0.0, -margin).mean() + 0.5 * l2 * w @ w)
         return value, diff.T @ grad_margin / len(diff) + l2 * w
 
-    result = minimize(
-        objective, np.zeros(diff.shape[1]), jac=True, method="L-BFGS-B", options={"maxiter": max_iter}
-    )
+    start, options = np.zeros(diff.shape[1]), {"maxiter": max_iter}
+    result = minimize(objective, start, jac=True, method="L-BFGS-B", options=options)
     train_loss = float(np.logaddexp(0.0, -(diff @ result.x)).mean())
     logger.info("Bradley-Terry head: %d pairs, train loss %.4f (%s)", len(diff), train_loss, result.message)
     return BradleyTerryHead(weights=result.x, l2=l2, train_loss=train_loss, n_train=len(diff))
 
 
-def split_pairs(
-    pairs: pd.DataFrame,
-    *,
-    test_fraction: float = 0.5,
-    seed: int = 0,
-    stratify: Sequence[str] = ("set", "tier"),
-) -> pd.Series:
-    """Seeded ``"train"``/``"test"`` Series, stratified; a stratum with >= 2 pairs keeps >= 1 on each side."""
+def split_pairs(pairs: pd.DataFrame, *, test_fraction: float = 0.5, seed: int = 0) -> pd.Series:
+    """Seeded ``"train"``/``"test"`` labels per ``set`` x ``tier``; >= 2 pairs keep >= 1 on each side."""
     if not 0.0 < test_fraction < 1.0:
         raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
     rng = np.random.default_rng(seed)
     split = pd.Series("train", index=pairs.index, dtype=object)
-    groups = pairs.groupby(list(stratify), sort=True).groups.values() if stratify else [pairs.index]
-    for idx in groups:
-        idx = np.asarray(list(idx))
+    for idx in pairs.groupby(["set", "tier"], sort=True).groups.values():
+        idx = np.asarray(idx)
         n_test = int(round(len(idx) * test_fraction))
         if len(idx) >= 2:
             n_test = min(max(n_test, 1), len(idx) - 1)
