@@ -153,11 +153,8 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
     for metric in [*flags, "all_share_first_word", "all_share_first_two"]:
         ci = bootstrap_ci(frame.assign(v=frame[metric].astype(float)), value="v", n_boot=n_boot, seed=seed)
         chance = CHANCE if metric.startswith("ref_") else None
-        rows.append(
-            {"metric": metric, "rate": ci["estimate"], "ci_low": ci["low"], "ci_high": ci["high"]}
-            | {"n": ci["n"], "chance": chance}
-        )
-    return pd.DataFrame(rows)
+        rows.append((metric, ci["estimate"], ci["low"], ci["high"], ci["n"], chance))
+    return pd.DataFrame(rows, columns=["metric", "rate", "ci_low", "ci_high", "n", "chance"])
 
 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
@@ -281,11 +278,11 @@ def letter_sequence_summary(questions: pd.DataFrame, *, n_perm: int = 200, seed:
     for j, (metric, rate, n) in enumerate(
         [("modal_letter_of_row", modal, n_shared), ("row_letter", accuracy, int((pick >= 0).sum()))]
     ):
+        k = int((perm[:, j] >= rate - 1e-12).sum())
         valid = n > 0 and n_perm > 0
-        k = int((perm[:, j] >= rate - 1e-12).sum()) if valid else 0
         chance, p = (float(perm[:, j].mean()), (1 + k) / (1 + n_perm)) if valid else (np.nan, np.nan)
-        out.append({"metric": metric, "rate": rate, "n": n, "chance": chance, "pvalue": p})
-    return pd.DataFrame(out)
+        out.append((metric, rate, n, chance, p))
+    return pd.DataFrame(out, columns=["metric", "rate", "n", "chance", "pvalue"])
 
 
 # --------------------------------------------------------------------------- candidate-only solvers
