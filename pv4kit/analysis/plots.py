@@ -209,19 +209,17 @@ def accuracy_dots(
     """
     acc = accuracy.copy()
     many = acc["group"].nunique() > 1
-    n_others = 0
     if many and acc["group"].nunique() > max_groups:
         mean = acc.groupby("group", sort=False)["accuracy"].mean().sort_values(ascending=False)
         head, others, tail = _extremes(mean.index, keep=max_groups)
-        n_others = len(others)
-        rest = acc[acc["group"].isin(others)]
-        pooled = rest.groupby("solver", sort=False)[["n", "n_correct"]].sum().reset_index()
-        label = f"others ({n_others} groups, pooled)"
-        pooled = pooled.assign(group=label, accuracy=pooled["n_correct"] / pooled["n"])
+        pooled = acc[acc["group"].isin(others)].groupby("solver", sort=False)[["n", "n_correct"]].sum()
+        other = f"others ({len(others)} groups, pooled)"
+        pooled = pooled.reset_index().assign(group=other, accuracy=lambda f: f["n_correct"] / f["n"])
         pooled = pooled.assign(ci_low=pooled["accuracy"], ci_high=pooled["accuracy"])
-        order = {g: i for i, g in enumerate([*head, label, *tail])}
+        order = {g: i for i, g in enumerate([*head, other, *tail])}
         acc = pd.concat([acc[acc["group"].isin(head + tail)], pooled], ignore_index=True)
-        acc = acc.assign(_o=acc["group"].map(order)).sort_values(["_o"], kind="stable").drop(columns="_o")
+        acc = acc.iloc[acc["group"].map(order).argsort(kind="stable")]
+        title = f"{title} (best and worst {max_groups} of {max_groups + len(others)} groups)"
     fig = _figure()
     for solver, sub in acc.groupby("solver", sort=False):
         fig.add_scatter(
@@ -237,8 +235,6 @@ def accuracy_dots(
     _chance(fig, chance, axis="x", label=f"chance {chance:.0%}")
     fig.update_xaxes(title="accuracy (95% CI, users resampled)", tickformat=".0%", range=[0, 1.02])
     fig.update_yaxes(title="" if many else label, autorange="reversed")
-    if n_others:
-        title = f"{title} (best and worst {max_groups} of {max_groups + n_others} groups)"
     height = max(HEIGHT, 22 * acc["group"].nunique() + 160) if many else HEIGHT
     return _layout(fig, _with_embedder(title, accuracy), height=height, margin_l=260 if many else 170)
 

@@ -70,9 +70,8 @@ def _retrieved_html(run: str, ids: list[Any], scores: Any, docs: list[str]) -> s
     """The chats a retrieval run used for one question (with their scores), as a folded list."""
     items = []
     for k, doc_id in enumerate(ids):
-        score = ""
-        if scores is not None and not (isinstance(scores, float)) and k < len(scores):
-            score = f" (score {float(scores[k]):.3f})"
+        scored = scores is not None and not isinstance(scores, float) and k < len(scores)
+        score = f" (score {float(scores[k]):.3f})" if scored else ""
         text = docs[int(doc_id)] if 0 <= int(doc_id) < len(docs) else "(no such chat)"
         items.append(f"<li><b>chat {int(doc_id)}</b>{score}: {_esc(text)}</li>")
     return (
@@ -167,10 +166,9 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         raise ValueError("data: no users to browse")
     if user_id is not None and int(user_id) not in users:
         raise ValueError(f"user_id: {user_id} is not in the data; users: {users}")
-    wrong = set()  # (user_id, question_index) of every question some run got wrong
-    for preds in runs.values():
-        bad = preds[~preds["correct"].astype(bool)]
-        wrong |= set(zip(bad["user_id"], bad["question_index"], strict=True))
+    # (user_id, question_index) of every question some run got wrong
+    bad = [p.loc[~p["correct"].astype(bool), ["user_id", "question_index"]] for p in runs.values()]
+    wrong = {key for frame in bad for key in zip(frame["user_id"], frame["question_index"], strict=True)}
     q, first = data.questions, users[0] if user_id is None else int(user_id)
     c = {
         "user": w.Dropdown(options=[(f"user {u}", u) for u in users], value=first, description="User"),
