@@ -462,14 +462,9 @@ def similarity_audit(
         has = questions["rationale"].notna().to_numpy()
         gens = questions.loc[has, QUESTION_KEY].assign(generation=questions.loc[has, "rationale"].astype(str))
         scored = score_frame(questions, gens, embedder=embedder, cache=cache, progress=False)
-        renamed = {
-            "predicted_letter": "rationale_pick",
-            "correct": "rationale_correct",
-            "margin": "rationale_margin",
-        }
-        out = out.merge(
-            scored[[*QUESTION_KEY, *renamed]].rename(columns=renamed), on=QUESTION_KEY, how="left"
-        )
+        scored = scored[[*QUESTION_KEY, "predicted_letter", "correct", "margin"]]
+        scored.columns = [*QUESTION_KEY, "rationale_pick", "rationale_correct", "rationale_margin"]
+        out = out.merge(scored, on=QUESTION_KEY, how="left")
     return out.assign(embedder=embedder_name(embedder))
 
 
@@ -736,10 +731,13 @@ def run_audit(
     t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)
     if "rationale_correct" in t["similarity"]:
         rat = t["similarity"].dropna(subset=["rationale_pick"])
-        rat = rat[[*[c for c in BASE_COLUMNS if c in q], "rationale_pick", "rationale_correct"]]
-        renamed = {"rationale_pick": "predicted_letter", "rationale_correct": "correct"}
-        preds.append(rat.rename(columns=renamed).assign(solver="rationale_as_generation"))
-    t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True)
+        picks = {
+            "predicted_letter": rat["rationale_pick"].to_numpy(),
+            "correct": rat["rationale_correct"].to_numpy(),
+        }
+        preds.append(_base(rat).assign(**picks, solver="rationale_as_generation"))
+    name = embedder_name(embedder)  # the tables drawn from embeddings name it
+    t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True).assign(embedder=name)
     t["solver_accuracy"] = solver_accuracy(preds, **boot)
     if q["category_name"].notna().any():
         t["solver_accuracy_by_category"] = solver_accuracy(preds, by="category_name", **boot)
@@ -749,11 +747,8 @@ def run_audit(
     t["categories"] = category_groups(q, embedder=embedder, cache=cache)
     candidate_only = preds[preds["solver"] != "rationale_as_generation"]
     solvers = pd.concat([candidate_only, row_letter_predictions(q)], ignore_index=True)
-    t["flags"] = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
-    name = embedder_name(embedder)
-    for table in _EMBEDDED:
-        if table in t:
-            t[table] = t[table].assign(embedder=name)
+    flags = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
+    t["flags"] = flags.assign(embedder=name)
     result = AuditResult(tables=t, summary=summarize(t, embedder=name))
     if path is not None:
         with atomic_path(path) as tmp:
@@ -779,12 +774,6 @@ def stored_audit(
     return _read_stored(
         _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
     )
-
-
-#: the tables drawn from embeddings: each gets an ``embedder`` column
-_EMBEDDED = (
-    "solver_predictions solver_accuracy solver_accuracy_by_category similarity duplicates categories flags"
-).split()
 
 
 def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int) -> Path | None:

@@ -126,7 +126,6 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     parts = [header, table, legend]
     if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
         parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
-    docs = None
     for name, row in rows_by_run.items():
         verdict = "correct" if bool(row.get("correct")) else "wrong"
         margin = _number(row.get("margin"))
@@ -138,7 +137,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         )
         ids = row.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
-            docs = docs if docs is not None else data.documents(uid)
+            docs = data.documents(uid)
             parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), docs))
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
