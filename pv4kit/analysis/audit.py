@@ -9,12 +9,12 @@ tidy frame; :func:`run_audit` runs them all, :func:`write_audit` writes the tabl
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
 import pickle
 import re
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._io import atomic_path, atomic_write_text, sha256_file, sha256_text
 from pv4kit._options import check_number
 from pv4kit.baselines.hard import with_fallback_subset
 from pv4kit.embeddings.models import MINILM, embed_texts, resolve_embedder
@@ -101,8 +102,8 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     chars = np.array([[len(c.strip()) for c in cs] for cs in choices], dtype=np.int64).reshape(n, 5)
     # the first one and two words, lower-cased and stripped of ",.;:", as codes (-1: none)
     heads = [[[w.lower().strip(",.;:") for w in t[:2]] for t in ts] for ts in tokens]
-    one = _codes([h[0] if h else None for hs in heads for h in hs]).reshape(n, 5)
-    two = _codes(["\x1f".join(h) if len(h) == 2 else None for hs in heads for h in hs]).reshape(n, 5)
+    one = pd.factorize(pd.Series([h[0] if h else None for hs in heads for h in hs]))[0]
+    two = pd.factorize(pd.Series(["\x1f".join(h) if len(h) == 2 else None for hs in heads for h in hs]))[0]
     rows = np.arange(n)
     others = np.ones((n, 5), dtype=bool)
     others[rows, a] = False
@@ -112,10 +113,8 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     def beats(arr: np.ndarray) -> np.ndarray:  # every distractor below the reference
         return ((arr < arr[rows, a][:, None]) | ~others).all(axis=1)
 
-    def loses(arr: np.ndarray) -> np.ndarray:
-        return ((arr > arr[rows, a][:, None]) | ~others).all(axis=1)
-
-    def shared(arr: np.ndarray) -> np.ndarray:
+    def shared(arr: np.ndarray) -> np.ndarray:  # distractors with the reference's (known) code
+        arr = arr.reshape(n, 5)
         ref = arr[rows, a]
         return ((arr == ref[:, None]) & others & (ref >= 0)[:, None]).sum(axis=1)
 
@@ -132,19 +131,14 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
             "within_2_words": spread <= 2,
             "ref_word_rank": 1 + ((words > words[rows, a][:, None]) & others).sum(axis=1),
             "ref_longest": beats(key),
-            "ref_shortest": loses(key),
+            "ref_shortest": beats(-key),
             "ref_longest_chars": beats(chars),
-            "ref_shortest_chars": loses(chars),
+            "ref_shortest_chars": beats(-chars),
             "shared_first_word": shared(one),
             "shared_first_two": shared(two),
         }
     )
     return pd.concat([_base(questions), frame], axis=1)
-
-
-def _codes(values: list[str | None]) -> np.ndarray:
-    """Integer codes of ``values``, equal strings equal codes, ``None`` as -1."""
-    return np.asarray(pd.factorize(pd.Series(values, dtype=object), use_na_sentinel=True)[0], dtype=np.int64)
 
 
 def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) -> pd.DataFrame:
@@ -159,11 +153,8 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
     for metric in [*flags, "all_share_first_word", "all_share_first_two"]:
         ci = bootstrap_ci(frame.assign(v=frame[metric].astype(float)), value="v", n_boot=n_boot, seed=seed)
         chance = CHANCE if metric.startswith("ref_") else None
-        rows.append(
-            {"metric": metric, "rate": ci["estimate"], "ci_low": ci["low"], "ci_high": ci["high"]}
-            | {"n": ci["n"], "chance": chance}
-        )
-    return pd.DataFrame(rows)
+        rows.append((metric, ci["estimate"], ci["low"], ci["high"], ci["n"], chance))
+    return pd.DataFrame(rows, columns=["metric", "rate", "ci_low", "ci_high", "n", "chance"])
 
 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
@@ -287,11 +278,11 @@ def letter_sequence_summary(questions: pd.DataFrame, *, n_perm: int = 200, seed:
     for j, (metric, rate, n) in enumerate(
         [("modal_letter_of_row", modal, n_shared), ("row_letter", accuracy, int((pick >= 0).sum()))]
     ):
+        k = int((perm[:, j] >= rate - 1e-12).sum())
         valid = n > 0 and n_perm > 0
-        k = int((perm[:, j] >= rate - 1e-12).sum()) if valid else 0
         chance, p = (float(perm[:, j].mean()), (1 + k) / (1 + n_perm)) if valid else (np.nan, np.nan)
-        out.append({"metric": metric, "rate": rate, "n": n, "chance": chance, "pvalue": p})
-    return pd.DataFrame(out)
+        out.append((metric, rate, n, chance, p))
+    return pd.DataFrame(out, columns=["metric", "rate", "n", "chance", "pvalue"])
 
 
 # --------------------------------------------------------------------------- candidate-only solvers
@@ -471,14 +462,9 @@ def similarity_audit(
         has = questions["rationale"].notna().to_numpy()
         gens = questions.loc[has, QUESTION_KEY].assign(generation=questions.loc[has, "rationale"].astype(str))
         scored = score_frame(questions, gens, embedder=embedder, cache=cache, progress=False)
-        renamed = {
-            "predicted_letter": "rationale_pick",
-            "correct": "rationale_correct",
-            "margin": "rationale_margin",
-        }
-        out = out.merge(
-            scored[[*QUESTION_KEY, *renamed]].rename(columns=renamed), on=QUESTION_KEY, how="left"
-        )
+        scored = scored[[*QUESTION_KEY, "predicted_letter", "correct", "margin"]]
+        scored.columns = [*QUESTION_KEY, "rationale_pick", "rationale_correct", "rationale_margin"]
+        out = out.merge(scored, on=QUESTION_KEY, how="left")
     return out.assign(embedder=embedder_name(embedder))
 
 
@@ -729,9 +715,8 @@ def run_audit(
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
-    kept = store is not None and llm_config is None
-    key = _audit_key(data, embedder, n_boot=n_boot, seed=seed) if kept else None
-    found = _read_stored(Path(store), key) if key else None
+    path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed) if llm_config is None else None
+    found = _read_stored(path)
     if found is not None:
         return found
     q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
@@ -746,10 +731,13 @@ def run_audit(
     t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)
     if "rationale_correct" in t["similarity"]:
         rat = t["similarity"].dropna(subset=["rationale_pick"])
-        rat = rat[[*[c for c in BASE_COLUMNS if c in q], "rationale_pick", "rationale_correct"]]
-        renamed = {"rationale_pick": "predicted_letter", "rationale_correct": "correct"}
-        preds.append(rat.rename(columns=renamed).assign(solver="rationale_as_generation"))
-    t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True)
+        picks = {
+            "predicted_letter": rat["rationale_pick"].to_numpy(),
+            "correct": rat["rationale_correct"].to_numpy(),
+        }
+        preds.append(_base(rat).assign(**picks, solver="rationale_as_generation"))
+    name = embedder_name(embedder)  # the tables drawn from embeddings name it
+    t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True).assign(embedder=name)
     t["solver_accuracy"] = solver_accuracy(preds, **boot)
     if q["category_name"].notna().any():
         t["solver_accuracy_by_category"] = solver_accuracy(preds, by="category_name", **boot)
@@ -759,14 +747,15 @@ def run_audit(
     t["categories"] = category_groups(q, embedder=embedder, cache=cache)
     candidate_only = preds[preds["solver"] != "rationale_as_generation"]
     solvers = pd.concat([candidate_only, row_letter_predictions(q)], ignore_index=True)
-    t["flags"] = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
-    name = embedder_name(embedder)
-    for table in _EMBEDDED:
-        if table in t:
-            t[table] = t[table].assign(embedder=name)
+    flags = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
+    t["flags"] = flags.assign(embedder=name)
     result = AuditResult(tables=t, summary=summarize(t, embedder=name))
-    if key:
-        _write_stored(Path(store), key, result)
+    if path is not None:
+        with atomic_path(path) as tmp:
+            tmp.write_bytes(pickle.dumps((result.tables, result.summary), protocol=5))
+        kept = sorted(path.parent.parent.glob("[!.]*/"), key=lambda p: p.stat().st_mtime, reverse=True)
+        for old in kept[3:]:  # keep the newest three
+            shutil.rmtree(old, ignore_errors=True)
     return result
 
 
@@ -782,25 +771,18 @@ def stored_audit(
 
     Nothing is computed.
     """
-    if store is None:
-        return None
-    key = _audit_key(data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
-    return _read_stored(Path(store), key)
+    return _read_stored(
+        _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
+    )
 
 
-#: the tables drawn from embeddings: each gets an ``embedder`` column
-_EMBEDDED = (
-    "solver_predictions solver_accuracy solver_accuracy_by_category similarity duplicates categories flags"
-).split()
-
-
-def _audit_key(data: Any, embedder: Any, *, n_boot: int, seed: int) -> str:
-    """Hash of everything an audit result depends on: questions, data files, embedder, options, code."""
-    import json
-
+def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int) -> Path | None:
+    """``store/<key>/result.pkl``, the key a hash of the questions, data files, embedder, options and code."""
     import pv4kit.scoring.stats
     from pv4kit import __version__
 
+    if store is None:
+        return None
     q = data.questions
     rows = pd.util.hash_pandas_object(q[["user_id", "question_index", "question"]], index=False)
     parts = {
@@ -811,44 +793,21 @@ def _audit_key(data: Any, embedder: Any, *, n_boot: int, seed: int) -> str:
         "n_boot": n_boot,
         "seed": seed,
         "pv4kit": __version__,
-        "code": [
-            hashlib.sha256(Path(f).read_bytes()).hexdigest()
-            for f in (__file__, pv4kit.scoring.stats.__file__)
-        ],
+        "code": [sha256_file(f) for f in (__file__, pv4kit.scoring.stats.__file__)],
     }
-    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:24]
+    return Path(store) / sha256_text(json.dumps(parts, sort_keys=True))[:24] / "result.pkl"
 
 
-def _read_stored(store: Path, key: str) -> AuditResult | None:
-    path = store / key / "result.pkl"
-    if not path.is_file():
+def _read_stored(path: Path | None) -> AuditResult | None:
+    if path is None or not path.is_file():
         return None
     try:
-        with open(path, "rb") as fh:
-            tables, summary = pickle.load(fh)
+        tables, summary = pickle.loads(path.read_bytes())
     except Exception as exc:  # a damaged entry is recomputed, never trusted
         logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
         return None
     logger.info("audit: read back the stored result %s", path.parent)
     return AuditResult(tables=tables, summary=summary)
-
-
-def _write_stored(store: Path, key: str, result: AuditResult) -> None:
-    """Write the result into ``store/key`` (a temp folder renamed into place); keep the newest three."""
-    store.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{key}.", dir=store))
-    try:
-        with open(tmp / "result.pkl", "wb") as fh:
-            pickle.dump((result.tables, result.summary), fh, protocol=5)
-        try:
-            os.replace(tmp, store / key)
-        except OSError:  # another process stored the same key first
-            pass
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    entries = [p for p in store.iterdir() if p.is_dir() and not p.name.startswith(".")]
-    for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[3:]:
-        shutil.rmtree(old, ignore_errors=True)
 
 
 def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
@@ -931,8 +890,6 @@ def _letter_sequence_lines(summary: pd.DataFrame) -> list[str]:
 
 def write_audit(result: AuditResult, output_dir: Any) -> list[Any]:
     """Write every table as ``<name>.csv`` (vectors dropped) and ``summary.txt`` into ``output_dir``."""
-    from pv4kit._io import atomic_write_text
-
     out = Path(output_dir)
     paths = [
         atomic_write_text(

@@ -71,16 +71,12 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
     found = mathjax_path(cache_dir)
     if found:
         return found
-    npm = shutil.which("npm")
-    if npm is None:
-        logger.warning("npm not found; MathJax stays off (LaTeX in titles renders as raw text)")
-        return None
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)
-    command = [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
+    command = [shutil.which("npm") or "npm", "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
     try:
         out = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:
+    except (OSError, subprocess.SubprocessError) as exc:  # no npm, or no registry
         logger.warning("npm pack mathjax@%s failed (%s); MathJax stays off", MATHJAX_VERSION, exc)
         return None
     tgz = root / out.stdout.strip().splitlines()[-1]
@@ -185,38 +181,36 @@ def _save(
             raise ValueError(f"name: expected a file stem without folder or extension, got {name!r}")
     out_dir = Path(figures_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    written: dict[str, list[Path]] = {name: [] for name in figures}
-    if "html" in formats:
-        for name, fig in figures.items():
-            with atomic_path(out_dir / f"{name}.html") as tmp:
-                fig.write_html(tmp, include_plotlyjs="directory", full_html=True)
-            written[name].append(out_dir / f"{name}.html")
-    static = [f for f in formats if f != "html"]
-    stamps = _read_stamps(out_dir) if force is not None and static else {}
+    targets = {(name, fmt): out_dir / f"{name}.{fmt}" for name in figures for fmt in formats}
+    for name, fig in figures.items() if "html" in formats else ():
+        with atomic_path(targets[name, "html"]) as tmp:
+            fig.write_html(tmp, include_plotlyjs="directory", full_html=True)
+    keep = force is not None and set(formats) != {"html"}  # save_figures records what files were made from
+    stamps = _read_stamps(out_dir) if keep else {}
+    jsons = {name: fig.to_json() for name, fig in figures.items()} if keep else {}
     jobs = []
-    for name, fig in figures.items() if static else ():
-        fig_json = fig.to_json() if force is not None else ""
-        for fmt in static:
-            final = out_dir / f"{name}.{fmt}"
-            w, h = width or fig.layout.width or 900, height or fig.layout.height or 500
-            opts = {"format": fmt, "width": w, "height": h, "scale": scale if fmt == "png" else 1}
-            key = _stamp_key(fig_json, opts) if force is not None else ""
-            if force is False and _up_to_date(final, stamps.get(final.name), key):
-                written[name].append(final)
-            else:
-                jobs.append((name, final, key, fig, opts))
+    for (name, fmt), final in targets.items():
+        if fmt == "html":
+            continue
+        fig = figures[name]
+        w, h = width or fig.layout.width or 900, height or fig.layout.height or 500
+        opts = {"format": fmt, "width": w, "height": h, "scale": scale if fmt == "png" else 1}
+        key = _stamp_key(jsons[name], opts) if keep else ""
+        if force is not False or not _up_to_date(final, stamps.get(final.name), key):
+            jobs.append((name, final, key, fig, opts))
+    made: set[Path] = set()
     if jobs and not static_export_available():
         _warn_html_only("no Chromium found" if browser_path() is None else "kaleido is not installed")
     elif jobs and start_export_server():
-        made = _render(jobs, out_dir=out_dir, written=written)
+        made = _render(jobs, out_dir=out_dir)
         for _, final, key, *_ in jobs:
-            if final in made and force is not None:
+            if keep and final in made:
                 st = final.stat()
                 stamps[final.name] = {"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
-        if made and force is not None:
+        if made and keep:
             atomic_write_json(out_dir / STAMPS, stamps)
-    order = list(formats)
-    paths = [p for name in figures for p in sorted(written[name], key=lambda p: order.index(p.suffix[1:]))]
+    missing = {final for _, final, *_ in jobs} - made
+    paths = [p for p in targets.values() if p not in missing]
     logger.info(
         "%d files for %d figure(s) in %s (%d static rendered)", len(paths), len(figures), out_dir, len(jobs)
     )
@@ -251,7 +245,7 @@ def _up_to_date(final: Path, stamp: Any, key: str) -> bool:
     return stamp.get("size") == st.st_size and stamp.get("mtime_ns") == st.st_mtime_ns
 
 
-def _render(jobs: list[tuple], *, out_dir: Path, written: dict[str, list[Path]]) -> set[Path]:
+def _render(jobs: list[tuple], *, out_dir: Path) -> set[Path]:
     """Render every job in one kaleido call into temporary files, then rename them; the files made."""
     import kaleido
 
@@ -267,10 +261,9 @@ def _render(jobs: list[tuple], *, out_dir: Path, written: dict[str, list[Path]])
     except Exception as exc:  # noqa: BLE001 - a broken browser must not lose the HTML
         errors = (exc,)
     made = set()
-    for (name, final, *_), tmp in zip(jobs, temps, strict=True):
+    for (_, final, *_), tmp in zip(jobs, temps, strict=True):
         if tmp.is_file() and tmp.stat().st_size > 0:
             os.replace(tmp, final)
-            written[name].append(final)
             made.add(final)
         else:
             tmp.unlink(missing_ok=True)

@@ -53,11 +53,10 @@ def _with_embedder(title: str, frame: Any) -> str:
 
 
 def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
-    kw = {**_DASHED, "annotation_text": label}
     if axis == "y":
-        fig.add_hline(y=value, annotation_position="top left", **kw)
+        fig.add_hline(y=value, annotation_position="top left", annotation_text=label, **_DASHED)
     else:
-        fig.add_vline(x=value, annotation_position="top right", **kw)
+        fig.add_vline(x=value, annotation_position="top right", annotation_text=label, **_DASHED)
 
 
 MAX_ROWS = 30  # rows of a per-group figure before it keeps the top and bottom groups and an "others" row
@@ -210,19 +209,17 @@ def accuracy_dots(
     """
     acc = accuracy.copy()
     many = acc["group"].nunique() > 1
-    n_others = 0
     if many and acc["group"].nunique() > max_groups:
         mean = acc.groupby("group", sort=False)["accuracy"].mean().sort_values(ascending=False)
         head, others, tail = _extremes(mean.index, keep=max_groups)
-        n_others = len(others)
-        rest = acc[acc["group"].isin(others)]
-        pooled = rest.groupby("solver", sort=False)[["n", "n_correct"]].sum().reset_index()
-        label = f"others ({n_others} groups, pooled)"
-        pooled = pooled.assign(group=label, accuracy=pooled["n_correct"] / pooled["n"])
+        pooled = acc[acc["group"].isin(others)].groupby("solver", sort=False)[["n", "n_correct"]].sum()
+        other = f"others ({len(others)} groups, pooled)"
+        pooled = pooled.reset_index().assign(group=other, accuracy=lambda f: f["n_correct"] / f["n"])
         pooled = pooled.assign(ci_low=pooled["accuracy"], ci_high=pooled["accuracy"])
-        order = {g: i for i, g in enumerate([*head, label, *tail])}
+        order = {g: i for i, g in enumerate([*head, other, *tail])}
         acc = pd.concat([acc[acc["group"].isin(head + tail)], pooled], ignore_index=True)
-        acc = acc.assign(_o=acc["group"].map(order)).sort_values(["_o"], kind="stable").drop(columns="_o")
+        acc = acc.iloc[acc["group"].map(order).argsort(kind="stable")]
+        title = f"{title} (best and worst {max_groups} of {max_groups + len(others)} groups)"
     fig = _figure()
     for solver, sub in acc.groupby("solver", sort=False):
         fig.add_scatter(
@@ -238,8 +235,6 @@ def accuracy_dots(
     _chance(fig, chance, axis="x", label=f"chance {chance:.0%}")
     fig.update_xaxes(title="accuracy (95% CI, users resampled)", tickformat=".0%", range=[0, 1.02])
     fig.update_yaxes(title="" if many else label, autorange="reversed")
-    if n_others:
-        title = f"{title} (best and worst {max_groups} of {max_groups + n_others} groups)"
     height = max(HEIGHT, 22 * acc["group"].nunique() + 160) if many else HEIGHT
     return _layout(fig, _with_embedder(title, accuracy), height=height, margin_l=260 if many else 170)
 
@@ -266,9 +261,8 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
     fig.update_layout(barmode="overlay", legend={"orientation": "h", "yanchor": "bottom", "y": 1.0, "x": 0})
     fig.update_xaxes(title="cosine similarity", range=[min(0.0, float(similarity["max_pair"].min())), 1])
     fig.update_yaxes(title="questions")
-    return _layout(
-        fig, _with_embedder("How close the distractors sit to the reference and to each other", similarity)
-    )
+    title = _with_embedder("How close the distractors sit to the reference and to each other", similarity)
+    return _layout(fig, title)
 
 
 def leakage(leak: pd.DataFrame) -> Any:
@@ -320,8 +314,7 @@ def hard_composition(
             values = values.astype(str).str.slice(0, 28)
             # the groups with the largest share among hard or among other questions; the rest pooled
             shares = [values[m].value_counts(normalize=True) for m in (hard, ~hard)]
-            weight = pd.concat(shares, axis=1).max(axis=1)
-            weight = weight.sort_values(ascending=False, kind="stable")
+            weight = pd.concat(shares, axis=1).max(axis=1).sort_values(ascending=False, kind="stable")
             if len(weight) > MAX_ROWS:
                 rest = f"others ({len(weight) - MAX_ROWS + 1})"
                 values = values.where(values.isin(weight.index[: MAX_ROWS - 1]), rest)
@@ -445,7 +438,6 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
         sub = frame[frame["run"] == run]
         sub = sub.iloc[rng.permutation(len(sub))]
         ok = sub["correct"].astype(bool)
-        label = np.where(ok, "correct", "wrong")
         text = sub["question"].str.slice(0, 90) if "question" in sub else pd.Series("", index=sub.index)
         fig.add_scatter(
             x=sub["x"].to_numpy(),
@@ -454,7 +446,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
             name=run,
             showlegend=False,
             marker={"color": ok.to_numpy().astype(np.int8), "size": size, "opacity": opacity, **scale},
-            customdata=label,
+            customdata=np.where(ok, "correct", "wrong"),
             text=text.to_numpy(dtype=object),
             hovertemplate="%{text}<br>%{customdata}<extra></extra>",
             row=i // cols + 1,
@@ -466,12 +458,8 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
         )
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False)
-    return _layout(
-        fig,
-        _with_embedder("Questions on a UMAP of their embeddings, coloured by correctness", frame),
-        height=420 * rows + 80,
-        width=max(WIDTH, 380 * cols),
-    )
+    title = _with_embedder("Questions on a UMAP of their embeddings, coloured by correctness", frame)
+    return _layout(fig, title, height=420 * rows + 80, width=max(WIDTH, 380 * cols))
 
 
 def per_user_accuracy(predictions: pd.DataFrame) -> Any:
@@ -500,10 +488,6 @@ def _ci(frame: pd.DataFrame, value: str, low: str = "ci_low", high: str = "ci_hi
     if extra.pop("list", False):
         hi, lo = hi.tolist(), lo.tolist()
     return {"type": "data", **extra, "array": hi, "arrayminus": lo}
-
-
-def _short(label: str, width: int = 40) -> str:
-    return label if len(label) <= width else label[: width - 1] + "…"
 
 
 def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
@@ -556,7 +540,8 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
         )
     if sensitivity is not None and "flip_rate" in sensitivity:
         s = sensitivity.dropna(subset=["flip_rate"])
-        labels = [_short(f"flips: {v}") for v in s["variant"]]
+        labels = [f"flips: {v}" for v in s["variant"]]
+        labels = [lab if len(lab) <= 40 else lab[:39] + "…" for lab in labels]
         marker = {"symbol": "diamond", "size": 10}
         fig.add_scatter(x=s["flip_rate"], y=labels, mode="markers", name="rescored", marker=marker)
     fig.update_xaxes(title="share (user-bootstrap 95% CI)", range=[0, 1.02], tickformat=".0%")

@@ -39,7 +39,7 @@ def beside_embeddings(cache: Any) -> bool | Path:
     ``True`` stays ``True`` (``cache_root()/umap``), ``False``/``None`` keeps nothing; a folder or an
     :class:`~pv4kit.embeddings.cache.EmbeddingCache` gives its parent's ``umap/``.
     """
-    if cache is None or cache is False or cache is True:
+    if cache in (None, False, True):
         return bool(cache)
     return (cache.root if isinstance(cache, EmbeddingCache) else Path(cache)).parent / "umap"
 
@@ -109,18 +109,15 @@ def umap_2d(
         path = (cache_root() / "umap" if cache is True else Path(cache)) / f"{digest.hexdigest()[:32]}.npy"
         try:
             stored = np.load(path, allow_pickle=False)
-            if stored.shape == (n, 2):
-                return stored
-            logger.warning(
-                "umap cache %s holds shape %s, expected %s; fitting again", path, stored.shape, (n, 2)
-            )
+            if stored.shape != (n, 2):
+                raise ValueError(f"shape {stored.shape}, expected {(n, 2)}")
+            return stored
         except FileNotFoundError:
             pass
         except (OSError, ValueError) as exc:
             logger.warning("umap cache %s unreadable (%s); fitting again", path, exc)
     out = _fit_umap(x, seed=seed, k=k, min_dist=min_dist, n_epochs=n_epochs)
     if path is not None:
-        path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as tmp, open(tmp, "wb") as fh:
             np.save(fh, out, allow_pickle=False)
     return out

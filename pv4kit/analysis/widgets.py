@@ -70,9 +70,8 @@ def _retrieved_html(run: str, ids: list[Any], scores: Any, docs: list[str]) -> s
     """The chats a retrieval run used for one question (with their scores), as a folded list."""
     items = []
     for k, doc_id in enumerate(ids):
-        score = ""
-        if scores is not None and not (isinstance(scores, float)) and k < len(scores):
-            score = f" (score {float(scores[k]):.3f})"
+        scored = scores is not None and not isinstance(scores, float) and k < len(scores)
+        score = f" (score {float(scores[k]):.3f})" if scored else ""
         text = docs[int(doc_id)] if 0 <= int(doc_id) < len(docs) else "(no such chat)"
         items.append(f"<li><b>chat {int(doc_id)}</b>{score}: {_esc(text)}</li>")
     return (
@@ -127,7 +126,6 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
     parts = [header, table, legend]
     if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
         parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
-    docs = None
     for name, row in rows_by_run.items():
         verdict = "correct" if bool(row.get("correct")) else "wrong"
         margin = _number(row.get("margin"))
@@ -139,7 +137,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         )
         ids = row.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
-            docs = docs if docs is not None else data.documents(uid)
+            docs = data.documents(uid)
             parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), docs))
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
@@ -167,10 +165,9 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
         raise ValueError("data: no users to browse")
     if user_id is not None and int(user_id) not in users:
         raise ValueError(f"user_id: {user_id} is not in the data; users: {users}")
-    wrong = set()  # (user_id, question_index) of every question some run got wrong
-    for preds in runs.values():
-        bad = preds[~preds["correct"].astype(bool)]
-        wrong |= set(zip(bad["user_id"], bad["question_index"], strict=True))
+    # (user_id, question_index) of every question some run got wrong
+    bad = [p.loc[~p["correct"].astype(bool), ["user_id", "question_index"]] for p in runs.values()]
+    wrong = {key for frame in bad for key in zip(frame["user_id"], frame["question_index"], strict=True)}
     q, first = data.questions, users[0] if user_id is None else int(user_id)
     c = {
         "user": w.Dropdown(options=[(f"user {u}", u) for u in users], value=first, description="User"),
