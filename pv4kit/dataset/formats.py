@@ -19,6 +19,19 @@ USER_TAG = "Leo:"
 ASSISTANT_TAG = "Assistant:"
 
 
+def problem(path: str | Path, line: int | None, code: str, message: str, severity: str = "error") -> dict:
+    """One problem of a file, as a row of :func:`pv4kit.dataset.validate.validate_raw`'s report."""
+    return {"file": str(path), "line": line, "severity": severity, "code": code, "message": message}
+
+
+def raise_first(problems: list[dict]) -> None:
+    """Raise ``ValueError("file[:line]: message")`` for the first error of ``problems``, if any."""
+    for p in problems:
+        if p["severity"] == "error":
+            where = p["file"] if p["line"] is None else f"{p['file']}:{p['line']}"
+            raise ValueError(f"{where}: {p['message']}")
+
+
 def read_list(path: str | Path) -> list[str]:
     """Read ``categories.txt`` or ``chat_topics.txt`` as the reference does: the text split on ``\\n``.
 
@@ -84,9 +97,8 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
     return frame[QA_COLUMNS]
 
 
-def check_answer_letters(qa: pd.DataFrame, path: str | Path) -> None:
-    """Raise ``ValueError("path:line: ...")`` on the first row whose letter or correct choice is bad."""
-    for i, (letter, *choices) in enumerate(qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)):
-        problem = answer_letter_problem(letter, choices)
-        if problem:
-            raise ValueError(f"{path}:{i + 2}: {problem[1]}")
+def answer_problems(qa: pd.DataFrame, path: str | Path) -> list[dict]:
+    """A problem (``bad_letter`` or ``empty_answer``) for each row whose letter or correct choice is bad."""
+    rows = qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)
+    found = ((i + 2, answer_letter_problem(letter, choices)) for i, (letter, *choices) in enumerate(rows))
+    return [problem(path, line, *p) for line, p in found if p]

@@ -8,33 +8,25 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 from __future__ import annotations
 
 import functools
-import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from pv4kit._io import FileFormatError, read_csv, read_text
-from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa_csv
+from pv4kit.dataset.formats import answer_problems, check_chat, format_qa_csv, problem, read_list, read_qa_csv
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.questions import build_question_table
 from pv4kit.dataset.tree import (
-    duplicate_chats,
-    duplicate_message,
-    is_chat_file,
+    check_chat_files,
+    check_user_folders,
+    hard_problems,
     list_personas,
-    read_hard_subset,
     read_persona_seeds,
-    user_folder_id,
     users_dir_of,
 )
-from pv4kit.schema import (
-    CHOICE_COLUMNS,
-    DEFAULT_TEST_USERS,
-    DEFAULT_TRAIN_USERS,
-    QA_COLUMNS,
-    answer_letter_problem,
-    user_role,
-)
+from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, QA_COLUMNS, user_role
 
 #: columns of :func:`validate_raw`'s report
 REPORT_COLUMNS = ["file", "line", "severity", "code", "message"]
@@ -44,18 +36,15 @@ class _Report(list):
     """The report's rows as they are found."""
 
     def add(self, path: Path, line: int | None, code: str, message: str, severity: str = "error") -> None:
-        self.append({"file": str(path), "line": line, "severity": severity, "code": code, "message": message})
+        self.append(problem(path, line, code, message, severity))
 
-    def unreadable(self, exc: FileFormatError) -> None:
-        code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
-        self.add(exc.path, exc.line, code, exc.reason)
-
-    def read(self, read, path: Path):  # noqa: ANN001
+    def read(self, read: Callable[[Path], Any], path: Path) -> Any:
         """``read(path)``, or ``None`` with the file's problem reported."""
         try:
             return read(path)
         except FileFormatError as exc:
-            self.unreadable(exc)
+            code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
+            self.add(exc.path, exc.line, code, exc.reason)
             return None
 
 
@@ -77,30 +66,28 @@ def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | Non
                 why = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
                 r.add(file, i + 1, "trailing_newline", why, "warning")
             else:
-                why = f"line {i + 1} is blank: the reference reads it as {what} {i}"
-                r.add(file, i + 1, "blank_item", why, "warning")
+                r.add(
+                    file,
+                    i + 1,
+                    "blank_item",
+                    f"line {i + 1} is blank: the reference reads it as {what} {i}",
+                    "warning",
+                )
     return categories, topics
 
 
 def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
     """Chat names, numbering ``0..n-1`` (as many as the topics) and each chat's two turns."""
-    chats_dir, files = user_dir / "chats", []
-    for p in sorted(chats_dir.iterdir()) if chats_dir.is_dir() else []:
-        try:
-            files += [p] if is_chat_file(p) else []
-        except ValueError as exc:
-            r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
-    files.sort(key=lambda p: int(p.stem))
-    for number, same in duplicate_chats(files).items():
-        r.add(chats_dir, None, "chat_duplicate", duplicate_message(number, same))
-    if not files:
-        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
+    chats_dir, (files, problems) = user_dir / "chats", check_chat_files(user_dir)
+    r += problems
     stems = [int(p.stem) for p in files]
     missing = sorted(set(range(max(stems) + 1)) - set(stems)) if stems else []
-    if missing:
+    if not files:
+        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
+    elif missing:
         names = ", ".join(f"{i}.txt" for i in missing[:10]) + (" ..." if len(missing) > 10 else "")
         r.add(chats_dir, None, "chat_gap", f"chat numbering has gaps: missing {names}")
-    if topics is not None and stems and len(topics) != len(files):
+    if topics is not None and files and len(topics) != len(files):
         message = f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats"
         r.add(user_dir / "chat_topics.txt", None, "count_mismatch", message)
     for p in files:
@@ -122,15 +109,13 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         elif not p.name.startswith("."):
             r.add(p, None, "qa_name", f"unexpected file in qa/: {p.name!r}", "warning")
     for c, name in enumerate(categories):
-        if c in qa_files:
-            continue
-        if not name and c == len(categories) - 1:
+        if c not in qa_files and not name and c == len(categories) - 1:
             message = (
                 f"categories.txt ends with a newline, so the reference counts a blank category {c} "
                 f"and reads qa/{c}.txt, which does not exist (remove the trailing newline)"
             )
             r.add(qa_dir / f"{c}.txt", None, "trailing_newline", message)
-        else:
+        elif c not in qa_files:
             message = f"question file for category {c} ({name!r}) is missing"
             r.add(qa_dir / f"{c}.txt", None, "missing_file", message)
     extra = sorted(set(qa_files) - set(range(len(categories))))
@@ -141,8 +126,8 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
     texts = {}
     for c in sorted(qa_files):
         text = texts[c] = r.read(read_text, qa_files[c])
-        for problem in check_tags(text) if text is not None else []:
-            r.add(qa_files[c], problem.line, problem.code, problem.message)
+        for tag in check_tags(text) if text is not None else []:
+            r.add(qa_files[c], tag.line, tag.code, tag.message)
         if text is not None and "<QUESTION>" not in text:
             empty = not text.strip()
             what = "is empty" if empty else "holds no <QUESTION> block"
@@ -167,65 +152,27 @@ def _check_qa_csv(user_dir: Path, r: _Report, categories: list[str], table: pd.D
     if not qa_csv.exists():
         r.add(qa_csv, None, "missing_file", "qa.csv is missing (run `pv4kit qa-table`)", "warning")
         return
-    try:
-        frame = read_csv(qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
-        qa_text = read_text(qa_csv)
-    except FileFormatError as exc:
-        r.unreadable(exc)
+    frame = r.read(
+        functools.partial(read_csv, expected="a qa.csv file", dtype=str, keep_default_na=False), qa_csv
+    )
+    qa_text = r.read(read_text, qa_csv) if frame is not None else None
+    if qa_text is None:
         return
     if list(frame.columns) != QA_COLUMNS:
         r.add(qa_csv, 1, "qa_columns", f"expected columns {QA_COLUMNS}, found {list(frame.columns)}")
         return
-    for i, row in enumerate(frame.itertuples(index=False)):
-        problem = answer_letter_problem(row.correct_choice, [getattr(row, c) for c in CHOICE_COLUMNS])
-        if problem:
-            r.add(qa_csv, i + 2, *problem)
-        if row.index != str(i):
-            r.add(qa_csv, i + 2, "qa_index", f"index should be {i}, found {row.index!r}")
-        if not row.category.isdigit() or (categories and int(row.category) >= len(categories)):
-            message = f"category must be 0..{len(categories) - 1}, found {row.category!r}"
-            r.add(qa_csv, i + 2, "qa_category", message)
+    r += answer_problems(frame, qa_csv)
+    for line, (index, category) in enumerate(zip(frame["index"], frame["category"], strict=True), start=2):
+        if index != str(line - 2):
+            r.add(qa_csv, line, "qa_index", f"index should be {line - 2}, found {index!r}")
+        if not category.isdigit() or (categories and int(category) >= len(categories)):
+            message = f"category must be 0..{len(categories) - 1}, found {category!r}"
+            r.add(qa_csv, line, "qa_category", message)
     if table is not None and qa_text != format_qa_csv(table):
         message = (
             "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)"
         )
         r.add(qa_csv, None, "qa_stale", message, "warning")
-
-
-def _check_hard_subset(
-    root: Path, users_dir: Path, r: _Report, roles: dict[int, str | None], words: str
-) -> None:
-    """Each ``hard_subset.csv`` entry names a test user of the tree and one of its questions."""
-    hard = root / "hard_subset.csv"
-    if not hard.is_file():
-        return
-    try:
-        entries = read_hard_subset(hard)
-    except ValueError as exc:
-        r.add(hard, 1, "hard_format", str(exc))
-        return
-
-    @functools.cache
-    def size(uid: int) -> float:
-        try:
-            return len(read_qa_csv(users_dir / f"user_{uid}" / "qa.csv"))
-        except (OSError, ValueError):  # reported with the user's files
-            return math.inf
-
-    for line, (uid, index) in enumerate(entries.itertuples(index=False), start=2):
-        if uid not in roles:
-            r.add(hard, line, "hard_unknown", f"user {uid} is not in the tree")
-        elif roles[uid] == "train":
-            message = (
-                f"hard entry for user {uid}, a training user ({words}); hard questions must be test "
-                "questions, so `pv4kit build` would refuse it"
-            )
-            r.add(hard, line, "hard_training", message)
-        elif roles[uid] is None:
-            message = f"hard entry for user {uid}, who is outside both ranges ({words}) and is not built"
-            r.add(hard, line, "hard_unbuilt", message)
-        elif not 0 <= index < size(uid):
-            r.add(hard, line, "hard_unknown", f"user {uid} has no question {index}")
 
 
 def validate_raw(
@@ -249,32 +196,21 @@ def validate_raw(
         r.add(raw_dir, None, "no_tree", str(exc))
         return pd.DataFrame(r, columns=REPORT_COLUMNS)
     root = users_dir.parent if users_dir.name == "users" else users_dir
-    roles = {}
-    for p in sorted(users_dir.iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
-            continue
-        try:
-            uid = user_folder_id(p)
-        except ValueError as exc:
-            r.add(p, None, "user_name", str(exc).removeprefix(f"{p}: "))
-            continue
-        if uid is None:
-            r.add(p, None, "user_name", f"folder {p.name!r} is not named user_N; ignored", "warning")
-        else:
-            roles[uid] = user_role(uid, train_users=train_users, test_users=test_users)
-    if not roles:
+    ids, problems = check_user_folders(users_dir)
+    r += problems
+    if not ids:
         r.add(users_dir, None, "no_users", "no user_N folders found")
     words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
-    for uid in sorted(roles):
+    for uid in ids:
         user_dir = users_dir / f"user_{uid}"
-        if roles[uid] is None:
+        if user_role(uid, train_users=train_users, test_users=test_users) is None:
             message = f"user {uid} is outside both ranges ({words}); build and load leave it out"
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
         _check_chats(user_dir, r, topics)
         _check_qa_csv(user_dir, r, categories, _check_questions(user_dir, r, categories))
     if (root / "personas").is_dir():
-        for uid in sorted(set(roles) - set(list_personas(root / "personas"))):
+        for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
             r.add(path, None, "missing_persona", f"no persona profile for user {uid}", "warning")
     if (root / "persona_seeds.csv").is_file():
@@ -282,7 +218,21 @@ def validate_raw(
             read_persona_seeds(root)
         except (ValueError, KeyError) as exc:
             r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-    _check_hard_subset(root, users_dir, r, roles, words)
+
+    @functools.cache
+    def questions(uid: int) -> set[int] | None:
+        try:
+            return set(read_qa_csv(users_dir / f"user_{uid}" / "qa.csv")["index"])
+        except (OSError, ValueError):  # reported with the user's files
+            return None
+
+    if (root / "hard_subset.csv").is_file():
+        try:
+            r += hard_problems(
+                root / "hard_subset.csv", ids, questions, train_users=train_users, test_users=test_users
+            )
+        except ValueError as exc:
+            r.add(root / "hard_subset.csv", 1, "hard_format", str(exc))
     return pd.DataFrame(r, columns=REPORT_COLUMNS)
 
 
