@@ -42,17 +42,9 @@ from pv4kit.schema import (
 
 logger = logging.getLogger(__name__)
 
-_HUB_PATTERNS = [
-    "data/*.parquet",
-    "data/pv4/*.parquet",
-    "data/user_splits.csv",
-    "raw/personas/*",
-    "raw/persona_seeds.csv",
-    "raw/hard_subset.csv",
-    "raw/users/*/categories.txt",
-    "raw/users/*/chat_topics.txt",
-    "raw/users/*/qa.csv",
-]
+# what load() reads of a hub snapshot (the chats come from the parquet's documents)
+_HUB_PATTERNS = """data/*.parquet data/pv4/*.parquet data/user_splits.csv raw/personas/* raw/persona_seeds.csv
+    raw/hard_subset.csv raw/users/*/categories.txt raw/users/*/chat_topics.txt raw/users/*/qa.csv""".split()
 
 
 @dataclass
@@ -101,8 +93,7 @@ class PV4Data:
 
     def summary(self) -> pd.DataFrame:
         """Users, questions and hard questions per split, as a small frame."""
-        q = self.questions.assign(hard=self.questions["hard"].astype(int))
-        table = q.groupby("split").agg(
+        table = self.questions.groupby("split").agg(
             users=("user_id", "nunique"), questions=("user_id", "size"), hard=("hard", "sum")
         )
         return table.reindex(SPLITS, fill_value=0).rename_axis("split").reset_index()
@@ -133,9 +124,8 @@ def _quick_fingerprint(paths: list[Path]) -> str:
 
 
 def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.reindex(columns=QUESTION_COLUMNS)
     types = {"user_id": "int64", "question_index": "int64", "category": "Int64", "hard": "bool"}
-    return frame.astype(types).reset_index(drop=True)
+    return frame.reindex(columns=QUESTION_COLUMNS).astype(types).reset_index(drop=True)
 
 
 def _read_raw(
@@ -211,12 +201,8 @@ def _users_frame(
 
 def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
     """Split -> parquet files under ``root`` and the layout name, or ``None``."""
-    for base, kind in (
-        (root, "parquet"),
-        (root / "data", "parquet"),
-        (root / "data" / "pv4", "memorilla"),
-        (root / "pv4", "memorilla"),
-    ):
+    layouts = {root: "parquet", root / "data": "parquet", root / "data" / "pv4": "memorilla"}
+    for base, kind in {**layouts, root / "pv4": "memorilla"}.items():
         found = {s: sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet")) for s in SPLITS}
         found = {s: files for s, files in found.items() if files}
         if found:
@@ -394,8 +380,7 @@ def load(
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
         pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why).
     """
-    bad = [s for s in splits or [] if s not in SPLITS]
-    if bad:
+    if bad := [s for s in splits or [] if s not in SPLITS]:
         raise ValueError(f"splits: unknown split(s) {bad}; expected any of {SPLITS}")
     root, hub = Path(source), looks_like_hub_id(source)
     if hub:
@@ -407,8 +392,7 @@ def load(
     found = _find_parquet(root)
     if found is not None:
         data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
-    elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
-        raw = root if (root / "users").is_dir() else root / "raw"
+    elif raw := next((r for r in (root, root / "raw") if (r / "users").is_dir()), None):
         ranges = {"train_users": train_users, "test_users": test_users}
         data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
     else:

@@ -205,14 +205,12 @@ def read_user(
     ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once.
     """
     user_dir = Path(user_dir)
-    m = USER_DIR_RE.match(user_dir.name)
-    if not m:
+    if not (m := USER_DIR_RE.match(user_dir.name)):
         raise ValueError(f"{user_dir}: expected a folder named user_N")
     if not user_dir.is_dir():
         raise FileNotFoundError(f"{user_dir}: user folder does not exist")
-    uid = int(m.group(1))
-    user = RawUser(user_id=uid, path=user_dir, chats=read_chats(user_dir) if chats else [])
-    lists = [user_dir / "categories.txt", user_dir / "chat_topics.txt"]
+    uid, lists = int(m.group(1)), (user_dir / "categories.txt", user_dir / "chat_topics.txt")
+    user = RawUser(uid, user_dir, chats=read_chats(user_dir) if chats else [])
     user.categories, user.topics = (read_list(p) if p.is_file() else [] for p in lists)
     if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
         user.qa = read_qa_csv(user_dir / "qa.csv")
@@ -249,7 +247,5 @@ def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None =
         named.append(("hard_subset.csv", Path(hard_subset)))
     digest = hashlib.sha256()
     for name, path in sorted(named):
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(sha256_file(path).encode())
+        digest.update(f"{name}\0{sha256_file(path)}".encode())
     return digest.hexdigest()
