@@ -66,14 +66,19 @@ def format_qa_csv(table: pd.DataFrame) -> str:
     return table[QA_COLUMNS].to_csv(index=False, lineterminator="\n")
 
 
-def read_qa_csv(path: str | Path) -> pd.DataFrame:
+def read_qa_csv(path: str | Path, *, check_answers: bool = False) -> pd.DataFrame:
     """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written.
 
     Raises:
+        FileNotFoundError: When there is no ``qa.csv`` (step 5 writes it).
         FileFormatError: Naming the file and line of a file that is not a readable CSV.
-        ValueError: Naming the file (and line) of a missing column or an ``index``/``category`` that is not
-            a non-negative integer.
+        ValueError: Naming the file (and line) of a missing column, an ``index``/``category`` that is not
+            a non-negative integer or, with ``check_answers``, a bad ``correct_choice``.
     """
+    if not Path(path).exists():
+        raise FileNotFoundError(
+            f"{path}: qa.csv is missing; build it with write_qa_tables (`pv4kit qa-table`)"
+        )
     frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
     if not isinstance(frame.index, pd.RangeIndex):  # pandas made a long first row's leading fields an index
         width = len(frame.columns)
@@ -94,6 +99,7 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
                 f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
             )
         frame[col] = frame[col].astype("int64")
+    raise_first(answer_problems(frame, path) if check_answers else [])
     return frame[QA_COLUMNS]
 
 

@@ -16,7 +16,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit.dataset.formats import answer_problems, raise_first
 from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
 from pv4kit.dataset.tree import (
@@ -129,16 +128,17 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
 
 
 def _read_raw(
-    raw_root: Path, user_ids: list[int], *, chats: bool
+    raw_root: Path, user_ids: list[int], *, whole: bool
 ) -> tuple[list[RawUser], pd.DataFrame | None]:
     """The users of ``user_ids`` with a folder in the raw tree, and all their ``qa.csv`` rows (or ``None``).
 
-    Each row carries ``user_id``, ``position`` (its row in ``qa.csv``) and ``category_name``.
+    Each row carries ``user_id``, ``position`` (its row in ``qa.csv``) and ``category_name``. ``whole``
+    (loading the tree itself) reads the chats and requires a ``qa.csv`` with good letters from every user.
     """
     seeds, users, tables = read_persona_seeds(raw_root), [], []
     for uid in user_ids:
-        if (raw_root / "users" / f"user_{uid}").is_dir():
-            u = read_user(raw_root / "users" / f"user_{uid}", raw_dir=raw_root, chats=chats, seeds=seeds)
+        if (udir := raw_root / "users" / f"user_{uid}").is_dir():
+            u = read_user(udir, raw_dir=raw_root, chats=whole, seeds=seeds, require_qa=whole)
             users.append(u)
             if u.qa is not None:
                 names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
@@ -151,11 +151,7 @@ def _load_raw(
 ) -> PV4Data:
     users_dir, ranges = raw_dir / "users", {"train_users": train_users, "test_users": test_users}
     roles = {u: user_role(u, **ranges) for u in list_users(users_dir)}
-    raw_users, qa = _read_raw(raw_dir, [u for u, role in roles.items() if role], chats=True)
-    for u in raw_users:
-        if u.qa is None:
-            raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
-        raise_first(answer_problems(u.qa, u.path / "qa.csv"))
+    raw_users, qa = _read_raw(raw_dir, [u for u, role in roles.items() if role], whole=True)
     if not raw_users:
         raise ValueError(
             f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
@@ -321,7 +317,7 @@ def _load_parquet(
     candidates = [Path(manifest["users_dir"]).parent] if manifest.get("users_dir") else []
     candidates += [root / "raw", root.parent / "raw"]
     raw_root = next((r for r in candidates if (r / "users").is_dir()), None)
-    raw_users, qa = _read_raw(raw_root, ids, chats=False) if raw_root else ([], None)  # chats: the parquet's
+    raw_users, qa = _read_raw(raw_root, ids, whole=False) if raw_root else ([], None)  # chats: the parquet's
     if qa is not None:
         _enrich(frame, qa, raw_root)
     users = _users_frame(roles.to_dict(), docs, raw_users)

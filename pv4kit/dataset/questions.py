@@ -17,7 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import atomic_write_text, not_a_file_error, read_text
-from pv4kit.dataset.formats import format_qa_csv, read_list, read_qa_csv
+from pv4kit.dataset.formats import format_qa_csv, problem, read_list, read_qa_csv
 from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.tree import list_users
 from pv4kit.schema import LETTERS, QA_COLUMNS
@@ -139,6 +139,28 @@ def shuffle_records(
     return rows, drops
 
 
+def missing_question_files(user_dir: Path, categories: list[str]) -> list[dict]:
+    """A problem for each of ``categories`` whose ``qa/{i}.txt`` is missing.
+
+    A blank line of ``categories.txt`` is a category (the reference reads it so), a trailing newline too.
+    """
+    out = []
+    for c, name in enumerate(categories):
+        path = user_dir / "qa" / f"{c}.txt"
+        if path.exists():
+            continue
+        message = (
+            f"question file for category {c} ({name!r}) is missing; categories.txt lists {len(categories)}"
+        )
+        if not name and c == len(categories) - 1:
+            why = "the last one blank: the file ends with a newline, which the reference counts as a category"
+            out.append(problem(path, None, "trailing_newline", f"{message}, {why} (remove it)"))
+        else:
+            why = f" (line {c + 1} is blank; the reference counts it as a category)" if not name else ""
+            out.append(problem(path, None, "missing_file", message + why))
+    return out
+
+
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt`` (``user_dir``).
 
@@ -155,16 +177,10 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     categories = read_list(user_dir / "categories.txt")
     records: list[tuple[int, QABlock]] = []
     drops: list[dict[str, object]] = []
+    if missing := missing_question_files(user_dir, categories):
+        raise FileNotFoundError(f"{missing[0]['file']}: {missing[0]['message']}")
     for c in range(len(categories)):
-        path = user_dir / "qa" / f"{c}.txt"
-        if not path.exists():
-            last = ": the file ends with a newline" if c == len(categories) - 1 else ""
-            why = f" (line {c + 1} of categories.txt is blank{last}; the reference counts it as a category)"
-            raise FileNotFoundError(
-                f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
-                f"categories.txt lists {len(categories)} categories{why if not categories[c] else ''}"
-            )
-        for blk in parse_qa_text(read_text(path)):
+        for blk in parse_qa_text(read_text(user_dir / "qa" / f"{c}.txt")):
             if blk.question:
                 records.append((c, blk))
             else:

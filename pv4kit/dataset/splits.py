@@ -17,7 +17,7 @@ import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
 from pv4kit._options import check_number
-from pv4kit.dataset.formats import answer_problems, raise_first, read_qa_csv
+from pv4kit.dataset.formats import raise_first, read_qa_csv
 from pv4kit.dataset.tree import (
     chat_files,
     hard_problems,
@@ -104,13 +104,7 @@ def _user_table(rows: pd.DataFrame, chats: list[str], hard: set[int], uid: int, 
 def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
     """One user's checked ``qa.csv``, letters normalised, rows ordered by ``index`` (as the reference)."""
     path = users_dir / f"user_{uid}" / "qa.csv"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: qa.csv is missing; build it with write_qa_tables({str(users_dir)!r}) "
-            "(`pv4kit qa-table`)"
-        )
-    qa = read_qa_csv(path)
-    raise_first(answer_problems(qa, path))
+    qa = read_qa_csv(path, check_answers=True)
     qa["correct_choice"] = qa["correct_choice"].map(normalise_letter)
     if role == "train" and len(qa) < 2:
         logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))

@@ -199,10 +199,12 @@ def read_user(
     raw_dir: str | Path | None = None,
     chats: bool = True,
     seeds: dict[int, str] | None = None,
+    require_qa: bool = False,
 ) -> RawUser:
     """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
 
-    ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once.
+    ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once;
+    ``require_qa`` refuses a missing ``qa.csv`` or a bad answer letter in it (else a missing one is ``None``).
     """
     user_dir = Path(user_dir)
     if not (m := USER_DIR_RE.match(user_dir.name)):
@@ -212,8 +214,8 @@ def read_user(
     uid, lists = int(m.group(1)), (user_dir / "categories.txt", user_dir / "chat_topics.txt")
     user = RawUser(uid, user_dir, chats=read_chats(user_dir) if chats else [])
     user.categories, user.topics = (read_list(p) if p.is_file() else [] for p in lists)
-    if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
-        user.qa = read_qa_csv(user_dir / "qa.csv")
+    if require_qa or (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
+        user.qa = read_qa_csv(user_dir / "qa.csv", check_answers=require_qa)
     if raw_dir is not None:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
         user.persona = read_text(persona).strip() if persona.is_file() else None

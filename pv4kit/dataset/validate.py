@@ -17,7 +17,7 @@ import pandas as pd
 from pv4kit._io import FileFormatError, read_csv, read_text
 from pv4kit.dataset.formats import answer_problems, check_chat, format_qa_csv, problem, read_list, read_qa_csv
 from pv4kit.dataset.qatags import check_tags
-from pv4kit.dataset.questions import build_question_table
+from pv4kit.dataset.questions import build_question_table, missing_question_files
 from pv4kit.dataset.tree import (
     check_chat_files,
     check_user_folders,
@@ -50,30 +50,27 @@ class _Report(list):
 
 def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | None]:
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
-    path, topics_path = user_dir / "categories.txt", user_dir / "chat_topics.txt"
-    categories = r.read(read_list, path) if path.is_file() else None
-    if not path.is_file():
-        r.add(path, None, "missing_file", "categories.txt is missing")
-    elif categories == [""]:
-        r.add(path, None, "empty_file", "categories.txt lists no category")
-    categories = [] if categories in (None, [""]) else categories
-    topics = r.read(read_list, topics_path) if topics_path.exists() else None
-    if not topics_path.exists():
-        r.add(topics_path, None, "missing_file", "chat_topics.txt is missing", "warning")
-    for items, file, what in ((categories, path, "category"), (topics or [], topics_path, "topic")):
-        for i in [i for i, item in enumerate(items) if not item.strip()]:  # the reference reads a blank item
+    lists = []
+    for name, what in (("categories.txt", "category"), ("chat_topics.txt", "topic")):
+        path = user_dir / name
+        items = r.read(read_list, path) if path.exists() else None
+        if not path.exists():
+            r.add(
+                path, None, "missing_file", f"{name} is missing", "error" if what == "category" else "warning"
+            )
+        elif items == [""] and what == "category":
+            r.add(path, None, "empty_file", "categories.txt lists no category")
+            items = None
+        # the reference reads a blank line as an item
+        for i in [i for i, item in enumerate(items or []) if not item.strip()]:
             if i == len(items) - 1 and len(items) > 1:
                 why = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
-                r.add(file, i + 1, "trailing_newline", why, "warning")
+                r.add(path, i + 1, "trailing_newline", why, "warning")
             else:
-                r.add(
-                    file,
-                    i + 1,
-                    "blank_item",
-                    f"line {i + 1} is blank: the reference reads it as {what} {i}",
-                    "warning",
-                )
-    return categories, topics
+                why = f"line {i + 1} is blank: the reference reads it as {what} {i}"
+                r.add(path, i + 1, "blank_item", why, "warning")
+        lists.append(items)
+    return lists[0] or [], lists[1]
 
 
 def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
@@ -108,16 +105,7 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
             qa_files[int(p.stem)] = p
         elif not p.name.startswith("."):
             r.add(p, None, "qa_name", f"unexpected file in qa/: {p.name!r}", "warning")
-    for c, name in enumerate(categories):
-        if c not in qa_files and not name and c == len(categories) - 1:
-            message = (
-                f"categories.txt ends with a newline, so the reference counts a blank category {c} "
-                f"and reads qa/{c}.txt, which does not exist (remove the trailing newline)"
-            )
-            r.add(qa_dir / f"{c}.txt", None, "trailing_newline", message)
-        elif c not in qa_files:
-            message = f"question file for category {c} ({name!r}) is missing"
-            r.add(qa_dir / f"{c}.txt", None, "missing_file", message)
+    r += missing_question_files(user_dir, categories)
     extra = sorted(set(qa_files) - set(range(len(categories))))
     if categories and extra:
         also = ", ".join(f"{i}.txt" for i in extra)
