@@ -21,10 +21,10 @@ from pv4kit.dataset.splits import assign_splits, split_indices
 from pv4kit.dataset.tree import (
     RawUser,
     input_fingerprint,
-    list_users,
     read_hard_subset,
     read_persona_seeds,
     read_user,
+    user_roles,
 )
 from pv4kit.schema import (
     CHOICE_COLUMNS,
@@ -36,7 +36,6 @@ from pv4kit.schema import (
     SPLITS,
     USER_COLUMNS,
     answer_indices,
-    user_role,
 )
 
 logger = logging.getLogger(__name__)
@@ -150,17 +149,8 @@ def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
     users_dir, ranges = raw_dir / "users", {"train_users": train_users, "test_users": test_users}
-    roles = {u: user_role(u, **ranges) for u in list_users(users_dir)}
-    raw_users, qa = _read_raw(raw_dir, [u for u, role in roles.items() if role], whole=True)
-    if not raw_users:
-        raise ValueError(
-            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
-        )
-    if outside := [u for u, role in roles.items() if role is None]:
-        logger.warning(
-            "%s: left out %d user(s) outside train users %s and test users %s: %s",
-            *(users_dir, len(outside), train_users, test_users, outside),
-        )
+    roles, outside = user_roles(users_dir, **ranges)
+    raw_users, qa = _read_raw(raw_dir, list(roles), whole=True)
     hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
@@ -175,7 +165,6 @@ def _load_raw(
         answer_letter=letters,
         hard=[key in hard_keys for key in zip(q["user_id"], q["index"], strict=True)],
     )
-    roles = {u: role for u, role in roles.items() if role}
     return PV4Data(
         questions=_finish_questions(q),
         users=_users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users),

@@ -22,9 +22,9 @@ from pv4kit.dataset.tree import (
     chat_files,
     hard_problems,
     input_fingerprint,
-    list_users,
     read_chats,
     read_hard_subset,
+    user_roles,
     users_dir_of,
 )
 from pv4kit.schema import (
@@ -159,17 +159,9 @@ def build_dataset(
             "output folder as a whole, so name a folder of its own (e.g. data)"
         )
     ranges = {"train_users": train_users, "test_users": test_users}
-    users = list_users(users_dir)
-    roles = {u: user_role(u, **ranges) for u in users}
-    if skipped := [u for u, r in roles.items() if r is None]:
-        logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
-    roles = {u: r for u, r in roles.items() if r is not None}
-    if not roles:
-        raise ValueError(
-            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
-        )
+    roles, outside = user_roles(users_dir, **ranges)
     tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
-    raise_first(hard_problems(hard_subset, users, lambda u: set(tables[u]["index"]), **ranges))
+    raise_first(hard_problems(hard_subset, [*roles, *outside], lambda u: set(tables[u]["index"]), **ranges))
     hard = read_hard_subset(hard_subset).groupby("user_id")["question_index"].agg(set)
     plan = assign_splits(
         {u: len(t) for u, t in tables.items()}, **ranges, fraction=validation_fraction, seed=seed

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -27,7 +28,9 @@ import pandas as pd
 
 from pv4kit._io import read_csv, read_text, sha256_file
 from pv4kit.dataset.formats import problem, raise_first, read_list, read_qa_csv
-from pv4kit.schema import user_role
+from pv4kit.schema import check_ranges, user_role
+
+logger = logging.getLogger(__name__)
 
 #: a user folder's name, ``user_N``
 USER_DIR_RE = re.compile(r"^user_(\d+)$")
@@ -92,6 +95,28 @@ def list_users(users_dir: str | Path) -> list[int]:
     if not ids:
         raise FileNotFoundError(f"{users_dir}: no user_N folders found")
     return ids
+
+
+def user_roles(
+    users_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int]
+) -> tuple[dict[int, str], list[int]]:
+    """The role of each user of ``users_dir`` in the id ranges, and the users outside both (logged).
+
+    Raises:
+        ValueError: When the ranges overlap or no user falls in them.
+    """
+    check_ranges(train_users, test_users)
+    roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in list_users(users_dir)}
+    if outside := [u for u, role in roles.items() if role is None]:
+        logger.warning(
+            "%s: left out %d user(s) outside train users %s and test users %s: %s",
+            *(users_dir, len(outside), train_users, test_users, outside),
+        )
+    if not (roles := {u: role for u, role in roles.items() if role}):
+        raise ValueError(
+            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+    return roles, outside
 
 
 def check_chat_files(user_dir: str | Path) -> tuple[list[Path], list[dict]]:

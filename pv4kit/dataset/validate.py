@@ -15,9 +15,9 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import FileFormatError, read_csv, read_text
-from pv4kit.dataset.formats import answer_problems, check_chat, format_qa_csv, problem, read_list, read_qa_csv
+from pv4kit.dataset.formats import answer_problems, check_chat, format_qa_csv, problem, read_list
 from pv4kit.dataset.qatags import check_tags
-from pv4kit.dataset.questions import build_question_table, missing_question_files
+from pv4kit.dataset.questions import KEPT_UNTAGGED, build_question_table, missing_question_files
 from pv4kit.dataset.tree import (
     check_chat_files,
     check_user_folders,
@@ -30,6 +30,10 @@ from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, QA_COLUMNS, u
 
 #: columns of :func:`validate_raw`'s report
 REPORT_COLUMNS = ["file", "line", "severity", "code", "message"]
+_DROP_NOTES = {
+    KEPT_UNTAGGED: "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does",
+    "preamble": "text before the first <QUESTION> is parsed as a block and dropped without a draw",
+}
 
 
 class _Report(list):
@@ -125,30 +129,34 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         return None
     table, drops = build_question_table(user_dir)
     for d in drops.itertuples():
-        message = f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
-        if d.kept:
-            message = "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does"
-        elif d.reason == "preamble":
-            message = "text before the first <QUESTION> is parsed as a block and dropped without a draw"
+        message = _DROP_NOTES.get(
+            d.reason, f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
+        )
         r.add(Path(d.file), int(d.line), d.reason if d.kept else f"dropped_{d.reason}", message, "warning")
     return table
 
 
-def _check_qa_csv(user_dir: Path, r: _Report, categories: list[str], table: pd.DataFrame | None) -> None:
-    """``qa.csv`` is there, readable, has the columns and good rows, and is what step 5 builds now."""
+def _check_qa_csv(
+    user_dir: Path, r: _Report, categories: list[str], table: pd.DataFrame | None
+) -> set[int] | None:
+    """``qa.csv`` is there, readable, has the columns and good rows, and is what step 5 builds now.
+
+    Returns:
+        The question indices of a readable ``qa.csv`` (``None`` without one).
+    """
     qa_csv = user_dir / "qa.csv"
     if not qa_csv.exists():
         r.add(qa_csv, None, "missing_file", "qa.csv is missing (run `pv4kit qa-table`)", "warning")
-        return
+        return None
     frame = r.read(
         functools.partial(read_csv, expected="a qa.csv file", dtype=str, keep_default_na=False), qa_csv
     )
     qa_text = r.read(read_text, qa_csv) if frame is not None else None
     if qa_text is None:
-        return
+        return None
     if list(frame.columns) != QA_COLUMNS:
         r.add(qa_csv, 1, "qa_columns", f"expected columns {QA_COLUMNS}, found {list(frame.columns)}")
-        return
+        return None
     r += answer_problems(frame, qa_csv)
     for line, (index, category) in enumerate(zip(frame["index"], frame["category"], strict=True), start=2):
         if index != str(line - 2):
@@ -161,6 +169,7 @@ def _check_qa_csv(user_dir: Path, r: _Report, categories: list[str], table: pd.D
             "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)"
         )
         r.add(qa_csv, None, "qa_stale", message, "warning")
+    return {int(i) for i in frame["index"] if i.isdigit()}
 
 
 def validate_raw(
@@ -189,6 +198,7 @@ def validate_raw(
     if not ids:
         r.add(users_dir, None, "no_users", "no user_N folders found")
     words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
+    questions = {}
     for uid in ids:
         user_dir = users_dir / f"user_{uid}"
         if user_role(uid, train_users=train_users, test_users=test_users) is None:
@@ -196,7 +206,8 @@ def validate_raw(
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
         _check_chats(user_dir, r, topics)
-        _check_qa_csv(user_dir, r, categories, _check_questions(user_dir, r, categories))
+        table = _check_questions(user_dir, r, categories)
+        questions[uid] = _check_qa_csv(user_dir, r, categories, table)
     if (root / "personas").is_dir():
         for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
@@ -206,18 +217,10 @@ def validate_raw(
             read_persona_seeds(root)
         except (ValueError, KeyError) as exc:
             r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-
-    @functools.cache
-    def questions(uid: int) -> set[int] | None:
-        try:
-            return set(read_qa_csv(users_dir / f"user_{uid}" / "qa.csv")["index"])
-        except (OSError, ValueError):  # reported with the user's files
-            return None
-
     if (root / "hard_subset.csv").is_file():
         try:
             r += hard_problems(
-                root / "hard_subset.csv", ids, questions, train_users=train_users, test_users=test_users
+                root / "hard_subset.csv", ids, questions.get, train_users=train_users, test_users=test_users
             )
         except ValueError as exc:
             r.add(root / "hard_subset.csv", 1, "hard_format", str(exc))
