@@ -25,11 +25,10 @@ def problem(path: str | Path, line: int | None, code: str, message: str, severit
 
 
 def raise_first(problems: list[dict]) -> None:
-    """Raise ``ValueError("file[:line]: message")`` for the first error of ``problems``, if any."""
+    """Raise the first error of ``problems`` as a ``FileFormatError`` (``file[:line]: message``)."""
     for p in problems:
         if p["severity"] == "error":
-            where = p["file"] if p["line"] is None else f"{p['file']}:{p['line']}"
-            raise ValueError(f"{where}: {p['message']}")
+            raise FileFormatError(p["file"], p["line"], p["code"], p["message"])
 
 
 def read_list(path: str | Path) -> list[str]:

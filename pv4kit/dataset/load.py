@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
+from pv4kit.dataset.hub import PV4_HUB_ID, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
 from pv4kit.dataset.tree import (
     RawUser,
@@ -370,8 +370,7 @@ def load(
     root, hub = Path(source), looks_like_hub_id(source)
     if hub:
         logger.info("downloading %s from the Hugging Face hub", source)
-        also = PV4_HUB_IDS if str(source).lower() in {i.lower() for i in PV4_HUB_IDS} else ()
-        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision, also_at=also)
+        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision)
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)

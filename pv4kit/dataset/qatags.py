@@ -8,6 +8,7 @@ each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` inside it
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
 
@@ -67,15 +68,14 @@ def check_tags(text: str) -> list[TagProblem]:
     def add(pos: int, number: int | None, code: str, message: str) -> None:
         problems.append(TagProblem(text.count("\n", 0, pos) + 1, number, code, message))
 
-    for k in range(len(bounds) - 1):
-        number, lo = (k - 1 if k else None), bounds[k]
-        body_lo = lo + len("<QUESTION>") if k else lo
-        body = text[body_lo : bounds[k + 1]]
+    for k, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        number, body_lo = (k - 1 if k else None), lo + len("<QUESTION>") if k else lo
+        body = text[body_lo:hi]
         if k and not body.strip():
             continue
         well = {m.start() + body_lo: m for m in _WELL_FORMED.finditer(body)}  # the tags the parse sees
         found: dict[str, list[int]] = {}
-        for pos, m in sorted(well.items()):
+        for pos, m in well.items():
             found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
         malformed: set[str] = set()
         for m in _LOOSE.finditer(body):

@@ -258,21 +258,12 @@ def write_qa_tables(
         table, drops = build_question_table(user_dir, seed=seed)
         files = [user_dir / "qa" / f"{c}.txt" for c in range(len(read_list(user_dir / "categories.txt")))]
         flags = [  # a flag, not a drop: the parse decides that
-            (
-                str(path),
-                c,
-                -1 if tag.block is None else tag.block,
-                tag.line,
-                "malformed_tags",
-                False,
-                tag.message,
-            )
+            (str(path), c, -1 if t.block is None else t.block, t.line, "malformed_tags", False, t.message)
             for c, path in enumerate(files)
-            for tag in check_tags(read_text(path))
+            for t in check_tags(read_text(path))
         ]
-        summary.append(
-            (uid, len(table), int((~drops["kept"]).sum()), len(flags), overwrite or not target.exists())
-        )
+        written = overwrite or not target.exists()
+        summary.append((uid, len(table), int((~drops["kept"]).sum()), len(flags), written))
         drops = drops.assign(detail="")
         if flags:
             drops = pd.concat([drops, pd.DataFrame(flags, columns=drops.columns)], ignore_index=True)
@@ -280,9 +271,10 @@ def write_qa_tables(
         if target.is_dir():
             raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
         reports.append(drops.assign(user_id=uid)[["user_id", *drops.columns]])
-        if summary[-1][-1]:
+        if written:
             pending.append((target, table))
-            shrinking += [m for m in [_shrink_message(target, table)] if m]
+        if written and (message := _shrink_message(target, table)):
+            shrinking.append(message)
     if shrinking and not force:
         raise ValueError(
             "refusing to replace qa.csv with a smaller table; nothing was written:\n  "
