@@ -186,12 +186,11 @@ def _users_frame(
 
 def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
     """Split -> parquet files under ``root`` and the layout name, or ``None``."""
-    layouts = {root: "parquet", root / "data": "parquet", root / "data" / "pv4": "memorilla"}
-    for base, kind in {**layouts, root / "pv4": "memorilla"}.items():
+    memorilla = [root / "data" / "pv4", root / "pv4"]
+    for base in [root, root / "data", *memorilla]:
         found = {s: sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet")) for s in SPLITS}
-        found = {s: files for s, files in found.items() if files}
-        if found:
-            return found, kind
+        if found := {s: files for s, files in found.items() if files}:
+            return found, "memorilla" if base in memorilla else "parquet"
     return None
 
 

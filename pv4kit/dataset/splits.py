@@ -148,7 +148,6 @@ def build_dataset(
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    check_ranges(train_users, test_users)
     check_number(validation_fraction, "validation_fraction", ge=0, lt=1)
     check_number(seed, "seed", ge=0, integer=True)
     users_dir = users_dir_of(users_dir)

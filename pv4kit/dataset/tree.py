@@ -79,9 +79,8 @@ def check_user_folders(users_dir: Path) -> tuple[list[int], list[dict]]:
             )
             problems.append(problem(p, None, "user_name", message))
         else:
-            problems.append(
-                problem(p, None, "user_name", f"folder {p.name!r} is not named user_N; ignored", "warning")
-            )
+            message = f"folder {p.name!r} is not named user_N; ignored"
+            problems.append(problem(p, None, "user_name", message, "warning"))
     return sorted(ids), problems
 
 
