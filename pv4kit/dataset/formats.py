@@ -19,6 +19,18 @@ USER_TAG = "Leo:"
 ASSISTANT_TAG = "Assistant:"
 
 
+def problem(path: str | Path, line: int | None, code: str, message: str, severity: str = "error") -> dict:
+    """One problem of a file, as a row of :func:`pv4kit.dataset.validate.validate_raw`'s report."""
+    return {"file": str(path), "line": line, "severity": severity, "code": code, "message": message}
+
+
+def raise_first(problems: list[dict]) -> None:
+    """Raise the first error of ``problems`` as a ``FileFormatError`` (``file[:line]: message``)."""
+    for p in problems:
+        if p["severity"] == "error":
+            raise FileFormatError(p["file"], p["line"], p["code"], p["message"])
+
+
 def read_list(path: str | Path) -> list[str]:
     """Read ``categories.txt`` or ``chat_topics.txt`` as the reference does: the text split on ``\\n``.
 
@@ -53,14 +65,19 @@ def format_qa_csv(table: pd.DataFrame) -> str:
     return table[QA_COLUMNS].to_csv(index=False, lineterminator="\n")
 
 
-def read_qa_csv(path: str | Path) -> pd.DataFrame:
+def read_qa_csv(path: str | Path, *, check_answers: bool = False) -> pd.DataFrame:
     """Read a ``qa.csv`` keeping empty choices as "" (never NaN) and text exactly as written.
 
     Raises:
+        FileNotFoundError: When there is no ``qa.csv`` (step 5 writes it).
         FileFormatError: Naming the file and line of a file that is not a readable CSV.
-        ValueError: Naming the file (and line) of a missing column or an ``index``/``category`` that is not
-            a non-negative integer.
+        ValueError: Naming the file (and line) of a missing column, an ``index``/``category`` that is not
+            a non-negative integer or, with ``check_answers``, a bad ``correct_choice``.
     """
+    if not Path(path).exists():
+        raise FileNotFoundError(
+            f"{path}: qa.csv is missing; build it with write_qa_tables (`pv4kit qa-table`)"
+        )
     frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
     if not isinstance(frame.index, pd.RangeIndex):  # pandas made a long first row's leading fields an index
         width = len(frame.columns)
@@ -81,12 +98,12 @@ def read_qa_csv(path: str | Path) -> pd.DataFrame:
                 f"{path}:{line}: {col} must be a non-negative integer, found {frame[col][bad].iloc[0]!r}"
             )
         frame[col] = frame[col].astype("int64")
+    raise_first(answer_problems(frame, path) if check_answers else [])
     return frame[QA_COLUMNS]
 
 
-def check_answer_letters(qa: pd.DataFrame, path: str | Path) -> None:
-    """Raise ``ValueError("path:line: ...")`` on the first row whose letter or correct choice is bad."""
-    for i, (letter, *choices) in enumerate(qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)):
-        problem = answer_letter_problem(letter, choices)
-        if problem:
-            raise ValueError(f"{path}:{i + 2}: {problem[1]}")
+def answer_problems(qa: pd.DataFrame, path: str | Path) -> list[dict]:
+    """A problem (``bad_letter`` or ``empty_answer``) for each row whose letter or correct choice is bad."""
+    rows = qa[["correct_choice", *CHOICE_COLUMNS]].itertuples(index=False)
+    found = ((i + 2, answer_letter_problem(letter, choices)) for i, (letter, *choices) in enumerate(rows))
+    return [problem(path, line, *p) for line, p in found if p]

@@ -56,7 +56,7 @@ def looks_like_hub_id(source: str | os.PathLike[str]) -> bool:
     return not source.lower().endswith((".git", *_FILE_SUFFIXES)) and not Path(source).expanduser().exists()
 
 
-def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at: Sequence[str]) -> HubError:
+def _explain(repo_id: str, exc: BaseException, *, revision: str | None) -> HubError:
     """The one error that says what went wrong and what to do."""
     from huggingface_hub import HfApi, constants, errors
     from huggingface_hub.utils import OfflineModeIsEnabled
@@ -98,7 +98,8 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None, also_at:
             except Exception:  # noqa: BLE001 - only a hint for a message
                 return False
 
-        found = next((a for a in also_at if a.lower() != repo_id.lower() and exists(a)), None)
+        also = PV4_HUB_IDS if repo_id.lower() in {i.lower() for i in PV4_HUB_IDS} else ()  # the same dataset
+        found = next((a for a in also if a.lower() != repo_id.lower() and exists(a)), None)
         hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").' if found else ""
         return HubNotFoundError(
             f"{head}: {repo_id!r} was not found on {endpoint} (or it is private and this machine's token "
@@ -135,12 +136,10 @@ def download_dataset(
     *,
     allow_patterns: Sequence[str] | None = None,
     revision: str | None = None,
-    also_at: Sequence[str] = (),
 ) -> Path:
     """Download (or reuse the local snapshot of) a hub dataset and return its folder.
 
-    ``also_at`` are other ids of the same dataset: when ``repo_id`` is not found, the message names the
-    first of them that exists.
+    When one of :data:`PV4_HUB_IDS` is not found, the message names the other if it exists.
 
     Raises:
         HubError: ``HubAccessError`` (gated or private), ``HubNotFoundError`` (id or revision),
@@ -152,5 +151,5 @@ def download_dataset(
         patterns = list(allow_patterns or []) or None
         local = snapshot_download(repo_id, repo_type="dataset", revision=revision, allow_patterns=patterns)
     except Exception as exc:  # noqa: BLE001 - network, offline mode, auth, unknown repo: one clear error
-        raise _explain(repo_id, exc, revision=revision, also_at=also_at) from exc
+        raise _explain(repo_id, exc, revision=revision) from exc
     return Path(local)

@@ -16,15 +16,15 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from pv4kit.dataset.formats import check_answer_letters
-from pv4kit.dataset.hub import PV4_HUB_ID, PV4_HUB_IDS, download_dataset, looks_like_hub_id
+from pv4kit.dataset.hub import PV4_HUB_ID, download_dataset, looks_like_hub_id
 from pv4kit.dataset.splits import assign_splits, split_indices
 from pv4kit.dataset.tree import (
+    RawUser,
     input_fingerprint,
-    list_users,
     read_hard_subset,
     read_persona_seeds,
     read_user,
+    user_roles,
 )
 from pv4kit.schema import (
     CHOICE_COLUMNS,
@@ -36,22 +36,13 @@ from pv4kit.schema import (
     SPLITS,
     USER_COLUMNS,
     answer_indices,
-    user_role,
 )
 
 logger = logging.getLogger(__name__)
 
-_HUB_PATTERNS = [
-    "data/*.parquet",
-    "data/pv4/*.parquet",
-    "data/user_splits.csv",
-    "raw/personas/*",
-    "raw/persona_seeds.csv",
-    "raw/hard_subset.csv",
-    "raw/users/*/categories.txt",
-    "raw/users/*/chat_topics.txt",
-    "raw/users/*/qa.csv",
-]
+# what load() reads of a hub snapshot (the chats come from the parquet's documents)
+_HUB_PATTERNS = """data/*.parquet data/pv4/*.parquet data/user_splits.csv raw/personas/* raw/persona_seeds.csv
+    raw/hard_subset.csv raw/users/*/categories.txt raw/users/*/chat_topics.txt raw/users/*/qa.csv""".split()
 
 
 @dataclass
@@ -100,8 +91,7 @@ class PV4Data:
 
     def summary(self) -> pd.DataFrame:
         """Users, questions and hard questions per split, as a small frame."""
-        q = self.questions.assign(hard=self.questions["hard"].astype(int))
-        table = q.groupby("split").agg(
+        table = self.questions.groupby("split").agg(
             users=("user_id", "nunique"), questions=("user_id", "size"), hard=("hard", "sum")
         )
         return table.reindex(SPLITS, fill_value=0).rename_axis("split").reset_index()
@@ -132,64 +122,52 @@ def _quick_fingerprint(paths: list[Path]) -> str:
 
 
 def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
-    frame = frame.reindex(columns=QUESTION_COLUMNS)
     types = {"user_id": "int64", "question_index": "int64", "category": "Int64", "hard": "bool"}
-    return frame.astype(types).reset_index(drop=True)
+    return frame.reindex(columns=QUESTION_COLUMNS).astype(types).reset_index(drop=True)
+
+
+def _read_raw(
+    raw_root: Path, user_ids: list[int], *, whole: bool
+) -> tuple[list[RawUser], pd.DataFrame | None]:
+    """The users of ``user_ids`` with a folder in the raw tree, and all their ``qa.csv`` rows (or ``None``).
+
+    Each row carries ``user_id``, ``position`` (its row in ``qa.csv``) and ``category_name``. ``whole``
+    (loading the tree itself) reads the chats and requires a ``qa.csv`` with good letters from every user.
+    """
+    seeds, users, tables = read_persona_seeds(raw_root), [], []
+    for uid in user_ids:
+        if (udir := raw_root / "users" / f"user_{uid}").is_dir():
+            u = read_user(udir, raw_dir=raw_root, chats=whole, seeds=seeds, require_qa=whole)
+            users.append(u)
+            if u.qa is not None:
+                names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
+                tables.append(u.qa.assign(user_id=uid, position=np.arange(len(u.qa)), category_name=names))
+    return users, pd.concat(tables, ignore_index=True) if tables else None
 
 
 def _load_raw(
     raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
 ) -> PV4Data:
-    users_dir = raw_dir / "users"
-    users, tables, outside = [], {}, []
-    seeds = read_persona_seeds(raw_dir)
-    for uid in list_users(users_dir):
-        role = user_role(uid, train_users=train_users, test_users=test_users)
-        if role is None:
-            outside.append(uid)
-            continue
-        u = read_user(users_dir / f"user_{uid}", raw_dir=raw_dir, seeds=seeds)
-        if u.qa is None:
-            raise FileNotFoundError(f"{u.path / 'qa.csv'}: qa.csv is missing; run `pv4kit qa-table`")
-        check_answer_letters(u.qa, u.path / "qa.csv")
-        tables[uid] = (u.qa, u.categories)
-        users.append((uid, role, u.chats, u.persona, u.seed, u.categories or None, u.topics or None))
-    if not users:
-        raise ValueError(
-            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
-        )
-    if outside:
-        logger.warning(
-            "%s: left out %d user(s) outside train users %s and test users %s: %s",
-            *(users_dir, len(outside), train_users, test_users, outside),
-        )
+    users_dir, ranges = raw_dir / "users", {"train_users": train_users, "test_users": test_users}
+    roles, outside = user_roles(users_dir, **ranges)
+    raw_users, qa = _read_raw(raw_dir, list(roles), whole=True)
     hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
-    sizes = {u: len(t[0]) for u, t in tables.items()}
-    plan = assign_splits(sizes, train_users=train_users, test_users=test_users, fraction=fraction, seed=seed)
-    parts = []
-    for (uid, split), idx in plan.groupby(["user_id", "split"], sort=False):
-        qa, categories = tables[uid]
-        rows = qa.iloc[idx["question_index"].to_numpy()]
-        choices = rows[CHOICE_COLUMNS].to_numpy().tolist()
-        letters = rows["correct_choice"].str.strip().str.upper().tolist()
-        part = rows[["index", "category", "question", "rationale"]].rename(
-            columns={"index": "question_index"}
-        )
-        part = part.assign(
-            user_id=uid,
-            split=split,
-            category_name=[categories[c] if c < len(categories) else None for c in rows["category"]],
-            choices=choices,
-            answer=[c[LETTERS.index(x)] for c, x in zip(choices, letters, strict=True)],
-            answer_letter=letters,
-            hard=[(uid, int(i)) in hard_keys for i in rows["index"]],
-        )
-        parts.append(part)
+    sizes = {u.user_id: len(u.qa) for u in raw_users}
+    plan = assign_splits(sizes, **ranges, fraction=fraction, seed=seed)
+    q = plan.merge(qa, left_on=QUESTION_KEY, right_on=["user_id", "position"], how="left")
+    choices, letters = q[CHOICE_COLUMNS].to_numpy(), q["correct_choice"].str.strip().str.upper()
+    q = q.assign(
+        question_index=q["index"],
+        choices=choices.tolist(),
+        answer=choices[np.arange(len(q)), letters.map(LETTERS.index).to_numpy()],
+        answer_letter=letters,
+        hard=[key in hard_keys for key in zip(q["user_id"], q["index"], strict=True)],
+    )
     return PV4Data(
-        questions=_finish_questions(pd.concat(parts, ignore_index=True)),
-        users=pd.DataFrame(users, columns=USER_COLUMNS),
+        questions=_finish_questions(q),
+        users=_users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users),
         source=str(raw_dir),
         fingerprint=input_fingerprint(users_dir, hard_subset=hard_path),
         kind="raw",
@@ -197,18 +175,22 @@ def _load_raw(
     )
 
 
+def _users_frame(
+    roles: dict[int, str], documents: dict[int, list[str]], raw_users: list[RawUser]
+) -> pd.DataFrame:
+    """The users frame: each user's role and documents, and what the raw tree holds of it."""
+    raw = {u.user_id: (u.persona, u.seed, u.categories or None, u.topics or None) for u in raw_users}
+    rows = [(u, role, documents[u], *raw.get(u, (None,) * 4)) for u, role in roles.items()]
+    return pd.DataFrame(rows, columns=USER_COLUMNS)
+
+
 def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
     """Split -> parquet files under ``root`` and the layout name, or ``None``."""
-    for base, kind in (
-        (root, "parquet"),
-        (root / "data", "parquet"),
-        (root / "data" / "pv4", "memorilla"),
-        (root / "pv4", "memorilla"),
-    ):
+    memorilla = [root / "data" / "pv4", root / "pv4"]
+    for base in [root, root / "data", *memorilla]:
         found = {s: sorted(base.glob(f"{s}.parquet")) or sorted(base.glob(f"{s}-*.parquet")) for s in SPLITS}
-        found = {s: files for s, files in found.items() if files}
-        if found:
-            return found, kind
+        if found := {s: files for s, files in found.items() if files}:
+            return found, "memorilla" if base in memorilla else "parquet"
     return None
 
 
@@ -304,45 +286,6 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
-_ENRICH_COLUMNS = [*QUESTION_KEY, "_raw_question", "_category", "_category_name", "_rationale"]
-
-
-def _enrich(frame: pd.DataFrame, users: pd.DataFrame, raw_root: Path) -> None:
-    """Fill ``category, category_name, rationale`` and the users' raw-tree columns in place from ``raw_root``.
-
-    A question the tree holds under another text is counted in a warning.
-    """
-    seeds, parts = read_persona_seeds(raw_root), []
-    for i, uid in enumerate(users["user_id"]):
-        udir = raw_root / "users" / f"user_{uid}"
-        if not udir.is_dir():
-            continue
-        u = read_user(udir, raw_dir=raw_root, chats=False, seeds=seeds)  # the parquet holds the chats
-        values = (u.persona, u.seed, u.categories or None, u.topics or None)
-        for col, value in zip(USER_COLUMNS[3:], values, strict=True):
-            users.at[i, col] = value
-        if u.qa is not None:
-            names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
-            qa = u.qa[["question", "category"]].assign(name=names, rationale=u.qa["rationale"])
-            parts += [(uid, i, *row) for i, row in enumerate(qa.itertuples(index=False))]
-    found = pd.DataFrame(parts, columns=_ENRICH_COLUMNS)
-    found = found.astype({"user_id": frame["user_id"].dtype, "question_index": "int64"})
-    merged = frame[[*QUESTION_KEY, "question"]].merge(found, on=QUESTION_KEY, how="left")
-    present = merged["_raw_question"].notna().to_numpy()
-    differ = present & (merged["_raw_question"] != merged["question"]).to_numpy()
-    if differ.any():
-        first = merged[differ].iloc[0]
-        logger.warning(
-            "%d question(s) differ between the parquet and %s (first: user %s question %s, %r in the "
-            "parquet, %r in qa.csv); their category names and rationales may belong to other questions",
-            *(int(differ.sum()), raw_root, first["user_id"], first["question_index"]),
-            *(str(first["question"])[:60], str(first["_raw_question"])[:60]),
-        )
-    frame["category"] = pd.array(merged["_category"], dtype="Int64")
-    for col in ("category_name", "rationale"):
-        frame[col] = merged[f"_{col}"].astype(object).where(present, None).to_numpy()
-
-
 def _load_parquet(
     root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
 ) -> PV4Data:
@@ -358,15 +301,39 @@ def _load_parquet(
     ids = sorted(frame["user_id"].unique().tolist())
     docs = _read_documents(all_files, id_column, set(ids))
     roles = frame.groupby("user_id")["split"].agg(lambda s: "test" if "test" in set(s) else "train")
-    columns = {"user_id": ids, "role": [roles[u] for u in ids], "documents": [docs[u] for u in ids]}
-    users = pd.DataFrame({**columns, **dict.fromkeys(USER_COLUMNS[3:])}, columns=USER_COLUMNS)
-    # enrich from a raw tree next to the parquet (the hub layout, or the users_dir a build recorded)
+    # a raw tree next to the parquet (the hub layout, or the users_dir a build recorded) adds what it holds
     candidates = [Path(manifest["users_dir"]).parent] if manifest.get("users_dir") else []
     candidates += [root / "raw", root.parent / "raw"]
     raw_root = next((r for r in candidates if (r / "users").is_dir()), None)
-    if raw_root is not None:
-        _enrich(frame, users, raw_root)
+    raw_users, qa = _read_raw(raw_root, ids, whole=False) if raw_root else ([], None)  # chats: the parquet's
+    if qa is not None:
+        _enrich(frame, qa, raw_root)
+    users = _users_frame(roles.to_dict(), docs, raw_users)
     return PV4Data(_finish_questions(frame), users, str(root), _quick_fingerprint(all_files), kind)
+
+
+def _enrich(frame: pd.DataFrame, qa: pd.DataFrame, raw_root: Path) -> None:
+    """Fill ``category, category_name, rationale`` in place from the raw tree's ``qa`` rows, by position.
+
+    A question the tree holds under another text is counted in a warning.
+    """
+    raw = qa[["user_id", "position", "question", "category", "category_name", "rationale"]].rename(
+        columns={"position": "question_index", "question": "raw_question"}
+    )
+    merged = frame[[*QUESTION_KEY, "question"]].merge(raw, on=QUESTION_KEY, how="left")
+    present = merged["raw_question"].notna().to_numpy()
+    differ = present & (merged["raw_question"] != merged["question"]).to_numpy()
+    if differ.any():
+        first = merged[differ].iloc[0]
+        logger.warning(
+            "%d question(s) differ between the parquet and %s (first: user %s question %s, %r in the "
+            "parquet, %r in qa.csv); their category names and rationales may belong to other questions",
+            *(int(differ.sum()), raw_root, first["user_id"], first["question_index"]),
+            *(str(first["question"])[:60], str(first["raw_question"])[:60]),
+        )
+    frame["category"] = pd.array(merged["category"], dtype="Int64")
+    for col in ("category_name", "rationale"):
+        frame[col] = merged[col].astype(object).where(present, None).to_numpy()
 
 
 def load(
@@ -397,21 +364,18 @@ def load(
         FileNotFoundError: When a local ``source`` holds neither parquet files nor a raw tree.
         pv4kit.dataset.hub.HubError: When a hub id cannot be downloaded (the subclass and message say why).
     """
-    bad = [s for s in splits or [] if s not in SPLITS]
-    if bad:
+    if bad := [s for s in splits or [] if s not in SPLITS]:
         raise ValueError(f"splits: unknown split(s) {bad}; expected any of {SPLITS}")
     root, hub = Path(source), looks_like_hub_id(source)
     if hub:
         logger.info("downloading %s from the Hugging Face hub", source)
-        also = PV4_HUB_IDS if str(source).lower() in {i.lower() for i in PV4_HUB_IDS} else ()
-        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision, also_at=also)
+        root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision)
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
     found = _find_parquet(root)
     if found is not None:
         data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
-    elif (root / "users").is_dir() or (root / "raw" / "users").is_dir():
-        raw = root if (root / "users").is_dir() else root / "raw"
+    elif raw := next((r for r in (root, root / "raw") if (r / "users").is_dir()), None):
         ranges = {"train_users": train_users, "test_users": test_users}
         data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
     else:

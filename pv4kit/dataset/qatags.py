@@ -8,14 +8,9 @@ each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` inside it
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass
-from pathlib import Path
-
-import pandas as pd
-
-from pv4kit._io import read_text
-from pv4kit.dataset.formats import read_list
 
 #: tags every block needs once, in this order (``<QUESTION>`` opens the block)
 REQUIRED = ("CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE")
@@ -73,15 +68,14 @@ def check_tags(text: str) -> list[TagProblem]:
     def add(pos: int, number: int | None, code: str, message: str) -> None:
         problems.append(TagProblem(text.count("\n", 0, pos) + 1, number, code, message))
 
-    for k in range(len(bounds) - 1):
-        number, lo = (k - 1 if k else None), bounds[k]
-        body_lo = lo + len("<QUESTION>") if k else lo
-        body = text[body_lo : bounds[k + 1]]
+    for k, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        number, body_lo = (k - 1 if k else None), lo + len("<QUESTION>") if k else lo
+        body = text[body_lo:hi]
         if k and not body.strip():
             continue
         well = {m.start() + body_lo: m for m in _WELL_FORMED.finditer(body)}  # the tags the parse sees
         found: dict[str, list[int]] = {}
-        for pos, m in sorted(well.items()):
+        for pos, m in well.items():
             found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
         malformed: set[str] = set()
         for m in _LOOSE.finditer(body):
@@ -137,20 +131,3 @@ def check_tags(text: str) -> list[TagProblem]:
                 )
                 add(found[after][0], number, "tag_order", message)
     return sorted(problems, key=lambda p: p.line)
-
-
-def tag_report(user_dir: str | Path) -> pd.DataFrame:
-    """Tag problems of one user's ``qa/{i}.txt`` files, as rows for step 5's drop report.
-
-    Returns:
-        One row per problem: ``file, category, block, line, reason ("malformed_tags"), detail`` (the
-        problem's message); ``block`` is -1 for text before the first ``<QUESTION>``.
-    """
-    user_dir = Path(user_dir)
-    rows = []
-    for c in range(len(read_list(user_dir / "categories.txt"))):
-        path = user_dir / "qa" / f"{c}.txt"
-        for problem in check_tags(read_text(path)):
-            block = -1 if problem.block is None else problem.block
-            rows.append((str(path), c, block, problem.line, "malformed_tags", problem.message))
-    return pd.DataFrame(rows, columns=["file", "category", "block", "line", "reason", "detail"])

@@ -17,8 +17,8 @@ from pathlib import Path
 import pandas as pd
 
 from pv4kit._io import atomic_write_text, not_a_file_error, read_text
-from pv4kit.dataset.formats import format_qa_csv, read_list, read_qa_csv
-from pv4kit.dataset.qatags import tag_report
+from pv4kit.dataset.formats import format_qa_csv, problem, read_list, read_qa_csv
+from pv4kit.dataset.qatags import check_tags
 from pv4kit.dataset.tree import list_users
 from pv4kit.schema import LETTERS, QA_COLUMNS
 
@@ -132,13 +132,33 @@ def shuffle_records(
         others.remove(correct)
         rng.shuffle(others)
         others.insert(LETTERS.index(new_letter), correct)
-        row: dict[str, object] = {"index": len(rows), "category": category, "question": blk.question}
-        row.update({f"choice_{x.lower()}": c for x, c in zip(LETTERS, others, strict=True)})
-        row.update({"correct_choice": new_letter, "rationale": blk.rationale})
-        rows.append(row)
+        values = [len(rows), category, blk.question, *others, new_letter, blk.rationale]
+        rows.append(dict(zip(QA_COLUMNS, values, strict=True)))
         if blk.leading:
             drops.append({**where, "reason": KEPT_UNTAGGED})
     return rows, drops
+
+
+def missing_question_files(user_dir: Path, categories: list[str]) -> list[dict]:
+    """A problem for each of ``categories`` whose ``qa/{i}.txt`` is missing.
+
+    A blank line of ``categories.txt`` is a category (the reference reads it so), a trailing newline too.
+    """
+    out = []
+    for c, name in enumerate(categories):
+        path = user_dir / "qa" / f"{c}.txt"
+        if path.exists():
+            continue
+        message = (
+            f"question file for category {c} ({name!r}) is missing; categories.txt lists {len(categories)}"
+        )
+        if not name and c == len(categories) - 1:
+            why = "the last one blank: the file ends with a newline, which the reference counts as a category"
+            out.append(problem(path, None, "trailing_newline", f"{message}, {why} (remove it)"))
+        else:
+            why = f" (line {c + 1} is blank; the reference counts it as a category)" if not name else ""
+            out.append(problem(path, None, "missing_file", message + why))
+    return out
 
 
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -157,16 +177,10 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     categories = read_list(user_dir / "categories.txt")
     records: list[tuple[int, QABlock]] = []
     drops: list[dict[str, object]] = []
+    if missing := missing_question_files(user_dir, categories):
+        raise FileNotFoundError(f"{missing[0]['file']}: {missing[0]['message']}")
     for c in range(len(categories)):
-        path = user_dir / "qa" / f"{c}.txt"
-        if not path.exists():
-            last = ": the file ends with a newline" if c == len(categories) - 1 else ""
-            why = f" (line {c + 1} of categories.txt is blank{last}; the reference counts it as a category)"
-            raise FileNotFoundError(
-                f"{path}: question file for category {c} ({categories[c]!r}) is missing; "
-                f"categories.txt lists {len(categories)} categories{why if not categories[c] else ''}"
-            )
-        for blk in parse_qa_text(read_text(path)):
+        for blk in parse_qa_text(read_text(user_dir / "qa" / f"{c}.txt")):
             if blk.question:
                 records.append((c, blk))
             else:
@@ -182,25 +196,33 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
     return table, report
 
 
-def lost_questions(target: str | Path, table: pd.DataFrame) -> pd.DataFrame:
-    """The rows of the ``qa.csv`` at ``target`` that a smaller ``table`` replacing it would lose.
+def _shrink_message(target: Path, table: pd.DataFrame) -> str | None:
+    """What replacing the ``qa.csv`` at ``target`` by a smaller ``table`` would lose, or ``None``.
 
-    The old rows whose question text the new table lacks (matched one for one), or the last old rows when
-    the texts all survive; empty unless ``table`` is smaller or when ``target`` is unreadable (warned).
+    Lost are the old rows whose question text the new table lacks (matched one for one), or the last old
+    rows when the texts all survive; an unreadable ``target`` is replaced with a warning.
     """
     try:
-        old = read_qa_csv(target) if Path(target).is_file() else pd.DataFrame(columns=QA_COLUMNS)
+        old = read_qa_csv(target) if target.is_file() else None
     except ValueError as exc:
         logger.warning("replacing %s, which is not a readable question table: %s", target, exc)
-        return pd.DataFrame(columns=QA_COLUMNS)
-    if len(table) >= len(old):
-        return old.iloc[:0]
-    left = Counter(table["question"])
-    gone = []
+        return None
+    if old is None or len(table) >= len(old):
+        return None
+    left, lost = Counter(table["question"]), []
     for i, q in enumerate(old["question"]):
         left[q] -= 1
-        gone += [i] if left[q] < 0 else []
-    return old.iloc[gone] if gone else old.iloc[len(table) :]
+        lost += [i] if left[q] < 0 else []
+    gone = old.iloc[lost] if lost else old.iloc[len(table) :]
+    shown = ", ".join(
+        f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
+        for r in gone.head(3).itertuples(index=False)
+    )
+    more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
+    return (
+        f"{target}: the new table has {len(table)} questions, the one it replaces "
+        f"{len(table) + len(gone)}; {len(gone)} would go: {shown}{more}"
+    )
 
 
 def write_qa_tables(
@@ -234,32 +256,25 @@ def write_qa_tables(
     for uid in list_users(users_dir) if user_ids is None else list(user_ids):
         user_dir, target = users_dir / f"user_{uid}", users_dir / f"user_{uid}" / "qa.csv"
         table, drops = build_question_table(user_dir, seed=seed)
-        n_rows, n_dropped = len(drops), int((~drops["kept"]).sum())
-        flags = tag_report(user_dir).assign(kept=False)  # a flag, not a drop: the parse decides that
+        files = [user_dir / "qa" / f"{c}.txt" for c in range(len(read_list(user_dir / "categories.txt")))]
+        flags = [  # a flag, not a drop: the parse decides that
+            (str(path), c, -1 if t.block is None else t.block, t.line, "malformed_tags", False, t.message)
+            for c, path in enumerate(files)
+            for t in check_tags(read_text(path))
+        ]
+        written = overwrite or not target.exists()
+        summary.append((uid, len(table), int((~drops["kept"]).sum()), len(flags), written))
         drops = drops.assign(detail="")
-        if len(flags):
-            drops = pd.concat([drops, flags[drops.columns]], ignore_index=True)
+        if flags:
+            drops = pd.concat([drops, pd.DataFrame(flags, columns=drops.columns)], ignore_index=True)
             drops = drops.sort_values(["category", "line"], kind="stable").reset_index(drop=True)
         if target.is_dir():
             raise not_a_file_error(target, expected="a qa.csv file (remove the directory)")
-        drops.insert(0, "user_id", uid)
-        reports.append(drops)
-        written = overwrite or not target.exists()
-        summary.append((uid, len(table), n_dropped, len(drops) - n_rows, written))
-        if not written:
-            continue
-        pending.append((target, table))
-        gone = lost_questions(target, table)
-        if len(gone):
-            shown = ", ".join(
-                f"index {r.index} {r.question[:60] + ('...' if len(r.question) > 60 else '')!r}"
-                for r in gone.head(3).itertuples(index=False)
-            )
-            more = f" and {len(gone) - 3} more" if len(gone) > 3 else ""
-            shrinking.append(
-                f"{target}: the new table has {len(table)} questions, the one it replaces "
-                f"{len(table) + len(gone)}; {len(gone)} would go: {shown}{more}"
-            )
+        reports.append(drops.assign(user_id=uid)[["user_id", *drops.columns]])
+        if written:
+            pending.append((target, table))
+        if written and (message := _shrink_message(target, table)):
+            shrinking.append(message)
     if shrinking and not force:
         raise ValueError(
             "refusing to replace qa.csv with a smaller table; nothing was written:\n  "

@@ -17,13 +17,14 @@ import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory
 from pv4kit._options import check_number
-from pv4kit.dataset.formats import check_answer_letters, read_qa_csv
+from pv4kit.dataset.formats import raise_first, read_qa_csv
 from pv4kit.dataset.tree import (
     chat_files,
+    hard_problems,
     input_fingerprint,
-    list_users,
     read_chats,
     read_hard_subset,
+    user_roles,
     users_dir_of,
 )
 from pv4kit.schema import (
@@ -39,11 +40,6 @@ from pv4kit.schema import (
 )
 
 logger = logging.getLogger(__name__)
-
-
-#: ``user_splits.csv``: its columns and the role names, as the reference writes them
-USER_SPLITS_COLUMNS = ("user_id", "role", "questions", *SPLITS, "hard")
-REFERENCE_ROLES = {"train": "training", "test": "evaluation"}
 
 
 def split_indices(n: int, *, fraction: float = 0.1, seed: int = 23) -> tuple[np.ndarray, np.ndarray]:
@@ -86,12 +82,11 @@ def assign_splits(
     return frame.astype({"user_id": "int64", "split": str, "question_index": "int64"})
 
 
-def _user_table(qa: pd.DataFrame, positions: np.ndarray, chats: list[str], hard: set[int], uid: int, schema):
+def _user_table(rows: pd.DataFrame, chats: list[str], hard: set[int], uid: int, schema):
     """One user's rows of one split as a pyarrow table in the released schema."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    rows = qa.iloc[positions]
     choices = rows[CHOICE_COLUMNS].to_numpy()
     answers = [c[LETTERS.index(x)] for c, x in zip(choices, rows["correct_choice"], strict=True)]
     strings = pa.list_(pa.string())
@@ -109,38 +104,12 @@ def _user_table(qa: pd.DataFrame, positions: np.ndarray, chats: list[str], hard:
 def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
     """One user's checked ``qa.csv``, letters normalised, rows ordered by ``index`` (as the reference)."""
     path = users_dir / f"user_{uid}" / "qa.csv"
-    if not path.exists():
-        raise FileNotFoundError(
-            f"{path}: qa.csv is missing; build it with write_qa_tables({str(users_dir)!r}) "
-            "(`pv4kit qa-table`)"
-        )
-    qa = read_qa_csv(path)
-    check_answer_letters(qa, path)
+    qa = read_qa_csv(path, check_answers=True)
     qa["correct_choice"] = qa["correct_choice"].map(normalise_letter)
     if role == "train" and len(qa) < 2:
         logger.warning("%s: training user %d has %d question(s)", path, uid, len(qa))
     chat_files(users_dir / f"user_{uid}")  # names and duplicate numbers, before anything is written
     return qa.sort_values("index", kind="stable").reset_index(drop=True)
-
-
-def _read_hard(
-    hard_subset: str | Path | None, roles: dict[int, str], tables: dict[int, pd.DataFrame]
-) -> dict[int, set[int]]:
-    """The hard entries by user; each must name a question of a test user built."""
-    hard_by_user: dict[int, set[int]] = {}
-    for i, e in enumerate(read_hard_subset(hard_subset).itertuples(index=False)):
-        where = f"{hard_subset}:{i + 2}: hard entry for user {e.user_id}"
-        if e.user_id not in tables:
-            raise ValueError(f"{where}, who is not among the users built")
-        if roles[e.user_id] != "test":
-            raise ValueError(f"{where}, a training user; hard questions must be test questions")
-        if e.question_index not in set(tables[e.user_id]["index"]):
-            raise ValueError(
-                f"{hard_subset}:{i + 2}: user {e.user_id} has no question {e.question_index} "
-                f"(it has {len(tables[e.user_id])})"
-            )
-        hard_by_user.setdefault(int(e.user_id), set()).add(int(e.question_index))
-    return hard_by_user
 
 
 def build_dataset(
@@ -179,7 +148,6 @@ def build_dataset(
     import pyarrow.parquet as pq
     from tqdm.auto import tqdm
 
-    check_ranges(train_users, test_users)
     check_number(validation_fraction, "validation_fraction", ge=0, lt=1)
     check_number(seed, "seed", ge=0, integer=True)
     users_dir = users_dir_of(users_dir)
@@ -190,16 +158,10 @@ def build_dataset(
             "output folder as a whole, so name a folder of its own (e.g. data)"
         )
     ranges = {"train_users": train_users, "test_users": test_users}
-    roles = {u: user_role(u, **ranges) for u in list_users(users_dir)}
-    if skipped := [u for u, r in roles.items() if r is None]:
-        logger.warning("skipping %d user(s) outside both ranges: %s", len(skipped), skipped)
-    roles = {u: r for u, r in roles.items() if r is not None}
-    if not roles:
-        raise ValueError(
-            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
-        )
+    roles, outside = user_roles(users_dir, **ranges)
     tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
-    hard = _read_hard(hard_subset, roles, tables)
+    raise_first(hard_problems(hard_subset, [*roles, *outside], lambda u: set(tables[u]["index"]), **ranges))
+    hard = read_hard_subset(hard_subset).groupby("user_id")["question_index"].agg(set)
     plan = assign_splits(
         {u: len(t) for u, t in tables.items()}, **ranges, fraction=validation_fraction, seed=seed
     )
@@ -211,26 +173,24 @@ def build_dataset(
         [(id_column, pa.int64()), ("question", pa.string()), ("answer", pa.string()), ("choices", strings)]
         + [("documents", strings), ("hard", pa.bool_())]
     )
-    summary = []
+    summary = [
+        {"user_id": u, "role": {"train": "training", "test": "evaluation"}[role], "questions": len(tables[u])}
+        | {split: len(positions.get((u, split), ())) for split in SPLITS}
+        | {"hard": len(hard.get(u, ()))}
+        for u, role in roles.items()
+    ]
     with replace_directory(output_dir) as tmp:
         writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
         try:
             for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
-                role, qa, user_hard = roles[uid], tables[uid], hard.get(uid, set())
                 chats = read_chats(users_dir / f"user_{uid}")
-                counts = {"user_id": uid, "role": REFERENCE_ROLES[role], "questions": len(qa)}
-                for split in SPLITS:
-                    pos = positions.get((uid, split), np.zeros(0, dtype=np.int64))
-                    counts[split] = len(pos)
-                    if split in ROLE_SPLITS[role]:  # an empty row group too, as the reference
-                        table = _user_table(qa, pos, chats, user_hard, uid, schema)
-                        writers[split].write_table(table)
-                counts["hard"] = sum(int(i) in user_hard for i in qa["index"])
-                summary.append(counts)
+                for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
+                    rows = tables[uid].iloc[positions.get((uid, split), np.zeros(0, dtype=np.int64))]
+                    writers[split].write_table(_user_table(rows, chats, hard.get(uid, set()), uid, schema))
         finally:
             for w in writers.values():
                 w.close()
-        frame = pd.DataFrame(summary, columns=list(USER_SPLITS_COLUMNS))
+        frame = pd.DataFrame(summary)
         atomic_write_text(tmp / "user_splits.csv", frame.to_csv(index=False, lineterminator="\n"))
         manifest = provenance(
             step="build",

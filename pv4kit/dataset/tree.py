@@ -17,14 +17,20 @@ Layout (as released)::
 from __future__ import annotations
 
 import hashlib
+import itertools
+import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 
 from pv4kit._io import read_csv, read_text, sha256_file
-from pv4kit.dataset.formats import read_list, read_qa_csv
+from pv4kit.dataset.formats import problem, raise_first, read_list, read_qa_csv
+from pv4kit.schema import check_ranges, user_role
+
+logger = logging.getLogger(__name__)
 
 #: a user folder's name, ``user_N``
 USER_DIR_RE = re.compile(r"^user_(\d+)$")
@@ -55,23 +61,27 @@ def users_dir_of(raw_dir: str | Path) -> Path:
     raise FileNotFoundError(f"{raw_dir}: not a PV4 raw tree (expected a users/ folder with user_N folders)")
 
 
-def user_folder_id(path: Path) -> int | None:
-    """The id of a ``user_N`` folder, ``None`` for a name of another form.
+def check_user_folders(users_dir: Path) -> tuple[list[int], list[dict]]:
+    """The sorted ids of the ``user_N`` folders in ``users_dir``, and the problems of the other folders.
 
-    Raises:
-        ValueError: For ``N`` not in plain ASCII digits without leading zeros (``user_007``): the reference
-            reads it as user 7 but every file names ``user_7``, so it is refused, naming the right name.
+    ``N`` must be plain ASCII digits without leading zeros (``user_007`` is an error: the reference reads it
+    as user 7 but every file names ``user_7``); another folder name is a warning, a hidden one is ignored.
     """
-    m = USER_DIR_RE.match(path.name)
-    if not m:
-        return None
-    uid = int(m.group(1))
-    if path.name != f"user_{uid}":
-        raise ValueError(
-            f"{path}: a user folder is named user_<id> with the id in ASCII digits and no leading zeros; "
-            f"found {path.name!r} (read by the reference as user {uid}): rename it user_{uid}"
-        )
-    return uid
+    ids, problems = [], []
+    for p in sorted(p for p in users_dir.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        uid = int(m.group(1)) if (m := USER_DIR_RE.match(p.name)) else None
+        if uid is not None and p.name == f"user_{uid}":
+            ids.append(uid)
+        elif uid is not None:
+            message = (
+                "a user folder is named user_<id> with the id in ASCII digits and no leading zeros; found "
+                f"{p.name!r} (read by the reference as user {uid}): rename it user_{uid}"
+            )
+            problems.append(problem(p, None, "user_name", message))
+        else:
+            message = f"folder {p.name!r} is not named user_N; ignored"
+            problems.append(problem(p, None, "user_name", message, "warning"))
+    return sorted(ids), problems
 
 
 def list_users(users_dir: str | Path) -> list[int]:
@@ -79,55 +89,65 @@ def list_users(users_dir: str | Path) -> list[int]:
     users_dir = Path(users_dir)
     if not users_dir.is_dir():
         raise FileNotFoundError(f"{users_dir}: users directory does not exist")
-    ids = sorted(uid for p in users_dir.iterdir() if p.is_dir() and (uid := user_folder_id(p)) is not None)
+    ids, problems = check_user_folders(users_dir)
+    raise_first(problems)
     if not ids:
         raise FileNotFoundError(f"{users_dir}: no user_N folders found")
     return ids
 
 
-def is_chat_file(p: Path) -> bool:
-    """Whether a file in ``chats/`` is a chat; ``False`` for a hidden non-``.txt`` file (``.DS_Store``).
+def user_roles(
+    users_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int]
+) -> tuple[dict[int, str], list[int]]:
+    """The role of each user of ``users_dir`` in the id ranges, and the users outside both (logged).
 
     Raises:
-        ValueError: Naming a file not named ``<integer>.txt`` (the reference reads ``+1.txt`` as chat 1
-            and stops on ``.1.txt`` with a bare ``ValueError``).
+        ValueError: When the ranges overlap or no user falls in them.
     """
-    if p.name.startswith(".") and p.suffix != ".txt":
-        return False
-    if p.suffix != ".txt" or not p.stem.isdecimal():
-        raise ValueError(f"{p}: chat file names must be '<integer>.txt', found {p.name!r}")
-    return True
+    check_ranges(train_users, test_users)
+    roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in list_users(users_dir)}
+    if outside := [u for u, role in roles.items() if role is None]:
+        logger.warning(
+            "%s: left out %d user(s) outside train users %s and test users %s: %s",
+            *(users_dir, len(outside), train_users, test_users, outside),
+        )
+    if not (roles := {u: role for u, role in roles.items() if role}):
+        raise ValueError(
+            f"{users_dir}: no user falls in train users {train_users} or test users {test_users}"
+        )
+    return roles, outside
+
+
+def check_chat_files(user_dir: str | Path) -> tuple[list[Path], list[dict]]:
+    """The ``chats/{i}.txt`` files by integer stem, and a problem for each bad name or number given twice.
+
+    A hidden file not ending ``.txt`` (``.DS_Store``) is passed over; any other name but ``<integer>.txt`` is
+    an error (the reference reads ``+1.txt`` as chat 1 and stops on ``.1.txt`` with a bare ``ValueError``).
+    """
+    chats_dir, files, problems = Path(user_dir) / "chats", [], []
+    for p in sorted(chats_dir.iterdir()) if chats_dir.is_dir() else []:
+        if p.suffix == ".txt" and p.stem.isdecimal():
+            files.append(p)
+        elif p.suffix == ".txt" or not p.name.startswith("."):
+            message = f"chat file names must be '<integer>.txt', found {p.name!r}"
+            problems.append(problem(p, None, "chat_name", message))
+    files.sort(key=lambda p: int(p.stem))
+    for number, group in itertools.groupby(files, key=lambda p: int(p.stem)):
+        same = list(group)
+        if len(same) > 1:
+            message = (
+                f"{' and '.join(p.name for p in same)} are {'both' if len(same) == 2 else 'all'} chat "
+                f"{number}; each chat number must have one file (rename or remove the extra one)"
+            )
+            problems.append(problem(chats_dir, None, "chat_duplicate", message))
+    return files, problems
 
 
 def chat_files(user_dir: str | Path) -> list[Path]:
     """The ``chats/{i}.txt`` files by integer stem; ``ValueError`` for a bad name or a number given twice."""
-    chats_dir = Path(user_dir) / "chats"
-    files = (
-        sorted((p for p in chats_dir.iterdir() if is_chat_file(p)), key=lambda p: int(p.stem))
-        if chats_dir.is_dir()
-        else []
-    )
-    for number, same in duplicate_chats(files).items():
-        raise ValueError(f"{chats_dir}: {duplicate_message(number, same)}")
+    files, problems = check_chat_files(user_dir)
+    raise_first(problems)
     return files
-
-
-def duplicate_chats(files: list[Path]) -> dict[int, list[Path]]:
-    """Chat numbers given by more than one file (``08.txt`` beside ``8.txt``), with those files."""
-    by_number: dict[int, list[Path]] = {}
-    for p in files:
-        by_number.setdefault(int(p.stem), []).append(p)
-    return {n: sorted(ps, key=lambda p: p.name) for n, ps in sorted(by_number.items()) if len(ps) > 1}
-
-
-def duplicate_message(number: int, files: list[Path]) -> str:
-    """The message for chat ``number`` given by several ``files`` (what to do about it included)."""
-    both = "both" if len(files) == 2 else "all"
-    names = " and ".join(p.name for p in files)
-    return (
-        f"{names} are {both} chat {number}; each chat number must have one file "
-        "(rename or remove the extra one)"
-    )
 
 
 def read_chats(user_dir: str | Path, *, strip: bool = False) -> list[str]:
@@ -165,29 +185,61 @@ def read_hard_subset(path: str | Path | None) -> pd.DataFrame:
     return frame.astype("int64").drop_duplicates().reset_index(drop=True)
 
 
+def hard_problems(
+    path: str | Path | None,
+    users: list[int],
+    questions: Callable[[int], set[int] | None],
+    *,
+    train_users: tuple[int, int],
+    test_users: tuple[int, int],
+) -> list[dict]:
+    """A problem for each ``hard_subset.csv`` entry that is not a question of a test user among ``users``.
+
+    ``questions(user_id)`` gives the question indices of a test user (``None``: unknown, not checked).
+    """
+    words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
+    roles = {u: user_role(u, train_users=train_users, test_users=test_users) for u in users}
+    out = []
+    for line, (uid, index) in enumerate(read_hard_subset(path).itertuples(index=False), start=2):
+        role = roles.get(uid, "absent")
+        if role == "test":
+            known = questions(uid)
+            if known is not None and index not in known:
+                message = f"user {uid} has no question {index} (it has {len(known)})"
+                out.append(problem(path, line, "hard_unknown", message))
+            continue
+        code, why = {
+            "absent": ("hard_unknown", "who is not among the users of the tree"),
+            "train": ("hard_training", f"a training user ({words}); hard questions must be test questions"),
+            None: ("hard_unbuilt", f"who is outside both ranges ({words}) and is not built"),
+        }[role]
+        out.append(problem(path, line, code, f"hard entry for user {uid}, {why}"))
+    return out
+
+
 def read_user(
     user_dir: str | Path,
     *,
     raw_dir: str | Path | None = None,
     chats: bool = True,
     seeds: dict[int, str] | None = None,
+    require_qa: bool = False,
 ) -> RawUser:
     """Read one ``users/user_N`` folder (and its persona and seed when ``raw_dir`` is given).
 
-    ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once.
+    ``chats=False`` leaves the chats unread; ``seeds`` is ``read_persona_seeds(raw_dir)``, read once;
+    ``require_qa`` refuses a missing ``qa.csv`` or a bad answer letter in it (else a missing one is ``None``).
     """
     user_dir = Path(user_dir)
-    m = USER_DIR_RE.match(user_dir.name)
-    if not m:
+    if not (m := USER_DIR_RE.match(user_dir.name)):
         raise ValueError(f"{user_dir}: expected a folder named user_N")
     if not user_dir.is_dir():
         raise FileNotFoundError(f"{user_dir}: user folder does not exist")
-    uid = int(m.group(1))
-    user = RawUser(user_id=uid, path=user_dir, chats=read_chats(user_dir) if chats else [])
-    lists = [user_dir / "categories.txt", user_dir / "chat_topics.txt"]
+    uid, lists = int(m.group(1)), (user_dir / "categories.txt", user_dir / "chat_topics.txt")
+    user = RawUser(uid, user_dir, chats=read_chats(user_dir) if chats else [])
     user.categories, user.topics = (read_list(p) if p.is_file() else [] for p in lists)
-    if (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
-        user.qa = read_qa_csv(user_dir / "qa.csv")
+    if require_qa or (user_dir / "qa.csv").exists():  # a directory there is an error, not a missing table
+        user.qa = read_qa_csv(user_dir / "qa.csv", check_answers=require_qa)
     if raw_dir is not None:
         persona = Path(raw_dir) / "personas" / f"user_{uid}.txt"
         user.persona = read_text(persona).strip() if persona.is_file() else None
@@ -221,7 +273,5 @@ def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None =
         named.append(("hard_subset.csv", Path(hard_subset)))
     digest = hashlib.sha256()
     for name, path in sorted(named):
-        digest.update(name.encode())
-        digest.update(b"\0")
-        digest.update(sha256_file(path).encode())
+        digest.update(f"{name}\0{sha256_file(path)}".encode())
     return digest.hexdigest()

@@ -8,99 +8,87 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 from __future__ import annotations
 
 import functools
-import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
 from pv4kit._io import FileFormatError, read_csv, read_text
-from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list, read_qa_csv
+from pv4kit.dataset.formats import answer_problems, check_chat, format_qa_csv, problem, read_list
 from pv4kit.dataset.qatags import check_tags
-from pv4kit.dataset.questions import build_question_table
+from pv4kit.dataset.questions import KEPT_UNTAGGED, build_question_table, missing_question_files
 from pv4kit.dataset.tree import (
-    duplicate_chats,
-    duplicate_message,
-    is_chat_file,
+    check_chat_files,
+    check_user_folders,
+    hard_problems,
     list_personas,
-    read_hard_subset,
     read_persona_seeds,
-    user_folder_id,
     users_dir_of,
 )
-from pv4kit.schema import (
-    CHOICE_COLUMNS,
-    DEFAULT_TEST_USERS,
-    DEFAULT_TRAIN_USERS,
-    QA_COLUMNS,
-    answer_letter_problem,
-    user_role,
-)
+from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, QA_COLUMNS, user_role
 
 #: columns of :func:`validate_raw`'s report
 REPORT_COLUMNS = ["file", "line", "severity", "code", "message"]
+_DROP_NOTES = {
+    KEPT_UNTAGGED: "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does",
+    "preamble": "text before the first <QUESTION> is parsed as a block and dropped without a draw",
+}
 
 
 class _Report(list):
     """The report's rows as they are found."""
 
     def add(self, path: Path, line: int | None, code: str, message: str, severity: str = "error") -> None:
-        self.append({"file": str(path), "line": line, "severity": severity, "code": code, "message": message})
+        self.append(problem(path, line, code, message, severity))
 
-    def unreadable(self, exc: FileFormatError) -> None:
-        code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
-        self.add(exc.path, exc.line, code, exc.reason)
-
-    def read(self, read, path: Path):  # noqa: ANN001
+    def read(self, read: Callable[[Path], Any], path: Path) -> Any:
         """``read(path)``, or ``None`` with the file's problem reported."""
         try:
             return read(path)
         except FileFormatError as exc:
-            self.unreadable(exc)
+            code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
+            self.add(exc.path, exc.line, code, exc.reason)
             return None
 
 
 def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | None]:
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
-    path, topics_path = user_dir / "categories.txt", user_dir / "chat_topics.txt"
-    categories = r.read(read_list, path) if path.is_file() else None
-    if not path.is_file():
-        r.add(path, None, "missing_file", "categories.txt is missing")
-    elif categories == [""]:
-        r.add(path, None, "empty_file", "categories.txt lists no category")
-    categories = [] if categories in (None, [""]) else categories
-    topics = r.read(read_list, topics_path) if topics_path.exists() else None
-    if not topics_path.exists():
-        r.add(topics_path, None, "missing_file", "chat_topics.txt is missing", "warning")
-    for items, file, what in ((categories, path, "category"), (topics or [], topics_path, "topic")):
-        for i in [i for i, item in enumerate(items) if not item.strip()]:  # the reference reads a blank item
+    lists = []
+    for name, what in (("categories.txt", "category"), ("chat_topics.txt", "topic")):
+        path = user_dir / name
+        items = r.read(read_list, path) if path.exists() else None
+        if not path.exists():
+            r.add(
+                path, None, "missing_file", f"{name} is missing", "error" if what == "category" else "warning"
+            )
+        elif items == [""] and what == "category":
+            r.add(path, None, "empty_file", "categories.txt lists no category")
+            items = None
+        # the reference reads a blank line as an item
+        for i in [i for i, item in enumerate(items or []) if not item.strip()]:
             if i == len(items) - 1 and len(items) > 1:
                 why = f"the file ends with a newline: the reference reads a blank {what} {i} after it"
-                r.add(file, i + 1, "trailing_newline", why, "warning")
+                r.add(path, i + 1, "trailing_newline", why, "warning")
             else:
                 why = f"line {i + 1} is blank: the reference reads it as {what} {i}"
-                r.add(file, i + 1, "blank_item", why, "warning")
-    return categories, topics
+                r.add(path, i + 1, "blank_item", why, "warning")
+        lists.append(items)
+    return lists[0] or [], lists[1]
 
 
 def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
     """Chat names, numbering ``0..n-1`` (as many as the topics) and each chat's two turns."""
-    chats_dir, files = user_dir / "chats", []
-    for p in sorted(chats_dir.iterdir()) if chats_dir.is_dir() else []:
-        try:
-            files += [p] if is_chat_file(p) else []
-        except ValueError as exc:
-            r.add(p, None, "chat_name", str(exc).removeprefix(f"{p}: "))
-    files.sort(key=lambda p: int(p.stem))
-    for number, same in duplicate_chats(files).items():
-        r.add(chats_dir, None, "chat_duplicate", duplicate_message(number, same))
-    if not files:
-        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
+    chats_dir, (files, problems) = user_dir / "chats", check_chat_files(user_dir)
+    r += problems
     stems = [int(p.stem) for p in files]
     missing = sorted(set(range(max(stems) + 1)) - set(stems)) if stems else []
-    if missing:
+    if not files:
+        r.add(chats_dir, None, "no_chats", "no chats/{i}.txt files")
+    elif missing:
         names = ", ".join(f"{i}.txt" for i in missing[:10]) + (" ..." if len(missing) > 10 else "")
         r.add(chats_dir, None, "chat_gap", f"chat numbering has gaps: missing {names}")
-    if topics is not None and stems and len(topics) != len(files):
+    if topics is not None and files and len(topics) != len(files):
         message = f"chat_topics.txt lists {len(topics)} topics but chats/ holds {len(files)} chats"
         r.add(user_dir / "chat_topics.txt", None, "count_mismatch", message)
     for p in files:
@@ -121,18 +109,7 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
             qa_files[int(p.stem)] = p
         elif not p.name.startswith("."):
             r.add(p, None, "qa_name", f"unexpected file in qa/: {p.name!r}", "warning")
-    for c, name in enumerate(categories):
-        if c in qa_files:
-            continue
-        if not name and c == len(categories) - 1:
-            message = (
-                f"categories.txt ends with a newline, so the reference counts a blank category {c} "
-                f"and reads qa/{c}.txt, which does not exist (remove the trailing newline)"
-            )
-            r.add(qa_dir / f"{c}.txt", None, "trailing_newline", message)
-        else:
-            message = f"question file for category {c} ({name!r}) is missing"
-            r.add(qa_dir / f"{c}.txt", None, "missing_file", message)
+    r += missing_question_files(user_dir, categories)
     extra = sorted(set(qa_files) - set(range(len(categories))))
     if categories and extra:
         also = ", ".join(f"{i}.txt" for i in extra)
@@ -141,8 +118,8 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
     texts = {}
     for c in sorted(qa_files):
         text = texts[c] = r.read(read_text, qa_files[c])
-        for problem in check_tags(text) if text is not None else []:
-            r.add(qa_files[c], problem.line, problem.code, problem.message)
+        for tag in check_tags(text) if text is not None else []:
+            r.add(qa_files[c], tag.line, tag.code, tag.message)
         if text is not None and "<QUESTION>" not in text:
             empty = not text.strip()
             what = "is empty" if empty else "holds no <QUESTION> block"
@@ -152,80 +129,47 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         return None
     table, drops = build_question_table(user_dir)
     for d in drops.itertuples():
-        message = f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
-        if d.kept:
-            message = "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does"
-        elif d.reason == "preamble":
-            message = "text before the first <QUESTION> is parsed as a block and dropped without a draw"
+        message = _DROP_NOTES.get(
+            d.reason, f"block {d.block + 1} of this file is dropped by step 5: {d.reason.replace('_', ' ')}"
+        )
         r.add(Path(d.file), int(d.line), d.reason if d.kept else f"dropped_{d.reason}", message, "warning")
     return table
 
 
-def _check_qa_csv(user_dir: Path, r: _Report, categories: list[str], table: pd.DataFrame | None) -> None:
-    """``qa.csv`` is there, readable, has the columns and good rows, and is what step 5 builds now."""
+def _check_qa_csv(
+    user_dir: Path, r: _Report, categories: list[str], table: pd.DataFrame | None
+) -> set[int] | None:
+    """``qa.csv`` is there, readable, has the columns and good rows, and is what step 5 builds now.
+
+    Returns:
+        The question indices of a readable ``qa.csv`` (``None`` without one).
+    """
     qa_csv = user_dir / "qa.csv"
     if not qa_csv.exists():
         r.add(qa_csv, None, "missing_file", "qa.csv is missing (run `pv4kit qa-table`)", "warning")
-        return
-    try:
-        frame = read_csv(qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
-        qa_text = read_text(qa_csv)
-    except FileFormatError as exc:
-        r.unreadable(exc)
-        return
+        return None
+    frame = r.read(
+        functools.partial(read_csv, expected="a qa.csv file", dtype=str, keep_default_na=False), qa_csv
+    )
+    qa_text = r.read(read_text, qa_csv) if frame is not None else None
+    if qa_text is None:
+        return None
     if list(frame.columns) != QA_COLUMNS:
         r.add(qa_csv, 1, "qa_columns", f"expected columns {QA_COLUMNS}, found {list(frame.columns)}")
-        return
-    for i, row in enumerate(frame.itertuples(index=False)):
-        problem = answer_letter_problem(row.correct_choice, [getattr(row, c) for c in CHOICE_COLUMNS])
-        if problem:
-            r.add(qa_csv, i + 2, *problem)
-        if row.index != str(i):
-            r.add(qa_csv, i + 2, "qa_index", f"index should be {i}, found {row.index!r}")
-        if not row.category.isdigit() or (categories and int(row.category) >= len(categories)):
-            message = f"category must be 0..{len(categories) - 1}, found {row.category!r}"
-            r.add(qa_csv, i + 2, "qa_category", message)
+        return None
+    r += answer_problems(frame, qa_csv)
+    for line, (index, category) in enumerate(zip(frame["index"], frame["category"], strict=True), start=2):
+        if index != str(line - 2):
+            r.add(qa_csv, line, "qa_index", f"index should be {line - 2}, found {index!r}")
+        if not category.isdigit() or (categories and int(category) >= len(categories)):
+            message = f"category must be 0..{len(categories) - 1}, found {category!r}"
+            r.add(qa_csv, line, "qa_category", message)
     if table is not None and qa_text != format_qa_csv(table):
         message = (
             "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)"
         )
         r.add(qa_csv, None, "qa_stale", message, "warning")
-
-
-def _check_hard_subset(
-    root: Path, users_dir: Path, r: _Report, roles: dict[int, str | None], words: str
-) -> None:
-    """Each ``hard_subset.csv`` entry names a test user of the tree and one of its questions."""
-    hard = root / "hard_subset.csv"
-    if not hard.is_file():
-        return
-    try:
-        entries = read_hard_subset(hard)
-    except ValueError as exc:
-        r.add(hard, 1, "hard_format", str(exc))
-        return
-
-    @functools.cache
-    def size(uid: int) -> float:
-        try:
-            return len(read_qa_csv(users_dir / f"user_{uid}" / "qa.csv"))
-        except (OSError, ValueError):  # reported with the user's files
-            return math.inf
-
-    for line, (uid, index) in enumerate(entries.itertuples(index=False), start=2):
-        if uid not in roles:
-            r.add(hard, line, "hard_unknown", f"user {uid} is not in the tree")
-        elif roles[uid] == "train":
-            message = (
-                f"hard entry for user {uid}, a training user ({words}); hard questions must be test "
-                "questions, so `pv4kit build` would refuse it"
-            )
-            r.add(hard, line, "hard_training", message)
-        elif roles[uid] is None:
-            message = f"hard entry for user {uid}, who is outside both ranges ({words}) and is not built"
-            r.add(hard, line, "hard_unbuilt", message)
-        elif not 0 <= index < size(uid):
-            r.add(hard, line, "hard_unknown", f"user {uid} has no question {index}")
+    return {int(i) for i in frame["index"] if i.isdigit()}
 
 
 def validate_raw(
@@ -249,32 +193,23 @@ def validate_raw(
         r.add(raw_dir, None, "no_tree", str(exc))
         return pd.DataFrame(r, columns=REPORT_COLUMNS)
     root = users_dir.parent if users_dir.name == "users" else users_dir
-    roles = {}
-    for p in sorted(users_dir.iterdir()):
-        if not p.is_dir() or p.name.startswith("."):
-            continue
-        try:
-            uid = user_folder_id(p)
-        except ValueError as exc:
-            r.add(p, None, "user_name", str(exc).removeprefix(f"{p}: "))
-            continue
-        if uid is None:
-            r.add(p, None, "user_name", f"folder {p.name!r} is not named user_N; ignored", "warning")
-        else:
-            roles[uid] = user_role(uid, train_users=train_users, test_users=test_users)
-    if not roles:
+    ids, problems = check_user_folders(users_dir)
+    r += problems
+    if not ids:
         r.add(users_dir, None, "no_users", "no user_N folders found")
     words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
-    for uid in sorted(roles):
+    questions = {}
+    for uid in ids:
         user_dir = users_dir / f"user_{uid}"
-        if roles[uid] is None:
+        if user_role(uid, train_users=train_users, test_users=test_users) is None:
             message = f"user {uid} is outside both ranges ({words}); build and load leave it out"
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
         _check_chats(user_dir, r, topics)
-        _check_qa_csv(user_dir, r, categories, _check_questions(user_dir, r, categories))
+        table = _check_questions(user_dir, r, categories)
+        questions[uid] = _check_qa_csv(user_dir, r, categories, table)
     if (root / "personas").is_dir():
-        for uid in sorted(set(roles) - set(list_personas(root / "personas"))):
+        for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
             r.add(path, None, "missing_persona", f"no persona profile for user {uid}", "warning")
     if (root / "persona_seeds.csv").is_file():
@@ -282,7 +217,13 @@ def validate_raw(
             read_persona_seeds(root)
         except (ValueError, KeyError) as exc:
             r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-    _check_hard_subset(root, users_dir, r, roles, words)
+    if (root / "hard_subset.csv").is_file():
+        try:
+            r += hard_problems(
+                root / "hard_subset.csv", ids, questions.get, train_users=train_users, test_users=test_users
+            )
+        except ValueError as exc:
+            r.add(root / "hard_subset.csv", 1, "hard_format", str(exc))
     return pd.DataFrame(r, columns=REPORT_COLUMNS)
 
 
