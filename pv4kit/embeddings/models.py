@@ -82,14 +82,8 @@ class SentenceTransformerEmbedder:
         self.name, self.revision, self.instruction, self.batch_size = name, revision, instruction, batch_size
         self.devices, self.dtype, self.max_seq_length = devices, dtype, max_seq_length
         self.dim = int(model.get_embedding_dimension() if model is not None else dim)  # type: ignore[arg-type]
-        self.cache_key = model_key(
-            name,
-            revision=revision or "default",
-            dim=self.dim,
-            dtype=dtype,
-            max_seq_length=max_seq_length,
-            instruction=instruction,
-        )
+        key = {"dtype": dtype, "max_seq_length": max_seq_length, "instruction": instruction}
+        self.cache_key = model_key(name, revision=revision or "default", dim=self.dim, **key)
 
     @property
     def loaded(self) -> bool:
@@ -303,19 +297,10 @@ def get_embedder(
             model.max_seq_length = max_seq_length
         return model
 
+    kw = {"revision": revision, "instruction": instruction, "max_seq_length": max_seq_length, "dtype": dtype}
+    kw |= {"batch_size": batch_size or (32 if on_gpu else 64), "devices": devices, "name": canonical}
     dim = KNOWN_DIMS.get(canonical)
-    return SentenceTransformerEmbedder(
-        None if dim else load(),
-        name=canonical,
-        revision=revision,
-        instruction=instruction,
-        batch_size=batch_size or (32 if on_gpu else 64),
-        devices=devices,
-        dtype=dtype,
-        max_seq_length=max_seq_length,
-        loader=load,
-        dim=dim,
-    )
+    return SentenceTransformerEmbedder(None if dim else load(), loader=load, dim=dim, **kw)
 
 
 def _static(
@@ -405,14 +390,8 @@ def embed_texts(
         )
     vectors = store.get(embedder.cache_key, hashes) if store is not None else {}
     missing = [i for i, h in enumerate(hashes) if h not in vectors]
-    logger.info(
-        "embedding %d texts (%d unique): %d cached, %d to encode with %s",
-        len(texts),
-        len(unique),
-        len(unique) - len(missing),
-        len(missing),
-        embedder.name,
-    )
+    counts = (len(texts), len(unique), len(unique) - len(missing), len(missing))
+    logger.info("embedding %d texts (%d unique): %d cached, %d to encode with %s", *counts, embedder.name)
     if missing:
         from tqdm.auto import tqdm
 
@@ -421,7 +400,7 @@ def embed_texts(
         try:
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
-                chunk = [unique[i] for i in part]
+                chunk, done = [unique[i] for i in part], [hashes[i] for i in part]
                 encoded = embedder.encode(chunk, batch_size=batch_size, progress=False)  # one bar: ours
                 encoded = np.asarray(encoded, np.float32)
                 if encoded.shape != (len(chunk), embedder.dim):
@@ -429,18 +408,17 @@ def embed_texts(
                         f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "
                         f"({len(chunk)}, {embedder.dim})"
                     )
-                where = f"embedder {embedder.name!r}, {len(chunk)} texts starting {chunk[0][:60]!r}"
-                check_vectors(encoded, where=where)
+                check_vectors(
+                    encoded,
+                    where=f"embedder {embedder.name!r}, {len(chunk)} texts starting {chunk[0][:60]!r}",
+                )
                 if store is not None:
                     if store.dtype == "float16":  # the same values whether cached or fresh
                         encoded = encoded.astype(np.float16).astype(np.float32)
-                    store.put(embedder.cache_key, [hashes[i] for i in part], encoded)
-                vectors.update(zip([hashes[i] for i in part], encoded, strict=True))
+                    store.put(embedder.cache_key, done, encoded)
+                vectors.update(zip(done, encoded, strict=True))
                 bar.update(len(part))
         finally:
             bar.close()
     index = dict(zip(unique, hashes, strict=True))
-    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    for row, text in enumerate(texts):
-        out[row] = vectors[index[text]]
-    return out
+    return np.array([vectors[index[t]] for t in texts], dtype=np.float32).reshape(len(texts), embedder.dim)
