@@ -212,19 +212,11 @@ def get_embedder(
             raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
         for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
             if value is not None:
-                raise ValueError(
-                    f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
-                )
-        return EndpointEmbedder(
-            model,
-            base_url=base_url if base_url is not None else (os.environ.get(BASE_URL_ENV) or None),
-            api_key_env=api_key_env,
-            instruction=instruction,
-            revision=revision,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-            batch_size=batch_size or 64,
-        )
+                raise ValueError(f"{param}: the server decides it for an endpoint ({name!r}); got {value!r}")
+        url = base_url if base_url is not None else (os.environ.get(BASE_URL_ENV) or None)
+        kw = {"api_key_env": api_key_env, "instruction": instruction, "revision": revision}
+        kw |= {"timeout": timeout, "max_concurrency": max_concurrency, "batch_size": batch_size or 64}
+        return EndpointEmbedder(model, base_url=url, **kw)
     if lower == STATIC or lower.startswith(STATIC + ":"):
         given = {"instruction": instruction, "revision": revision, "dtype": dtype}
         for param, value in {**given, "max_seq_length": max_seq_length, "base_url": base_url}.items():

@@ -442,28 +442,6 @@ class NoAnswerError(ValueError):
     """An HTTP 200 without the shape of an answer (an error object, an HTML page); quotes the server."""
 
 
-def _no_answer(raw: Any, protocol: str) -> str | None:
-    """The server's words when ``raw`` is not an answer of ``protocol``; ``None`` when it is one."""
-    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        return " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
-    error = raw.get("error") if isinstance(raw, Mapping) else None
-    if error:
-        return str(error.get("message") or error if isinstance(error, Mapping) else error)[:300]
-    if isinstance(raw, Mapping) and protocol == "responses":
-        if isinstance(raw.get("output"), list) or isinstance(raw.get("output_text"), str):
-            return None
-    elif isinstance(raw, Mapping):
-        choices = raw.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        if isinstance(first, Mapping) and (
-            "text" in first if protocol == "completions" else first.get("message") is not None
-        ):
-            return None
-    shown = json.dumps(raw, default=str)[:300] if isinstance(raw, (Mapping, list)) else repr(raw)[:300]
-    return f"no {'output' if protocol == 'responses' else 'choices'} in {shown}"
-
-
 def parse_response(raw: Any, protocol: str) -> LLMResponse:
     """Turn a response (its JSON as a dict, or an SDK object) into an :class:`~pv4kit.llm.config.LLMResponse`.
 
@@ -471,23 +449,36 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
         NoAnswerError: ``raw`` has not the shape of an answer (an error object, an HTML page ...).
     """
     raw = raw.model_dump() if hasattr(raw, "model_dump") else raw
-    words = _no_answer(raw, protocol)
-    if words is not None:
+    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        words = " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
         raise NoAnswerError(f"HTTP 200 without an answer: {words}")
+    if error := (raw.get("error") if isinstance(raw, Mapping) else None):
+        words = str(error.get("message") or error if isinstance(error, Mapping) else error)[:300]
+        raise NoAnswerError(f"HTTP 200 without an answer: {words}")
+    try:  # a missing or mistyped part of the answer's shape: no answer
+        if protocol == "responses":
+            text = raw.get("output_text")
+            if not isinstance(text, str):
+                parts = [c for item in raw["output"] for c in (item or {}).get("content") or []]
+                text = "".join(c.get("text", "") for c in parts if c.get("type") == "output_text")
+            reason = (raw.get("incomplete_details") or {}).get("reason")
+            finish = f"{raw.get('status')}:{reason}" if reason else raw.get("status")
+        else:
+            first = raw["choices"][0]
+            text = first["text"] if protocol == "completions" else first["message"].get("content")
+            finish = first.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        shown = json.dumps(raw, default=str) if isinstance(raw, (Mapping, list)) else repr(raw)
+        what = "output" if protocol == "responses" else "choices"
+        raise NoAnswerError(f"HTTP 200 without an answer: no {what} in {shown[:300]}") from None
     usage = raw.get("usage") or {}
-    if protocol == "responses":
-        text = raw.get("output_text")
-        if text is None:
-            parts = [c for item in raw["output"] or [] for c in (item or {}).get("content") or []]
-            text = "".join(c.get("text", "") for c in parts if c.get("type") == "output_text")
-        reason = (raw.get("incomplete_details") or {}).get("reason")
-        finish = f"{raw.get('status')}:{reason}" if reason else raw.get("status")
-        names, details = ("input_tokens", "output_tokens"), usage.get("output_tokens_details")
-    else:
-        first = raw["choices"][0]
-        text = first.get("text") if protocol == "completions" else first["message"].get("content")
-        finish = first.get("finish_reason")
-        names, details = ("prompt_tokens", "completion_tokens"), usage.get("completion_tokens_details")
+    names = (
+        ("input_tokens", "output_tokens")
+        if protocol == "responses"
+        else ("prompt_tokens", "completion_tokens")
+    )
+    details = usage.get("output_tokens_details" if protocol == "responses" else "completion_tokens_details")
     tokens = [int(usage.get(names[0]) or 0), int(usage.get(names[1]) or 0)]
     tokens.append(int((details or {}).get("reasoning_tokens") or 0))
     tokens = dict(zip(("prompt_tokens", "completion_tokens", "reasoning_tokens"), tokens, strict=True))
