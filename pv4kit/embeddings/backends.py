@@ -163,7 +163,6 @@ class OnnxEmbedder:
         backend: str,
         batch_size: int = 64,
         max_seq_length: int | None = None,
-        threads: int | None = None,
         export_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if backend not in BACKENDS:
@@ -176,15 +175,12 @@ class OnnxEmbedder:
         self.max_seq_length, self._max_len = max_seq_length, max_seq_length or default_len
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         if backend == "onnx-int8":
-            logger.warning(
-                "backend='onnx-int8' moves some vectors (min cosine ~0.97 vs PyTorch); benchmark only"
-            )
+            logger.warning("backend='onnx-int8' moves some vectors (min cosine ~0.97 vs PyTorch)")
         variant = "int8" if backend == "onnx-int8" else "fp32"
         self.export = export_model(self.model_dir, variant=variant, export_dir=export_dir)
         onnx_path = str(self.export / "model.onnx")
-        if not threads:
-            affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere all CPUs
-            threads = len(affinity(0)) if affinity else os.cpu_count() or 1
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere all CPUs
+        threads = len(affinity(0)) if affinity else os.cpu_count() or 1
         if backend == "openvino":
             import openvino as ov
 
@@ -318,14 +314,10 @@ def distill_static(
         logger.info("distilling a static embedder from %s on %s into %s (once)", model_dir, device, final)
         t0 = time.perf_counter()
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        static = distill_from_model(
-            model=AutoModel.from_pretrained(str(model_dir), dtype=dtype),
-            tokenizer=AutoTokenizer.from_pretrained(str(model_dir), use_fast=True),
-            device=device,
-            pca_dims=pca_dims,
-            token_remove_pattern=token_remove_pattern,
-            pooling=pooling,
-        )
+        model = AutoModel.from_pretrained(str(model_dir), dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
+        recipe = {"pca_dims": pca_dims, "token_remove_pattern": token_remove_pattern, "pooling": pooling}
+        static = distill_from_model(model=model, tokenizer=tokenizer, device=device, **recipe)
         static.save_pretrained(str(tmp))
         seconds = round(time.perf_counter() - t0, 1)
         packages = ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")

@@ -225,24 +225,23 @@ def get_embedder(
         return _static(name, device=device, batch_size=batch_size, export_dir=export_dir)  # type: ignore[arg-type]
     if base_url is not None:
         raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
-    if backend in BACKENDS:
-        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
-            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
-        canonical = _canonical(name or MINILM)
-        path = _minilm_path() if canonical == MINILM else canonical
-        if not Path(path).is_dir():
-            raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
-        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
-        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
-    if backend not in (None, "sentence-transformers"):
+    if backend not in (None, "sentence-transformers", *BACKENDS):
         raise ValueError(
             f"backend: expected one of {sorted({'sentence-transformers', *BACKENDS})}, got {backend!r}"
         )
-    gpus = _cuda_devices()
+    gpus = [] if backend in BACKENDS else _cuda_devices()
     if name is None:
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
         logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
     canonical = _canonical(name)
+    path = _minilm_path() if canonical == MINILM else canonical
+    if backend in BACKENDS:
+        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        if not Path(path).is_dir():
+            raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
+        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
+        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
     model_type = str(_json(Path(canonical) / "config.json").get("model_type") or "")
     is_qwen = "qwen3-embedding" in canonical.lower() or model_type.lower().startswith("qwen")
     if isinstance(device, list | tuple):
@@ -255,7 +254,6 @@ def get_embedder(
     dtype = dtype or ("bfloat16" if on_gpu else "float32")
     if dtype not in _DTYPES:
         raise ValueError(f"dtype: expected one of {sorted(_DTYPES)}, got {dtype!r}")
-    path = _minilm_path() if canonical == MINILM else canonical
 
     def load() -> Any:
         import torch

@@ -106,10 +106,8 @@ def complete(
         bars = _bars(steps, progress, user_id)
         for bar in bars.values():
             stack.callback(bar.close)
-        clients: dict[tuple, Any] = {}
-        for c in (configs[i] for i in todo):  # one client per endpoint
-            if (c.base_url, c.api_key_env, c.timeout) not in clients:
-                clients[c.base_url, c.api_key_env, c.timeout] = client or make_client(c)
+        endpoints = {(c.base_url, c.api_key_env, c.timeout): c for c in (configs[i] for i in todo)}
+        clients = {k: client or make_client(c) for k, c in endpoints.items()}  # one per endpoint
         rng = random.Random()
 
         def call(i: int, pause: RetryPause) -> None:
