@@ -398,10 +398,8 @@ def embed_texts(
                         f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "
                         f"({len(chunk)}, {embedder.dim})"
                     )
-                check_vectors(
-                    encoded,
-                    where=f"embedder {embedder.name!r}, {len(chunk)} texts starting {chunk[0][:60]!r}",
-                )
+                where = f"embedder {embedder.name!r}, {len(chunk)} texts starting {chunk[0][:60]!r}"
+                check_vectors(encoded, where=where)
                 if store is not None:
                     if store.dtype == "float16":  # the same values whether cached or fresh
                         encoded = encoded.astype(np.float16).astype(np.float32)

@@ -382,9 +382,8 @@ class _DeadlineStream:
 
 def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: int = 0) -> str:
     """SHA-256 over everything that changes the output of one request (never the endpoint or key)."""
-    payload = {"v": _KEY_VERSION} | {
-        f: getattr(config, f) for f in KEY_FIELDS[:5]
-    }  # chat_template_kwargs: below
+    # chat_template_kwargs (the last of KEY_FIELDS) below: absent when unset, so older keys stay valid
+    payload = {"v": _KEY_VERSION} | {f: getattr(config, f) for f in KEY_FIELDS[:5]}
     payload["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
     payload["sample"] = None if config.greedy else int(sample_index)  # assume_greedy counts here
     ids = [m.get("prompt_token_ids") for m in messages]  # absent unless set, so older keys stay valid
@@ -471,13 +470,8 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
         what = "output" if protocol == "responses" else "choices"
         raise NoAnswerError(f"HTTP 200 without an answer: no {what} in {shown[:300]}") from None
     usage = raw.get("usage") or {}
-    names = (
-        ("input_tokens", "output_tokens")
-        if protocol == "responses"
-        else ("prompt_tokens", "completion_tokens")
-    )
-    details = usage.get("output_tokens_details" if protocol == "responses" else "completion_tokens_details")
-    tokens = [int(usage.get(names[0]) or 0), int(usage.get(names[1]) or 0)]
-    tokens.append(int((details or {}).get("reasoning_tokens") or 0))
+    sides = ("input", "output") if protocol == "responses" else ("prompt", "completion")
+    tokens = [int(usage.get(f"{side}_tokens") or 0) for side in sides]
+    tokens.append(int((usage.get(f"{sides[1]}_tokens_details") or {}).get("reasoning_tokens") or 0))
     tokens = dict(zip(("prompt_tokens", "completion_tokens", "reasoning_tokens"), tokens, strict=True))
     return LLMResponse(text or "", False, tokens, raw.get("id"), raw.get("model"), finish)
