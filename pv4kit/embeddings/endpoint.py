@@ -214,9 +214,8 @@ class EndpointEmbedder:
                 logger.info(
                     "%s refused %d texts in one request (%s); splitting", where, len(texts), message[:120]
                 )
-                return np.concatenate(
-                    [self._embed_batch(texts[:half], server), self._embed_batch(texts[half:], server)]
-                )
+                halves = (texts[:half], texts[half:])
+                return np.concatenate([self._embed_batch(part, server) for part in halves])
             if _TOO_LARGE.search(message):
                 raise EmbeddingEndpointError(
                     f"{where} refused one text of {len(texts[0])} characters as too long ({message}); text "
