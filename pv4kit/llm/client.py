@@ -402,15 +402,15 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
         ValueError: A message that is not ``{"role": system|user|assistant, "content": str}``, or for
             ``"completions"`` not exactly one message with ``prompt_token_ids`` or a str ``content``.
     """
-    kwargs: dict[str, Any] = {"model": config.model}
+    body: dict[str, Any] = {"model": config.model}  # the keys in the order sent; None values are left out
     if config.protocol == "completions":
         if len(messages) != 1:
             raise ValueError(f"protocol 'completions' takes one prompt message, got {len(messages)}")
         m, ids = messages[0], messages[0].get("prompt_token_ids")
         if ids is None and not isinstance(m.get("content"), str):
             raise ValueError(f"messages[0] must have 'prompt_token_ids' or a str 'content', got {m!r}")
-        kwargs["prompt"] = [int(t) for t in ids] if ids is not None else m["content"]
-        tokens = {"max_tokens": config.max_output_tokens}
+        body |= {"prompt": [int(t) for t in ids] if ids is not None else m["content"]}
+        body["max_tokens"] = config.max_output_tokens
     else:
         for i, m in enumerate(messages):
             if m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
@@ -419,20 +419,17 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
                 )
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         if config.protocol == "responses":
-            system = [m["content"] for m in plain if m["role"] == "system"]
-            if system:
-                kwargs["instructions"] = "\n\n".join(system)
-            kwargs["input"] = [m for m in plain if m["role"] != "system"]
-            if config.reasoning_effort is not None:
-                kwargs["reasoning"] = {"effort": config.reasoning_effort}
-            tokens = {"max_output_tokens": config.max_output_tokens}
+            system, effort = [m["content"] for m in plain if m["role"] == "system"], config.reasoning_effort
+            body["instructions"] = "\n\n".join(system) if system else None
+            body["input"] = [m for m in plain if m["role"] != "system"]
+            body["reasoning"] = {"effort": effort} if effort is not None else None
+            body["max_output_tokens"] = config.max_output_tokens
         else:
-            kwargs["messages"] = plain
-            tokens = {"reasoning_effort": config.reasoning_effort, "max_tokens": config.max_output_tokens}
-            if config.chat_template_kwargs:
-                tokens["chat_template_kwargs"] = dict(config.chat_template_kwargs)
-    tokens["temperature"] = config.temperature
-    return kwargs | {k: v for k, v in tokens.items() if v is not None}
+            body |= {"messages": plain, "reasoning_effort": config.reasoning_effort}
+            body["max_tokens"] = config.max_output_tokens
+            body["chat_template_kwargs"] = dict(config.chat_template_kwargs or {}) or None
+    body["temperature"] = config.temperature
+    return {k: v for k, v in body.items() if v is not None}
 
 
 class NoAnswerError(ValueError):
