@@ -175,7 +175,9 @@ class OnnxEmbedder:
         self.max_seq_length, self._max_len = max_seq_length, max_seq_length or default_len
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         if backend == "onnx-int8":
-            logger.warning("backend='onnx-int8' moves some vectors (min cosine ~0.97 vs PyTorch)")
+            logger.warning(
+                "backend='onnx-int8' moves some vectors (min cosine ~0.97 vs PyTorch); benchmark only"
+            )
         variant = "int8" if backend == "onnx-int8" else "fp32"
         self.export = export_model(self.model_dir, variant=variant, export_dir=export_dir)
         onnx_path = str(self.export / "model.onnx")
