@@ -163,7 +163,6 @@ class OnnxEmbedder:
         backend: str,
         batch_size: int = 64,
         max_seq_length: int | None = None,
-        threads: int | None = None,
         export_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         if backend not in BACKENDS:
@@ -182,9 +181,8 @@ class OnnxEmbedder:
         variant = "int8" if backend == "onnx-int8" else "fp32"
         self.export = export_model(self.model_dir, variant=variant, export_dir=export_dir)
         onnx_path = str(self.export / "model.onnx")
-        if not threads:
-            affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere all CPUs
-            threads = len(affinity(0)) if affinity else os.cpu_count() or 1
+        affinity = getattr(os, "sched_getaffinity", None)  # Linux; elsewhere all CPUs
+        threads = len(affinity(0)) if affinity else os.cpu_count() or 1
         if backend == "openvino":
             import openvino as ov
 
@@ -199,14 +197,8 @@ class OnnxEmbedder:
             session = ort.InferenceSession(onnx_path, options, providers=["CPUExecutionProvider"])
             names = {i.name for i in session.get_inputs()}
             self._run = lambda feeds: session.run(None, {k: v for k, v in feeds.items() if k in names})[0]
-        self.cache_key = model_key(
-            name,
-            revision="default",
-            dim=self.dim,
-            backend=backend,
-            export=f"v{_EXPORT_VERSION}",
-            max_seq_length=max_seq_length,
-        )
+        key = {"backend": backend, "export": f"v{_EXPORT_VERSION}", "max_seq_length": max_seq_length}
+        self.cache_key = model_key(name, revision="default", dim=self.dim, **key)
 
     def __repr__(self) -> str:
         return f"OnnxEmbedder(name={self.name!r}, backend={self.backend!r}, dim={self.dim})"
@@ -221,15 +213,10 @@ class OnnxEmbedder:
         size = batch_size or self.batch_size
         order = np.argsort([-len(t) for t in texts], kind="stable")  # like sentence-transformers
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        tokenize = {"padding": True, "truncation": "longest_first", "max_length": self._max_len}
         for start in tqdm(range(0, len(texts), size), desc=f"encode ({self.backend})", disable=not progress):
             index = order[start : start + size]
-            batch = self.tokenizer(
-                [texts[i] for i in index],
-                padding=True,
-                truncation="longest_first",
-                max_length=self._max_len,
-                return_tensors="np",
-            )
+            batch = self.tokenizer([texts[i] for i in index], return_tensors="np", **tokenize)
             feeds = {k: np.asarray(v, dtype=np.int64) for k, v in batch.items()}
             feeds.setdefault("token_type_ids", np.zeros_like(feeds["input_ids"]))
             hidden = self._run(feeds)
@@ -307,15 +294,9 @@ def distill_static(
     config = json.loads(files[0].read_text()) if files else {}
     pooling = next((_POOLING[k] for k, v in config.items() if v and k in _POOLING), "mean")
     stat = weights.stat()  # the key reads no weights, so a distilled model loads fast; the digest is recorded
-    key = {
-        "source": str(model_dir),
-        "weights_bytes": stat.st_size,
-        "weights_mtime_ns": stat.st_mtime_ns,
-        "recipe_version": _STATIC_VERSION,
-        "pca_dims": pca_dims,
-        "pooling": pooling,
-        "token_remove_pattern": token_remove_pattern,
-    }
+    key = {"source": str(model_dir), "weights_bytes": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns}
+    key |= {"recipe_version": _STATIC_VERSION, "pca_dims": pca_dims, "pooling": pooling}
+    key["token_remove_pattern"] = token_remove_pattern
     digest = hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
     root = Path(static_dir) if static_dir is not None else cache_root() / "static"
     final = root / f"{_label(model_dir)}-v{_STATIC_VERSION}-d{pca_dims}-{digest}"
@@ -335,27 +316,16 @@ def distill_static(
         logger.info("distilling a static embedder from %s on %s into %s (once)", model_dir, device, final)
         t0 = time.perf_counter()
         dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-        static = distill_from_model(
-            model=AutoModel.from_pretrained(str(model_dir), dtype=dtype),
-            tokenizer=AutoTokenizer.from_pretrained(str(model_dir), use_fast=True),
-            device=device,
-            pca_dims=pca_dims,
-            token_remove_pattern=token_remove_pattern,
-            pooling=pooling,
-        )
+        model = AutoModel.from_pretrained(str(model_dir), dtype=dtype)
+        tokenizer = AutoTokenizer.from_pretrained(str(model_dir), use_fast=True)
+        recipe = {"pca_dims": pca_dims, "token_remove_pattern": token_remove_pattern, "pooling": pooling}
+        static = distill_from_model(model=model, tokenizer=tokenizer, device=device, **recipe)
         static.save_pretrained(str(tmp))
         seconds = round(time.perf_counter() - t0, 1)
-        manifest = {
-            **key,
-            "weights_sha256_16": _weights_digest(model_dir),
-            "versions": {
-                p: _version(p)
-                for p in ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")
-            },
-            "vocabulary_size": len(static.tokens),
-            "dims": static.dim,
-            "seconds": seconds,
-        }
+        packages = ("model2vec", "skeletoken", "transformers", "tokenizers", "torch", "numpy")
+        manifest = {**key, "weights_sha256_16": _weights_digest(model_dir)}
+        manifest["versions"] = {p: _version(p) for p in packages}
+        manifest |= {"vocabulary_size": len(static.tokens), "dims": static.dim, "seconds": seconds}
         atomic_write_json(tmp / "manifest.json", manifest)  # written last: it marks the model complete
         logger.info("distilled %d token vectors (%d dims) in %.0f s", len(static.tokens), static.dim, seconds)
     return final
@@ -396,17 +366,10 @@ class StaticEmbedder:
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, L2-normalised)."""
-        size = batch_size or self.batch_size
-        return encode_with(
-            self, texts, batch_size=size, show_progress_bar=progress, use_multiprocessing=False
-        )
+        options = {"batch_size": batch_size or self.batch_size, "use_multiprocessing": False}
+        return encode_with(self, texts, show_progress_bar=progress, **options)
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder (the distillation's manifest included)."""
-        return {
-            "name": self.name,
-            "dim": self.dim,
-            "cache_key": self.cache_key,
-            "devices": ["cpu"],
-            **self.manifest,
-        }
+        described = {"name": self.name, "dim": self.dim, "cache_key": self.cache_key, "devices": ["cpu"]}
+        return described | self.manifest

@@ -13,7 +13,7 @@ import logging
 import random
 import re
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,10 +42,6 @@ _TOO_LARGE = re.compile(
 
 class EmbeddingEndpointError(RuntimeError):
     """An embeddings request that failed after its retries, or an answer that is not embeddings."""
-
-
-class _RequestFailed(Exception):
-    """A request that :func:`pv4kit.llm.client.call_with_retries` gave up on (its error, redacted)."""
 
 
 def public_url(url: str) -> str:
@@ -143,139 +139,111 @@ class EndpointEmbedder:
         policy.update(backoff_base=backoff_base, backoff_max=backoff_max, api_key_env=api_key_env)
         self.configs = [LLMConfig(model=model, base_url=u, protocol="chat", **policy) for u in self.urls]
         self._clients = [client if client is not None else make_client(c) for c in self.configs]
-        self._pauses = [RetryPause() for _ in self.urls]
-        self._rng = random.Random()
+        self._pauses, self._rng = [RetryPause() for _ in self.urls], random.Random()
+        self._where = [public_url(u) if u else "the OpenAI API" for u in self.urls]  # for messages
         served = [self._served_model(i) for i in range(len(self.urls))]
         if len(set(served)) > 1:
-            listing = ", ".join(f"{self._where(i)}: {s[0]} rev {s[1]}" for i, s in enumerate(served))
+            listing = ", ".join(f"{self._where[i]}: {s[0]} rev {s[1]}" for i, s in enumerate(served))
             raise ValueError(f"base_url: the servers do not serve the same model ({listing})")
         self.served_name, served_revision = served[0]
         if revision and served_revision and revision != served_revision:
             raise ValueError(
-                f"revision: {revision!r} was asked for but {self._where(0)} serves revision "
-                f"{served_revision!r}"
+                f"revision: {revision!r} was asked for; {self._where[0]} serves revision {served_revision!r}"
             )
         self.revision = served_revision or revision
         self.dim = int(self._embed_batch(["dimension probe"], 0).shape[1])
         self.name = f"{PREFIX}{model}"
+        key = {"dtype": "float32", "dimensions": dimensions, "instruction": instruction}
         self.cache_key = model_key(
-            f"openai:{self.served_name}",
-            revision=self.revision or "unreported",
-            dim=self.dim,
-            dtype="float32",
-            dimensions=dimensions,
-            instruction=instruction,
+            f"openai:{self.served_name}", revision=self.revision or "unreported", dim=self.dim, **key
         )
-        logger.info(
-            "embedding endpoint %s: %s (revision %s), %d-d, %d server(s)",
-            self.name,
-            self.served_name,
-            self.revision or "unreported",
-            self.dim,
-            len(self.urls),
-        )
+        served_as = f"{self.served_name} (revision {self.revision or 'unreported'}), {self.dim}-d"
+        logger.info("embedding endpoint %s: %s, %d server(s)", self.name, served_as, len(self.urls))
 
     def __repr__(self) -> str:
         return f"EndpointEmbedder(name={self.name!r}, dim={self.dim}, servers={len(self.urls)})"
 
-    def _where(self, server: int) -> str:
-        url = self.urls[server]
-        return public_url(url) if url else "the OpenAI API"
+    def _send(self, server: int, request: dict[str, Any], send: Any) -> tuple[Any, str | None]:
+        """``send`` through the LLM client's retry loop: ``(raw answer, None)`` or ``(None, error)``."""
+        answers: list[Any] = [None]
 
-    def _send(self, server: int, request: dict[str, Any], send: Any) -> Any:
-        """``send`` through the LLM client's retry loop; the raw answer, or :class:`_RequestFailed`."""
-        answers: list[Any] = []
-        resp = call_with_retries(  # the answer is read by the caller, not as a chat
-            lambda body: answers.append(send(body)) or answers[-1],
-            self.configs[server],
-            request,
-            pause=self._pauses[server],
-            rng=self._rng,
-            parse=lambda raw: LLMResponse(),
-        )
-        if resp.error is not None:
-            raise _RequestFailed(resp.error)
-        return answers[-1]
+        def keep(raw: Any) -> LLMResponse:  # the answer is read by the caller, not parsed as a chat
+            answers.append(raw)
+            return LLMResponse()
+
+        config, pause = self.configs[server], self._pauses[server]
+        resp = call_with_retries(send, config, request, pause=pause, rng=self._rng, parse=keep)
+        return answers[-1] if resp.error is None else None, resp.error
 
     def _served_model(self, server: int) -> tuple[str, str | None]:
         """``(name, revision)`` of ``self.model`` as ``/v1/models`` of ``server`` reports it."""
-        client = self._clients[server]
+        client, where = self._clients[server], self._where[server]
         try:
-            listing = self._send(server, {}, lambda _: client.get("/models", cast_to=object))
+            listing, error = self._send(server, {}, lambda _: client.get("/models", cast_to=object))
         except LLMConfigError as exc:
             if "HTTP 404" not in str(exc):
                 raise
-            logger.warning(
-                "%s has no /v1/models: the cache key names %r as requested, revision unreported",
-                self._where(server),
-                self.model,
-            )
+            unlisted = "%s has no /v1/models: the cache key names %r as requested, revision unreported"
+            logger.warning(unlisted, where, self.model)
             return self.model, None
-        except _RequestFailed as exc:
-            raise EmbeddingEndpointError(f"{self._where(server)}: GET /models failed: {exc}") from None
+        if error is not None:
+            raise EmbeddingEndpointError(f"{where}: GET /models failed: {error}")
         entries = listing.get("data") if isinstance(listing, dict) else None
         if not isinstance(entries, list):
             raise EmbeddingEndpointError(
-                f"{self._where(server)}: GET /models answered without a 'data' list: {str(listing)[:200]!r}"
+                f"{where}: GET /models answered without a 'data' list: {str(listing)[:200]!r}"
             )
         entries = [e for e in entries if isinstance(e, dict)]
         entry = next((e for e in entries if e.get("id") == self.model), None)
         if entry is None:
             ids = [str(e.get("id")) for e in entries]
-            raise LLMConfigError(
-                f"model {self.model!r} is not served at {self._where(server)}; it lists {ids[:20]}"
-            )
-        return str(entry.get("root") or entry["id"]), next(
-            (str(entry[f]) for f in _REVISION_FIELDS if entry.get(f)), None
-        )
+            raise LLMConfigError(f"model {self.model!r} is not served at {where}; it lists {ids[:20]}")
+        revision = next((str(entry[f]) for f in _REVISION_FIELDS if entry.get(f)), None)
+        return str(entry.get("root") or entry["id"]), revision
 
     def _embed_batch(self, texts: list[str], server: int) -> np.ndarray:
         """Embed ``texts`` on ``server`` in one request, split in halves while the server says too large."""
-        client, where = self._clients[server], self._where(server)
+        client, where = self._clients[server], self._where[server]
         body: dict[str, Any] = {"model": self.model, "input": texts, "encoding_format": self.encoding_format}
         if self.dimensions:
             body["dimensions"] = self.dimensions
-        try:
-            raw = self._send(server, body, lambda b: client.post("/embeddings", body=b, cast_to=object))
-        except _RequestFailed as exc:
-            message = str(exc)
-            if _TOO_LARGE.search(message) and len(texts) > 1:
+        raw, message = self._send(server, body, lambda b: client.post("/embeddings", body=b, cast_to=object))
+        if message is not None:
+            half = len(texts) // 2
+            if _TOO_LARGE.search(message) and half:
                 logger.info(
                     "%s refused %d texts in one request (%s); splitting", where, len(texts), message[:120]
                 )
-                half = len(texts) // 2
-                return np.concatenate(
-                    [self._embed_batch(texts[:half], server), self._embed_batch(texts[half:], server)]
-                )
+                halves = (texts[:half], texts[half:])
+                return np.concatenate([self._embed_batch(part, server) for part in halves])
             if _TOO_LARGE.search(message):
                 raise EmbeddingEndpointError(
                     f"{where} refused one text of {len(texts[0])} characters as too long ({message}); text "
                     f"starts {texts[0][:80]!r}. Raise the server's context length or enable its truncation."
-                ) from None
+                )
             empty = sum(not t for t in texts)
             hint = f" (the batch holds {empty} empty texts, which some servers refuse)" if empty else ""
             raise EmbeddingEndpointError(
                 f"embedding {len(texts)} texts with {self.model!r} at {where} failed: {message}{hint}"
-            ) from None
+            )
         return parse_embeddings(raw, len(texts), where=f"{where} /embeddings")
 
     def encode(
         self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
     ) -> np.ndarray:
         """Embed ``texts`` (float32, one row per text, in order) across the servers."""
+        from tqdm.auto import tqdm
+
         texts = [(self.instruction or "") + t for t in texts]
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         size = batch_size or self.batch_size
-        starts = list(range(0, len(texts), size))
-        if not starts:
-            return out
-        from tqdm.auto import tqdm
+        starts = range(0, len(texts), size)
 
         def work(k: int) -> int:
             start, server = starts[k], k % len(self.urls)
             part = texts[start : start + size]
             vectors = self._embed_batch(part, server)
-            where = f"{self._where(server)}, model {self.model!r}, batch {k + 1} of {len(starts)}"
+            where = f"{self._where[server]}, model {self.model!r}, batch {k + 1} of {len(starts)}"
             if vectors.shape[1] != self.dim:
                 raise EmbeddingEndpointError(f"{where}: {vectors.shape[1]}-d vectors, expected {self.dim}")
             where += f" (texts {start}..{start + len(part) - 1})"
@@ -283,27 +251,17 @@ class EndpointEmbedder:
             out[start : start + len(part)] = vectors
             return len(part)
 
-        workers = min(len(starts), sum(c.max_concurrency for c in self.configs))
+        workers = max(1, min(len(starts), sum(c.max_concurrency for c in self.configs)))
         bar = tqdm(
             total=len(texts), desc=f"embedding ({self.name})", unit="text", leave=False, disable=not progress
         )
-        with bar, ThreadPoolExecutor(max_workers=max(1, workers), thread_name_prefix="pv4kit-embed") as pool:
-            futures = [pool.submit(work, k) for k in range(len(starts))]
-            try:
-                for fut in as_completed(futures):
-                    bar.update(fut.result())
-            except BaseException:
-                for f in futures:
-                    f.cancel()
-                raise
+        with bar, ThreadPoolExecutor(workers, thread_name_prefix="pv4kit-embed") as pool:
+            for done in pool.map(work, range(len(starts))):  # a failure cancels the batches not started
+                bar.update(done)
         return out
 
     def describe(self) -> dict[str, Any]:
         """A provenance record for this embedder (no key; URLs without user info or query)."""
         record = {"name": self.name, "backend": "openai-embeddings", "served_model": self.served_name}
         record |= {f: getattr(self, f) for f in ("revision", "dim", "dimensions", "instruction")}
-        return {
-            **record,
-            "base_urls": [self._where(i) for i in range(len(self.urls))],
-            "cache_key": self.cache_key,
-        }
+        return record | {"base_urls": list(self._where), "cache_key": self.cache_key}

@@ -82,14 +82,8 @@ class SentenceTransformerEmbedder:
         self.name, self.revision, self.instruction, self.batch_size = name, revision, instruction, batch_size
         self.devices, self.dtype, self.max_seq_length = devices, dtype, max_seq_length
         self.dim = int(model.get_embedding_dimension() if model is not None else dim)  # type: ignore[arg-type]
-        self.cache_key = model_key(
-            name,
-            revision=revision or "default",
-            dim=self.dim,
-            dtype=dtype,
-            max_seq_length=max_seq_length,
-            instruction=instruction,
-        )
+        key = {"dtype": dtype, "max_seq_length": max_seq_length, "instruction": instruction}
+        self.cache_key = model_key(name, revision=revision or "default", dim=self.dim, **key)
 
     @property
     def loaded(self) -> bool:
@@ -218,19 +212,11 @@ def get_embedder(
             raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
         for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
             if value is not None:
-                raise ValueError(
-                    f"{param}: the server decides it for an endpoint embedder ({name!r}); got {value!r}"
-                )
-        return EndpointEmbedder(
-            model,
-            base_url=base_url if base_url is not None else (os.environ.get(BASE_URL_ENV) or None),
-            api_key_env=api_key_env,
-            instruction=instruction,
-            revision=revision,
-            timeout=timeout,
-            max_concurrency=max_concurrency,
-            batch_size=batch_size or 64,
-        )
+                raise ValueError(f"{param}: the server decides it for an endpoint ({name!r}); got {value!r}")
+        url = base_url if base_url is not None else (os.environ.get(BASE_URL_ENV) or None)
+        kw = {"api_key_env": api_key_env, "instruction": instruction, "revision": revision}
+        kw |= {"timeout": timeout, "max_concurrency": max_concurrency, "batch_size": batch_size or 64}
+        return EndpointEmbedder(model, base_url=url, **kw)
     if lower == STATIC or lower.startswith(STATIC + ":"):
         given = {"instruction": instruction, "revision": revision, "dtype": dtype}
         for param, value in {**given, "max_seq_length": max_seq_length, "base_url": base_url}.items():
@@ -239,24 +225,23 @@ def get_embedder(
         return _static(name, device=device, batch_size=batch_size, export_dir=export_dir)  # type: ignore[arg-type]
     if base_url is not None:
         raise ValueError(f"base_url: only an 'openai:MODEL' embedder takes a base URL, not {name!r}")
-    if backend in BACKENDS:
-        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
-            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
-        canonical = _canonical(name or MINILM)
-        path = _minilm_path() if canonical == MINILM else canonical
-        if not Path(path).is_dir():
-            raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
-        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
-        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
-    if backend not in (None, "sentence-transformers"):
+    if backend not in (None, "sentence-transformers", *BACKENDS):
         raise ValueError(
             f"backend: expected one of {sorted({'sentence-transformers', *BACKENDS})}, got {backend!r}"
         )
-    gpus = _cuda_devices()
+    gpus = [] if backend in BACKENDS else _cuda_devices()
     if name is None:
         name = QWEN3_EMBEDDING_4B if gpus else MINILM
         logger.info("no embedder named; using %s (%s)", name, "CUDA found" if gpus else "CPU only")
     canonical = _canonical(name)
+    path = _minilm_path() if canonical == MINILM else canonical
+    if backend in BACKENDS:
+        if device not in (None, "cpu") or instruction or revision or dtype not in (None, "float32"):
+            raise ValueError(f"backend={backend!r} runs float32 on the CPU with no instruction or revision")
+        if not Path(path).is_dir():
+            raise ValueError(f"backend={backend!r} needs a local model folder; {path!r} is not one")
+        kw = {"max_seq_length": max_seq_length, "export_dir": export_dir}
+        return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
     model_type = str(_json(Path(canonical) / "config.json").get("model_type") or "")
     is_qwen = "qwen3-embedding" in canonical.lower() or model_type.lower().startswith("qwen")
     if isinstance(device, list | tuple):
@@ -269,7 +254,6 @@ def get_embedder(
     dtype = dtype or ("bfloat16" if on_gpu else "float32")
     if dtype not in _DTYPES:
         raise ValueError(f"dtype: expected one of {sorted(_DTYPES)}, got {dtype!r}")
-    path = _minilm_path() if canonical == MINILM else canonical
 
     def load() -> Any:
         import torch
@@ -303,19 +287,10 @@ def get_embedder(
             model.max_seq_length = max_seq_length
         return model
 
+    kw = {"revision": revision, "instruction": instruction, "max_seq_length": max_seq_length, "dtype": dtype}
+    kw |= {"batch_size": batch_size or (32 if on_gpu else 64), "devices": devices, "name": canonical}
     dim = KNOWN_DIMS.get(canonical)
-    return SentenceTransformerEmbedder(
-        None if dim else load(),
-        name=canonical,
-        revision=revision,
-        instruction=instruction,
-        batch_size=batch_size or (32 if on_gpu else 64),
-        devices=devices,
-        dtype=dtype,
-        max_seq_length=max_seq_length,
-        loader=load,
-        dim=dim,
-    )
+    return SentenceTransformerEmbedder(None if dim else load(), loader=load, dim=dim, **kw)
 
 
 def _static(
@@ -405,14 +380,8 @@ def embed_texts(
         )
     vectors = store.get(embedder.cache_key, hashes) if store is not None else {}
     missing = [i for i, h in enumerate(hashes) if h not in vectors]
-    logger.info(
-        "embedding %d texts (%d unique): %d cached, %d to encode with %s",
-        len(texts),
-        len(unique),
-        len(unique) - len(missing),
-        len(missing),
-        embedder.name,
-    )
+    counts = (len(texts), len(unique), len(unique) - len(missing), len(missing))
+    logger.info("embedding %d texts (%d unique): %d cached, %d to encode with %s", *counts, embedder.name)
     if missing:
         from tqdm.auto import tqdm
 
@@ -421,7 +390,7 @@ def embed_texts(
         try:
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
-                chunk = [unique[i] for i in part]
+                chunk, done = [unique[i] for i in part], [hashes[i] for i in part]
                 encoded = embedder.encode(chunk, batch_size=batch_size, progress=False)  # one bar: ours
                 encoded = np.asarray(encoded, np.float32)
                 if encoded.shape != (len(chunk), embedder.dim):
@@ -434,13 +403,10 @@ def embed_texts(
                 if store is not None:
                     if store.dtype == "float16":  # the same values whether cached or fresh
                         encoded = encoded.astype(np.float16).astype(np.float32)
-                    store.put(embedder.cache_key, [hashes[i] for i in part], encoded)
-                vectors.update(zip([hashes[i] for i in part], encoded, strict=True))
+                    store.put(embedder.cache_key, done, encoded)
+                vectors.update(zip(done, encoded, strict=True))
                 bar.update(len(part))
         finally:
             bar.close()
     index = dict(zip(unique, hashes, strict=True))
-    out = np.empty((len(texts), embedder.dim), dtype=np.float32)
-    for row, text in enumerate(texts):
-        out[row] = vectors[index[text]]
-    return out
+    return np.array([vectors[index[t]] for t in texts], dtype=np.float32).reshape(len(texts), embedder.dim)

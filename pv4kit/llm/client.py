@@ -106,10 +106,8 @@ def complete(
         bars = _bars(steps, progress, user_id)
         for bar in bars.values():
             stack.callback(bar.close)
-        clients: dict[tuple, Any] = {}
-        for c in (configs[i] for i in todo):  # one client per endpoint
-            if (c.base_url, c.api_key_env, c.timeout) not in clients:
-                clients[c.base_url, c.api_key_env, c.timeout] = client or make_client(c)
+        endpoints = {(c.base_url, c.api_key_env, c.timeout): c for c in (configs[i] for i in todo)}
+        clients = {k: client or make_client(c) for k, c in endpoints.items()}  # one per endpoint
         rng = random.Random()
 
         def call(i: int, pause: RetryPause) -> None:
@@ -384,9 +382,8 @@ class _DeadlineStream:
 
 def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: int = 0) -> str:
     """SHA-256 over everything that changes the output of one request (never the endpoint or key)."""
-    payload = {"v": _KEY_VERSION} | {
-        f: getattr(config, f) for f in KEY_FIELDS[:5]
-    }  # chat_template_kwargs: below
+    # chat_template_kwargs (the last of KEY_FIELDS) below: absent when unset, so older keys stay valid
+    payload = {"v": _KEY_VERSION} | {f: getattr(config, f) for f in KEY_FIELDS[:5]}
     payload["messages"] = [{"role": m["role"], "content": m["content"]} for m in messages]
     payload["sample"] = None if config.greedy else int(sample_index)  # assume_greedy counts here
     ids = [m.get("prompt_token_ids") for m in messages]  # absent unless set, so older keys stay valid
@@ -405,15 +402,15 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
         ValueError: A message that is not ``{"role": system|user|assistant, "content": str}``, or for
             ``"completions"`` not exactly one message with ``prompt_token_ids`` or a str ``content``.
     """
-    kwargs: dict[str, Any] = {"model": config.model}
+    body: dict[str, Any] = {"model": config.model}  # the keys in the order sent; None values are left out
     if config.protocol == "completions":
         if len(messages) != 1:
             raise ValueError(f"protocol 'completions' takes one prompt message, got {len(messages)}")
         m, ids = messages[0], messages[0].get("prompt_token_ids")
         if ids is None and not isinstance(m.get("content"), str):
             raise ValueError(f"messages[0] must have 'prompt_token_ids' or a str 'content', got {m!r}")
-        kwargs["prompt"] = [int(t) for t in ids] if ids is not None else m["content"]
-        tokens = {"max_tokens": config.max_output_tokens}
+        body |= {"prompt": [int(t) for t in ids] if ids is not None else m["content"]}
+        body["max_tokens"] = config.max_output_tokens
     else:
         for i, m in enumerate(messages):
             if m.get("role") not in _ROLES or not isinstance(m.get("content"), str):
@@ -422,46 +419,21 @@ def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, A
                 )
         plain = [{"role": m["role"], "content": m["content"]} for m in messages]
         if config.protocol == "responses":
-            system = [m["content"] for m in plain if m["role"] == "system"]
-            if system:
-                kwargs["instructions"] = "\n\n".join(system)
-            kwargs["input"] = [m for m in plain if m["role"] != "system"]
-            if config.reasoning_effort is not None:
-                kwargs["reasoning"] = {"effort": config.reasoning_effort}
-            tokens = {"max_output_tokens": config.max_output_tokens}
+            system, effort = [m["content"] for m in plain if m["role"] == "system"], config.reasoning_effort
+            body["instructions"] = "\n\n".join(system) if system else None
+            body["input"] = [m for m in plain if m["role"] != "system"]
+            body["reasoning"] = {"effort": effort} if effort is not None else None
+            body["max_output_tokens"] = config.max_output_tokens
         else:
-            kwargs["messages"] = plain
-            tokens = {"reasoning_effort": config.reasoning_effort, "max_tokens": config.max_output_tokens}
-            if config.chat_template_kwargs:
-                tokens["chat_template_kwargs"] = dict(config.chat_template_kwargs)
-    tokens["temperature"] = config.temperature
-    return kwargs | {k: v for k, v in tokens.items() if v is not None}
+            body |= {"messages": plain, "reasoning_effort": config.reasoning_effort}
+            body["max_tokens"] = config.max_output_tokens
+            body["chat_template_kwargs"] = dict(config.chat_template_kwargs or {}) or None
+    body["temperature"] = config.temperature
+    return {k: v for k, v in body.items() if v is not None}
 
 
 class NoAnswerError(ValueError):
     """An HTTP 200 without the shape of an answer (an error object, an HTML page); quotes the server."""
-
-
-def _no_answer(raw: Any, protocol: str) -> str | None:
-    """The server's words when ``raw`` is not an answer of ``protocol``; ``None`` when it is one."""
-    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
-        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
-        return " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
-    error = raw.get("error") if isinstance(raw, Mapping) else None
-    if error:
-        return str(error.get("message") or error if isinstance(error, Mapping) else error)[:300]
-    if isinstance(raw, Mapping) and protocol == "responses":
-        if isinstance(raw.get("output"), list) or isinstance(raw.get("output_text"), str):
-            return None
-    elif isinstance(raw, Mapping):
-        choices = raw.get("choices")
-        first = choices[0] if isinstance(choices, list) and choices else None
-        if isinstance(first, Mapping) and (
-            "text" in first if protocol == "completions" else first.get("message") is not None
-        ):
-            return None
-    shown = json.dumps(raw, default=str)[:300] if isinstance(raw, (Mapping, list)) else repr(raw)[:300]
-    return f"no {'output' if protocol == 'responses' else 'choices'} in {shown}"
 
 
 def parse_response(raw: Any, protocol: str) -> LLMResponse:
@@ -471,24 +443,32 @@ def parse_response(raw: Any, protocol: str) -> LLMResponse:
         NoAnswerError: ``raw`` has not the shape of an answer (an error object, an HTML page ...).
     """
     raw = raw.model_dump() if hasattr(raw, "model_dump") else raw
-    words = _no_answer(raw, protocol)
-    if words is not None:
+    if isinstance(raw, (str, bytes)):  # a non-JSON body: an HTML page, plain text
+        text = raw.decode("utf-8", "replace") if isinstance(raw, bytes) else raw
+        words = " ".join(re.sub(r"<[^>]*>", " ", text).split())[:300] or "an empty body"
         raise NoAnswerError(f"HTTP 200 without an answer: {words}")
+    if error := (raw.get("error") if isinstance(raw, Mapping) else None):
+        words = str(error.get("message") or error if isinstance(error, Mapping) else error)[:300]
+        raise NoAnswerError(f"HTTP 200 without an answer: {words}")
+    try:  # a missing or mistyped part of the answer's shape: no answer
+        if protocol == "responses":
+            text = raw.get("output_text")
+            if not isinstance(text, str):
+                parts = [c for item in raw["output"] for c in (item or {}).get("content") or []]
+                text = "".join(c.get("text", "") for c in parts if c.get("type") == "output_text")
+            reason = (raw.get("incomplete_details") or {}).get("reason")
+            finish = f"{raw.get('status')}:{reason}" if reason else raw.get("status")
+        else:
+            first = raw["choices"][0]
+            text = first["text"] if protocol == "completions" else first["message"].get("content")
+            finish = first.get("finish_reason")
+    except (KeyError, IndexError, TypeError, AttributeError):
+        shown = json.dumps(raw, default=str) if isinstance(raw, (Mapping, list)) else repr(raw)
+        what = "output" if protocol == "responses" else "choices"
+        raise NoAnswerError(f"HTTP 200 without an answer: no {what} in {shown[:300]}") from None
     usage = raw.get("usage") or {}
-    if protocol == "responses":
-        text = raw.get("output_text")
-        if text is None:
-            parts = [c for item in raw["output"] or [] for c in (item or {}).get("content") or []]
-            text = "".join(c.get("text", "") for c in parts if c.get("type") == "output_text")
-        reason = (raw.get("incomplete_details") or {}).get("reason")
-        finish = f"{raw.get('status')}:{reason}" if reason else raw.get("status")
-        names, details = ("input_tokens", "output_tokens"), usage.get("output_tokens_details")
-    else:
-        first = raw["choices"][0]
-        text = first.get("text") if protocol == "completions" else first["message"].get("content")
-        finish = first.get("finish_reason")
-        names, details = ("prompt_tokens", "completion_tokens"), usage.get("completion_tokens_details")
-    tokens = [int(usage.get(names[0]) or 0), int(usage.get(names[1]) or 0)]
-    tokens.append(int((details or {}).get("reasoning_tokens") or 0))
+    sides = ("input", "output") if protocol == "responses" else ("prompt", "completion")
+    tokens = [int(usage.get(f"{side}_tokens") or 0) for side in sides]
+    tokens.append(int((usage.get(f"{sides[1]}_tokens_details") or {}).get("reasoning_tokens") or 0))
     tokens = dict(zip(("prompt_tokens", "completion_tokens", "reasoning_tokens"), tokens, strict=True))
     return LLMResponse(text or "", False, tokens, raw.get("id"), raw.get("model"), finish)

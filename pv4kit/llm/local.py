@@ -17,10 +17,11 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pv4kit._io import cache_root, libc_function
 from pv4kit.llm.config import LLMConfig, default_protocol
 
 logger = logging.getLogger(__name__)
@@ -62,8 +63,6 @@ def smollm2_dir() -> Path:
     Raises:
         FileNotFoundError: When it was not prepared (the message names ``make vllm``).
     """
-    from pv4kit._io import cache_root
-
     path = cache_root() / "models" / "SmolLM2-135M-Instruct"
     if not (path / "config.json").is_file():
         raise FileNotFoundError(f"the local model is not prepared: no {path / 'config.json'}; {SETUP_HINT}")
@@ -72,8 +71,6 @@ def smollm2_dir() -> Path:
 
 def _die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` giving the child SIGTERM when the parent thread that forked it dies (Linux only)."""
-    from pv4kit._io import libc_function
-
     if (prctl := libc_function("prctl")) is None:
         return None
     parent = os.getpid()
@@ -145,7 +142,7 @@ class Server:
     proc: subprocess.Popen
     base_url: str
     log_path: Path
-    started: float
+    started: float = field(default_factory=time.monotonic)
 
     def wait_ready(self, timeout: float = 300) -> str:
         """Poll ``/health`` until it answers 200; the base URL.
@@ -199,20 +196,15 @@ def start_server(
             sock.bind(("127.0.0.1", 0))
             port = sock.getsockname()[1]
     cmd = server_command(model, port=port, served_model_name=served_model_name, runner=runner, **options)
-    if log_dir is None:
-        from pv4kit._io import cache_root
-
-        log_dir = cache_root() / "logs"
-    log_path = Path(log_dir) / f"vllm-{served_model_name}-{port}.log"
+    log_path = Path(log_dir or cache_root() / "logs") / f"vllm-{served_model_name}-{port}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     logger.info("starting vLLM server: %s (log: %s)", " ".join(cmd), log_path)
     env = {**os.environ, "VLLM_ENABLE_V1_MULTIPROCESSING": "0"}  # else `uni` silently becomes `mp`
     env.pop("PYTHONPATH", None)  # pv4kit's environment is not the server's
-    started = time.monotonic()
     with open(log_path, "ab") as log:
         out = {"stdout": log, "stderr": subprocess.STDOUT, "stdin": subprocess.DEVNULL}
         proc = subprocess.Popen(cmd, **out, env=env, preexec_fn=_die_with_parent())
-    return Server(proc, f"http://127.0.0.1:{port}/v1", log_path, started)
+    return Server(proc, f"http://127.0.0.1:{port}/v1", log_path)
 
 
 def stop_server(proc: subprocess.Popen) -> None:
@@ -294,8 +286,7 @@ def local_llm_config(endpoint: Endpoint, **options: Any) -> LLMConfig:
     them for a remote server; on the local server its protocol (chat) and :data:`LOCAL_SERVER_OPTIONS`
     replace them. The protocol defaults to :func:`~pv4kit.llm.config.default_protocol`.
     """
-    if endpoint.local:
-        options.update(protocol=endpoint.protocol, **LOCAL_SERVER_OPTIONS)
+    options |= {"protocol": endpoint.protocol, **LOCAL_SERVER_OPTIONS} if endpoint.local else {}
     options["protocol"] = options.get("protocol") or default_protocol(endpoint.base_url)
     return LLMConfig(model=endpoint.model, base_url=endpoint.base_url, **options)
 

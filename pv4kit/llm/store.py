@@ -52,12 +52,10 @@ class ResponseStore:
         recover_corrupt(self.path, tables=_TABLES, what=_WHAT)
         self.conn = connect_sqlite(self.path, timeout=60, check_same_thread=False)
         self.inode = self.path.stat().st_ino
-        self.conn.execute(
+        self.conn.executescript(
             "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, protocol TEXT, model TEXT, "
             "request TEXT, text TEXT, response_id TEXT, response_model TEXT, finish_reason TEXT, usage TEXT, "
-            "created REAL)"
-        )
-        self.conn.execute(
+            "created REAL); "
             "CREATE TABLE IF NOT EXISTS usage (time REAL, step TEXT, user_id INTEGER, protocol TEXT, "
             "model TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, reasoning_tokens INTEGER, "
             "cached INTEGER, latency_s REAL, error TEXT, key TEXT)"
