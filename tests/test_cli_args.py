@@ -205,8 +205,11 @@ def test_answer_users_parse_to_ids():
     ],
 )
 def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
+    import functools
+
     import pv4kit.analysis.notebooks as notebooks
 
+    @functools.wraps(notebooks.execute_notebooks)  # its signature gives the command's options
     def fail(*args, **kwargs):
         raise error
 
