@@ -58,16 +58,23 @@ def _doc_args(func: Callable[..., Any]) -> dict[str, str]:
     return texts
 
 
-def add_options(parser: Any, func: Callable[..., Any], *names: str, **overrides: dict[str, Any]) -> None:
+def add_options(
+    parser: Any,
+    func: Callable[..., Any],
+    *names: str,
+    renamed: dict[str, str] | None = None,
+    **overrides: dict[str, Any],
+) -> None:
     """Add ``--name`` for each parameter in ``names`` of ``func``, as its signature and docstring give it.
 
     The default is the signature's; ``int``/``float`` parameters take the range of :data:`RANGES`; a ``bool``
-    that defaults to ``False`` is a switch; the help is the docstring's ``Args`` entry. ``overrides`` maps a
-    name to more ``add_argument`` keywords (``choices``, ``help``, ``default`` ...) and ``flag``, the option
-    strings when they are not ``--name`` (space-separated).
+    that defaults to ``False`` is a switch; the help is the docstring's ``Args`` entry. ``renamed`` maps a
+    parameter to its option's name when that is not the parameter's (as :func:`pick` takes it back);
+    ``overrides`` maps a parameter to more ``add_argument`` keywords (``choices``, ``help``, ``default`` ...)
+    and ``flag``, the option strings (space-separated, e.g. ``"-o --output-dir"``).
     """
-    params, docs = inspect.signature(func).parameters, _doc_args(func)
-    for name in dict.fromkeys([*names, *overrides]):
+    params, docs, renamed = inspect.signature(func).parameters, _doc_args(func), renamed or {}
+    for name in dict.fromkeys([*names, *renamed, *overrides]):
         param, extra = params[name], dict(overrides.get(name, {}))
         kinds = {part.strip() for part in str(param.annotation).split("|")}
         default = extra.get("default", None if param.default is param.empty else param.default)
@@ -78,7 +85,7 @@ def add_options(parser: Any, func: Callable[..., Any], *names: str, **overrides:
             kw["action"] = "store_true"
         elif kinds & {"int", "float"}:
             kw["type"] = RANGES.get(name, positive_int if "int" in kinds else positive_float)
-        flags = extra.pop("flag", "--" + name.replace("_", "-")).split()
+        flags = extra.pop("flag", "--" + renamed.get(name, name).replace("_", "-")).split()
         parser.add_argument(*flags, **{**kw, **extra})
 
 
@@ -172,18 +179,20 @@ def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
     return None if str(value).lower() == "none" else Path(value)
 
 
+#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
+EMBED_ENDPOINT = {
+    "base_url": "embed_base_url",
+    "api_key_env": "embed_api_key_env",
+    "timeout": "embed_timeout",
+}
+EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
+
+
 def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
     """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
     from pv4kit.embeddings.models import get_embedder
 
-    add_options(
-        parser,
-        get_embedder,
-        base_url={"flag": "--embed-base-url"},
-        api_key_env={"flag": "--embed-api-key-env"},
-        timeout={"flag": "--embed-timeout"},
-        max_concurrency={"flag": "--embed-concurrency"},
-    )
+    add_options(parser, get_embedder, renamed=EMBED_ENDPOINT)
 
 
 def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
@@ -192,10 +201,4 @@ def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
         return {}
-    return pick(
-        args,
-        base_url="embed_base_url",
-        api_key_env="embed_api_key_env",
-        timeout="embed_timeout",
-        max_concurrency="embed_concurrency",
-    )
+    return pick(args, **EMBED_ENDPOINT)

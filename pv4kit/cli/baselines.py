@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 from pathlib import Path
 from typing import Any
@@ -22,13 +21,12 @@ from pv4kit.cli._args import (
 )
 from pv4kit.schema import SPLITS
 
-logger = logging.getLogger(__name__)
-
 #: ``pv4kit answer`` options passed to :func:`pv4kit.baselines.run.answer` under their own names
 ANSWER_OPTIONS = ("split", "top_k", "retriever", "dense_ranking", "max_model_len", "max_new_tokens", "margin")
 ANSWER_OPTIONS += ("tokenizer", "truncation", "users", "limit")
-#: the options of its :class:`~pv4kit.llm.config.LLMConfig` (``--concurrency`` is ``max_concurrency``)
+#: the options of its :class:`~pv4kit.llm.config.LLMConfig`, and one renamed
 LLM_OPTIONS = ("protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries")
+CONCURRENCY = {"max_concurrency": "concurrency"}
 
 
 def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
@@ -66,7 +64,7 @@ def _answer_command(args: argparse.Namespace) -> int:
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
     with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
-        llm = local_llm_config(endpoint, **pick(args, *LLM_OPTIONS, max_concurrency="concurrency"))
+        llm = local_llm_config(endpoint, **pick(args, *LLM_OPTIONS, **CONCURRENCY))
         counter = None
         if args.truncation == "relevance":
             tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
@@ -144,8 +142,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     model_help = "model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)"
     p.add_argument("--model", required=True, help=model_help)
-    concurrency = {"flag": "--concurrency"}
-    add_options(p, LLMConfig, "base_url", *LLM_OPTIONS, protocol=PROTOCOL, max_concurrency=concurrency)
+    add_options(p, LLMConfig, "base_url", *LLM_OPTIONS, renamed=CONCURRENCY, protocol=PROTOCOL)
     p.add_argument("--name", type=run_name, help="run name [<model>_<method>[_top<k>]]")
     p.add_argument("--runs-dir", default="runs", help="the folder of the runs [runs]")
     add_llm_cache(p)
@@ -185,7 +182,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
     d.add_argument("--split", default="test", choices=list(SPLITS), help="[test]")
-    add_llm_cache(d, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
+    add_llm_cache(d)
     tokens_help = "output cap [32, for speed; the reference uses 256]"
     d.add_argument("--max-new-tokens", type=positive_int, default=32, help=tokens_help)
     no_scoring_help = "do not score a run again through vLLM's embeddings endpoint"

@@ -15,6 +15,7 @@ from pv4kit_cli import COMMANDS
 
 #: the :class:`~pv4kit.llm.config.LLMConfig` options of a step that asks an LLM (``--concurrency`` aside)
 LLM_OPTIONS = ("model", "base_url", "protocol", "temperature", "max_output_tokens", "max_retries")
+CONCURRENCY = {"max_concurrency": "concurrency"}
 _COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
 
 
@@ -46,7 +47,7 @@ def _embedding(args: argparse.Namespace) -> dict[str, Any]:
 def _llm(args: argparse.Namespace) -> dict[str, Any]:
     from pv4kit.llm.config import LLMConfig
 
-    config = LLMConfig(**pick(args, *LLM_OPTIONS, max_concurrency="concurrency"))
+    config = LLMConfig(**pick(args, *LLM_OPTIONS, **CONCURRENCY))
     return {"config": config, "cache": llm_cache_arg(args.cache), "progress": not args.quiet}
 
 
@@ -203,7 +204,7 @@ def _add_llm(p: argparse.ArgumentParser) -> None:
     from pv4kit.llm.config import LLMConfig
 
     llm = {"model": {"required": True}, "protocol": PROTOCOL, "temperature": {"default": 0.0}}
-    add_options(p, LLMConfig, *LLM_OPTIONS, **llm, max_concurrency={"flag": "--concurrency"})
+    add_options(p, LLMConfig, *LLM_OPTIONS, renamed=CONCURRENCY, **llm)
     add_llm_cache(p)
     interval_help = "Wilson, or bootstrap over personas"
     p.add_argument("--interval", choices=["wilson", "bootstrap"], default="wilson", help=interval_help)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from pv4kit.cli._args import (
     PROTOCOL,
@@ -16,10 +15,11 @@ from pv4kit.cli._args import (
     pick,
 )
 
-logger = logging.getLogger(__name__)
-
 SCORE_OPTIONS = ("data", "numerics", "n_boot", "seed", "batch_size", "failed")
 VALIDITY_OPTIONS = ("embedder", "seed", "n_boot", "near_tie")
+#: the judges' :class:`~pv4kit.llm.config.LLMConfig` fields and their options
+JUDGE = {"api_key_env": "judge_api_key_env", "max_output_tokens": "judge_max_tokens"}
+JUDGE.update(max_concurrency="judge_concurrency", max_retries="judge_max_retries")
 
 
 def _pct(value: float | None) -> str:
@@ -115,9 +115,7 @@ def _validity(args: argparse.Namespace) -> int:
         judges = [
             local_llm_config(
                 stack.enter_context(resolve_endpoint(model, url)),
-                **pick(args, "protocol", api_key_env="judge_api_key_env"),
-                **pick(args, max_output_tokens="judge_max_tokens", max_concurrency="judge_concurrency"),
-                max_retries=args.judge_max_retries,
+                **pick(args, "protocol", **JUDGE),
             )
             for model, url in zip(args.judge_model, urls, strict=True)
         ]
@@ -200,15 +198,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
     )
     v.add_argument("--judge-base-url", action="append", help="judge endpoint (one, or one each)")
-    add_options(
-        v,
-        LLMConfig,
-        protocol=PROTOCOL,
-        api_key_env={"flag": "--judge-api-key-env"},
-        max_output_tokens={"flag": "--judge-max-tokens", "default": 16},
-        max_concurrency={"flag": "--judge-concurrency"},
-        max_retries={"flag": "--judge-max-retries"},
-    )
+    add_options(v, LLMConfig, renamed=JUDGE, protocol=PROTOCOL, max_output_tokens={"default": 16})
     add_llm_cache(v)
     v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
