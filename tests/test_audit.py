@@ -444,6 +444,7 @@ def test_cli_audit_refuses_an_output_file_before_auditing(tmp_path, monkeypatch,
 
     target = tmp_path / "notes.txt"
     target.write_text("mine")
+
     @functools.wraps(audit_report.run_audit)  # its signature gives the command's options
     def fail(*args, **kwargs):
         pytest.fail("audited before checking -o")
