@@ -29,14 +29,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from pv4kit.generation.steps import generate_users
     from pv4kit.llm.config import LLMConfig
 
-    p = command(
-        subparsers,
-        "generate",
-        run_generate,
-        description="Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users "
-        "whose question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete "
-        "or has stale files.",
-    )
+    about = "Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users whose "
+    about += "question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete."
+    p = command(subparsers, "generate", run_generate, description=about)
     p.add_argument("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
     p.add_argument("--output-dir", required=True, help="users folder to write user_N/ into")
     model_help = "model for categories, topics, questions; 'local' starts SmolLM2 on a vLLM server"

@@ -41,11 +41,8 @@ def _score(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
     # a multiple-choice run is scored by the letter: the embedder loads only for a free-text run
     free = [r for r in args.run_dirs if ORDER_COLUMN not in pq.read_schema(Path(r) / GENERATIONS_FILE).names]
-    embedder = None
-    if free:
-        embedder = get_embedder(
-            args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args)
-        )
+    options = {**pick(args, "device", "instruction"), **embedder_endpoint(args)}
+    embedder = get_embedder(args.embedder, **options) if free else None
     for run_dir in args.run_dirs:
         _, m = score_run(
             run_dir,
@@ -172,7 +169,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_options(p, score_run, *SCORE_OPTIONS, data=data, numerics=numerics, failed=failed)
     p.add_argument("--cache-dir", help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
-    p.set_defaults(func=_score)
 
     c = command(subparsers, "compare", _compare)
     c.add_argument("run_a")
@@ -180,23 +176,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     boot = {"help": "bootstrap replicates (users resampled) [%(default)s]"}
     add_options(c, compare, "seed", n_boot=boot, force={"help": "compare runs scored on different data"})
     c.add_argument("-o", "--output", help="also write the table as CSV")
-    c.add_argument(
-        "--judge-agreed",
-        nargs="?",
-        const="",
-        metavar="JUDGE",
-        help="also show each difference on the questions where the judge (of `pv4kit validity`; default the "
-        "first) agrees with the scorer in both runs",
+    agreed_help = (
+        "also each difference where a `pv4kit validity` judge (default the first) agrees with both runs"
     )
+    c.add_argument("--judge-agreed", nargs="?", const="", metavar="JUDGE", help=agreed_help)
 
     v = command(subparsers, "validity", _validity)
     v.add_argument("run_dir", metavar="RUN_DIR", help="a scored run (runs/<name>)")
-    v.add_argument(
-        "--judge-model",
-        action="append",
-        default=[],
-        help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
-    )
+    judge_help = "LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here"
+    v.add_argument("--judge-model", action="append", default=[], help=judge_help)
     v.add_argument("--judge-base-url", action="append", help="judge endpoint (one, or one each)")
     add_options(v, LLMConfig, renamed=JUDGE, protocol=PROTOCOL, max_output_tokens={"default": 16})
     add_llm_cache(v)
@@ -210,21 +198,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "metrics.json as evaluate_baselines.py writes it (accuracy_hard always, 0.0 without hard questions) "
         "or as evaluate.py does (accuracy_hard only when some question is hard) [%(default)s]"
     )
-    metrics_form = {"choices": ["baselines", "evaluate"], "help": metrics_help}
-    add_options(
-        e, export_reference, "data", "split", out_dir={"flag": "-o --output-dir"}, metrics_form=metrics_form
-    )
+    forms = {"choices": ["baselines", "evaluate"], "help": metrics_help}
+    add_options(e, export_reference, "data", "split", out_dir={"flag": "-o --output-dir"}, metrics_form=forms)
 
     i = command(subparsers, "import", _import)
     i.add_argument("predictions", help="the reference's predictions.jsonl")
     i.add_argument("run_dir", help="run directory to create")
+    data = {"required": True, "help": "data source the predictions were made on"}
     split = {"help": "split to match against ('' for all) [%(default)s]"}
-    add_options(
-        i,
-        import_reference,
-        "method",
-        "model",
-        "force",
-        data={"required": True, "help": "data source the predictions were made on"},
-        split=split,
-    )
+    add_options(i, import_reference, "method", "model", "force", data=data, split=split)
