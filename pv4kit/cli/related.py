@@ -109,9 +109,8 @@ def _pf_judge(args: argparse.Namespace) -> int:
 def _pf_reward(args: argparse.Namespace) -> int:
     from pv4kit.related.reward_model import reward_model_baseline
 
-    preds, acc, _ = reward_model_baseline(
-        _pairs(args), **_embedding(args), **pick(args, "test_fraction", "seed", "l2")
-    )
+    options = pick(args, "test_fraction", "seed", "l2")
+    preds, acc, _ = reward_model_baseline(_pairs(args), **_embedding(args), **options)
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
     _write(args.out, {"predictions": preds, "accuracy": acc}, args=args)
     return 0
@@ -178,9 +177,8 @@ def _rc_stage3(args: argparse.Namespace) -> int:
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
     tables = {"ratings": ratings, "distribution": rc.stage3_distribution(ratings), "summary": summary}
-    tables.update(
-        correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation, coverage=data.coverage
-    )
+    tables.update(correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation)
+    tables["coverage"] = data.coverage
     _write(args.out, {**tables, "generations": gens.drop(columns=["response"])}, args=args)
     return 0
 
