@@ -19,7 +19,8 @@ GENERATE_OPTIONS = ("num_categories", "num_topics", "num_questions", "max_retrie
 GENERATE_OPTIONS += ("regenerate_stale", "reference_prompts", "user_start", "user_end")
 #: the ``--repair-*`` options, each also turned on by ``--pv4kit-repairs``
 _REPAIRS = ("repair_lists", "repair_chats", "reask_malformed", "rewrite_stale_qa")
-#: the :class:`~pv4kit.llm.config.LLMConfig` fields whose options have other names
+#: the options of both :class:`~pv4kit.llm.config.LLMConfig`, and those with other names
+LLM_OPTIONS = ("api_key_env", "temperature", "max_output_tokens", "timeout")
 RENAMED = {"max_concurrency": "max_workers", "max_retries": "http_retries"}
 _EFFORTS = "with the Responses API, unset with chat]"
 
@@ -44,9 +45,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--chat-reasoning-effort", help=chat_effort_help)
     add_options(p, generate_users, *GENERATE_OPTIONS, reference_prompts={"metavar": "PATH"})
     add_options(p, generation_llm_configs, "base_url", protocol={"choices": ["responses", "chat"]})
-    llm = ("api_key_env", "temperature", "max_output_tokens")
     defaults = {"timeout": {"default": 300.0}, "max_concurrency": {"default": 50}}
-    add_options(p, LLMConfig, *llm, renamed=RENAMED, **defaults)
+    add_options(p, LLMConfig, *LLM_OPTIONS, renamed=RENAMED, **defaults)
     add_llm_cache(p, help="SQLite response cache and usage ledger")
     length_help = "context length of the --model local server [8192]"
     p.add_argument("--max-model-len", type=positive_int, default=8192, help=length_help)
@@ -70,8 +70,7 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
         chat_model=None if args.chat_model == "local" else args.chat_model,
         base_url=base_url,
         protocol=protocol,
-        **pick(args, "reasoning_effort", "chat_reasoning_effort", "api_key_env", "temperature"),
-        **pick(args, "max_output_tokens", "timeout", **RENAMED),
+        **pick(args, "reasoning_effort", "chat_reasoning_effort", *LLM_OPTIONS, **RENAMED),
     )
 
 
