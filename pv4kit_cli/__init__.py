@@ -18,10 +18,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "usage": ("generation", "tokens and estimated cost from an LLM cache's ledger"),
     "score": ("scoring", "score runs: predictions.parquet + metrics.json"),
     "compare": ("scoring", "paired comparison of two scored runs"),
-    "validity": (
-        "scoring",
-        "how far a scored run's scores hold: judge agreement, embedder/numerics, margins",
-    ),
+    "validity": ("scoring", "how far a run's scores hold: judge agreement, embedder/numerics, margins"),
     "export": ("scoring", "write a scored run in the reference's format"),
     "import": ("scoring", "turn a reference predictions.jsonl into a run"),
     "answer": ("baselines", "answer a split with one memory setting -> runs/<name>/"),

@@ -26,6 +26,30 @@ def test_pick_takes_names_as_they_are_and_renames_the_others():
         pick(args, "base_url")
 
 
+def test_add_options_reads_the_signature_and_the_docstring():
+    from pv4kit.cli._args import add_options
+
+    def func(path, *, n_boot: int = 2000, seed: int = 0, force: bool = False, name: str | None = None):
+        """Do it.
+
+        Args:
+            n_boot: Bootstrap replicates, as
+                :func:`~pv4kit.scoring.stats.compare` takes ``n_boot``.
+            seed: A seed; None is not allowed.
+        """
+
+    parser = argparse.ArgumentParser()
+    add_options(parser, func, "n_boot", "seed", "force", renamed={"name": "run"}, seed={"help": "mine"})
+    helps = {a.dest: a.help for a in parser._actions}
+    assert helps["n_boot"] == "bootstrap replicates, as compare takes n_boot [%(default)s]"
+    assert helps["seed"] == "mine" and helps["force"] is None
+    assert vars(parser.parse_args([])) == {"n_boot": 2000, "seed": 0, "force": False, "run": None}
+    args = parser.parse_args(["--seed", "0", "--force", "--run", "x"])
+    assert pick(args, "seed", "force", name="run") == {"seed": 0, "force": True, "name": "x"}
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--n-boot", "0"])  # any other int is >= 1
+
+
 @pytest.mark.parametrize(
     ("argv", "expected"),
     [
@@ -205,8 +229,11 @@ def test_answer_users_parse_to_ids():
     ],
 )
 def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
+    import functools
+
     import pv4kit.analysis.notebooks as notebooks
 
+    @functools.wraps(notebooks.execute_notebooks)  # its signature gives the command's options
     def fail(*args, **kwargs):
         raise error
 

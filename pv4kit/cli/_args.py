@@ -1,16 +1,19 @@
-"""Options the command groups share: range-checked numbers, user ids, the LLM endpoint, embedders."""
+"""Options from the library's signatures (:func:`add_options`), range-checked numbers, user ids, run names."""
 
 from __future__ import annotations
 
 import argparse
+import inspect
 import os
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pv4kit._io import default_llm_cache
 from pv4kit._options import check_number
-from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, SPLITS
+from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS
+from pv4kit_cli import COMMANDS
 
 
 def number(kind: type = int, **bounds: float) -> Callable[[str], Any]:
@@ -35,7 +38,75 @@ nonnegative_int = number(int, ge=0)  # seeds (numpy takes none below 0), counts 
 positive_float = number(float, gt=0)
 nonnegative_float = number(float, ge=0)
 fraction = number(float, gt=0, lt=1)
-validation_fraction = number(float, ge=0, lt=1)
+
+#: the range of a numeric parameter by its name; any other ``int`` is >= 1 and any other ``float`` > 0
+RANGES = dict.fromkeys(("seed", "max_retries", "margin", "user_start", "user_end"), nonnegative_int)
+RANGES.update(temperature=nonnegative_float, near_tie=nonnegative_float, test_fraction=fraction)
+RANGES.update(tune_fraction=fraction, validation_fraction=number(float, ge=0, lt=1))
+
+
+def _doc_args(func: Callable[..., Any]) -> dict[str, str]:
+    """The ``Args:`` (or ``Attributes:``) entries of ``func``'s Google-style docstring, as plain text."""
+    section = re.search(r"^(?:Args|Attributes):\n((?: {4}.*\n?|\n)*)", inspect.getdoc(func) or "", re.M)
+    entries = re.finditer(r"^ {4}(\w+): (.*(?:\n {8}.*)*)", section[1] if section else "", re.M)
+    texts = {m[1]: " ".join(m[2].split()) for m in entries}
+    for name, text in texts.items():  # ``x`` and :func:`~a.b.x` as x, None as unset; % is argparse's
+        text = re.sub(r":\w+:`~?(?:[\w.]*\.)?([^`]+)`", r"\1", text).replace("``", "").replace("%", "%%")
+        text = re.sub(r"\bNone\b", "unset", text).rstrip(".")
+        first = text.split()[0]
+        texts[name] = text[0].lower() + text[1:] if first[1:] == first[1:].lower() else text
+    return texts
+
+
+def add_options(
+    parser: Any,
+    func: Callable[..., Any],
+    *names: str,
+    renamed: dict[str, str] | None = None,
+    **overrides: dict[str, Any],
+) -> None:
+    """Add ``--name`` for each parameter in ``names`` of ``func``, as its signature and docstring give it.
+
+    The default is the signature's; ``int``/``float`` parameters take the range of :data:`RANGES`; a ``bool``
+    that defaults to ``False`` is a switch; the help is the docstring's ``Args`` entry. ``renamed`` maps a
+    parameter to its option's name when that is not the parameter's (as :func:`pick` takes it back);
+    ``overrides`` maps a parameter to more ``add_argument`` keywords (``choices``, ``help``, ``default`` ...)
+    and ``flag``, the option strings (space-separated, e.g. ``"-o --output-dir"``).
+    """
+    params, docs, renamed = inspect.signature(func).parameters, _doc_args(func), renamed or {}
+    for name in dict.fromkeys([*names, *renamed, *overrides]):
+        param, extra = params[name], dict(overrides.get(name, {}))
+        kinds = {part.strip() for part in str(param.annotation).split("|")}
+        default = extra.get("default", None if param.default is param.empty else param.default)
+        kw: dict[str, Any] = {"default": default, "help": docs.get(name)}
+        if kw["help"] and default is not None and default is not False:
+            kw["help"] += " [%(default)s]"
+        if "bool" in kinds and default is False:
+            kw["action"] = "store_true"
+        elif kinds & {"int", "float"}:
+            kw["type"] = RANGES.get(name, positive_int if "int" in kinds else positive_float)
+        flags = extra.pop("flag", "--" + renamed.get(name, name).replace("_", "-")).split()
+        parser.add_argument(*flags, **{**kw, **extra})
+
+
+#: ``--protocol`` of a command that sends chat requests unless told otherwise (for :func:`add_options`)
+PROTOCOL = {
+    "choices": ["chat", "responses"],
+    "default": "chat",
+    "help": "chat (Chat Completions) or responses (the OpenAI Responses API) [%(default)s]",
+}
+
+
+def command(sub: argparse._SubParsersAction, name: str, handler: Callable[..., int], **kw: Any) -> Any:
+    """Add the subcommand ``name`` with its help line from :data:`pv4kit_cli.COMMANDS`, run by ``handler``."""
+    parser = sub.add_parser(name, help=COMMANDS[name][1], **kw)
+    parser.set_defaults(func=handler)
+    return parser
+
+
+def pick(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
+    """Keyword arguments from parsed options: ``names`` as they are, ``renamed`` as ``keyword=option``."""
+    return {**{n: getattr(args, n) for n in names}, **{k: getattr(args, v) for k, v in renamed.items()}}
 
 
 def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
@@ -54,6 +125,26 @@ def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     if lo > hi:
         raise ValueError(f"{name}: range start {lo} is above its end {hi} in {text!r}")
     return lo, hi
+
+
+def id_range_text(ids: tuple[int, int]) -> str:
+    """``(6, 125)`` as an option value, ``"6-125"``."""
+    return f"{ids[0]}-{ids[1]}"
+
+
+def add_user_ranges(parser: argparse.ArgumentParser, *, how: str) -> None:
+    """Add ``--train-users`` and ``--test-users`` (defaults: :mod:`pv4kit.schema`'s ranges)."""
+    train, test = id_range_text(DEFAULT_TRAIN_USERS), id_range_text(DEFAULT_TEST_USERS)
+    parser.add_argument("--train-users", default=train, help=f"training users, {how} [{train}]")
+    parser.add_argument("--test-users", default=test, help=f"evaluation users, {how} [{test}]")
+
+
+def user_ranges(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
+    """``train_users`` and ``test_users`` parsed from the options :func:`add_user_ranges` added."""
+    return {
+        "train_users": parse_id_range(args.train_users, name="--train-users"),
+        "test_users": parse_id_range(args.test_users, name="--test-users"),
+    }
 
 
 def user_ids(text: str) -> list[int]:
@@ -75,23 +166,10 @@ def run_name(text: str) -> str:
     return text
 
 
-def id_range_text(ids: tuple[int, int]) -> str:
-    """``(6, 125)`` as an option value, ``"6-125"``."""
-    return f"{ids[0]}-{ids[1]}"
-
-
-def add_user_ranges(parser: argparse.ArgumentParser, *, train_help: str, test_help: str) -> None:
-    """Add ``--train-users`` and ``--test-users`` (defaults: :mod:`pv4kit.schema`'s ranges)."""
-    parser.add_argument("--train-users", default=id_range_text(DEFAULT_TRAIN_USERS), help=train_help)
-    parser.add_argument("--test-users", default=id_range_text(DEFAULT_TEST_USERS), help=test_help)
-
-
-def user_ranges(args: argparse.Namespace) -> dict[str, tuple[int, int]]:
-    """``train_users`` and ``test_users`` parsed from the options :func:`add_user_ranges` added."""
-    return {
-        "train_users": parse_id_range(args.train_users, name="--train-users"),
-        "test_users": parse_id_range(args.test_users, name="--test-users"),
-    }
+def add_llm_cache(parser: argparse.ArgumentParser, *, help: str = "LLM response cache") -> None:
+    """Add ``--cache`` (read with :func:`llm_cache_arg`)."""
+    where = "$PV4KIT_CACHE/llm.sqlite, else .cache/pv4kit/llm.sqlite"
+    parser.add_argument("--cache", help=f"{help}, 'none' to disable [{where}]")
 
 
 def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
@@ -101,64 +179,20 @@ def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
     return None if str(value).lower() == "none" else Path(value)
 
 
-def pick(args: argparse.Namespace, *names: str, **renamed: str) -> dict[str, Any]:
-    """Keyword arguments from parsed options: ``names`` as they are, ``renamed`` as ``keyword=option``."""
-    return {**{n: getattr(args, n) for n in names}, **{k: getattr(args, v) for k, v in renamed.items()}}
-
-
-def add_llm_cache(
-    parser: argparse.ArgumentParser,
-    *,
-    help: str = "LLM response cache, 'none' to disable [.cache/pv4kit/llm.sqlite]",
-) -> None:
-    """Add ``--cache`` (read with :func:`llm_cache_arg`)."""
-    parser.add_argument("--cache", default=None, help=help)
-
-
-def add_base_url(parser: argparse.ArgumentParser, *, help: str) -> None:
-    """Add ``--base-url``, an OpenAI-compatible endpoint (unset: the OpenAI API)."""
-    parser.add_argument("--base-url", default=None, help=help)
-
-
-def add_protocol(
-    parser: argparse.ArgumentParser,
-    *,
-    default: str | None,
-    choices: tuple[str, ...] = ("chat", "responses"),
-    help: str | None = None,
-) -> None:
-    """Add ``--protocol``: ``chat`` (Chat Completions) or ``responses`` (the OpenAI Responses API)."""
-    parser.add_argument("--protocol", choices=list(choices), default=default, help=help)
-
-
-def add_api_key_env(parser: argparse.ArgumentParser, *, help: str) -> None:
-    """Add ``--api-key-env``, the environment variable holding the API key [OPENAI_API_KEY]."""
-    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", help=help)
-
-
-def add_split(parser: argparse.ArgumentParser, *, help: str | None = None) -> None:
-    """Add ``--split`` (one of :data:`pv4kit.schema.SPLITS`, default ``test``)."""
-    parser.add_argument("--split", default="test", choices=list(SPLITS), help=help)
+#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
+EMBED_ENDPOINT = {
+    "base_url": "embed_base_url",
+    "api_key_env": "embed_api_key_env",
+    "timeout": "embed_timeout",
+}
+EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
 
 
 def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
     """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
-    url_help = (
-        "the server's base URL (vLLM, TEI, llama.cpp ...); comma-separated URLs shard the texts across "
-        "servers [$PV4KIT_EMBED_BASE_URL, else the OpenAI API]"
-    )
-    for flag, kind, default, text in (
-        ("--embed-base-url", None, None, url_help),
-        (
-            "--embed-api-key-env",
-            None,
-            "OPENAI_API_KEY",
-            "environment variable with the API key [OPENAI_API_KEY]",
-        ),
-        ("--embed-timeout", positive_float, 120.0, "seconds per request"),
-        ("--embed-concurrency", positive_int, 4, "requests in flight per server [4]"),
-    ):
-        parser.add_argument(flag, type=kind, default=default, help=f"for openai:MODEL: {text}")
+    from pv4kit.embeddings.models import get_embedder
+
+    add_options(parser, get_embedder, renamed=EMBED_ENDPOINT)
 
 
 def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
@@ -167,10 +201,4 @@ def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
 
     if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
         return {}
-    return pick(
-        args,
-        base_url="embed_base_url",
-        api_key_env="embed_api_key_env",
-        timeout="embed_timeout",
-        max_concurrency="embed_concurrency",
-    )
+    return pick(args, **EMBED_ENDPOINT)

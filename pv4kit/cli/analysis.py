@@ -5,7 +5,11 @@ from __future__ import annotations
 import argparse
 import os
 
-from pv4kit.cli._args import check_output_dir, llm_cache_arg, nonnegative_int, positive_int
+from pv4kit.cli._args import add_options, check_output_dir, command, llm_cache_arg, pick
+
+#: the :class:`~pv4kit.llm.config.LLMConfig` of the audit's LLM solver, from its ``--llm-*`` options
+AUDIT_LLM = {"model": "llm_model", "base_url": "llm_base_url", "protocol": "llm_protocol"}
+AUDIT_LLM["max_output_tokens"] = "llm_max_tokens"
 
 
 def _audit(args: argparse.Namespace) -> int:
@@ -18,14 +22,13 @@ def _audit(args: argparse.Namespace) -> int:
     check_output_dir(out, option="-o/--output-dir")
     data = load(args.data)
     embedder = get_audit_embedder(args.embedder, device=args.device)
-    llm = args.llm_model and endpoint_config(
-        args.llm_model,
-        base_url=args.llm_base_url,
-        protocol=args.llm_protocol,
-        max_output_tokens=args.llm_max_tokens,
-    )
-    kw = {"llm_config": llm or None, "llm_cache": llm_cache_arg(args.llm_cache), "n_boot": args.n_boot}
-    result = run_audit(data, embedder=embedder, cache=not args.no_cache, seed=args.seed, **kw)
+    llm = args.llm_model and endpoint_config(**pick(args, **AUDIT_LLM))
+    kw = {
+        "llm_config": llm or None,
+        "llm_cache": llm_cache_arg(args.llm_cache),
+        **pick(args, "n_boot", "seed"),
+    }
+    result = run_audit(data, embedder=embedder, cache=not args.no_cache, **kw)
     paths = write_audit(result, out)
     print(result.summary)
     print(f"wrote {len(paths)} files to {out}")
@@ -47,57 +50,46 @@ def _notebooks(args: argparse.Namespace) -> int:
         print("\n".join(list_notebooks(args.notebooks_dir)))
         return 0
     params = dict(args.param or [])
-    table = execute_notebooks(
-        args.only or None, notebooks_dir=args.notebooks_dir, timeout=args.timeout, params=params
-    )
+    table = execute_notebooks(args.only or None, **pick(args, "notebooks_dir", "timeout"), params=params)
     print(table.to_string(index=False))
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``audit``, ``notebooks`` and ``figures`` to the ``pv4kit`` command line."""
-    a = subparsers.add_parser(
-        "audit",
-        help="distractor and shortcut audits: tables + summary",
-        description="Length, answer position, candidate-only solvers, distractor similarity, leakage and "
-        "duplicate audits of a PV4 data folder; writes CSV tables and summary.txt.",
+    from pv4kit.analysis.audit import run_audit
+    from pv4kit.analysis.notebooks import execute_notebooks
+    from pv4kit.llm.config import LLMConfig
+
+    about = "Length, answer position, candidate-only solvers, distractor similarity, leakage and duplicate "
+    a = command(
+        subparsers, "audit", _audit, description=f"{about}audits of a PV4 data folder: tables, summary."
     )
     a.add_argument("--data", default="data", help="data folder, raw tree or hub id [data]")
-    a.add_argument(
-        "--embedder",
-        default=None,
-        help="'static' (distilled from MiniLM once), 'minilm', 'qwen3' or a model id "
-        "[qwen3 with CUDA, else static]",
+    embedder_help = (
+        "static (distilled from MiniLM once), minilm, qwen3 or a model id [CUDA: qwen3, else static]"
     )
-    a.add_argument("--device", default=None)
+    a.add_argument("--embedder", help=embedder_help)
+    a.add_argument("--device")
     a.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
-    a.add_argument("-o", "--output-dir", default=None, help="where to write the tables [DATA/audit]")
-    a.add_argument("--llm-model", default=None, help="also run an LLM that sees only question and choices")
-    a.add_argument("--llm-base-url", default=None, help="OpenAI-compatible base URL of --llm-model")
-    a.add_argument("--llm-protocol", choices=["responses", "chat"], default=None)
-    a.add_argument("--llm-max-tokens", type=positive_int, default=None)
-    a.add_argument("--llm-cache", default=None, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
-    a.add_argument("--n-boot", type=positive_int, default=2000)
-    a.add_argument("--seed", type=nonnegative_int, default=0)
-    a.set_defaults(func=_audit)
+    a.add_argument("-o", "--output-dir", help="where to write the tables [DATA/audit]")
+    model = {"help": "also run an LLM that sees only question and choices"}
+    protocol = {
+        "choices": ["responses", "chat"],
+        "default": None,
+        "help": "[chat at a base URL, else responses]",
+    }
+    add_options(a, LLMConfig, renamed=AUDIT_LLM, model=model, protocol=protocol)
+    a.add_argument("--llm-cache", help="LLM response cache [.cache/pv4kit/llm.sqlite]")
+    add_options(a, run_audit, "n_boot", "seed")
 
-    n = subparsers.add_parser("notebooks", help="list the notebooks, or execute them headless (--execute)")
+    n = command(subparsers, "notebooks", _notebooks)
     n.add_argument("--execute", action="store_true", help="execute and save the notebooks")
-    n.add_argument(
-        "--only", nargs="+", metavar="NAME", help="only these notebooks (e.g. 07_paper_figures or 07)"
-    )
-    n.set_defaults(func=_notebooks)
-    f = subparsers.add_parser("figures", help="regenerate every figure in figures/ (runs 07_paper_figures)")
-    f.set_defaults(func=_notebooks, execute=True, only=["07_paper_figures"])
+    only_help = "only these notebooks (e.g. 07_paper_figures or 07)"
+    n.add_argument("--only", nargs="+", metavar="NAME", help=only_help)
+    f = command(subparsers, "figures", _notebooks)
+    f.set_defaults(execute=True, only=["07_paper_figures"])
     for p in (n, f):
-        p.add_argument(
-            "--notebooks-dir", default="notebooks", help="folder of the jupytext notebooks [notebooks]"
-        )
-        p.add_argument("--timeout", type=positive_int, default=600, help="seconds allowed per cell [600]")
-        p.add_argument(
-            "--param",
-            action="append",
-            type=_name_value,
-            metavar="NAME=VALUE",
-            help="passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)",
-        )
+        add_options(p, execute_notebooks, "notebooks_dir", "timeout")
+        param_help = "passed to the notebooks as PV4KIT_<NAME> (e.g. data=/path/to/released/data)"
+        p.add_argument("--param", action="append", type=_name_value, metavar="NAME=VALUE", help=param_help)

@@ -3,32 +3,30 @@
 from __future__ import annotations
 
 import argparse
-import logging
 import re
 from pathlib import Path
 from typing import Any
 
 from pv4kit.baselines.methods import METHODS, get_method
 from pv4kit.cli._args import (
-    add_api_key_env,
-    add_base_url,
+    PROTOCOL,
     add_llm_cache,
-    add_protocol,
-    add_split,
+    add_options,
+    command,
     llm_cache_arg,
-    nonnegative_int,
     pick,
-    positive_float,
     positive_int,
     run_name,
     user_ids,
 )
-
-logger = logging.getLogger(__name__)
+from pv4kit.schema import SPLITS
 
 #: ``pv4kit answer`` options passed to :func:`pv4kit.baselines.run.answer` under their own names
-ANSWER_KNOBS = ("method", "split", "top_k", "retriever", "max_model_len", "max_new_tokens", "margin", "users")
-ANSWER_KNOBS += ("truncation", "tokenizer", "limit", "dense_ranking", "mcq")
+ANSWER_OPTIONS = ("split", "top_k", "retriever", "dense_ranking", "max_model_len", "max_new_tokens", "margin")
+ANSWER_OPTIONS += ("tokenizer", "truncation", "users", "limit")
+#: the options of its :class:`~pv4kit.llm.config.LLMConfig`, and one renamed
+LLM_OPTIONS = ("protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries")
+CONCURRENCY = {"max_concurrency": "concurrency"}
 
 
 def _default_name(model: str, method: str, top_k: int, *, mcq: bool = False) -> str:
@@ -66,8 +64,7 @@ def _answer_command(args: argparse.Namespace) -> int:
     name = args.name or _default_name(args.model, args.method, args.top_k, mcq=args.mcq)
     max_model_len = args.max_model_len or default_max_model_len(args.model, method=args.method)
     with resolve_endpoint(args.model, args.base_url, max_model_len=max_model_len) as endpoint:
-        endpoint_options = ("protocol", "api_key_env", "reasoning_effort", "timeout", "max_retries")
-        llm = local_llm_config(endpoint, **pick(args, *endpoint_options, max_concurrency="concurrency"))
+        llm = local_llm_config(endpoint, **pick(args, *LLM_OPTIONS, **CONCURRENCY))
         counter = None
         if args.truncation == "relevance":
             tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
@@ -80,7 +77,7 @@ def _answer_command(args: argparse.Namespace) -> int:
             cache=llm_cache_arg(args.cache),
             token_counter=counter,
             progress=not args.quiet,
-            **pick(args, *ANSWER_KNOBS),
+            **pick(args, "method", "mcq", *ANSWER_OPTIONS),
         )
     c = run.context
     print(
@@ -131,54 +128,47 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
-    p = sub.add_parser("answer", help="answer a split with one memory setting -> runs/<name>/")
+    from pv4kit.baselines.run import answer
+    from pv4kit.llm.config import LLMConfig
+
+    p = command(sub, "answer", _answer_command)
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
-    add_split(p)
     method_help = "memory setting, or mcq: the five candidates lettered in a seeded order (with --memory)"
     p.add_argument("--method", required=True, choices=[*METHODS, "mcq"], help=method_help)
     memory_help = "--method mcq: the memory setting shown before the question [no_docs]"
     p.add_argument("--memory", default=None, choices=list(METHODS), help=memory_help)
-    p.add_argument("--top-k", type=positive_int, default=5, help="rag: chats per question (reference: 1, 5)")
-    p.add_argument("--retriever", default="dense", choices=["dense", "bm25"])
     embedder_help = "dense retriever's embedder: qwen3 (the reference's Qwen3-Embedding-4B), minilm, id"
     p.add_argument("--embedder", default="qwen3", help=embedder_help)
-    ranking_help = "reference: float16, ranked by torch as the reference; stable: float32, ties in chat order"
-    p.add_argument("--dense-ranking", default="reference", choices=["reference", "stable"], help=ranking_help)
     p.add_argument("--device", default=None, help="embedder device (cpu, cuda)")
     model_help = "model id at --base-url, or 'local' (SmolLM2 on a vLLM server started here; make vllm)"
     p.add_argument("--model", required=True, help=model_help)
-    add_base_url(p, help="OpenAI-compatible base URL (default: the OpenAI API)")
-    add_protocol(p, default="chat")
-    add_api_key_env(p, help="environment variable with the key")
-    p.add_argument("--reasoning-effort", default=None, help="reasoning effort for reasoning models")
-    p.add_argument("--concurrency", type=positive_int, default=8, help="requests in flight (local: 8)")
-    p.add_argument("--timeout", type=positive_float, default=120.0, help="seconds per request")
-    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-    name_help = "run name (default: <model>_<method>[_top<k>])"
-    p.add_argument("--name", type=run_name, default=None, help=name_help)
-    p.add_argument("--runs-dir", default="runs")
+    add_options(p, LLMConfig, "base_url", *LLM_OPTIONS, renamed=CONCURRENCY, protocol=PROTOCOL)
+    p.add_argument("--name", type=run_name, help="run name [<model>_<method>[_top<k>]]")
+    p.add_argument("--runs-dir", default="runs", help="the folder of the runs [runs]")
     add_llm_cache(p)
-    length_help = "context length [local: 8192; full: 65536, the reference's YaRN x2 window; else 32768]"
-    p.add_argument("--max-model-len", type=positive_int, default=None, help=length_help)
-    p.add_argument("--max-new-tokens", type=positive_int, default=256)
-    margin_help = "tokens kept free besides the output [32]"
-    p.add_argument("--margin", type=nonnegative_int, default=32, help=margin_help)
+    ranking_help = "reference: float16, ranked by torch as the reference; stable: float32, ties in chat order"
     tokenizer_help = (
         "the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' (vLLM "
         "/tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged) [the server's]"
     )
-    p.add_argument("--tokenizer", default=None, help=tokenizer_help)
-    cut_help = "over-long prompts: front cuts the first tokens (the reference), relevance drops whole chats"
-    p.add_argument("--truncation", default="front", choices=["front", "relevance"], help=cut_help)
-    p.add_argument("--users", type=user_ids, default=None, help="comma-separated user ids (default: all)")
-    limit_help = "only the first N questions (smoke tests)"
-    p.add_argument("--limit", type=positive_int, default=None, help=limit_help)
+    length_help = "context length [local: 8192; full: 65536, the reference's YaRN x2 window; else 32768]"
+    add_options(
+        p,
+        answer,
+        *ANSWER_OPTIONS,
+        split={"choices": list(SPLITS)},
+        retriever={"choices": ["dense", "bm25"]},
+        dense_ranking={"choices": ["reference", "stable"], "help": ranking_help},
+        max_model_len={"help": length_help},
+        tokenizer={"help": tokenizer_help},
+        truncation={"choices": ["front", "relevance"]},
+        users={"type": user_ids, "help": "comma-separated user ids (default: all)"},
+    )
     p.add_argument("--score", action="store_true", help="score the run afterwards")
     score_help = "scorer's embedder (default: qwen3 on CUDA, else minilm)"
     p.add_argument("--score-embedder", default=None, help=score_help)
-    p.set_defaults(func=_answer_command)
 
-    h = sub.add_parser("hard", help="hard subset from a no_docs run and a rag top-1 run (scored)")
+    h = command(sub, "hard", _hard)
     h.add_argument("--no-docs", required=True, help="scored no_docs run directory")
     h.add_argument("--rag", required=True, help="scored rag --top-k 1 run directory of the same decoder")
     h.add_argument("--rule", default="any", choices=["any", "all"], help="wrong in any run, or in all [any]")
@@ -186,18 +176,16 @@ def register(sub: argparse._SubParsersAction) -> None:
     h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
     force_help = "use runs scored on different data (refused by default)"
     h.add_argument("--force", action="store_true", help=force_help)
-    h.set_defaults(func=_hard)
 
-    d = sub.add_parser("demo", help="the whole pipeline on the sample with the local model (make demo)")
+    d = command(sub, "demo", _demo)
     d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
     d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
     d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
-    add_split(d, help="[test]")
-    add_llm_cache(d, help="LLM response cache [.cache/pv4kit/llm.sqlite]")
+    d.add_argument("--split", default="test", choices=list(SPLITS), help="[test]")
+    add_llm_cache(d)
     tokens_help = "output cap [32, for speed; the reference uses 256]"
     d.add_argument("--max-new-tokens", type=positive_int, default=32, help=tokens_help)
     no_scoring_help = "do not score a run again through vLLM's embeddings endpoint"
     d.add_argument("--no-endpoint-scoring", action="store_true", help=no_scoring_help)
     d.add_argument("--limit", type=positive_int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")
-    d.set_defaults(func=_demo)

@@ -4,14 +4,10 @@ from __future__ import annotations
 
 import argparse
 
-from pv4kit.cli._args import (
-    add_user_ranges,
-    check_output_dir,
-    nonnegative_int,
-    pick,
-    user_ranges,
-    validation_fraction,
-)
+from pv4kit.cli._args import add_options, add_user_ranges, check_output_dir, command, pick, user_ranges
+
+QA_OPTIONS = ("seed", "overwrite", "force")
+BUILD_OPTIONS = ("hard_subset", "validation_fraction", "seed", "id_column")
 
 
 def _validate(args: argparse.Namespace) -> int:
@@ -28,7 +24,7 @@ def _qa_table(args: argparse.Namespace) -> int:
     from pv4kit.dataset.questions import write_qa_tables
     from pv4kit.dataset.tree import users_dir_of
 
-    report = write_qa_tables(users_dir_of(args.users_dir), **pick(args, "seed", "overwrite", "force"))
+    report = write_qa_tables(users_dir_of(args.users_dir), **pick(args, *QA_OPTIONS))
     summary, flagged = report.attrs["summary"], report["reason"] == "malformed_tags"
     print(summary.to_string(index=False))
     titles = [
@@ -57,7 +53,7 @@ def _build(args: argparse.Namespace) -> int:
         args.users_dir,
         args.output_dir,
         **user_ranges(args),
-        **pick(args, "hard_subset", "validation_fraction", "seed", "id_column"),
+        **pick(args, *BUILD_OPTIONS),
         progress=not args.quiet,
     )
     print(frame.to_string(index=False))
@@ -82,39 +78,23 @@ def _info(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add the dataset subcommands."""
-    p = sub.add_parser("validate", help="check a raw tree and list every problem with file and line")
+    from pv4kit.dataset.questions import write_qa_tables
+    from pv4kit.dataset.splits import build_dataset
+
+    p = command(sub, "validate", _validate)
     p.add_argument("raw_dir", help="raw tree (holding users/) or a users folder")
     p.add_argument("--errors-only", action="store_true", help="hide warnings")
-    add_user_ranges(
-        p,
-        train_help="training users, as `build` takes them",
-        test_help="evaluation users, as `build` takes them",
-    )
-    p.set_defaults(func=_validate)
+    add_user_ranges(p, how="as `build` takes them")
 
-    p = sub.add_parser("qa-table", help="step 5: parse qa/{i}.txt into qa.csv for every user")
+    p = command(sub, "qa-table", _qa_table)
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
-    p.add_argument("--seed", type=nonnegative_int, default=42, help="seed of the answer shuffle (default 42)")
-    p.add_argument("--overwrite", action="store_true", help="rewrite existing qa.csv files")
-    p.add_argument(
-        "--force", action="store_true", help="with --overwrite: write tables with fewer questions too"
-    )
-    p.set_defaults(func=_qa_table)
+    add_options(p, write_qa_tables, *QA_OPTIONS)
 
-    p = sub.add_parser("build", help="step 6: per-user splits -> {train,validation,test}.parquet")
+    p = command(sub, "build", _build)
     p.add_argument("--users-dir", required=True, help="raw/users (or the raw tree)")
     p.add_argument("--output-dir", required=True, help="where the parquet files go (e.g. data)")
-    p.add_argument("--hard-subset", default=None, help="hard_subset.csv (user_id,question_index)")
-    add_user_ranges(
-        p,
-        train_help="inclusive id range of training users",
-        test_help="inclusive id range of evaluation users",
-    )
-    p.add_argument("--validation-fraction", type=validation_fraction, default=0.1)
-    p.add_argument("--seed", type=nonnegative_int, default=23)
-    p.add_argument("--id-column", default="user_id", choices=["user_id", "collection_id"])
-    p.set_defaults(func=_build)
+    add_user_ranges(p, how="an inclusive id range")
+    add_options(p, build_dataset, *BUILD_OPTIONS, id_column={"choices": ["user_id", "collection_id"]})
 
-    p = sub.add_parser("info", help="load a dataset (data/, raw tree or hub id) and summarise it")
+    p = command(sub, "info", _info)
     p.add_argument("source", nargs="?", default="data")
-    p.set_defaults(func=_info)

@@ -5,18 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from pv4kit.cli._args import (
-    add_api_key_env,
-    add_base_url,
-    add_llm_cache,
-    add_protocol,
-    llm_cache_arg,
-    nonnegative_float,
-    nonnegative_int,
-    pick,
-    positive_float,
-    positive_int,
-)
+from pv4kit.cli._args import add_llm_cache, add_options, command, llm_cache_arg, pick, positive_int
 from pv4kit.generation.defaults import (
     DEFAULT_CHAT_MODEL,
     DEFAULT_CHAT_REASONING_EFFORT,
@@ -25,113 +14,54 @@ from pv4kit.generation.defaults import (
     generation_llm_configs,
 )
 
+#: ``pv4kit generate`` options passed to :func:`~pv4kit.generation.steps.generate_users` as they are
+GENERATE_OPTIONS = ("num_categories", "num_topics", "num_questions", "max_retries", "seed")
+GENERATE_OPTIONS += ("regenerate_stale", "reference_prompts", "user_start", "user_end")
 #: the ``--repair-*`` options, each also turned on by ``--pv4kit-repairs``
 _REPAIRS = ("repair_lists", "repair_chats", "reask_malformed", "rewrite_stale_qa")
+#: the options of both :class:`~pv4kit.llm.config.LLMConfig`, and those with other names
+LLM_OPTIONS = ("api_key_env", "temperature", "max_output_tokens", "timeout")
+RENAMED = {"max_concurrency": "max_workers", "max_retries": "http_retries"}
 _EFFORTS = "with the Responses API, unset with chat]"
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``generate`` and ``usage`` subcommands."""
-    p = subparsers.add_parser(
-        "generate",
-        help="generate users: categories, topics, chats, questions, qa.csv (resumable)",
-        description="Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users "
-        "whose question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete "
-        "or has stale files.",
-    )
-    arg = p.add_argument
-    arg("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
-    arg("--output-dir", required=True, help="users folder to write user_N/ into")
-    arg("--user-start", type=nonnegative_int, default=None, help="first user id (inclusive)")
-    arg("--user-end", type=nonnegative_int, default=None, help="last user id (inclusive)")
-    arg(
-        "--model",
-        default=DEFAULT_MODEL,
-        help="model for categories, topics, questions; 'local' starts SmolLM2 on a vLLM server (make vllm) "
-        f"[{DEFAULT_MODEL}]",
-    )
-    arg("--reasoning-effort", help=f"reasoning effort of --model [{DEFAULT_REASONING_EFFORT} {_EFFORTS}")
-    arg(
-        "--chat-model",
-        help=f"model for chats [{DEFAULT_CHAT_MODEL} for OpenAI gpt-* models, otherwise --model]",
-    )
-    arg(
-        "--chat-reasoning-effort",
-        help=f"reasoning effort of --chat-model [{DEFAULT_CHAT_REASONING_EFFORT} {_EFFORTS}",
-    )
-    arg("--num-categories", type=positive_int, default=10)
-    arg("--num-topics", type=positive_int, default=200)
-    arg("--num-questions", type=positive_int, default=15)
-    arg("--max-workers", type=positive_int, default=50, help="requests in flight at once [50]")
-    arg(
-        "--max-retries",
-        type=nonnegative_int,
-        default=3,
-        help="re-asks of an empty reply (and, with --reask-malformed, of a malformed one) [3]",
-    )
-    arg("--http-retries", type=nonnegative_int, default=6, help="retries of a failed HTTP request [6]")
-    arg("--timeout", type=positive_float, default=300.0, help="seconds per HTTP request [300]")
-    arg("--seed", type=nonnegative_int, default=42, help="seed of the step-5 answer shuffle [42]")
-    add_base_url(p, help="OpenAI-compatible base URL (vLLM, llama.cpp, Ollama ...)")
-    add_protocol(
-        p,
-        default=None,
-        choices=("responses", "chat"),
-        help="responses (OpenAI Responses API) or chat (Chat Completions) [responses without --base-url, "
-        "else chat]",
-    )
-    add_api_key_env(p, help="environment variable with the API key")
-    arg("--temperature", type=nonnegative_float, help="sampling temperature [server default]")
-    arg("--max-output-tokens", type=positive_int, help="output token cap [server default]")
-    add_llm_cache(
-        p,
-        help="SQLite response cache and usage ledger, 'none' to disable [$PV4KIT_CACHE/llm.sqlite, else "
-        ".cache/pv4kit/llm.sqlite]",
-    )
-    arg(
-        "--regenerate-stale",
-        action="store_true",
-        help="regenerate files made from a different persona, prompt, model or options",
-    )
-    arg(
-        "--reference-prompts",
-        metavar="PATH",
-        help="build the requests with the prompt functions of a local checkout of the reference repository "
-        "(snap-stanford/memorilla; PATH is the checkout, its personalizationv4 folder or prompts.py) "
-        "[pv4kit's own prompts]",
-    )
+    from pv4kit.generation.steps import generate_users
+    from pv4kit.llm.config import LLMConfig
+
+    about = "Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users whose "
+    about += "question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete."
+    p = command(subparsers, "generate", run_generate, description=about)
+    p.add_argument("--persona-dir", required=True, help="folder of user_N.txt persona profiles")
+    p.add_argument("--output-dir", required=True, help="users folder to write user_N/ into")
+    model_help = "model for categories, topics, questions; 'local' starts SmolLM2 on a vLLM server"
+    p.add_argument("--model", default=DEFAULT_MODEL, help=f"{model_help} (make vllm) [%(default)s]")
+    effort_help = f"reasoning effort of --model [{DEFAULT_REASONING_EFFORT} {_EFFORTS}"
+    p.add_argument("--reasoning-effort", help=effort_help)
+    chat_help = f"model for chats [{DEFAULT_CHAT_MODEL} for OpenAI gpt-* models, otherwise --model]"
+    p.add_argument("--chat-model", help=chat_help)
+    chat_effort_help = f"reasoning effort of --chat-model [{DEFAULT_CHAT_REASONING_EFFORT} {_EFFORTS}"
+    p.add_argument("--chat-reasoning-effort", help=chat_effort_help)
+    add_options(p, generate_users, *GENERATE_OPTIONS, reference_prompts={"metavar": "PATH"})
+    add_options(p, generation_llm_configs, "base_url", protocol={"choices": ["responses", "chat"]})
+    defaults = {"timeout": {"default": 300.0}, "max_concurrency": {"default": 50}}
+    add_options(p, LLMConfig, *LLM_OPTIONS, renamed=RENAMED, **defaults)
+    add_llm_cache(p, help="SQLite response cache and usage ledger")
+    length_help = "context length of the --model local server [8192]"
+    p.add_argument("--max-model-len", type=positive_int, default=8192, help=length_help)
     repairs = p.add_argument_group(
         "pv4kit repairs (off by default: files are written as the reference writes them)"
     )
-    for flag, help_text in (
-        ("--repair-lists", "also accept 1) numbering and bullet items in lists"),
-        (
-            "--repair-chats",
-            "turn a literal \\n before 'Assistant:' into a line break, drop blank lines between the turns",
-        ),
-        (
-            "--reask-malformed",
-            "ask again (up to --max-retries times) for a list, chat or question file that fails its check",
-        ),
-        ("--rewrite-stale-qa", "rewrite an existing qa.csv that differs from what the question files give"),
-        ("--pv4kit-repairs", "all four repairs above"),
-    ):
-        repairs.add_argument(flag, action="store_true", help=help_text)
-    arg(
-        "--max-model-len",
-        type=positive_int,
-        default=8192,
-        help="context length of the --model local server [8192]",
-    )
-    p.set_defaults(func=run_generate)
-    u = subparsers.add_parser("usage", help="tokens and estimated cost from an LLM cache's ledger")
-    add_llm_cache(u, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
-    u.add_argument(
-        "--by", default="step", help="comma-separated columns to group by: step,user_id,model [step]"
-    )
+    add_options(repairs, generate_users, *_REPAIRS)
+    repairs.add_argument("--pv4kit-repairs", action="store_true", help="all four repairs above")
+
+    u = command(subparsers, "usage", run_usage)
+    u.add_argument("--cache", default=None, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
+    by_help = "comma-separated columns to group by: step,user_id,model [step]"
+    u.add_argument("--by", default="step", help=by_help)
     u.add_argument("--prices", default=None, help="price table JSON [pv4kit/llm/prices.json, example prices]")
     u.add_argument("--csv", default=None, help="also write the per-call ledger to this CSV file")
-    u.set_defaults(func=run_usage)
 
 
 def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
@@ -140,10 +70,7 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
         chat_model=None if args.chat_model == "local" else args.chat_model,
         base_url=base_url,
         protocol=protocol,
-        **pick(args, "reasoning_effort", "chat_reasoning_effort", "api_key_env", "temperature"),
-        **pick(
-            args, "max_output_tokens", "timeout", max_concurrency="max_workers", max_retries="http_retries"
-        ),
+        **pick(args, "reasoning_effort", "chat_reasoning_effort", *LLM_OPTIONS, **RENAMED),
     )
 
 
@@ -165,8 +92,7 @@ def run_generate(args: argparse.Namespace) -> int:
             args.output_dir,
             llm=llm,
             chat_llm=chat_llm,
-            **pick(args, "num_categories", "num_topics", "num_questions", "max_retries", "seed"),
-            **pick(args, "regenerate_stale", "reference_prompts", "user_start", "user_end"),
+            **pick(args, *GENERATE_OPTIONS),
             **{name: getattr(args, name) or args.pv4kit_repairs for name in _REPAIRS},
             cache=llm_cache_arg(args.cache),
             progress=not args.quiet,

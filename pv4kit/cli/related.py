@@ -8,11 +8,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from pv4kit.cli import _args
-from pv4kit.cli._args import fraction, llm_cache_arg, nonnegative_int, pick
+from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, llm_cache_arg, nonnegative_int, pick
 from pv4kit.related.personafeedback import HUB_ID as PF_HUB
 from pv4kit.related.recenter import HUB_ID as RC_HUB
+from pv4kit_cli import COMMANDS
 
+#: the :class:`~pv4kit.llm.config.LLMConfig` options of a step that asks an LLM (``--concurrency`` aside)
+LLM_OPTIONS = ("model", "base_url", "protocol", "temperature", "max_output_tokens", "max_retries")
+CONCURRENCY = {"max_concurrency": "concurrency"}
 _COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orphan"]
 
 
@@ -44,8 +47,7 @@ def _embedding(args: argparse.Namespace) -> dict[str, Any]:
 def _llm(args: argparse.Namespace) -> dict[str, Any]:
     from pv4kit.llm.config import LLMConfig
 
-    options = pick(args, "model", "base_url", "protocol", "temperature", "max_output_tokens")
-    config = LLMConfig(**options, max_concurrency=args.concurrency, max_retries=args.max_retries)
+    config = LLMConfig(**pick(args, *LLM_OPTIONS, **CONCURRENCY))
     return {"config": config, "cache": llm_cache_arg(args.cache), "progress": not args.quiet}
 
 
@@ -107,9 +109,8 @@ def _pf_judge(args: argparse.Namespace) -> int:
 def _pf_reward(args: argparse.Namespace) -> int:
     from pv4kit.related.reward_model import reward_model_baseline
 
-    preds, acc, _ = reward_model_baseline(
-        _pairs(args), **_embedding(args), **pick(args, "test_fraction", "seed", "l2")
-    )
+    options = pick(args, "test_fraction", "seed", "l2")
+    preds, acc, _ = reward_model_baseline(_pairs(args), **_embedding(args), **options)
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
     _write(args.out, {"predictions": preds, "accuracy": acc}, args=args)
     return 0
@@ -176,9 +177,8 @@ def _rc_stage3(args: argparse.Namespace) -> int:
     _show(summary, ["kind", "rater", "n", "mean_rating", "share_not_preferred"])
     _show(corr, ["kind", "rater", "n", "spearman_rho", "p_value"])
     tables = {"ratings": ratings, "distribution": rc.stage3_distribution(ratings), "summary": summary}
-    tables.update(
-        correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation, coverage=data.coverage
-    )
+    tables.update(correlation=corr, pairs=rc.stage3_pairs(data), orientation=orientation)
+    tables["coverage"] = data.coverage
     _write(args.out, {**tables, "generations": gens.drop(columns=["response"])}, args=args)
     return 0
 
@@ -199,14 +199,11 @@ def _add_pf_data(p: argparse.ArgumentParser) -> None:
 
 def _add_llm(p: argparse.ArgumentParser) -> None:
     """The endpoint and request options of a step that asks an LLM, then its accuracy ``--interval``."""
-    p.add_argument("--model", required=True, help="model id sent to the endpoint")
-    _args.add_base_url(p, help="OpenAI-compatible base URL (default: OpenAI)")
-    _args.add_protocol(p, default="chat")
-    p.add_argument("--temperature", type=_args.nonnegative_float, default=0.0)
-    p.add_argument("--max-output-tokens", type=_args.positive_int, default=None)
-    p.add_argument("--concurrency", type=_args.positive_int, default=8, help="requests in flight")
-    p.add_argument("--max-retries", type=nonnegative_int, default=6, help="retries of a failed request [6]")
-    _args.add_llm_cache(p)
+    from pv4kit.llm.config import LLMConfig
+
+    llm = {"model": {"required": True}, "protocol": PROTOCOL, "temperature": {"default": 0.0}}
+    add_options(p, LLMConfig, *LLM_OPTIONS, renamed=CONCURRENCY, **llm)
+    add_llm_cache(p)
     interval_help = "Wilson, or bootstrap over personas"
     p.add_argument("--interval", choices=["wilson", "bootstrap"], default="wilson", help=interval_help)
 
@@ -225,9 +222,10 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``personafeedback`` and ``recenter`` command groups."""
-    pf = subparsers.add_parser(
-        "personafeedback", help="PersonaFeedback: load, LLM judge, reward model, PV4 scoring"
-    )
+    from pv4kit.related.recenter import stage2_predictions
+    from pv4kit.related.reward_model import reward_model_baseline
+
+    pf = subparsers.add_parser("personafeedback", help=COMMANDS["personafeedback"][1])
     pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
     p = pf_sub.add_parser("load", help="load and check the persona join")
     _add_pf_data(p)
@@ -241,8 +239,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
     _add_pairs(p)
     _add_embed(p)
-    p.add_argument("--test-fraction", type=fraction, default=0.5)
-    p.add_argument("--l2", type=_args.positive_float, default=1e-2)
+    add_options(p, reward_model_baseline, "test_fraction", "l2")
     p.set_defaults(func=_pf_reward)
     p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
     _add_pairs(p)
@@ -250,7 +247,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_embed(p)
     p.set_defaults(func=_pf_pv4_score)
 
-    rc = subparsers.add_parser("recenter", help="Re-Centering: stage 1-3 metrics from the human annotations")
+    rc = subparsers.add_parser("recenter", help=COMMANDS["recenter"][1])
     rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
     for name, func, text in (
         ("stage1", _rc_stage1, "attribute acceptance and annotator agreement"),
@@ -262,7 +259,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")
-            seed_help = "seed of the tune/test split of prompts"
-            p.add_argument("--seed", type=nonnegative_int, default=0, help=seed_help)
-            p.add_argument("--tune-fraction", type=fraction, default=0.5)
+            seed = {"help": "seed of the tune/test split of prompts [%(default)s]"}
+            add_options(p, stage2_predictions, "tune_fraction", seed=seed)
         p.set_defaults(func=func)

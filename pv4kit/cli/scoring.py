@@ -3,21 +3,23 @@
 from __future__ import annotations
 
 import argparse
-import logging
 
 from pv4kit.cli._args import (
+    PROTOCOL,
     add_embedder_endpoint,
     add_llm_cache,
-    add_protocol,
+    add_options,
+    command,
     embedder_endpoint,
     llm_cache_arg,
-    nonnegative_float,
-    nonnegative_int,
     pick,
-    positive_int,
 )
 
-logger = logging.getLogger(__name__)
+SCORE_OPTIONS = ("data", "numerics", "n_boot", "seed", "batch_size", "failed")
+VALIDITY_OPTIONS = ("embedder", "seed", "n_boot", "near_tie")
+#: the judges' :class:`~pv4kit.llm.config.LLMConfig` fields and their options
+JUDGE = {"api_key_env": "judge_api_key_env", "max_output_tokens": "judge_max_tokens"}
+JUDGE.update(max_concurrency="judge_concurrency", max_retries="judge_max_retries")
 
 
 def _pct(value: float | None) -> str:
@@ -39,17 +41,14 @@ def _score(args: argparse.Namespace) -> int:
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
     # a multiple-choice run is scored by the letter: the embedder loads only for a free-text run
     free = [r for r in args.run_dirs if ORDER_COLUMN not in pq.read_schema(Path(r) / GENERATIONS_FILE).names]
-    embedder = None
-    if free:
-        embedder = get_embedder(
-            args.embedder, **pick(args, "device", "instruction"), **embedder_endpoint(args)
-        )
+    options = {**pick(args, "device", "instruction"), **embedder_endpoint(args)}
+    embedder = get_embedder(args.embedder, **options) if free else None
     for run_dir in args.run_dirs:
         _, m = score_run(
             run_dir,
             embedder=embedder,
             cache=False if args.no_cache else (args.cache_dir or True),
-            **pick(args, "data", "numerics", "n_boot", "seed", "batch_size", "failed"),
+            **pick(args, *SCORE_OPTIONS),
             progress=not args.quiet,
         )
         (lo, hi), (hlo, hhi) = m["accuracy_ci"], m["accuracy_hard_ci"]
@@ -113,9 +112,7 @@ def _validity(args: argparse.Namespace) -> int:
         judges = [
             local_llm_config(
                 stack.enter_context(resolve_endpoint(model, url)),
-                **pick(args, "protocol", api_key_env="judge_api_key_env"),
-                **pick(args, max_output_tokens="judge_max_tokens", max_concurrency="judge_concurrency"),
-                max_retries=args.judge_max_retries,
+                **pick(args, "protocol", **JUDGE),
             )
             for model, url in zip(args.judge_model, urls, strict=True)
         ]
@@ -125,7 +122,7 @@ def _validity(args: argparse.Namespace) -> int:
             against=args.against,
             numerics=not args.no_numerics,
             llm_cache=llm_cache_arg(args.cache),
-            **pick(args, "embedder", "seed", "n_boot", "near_tie"),
+            **pick(args, *VALIDITY_OPTIONS),
             progress=not args.quiet,
         )
     print(summary_text(summary), end="")
@@ -136,9 +133,7 @@ def _validity(args: argparse.Namespace) -> int:
 def _export(args: argparse.Namespace) -> int:
     from pv4kit.scoring.refformat import export_reference
 
-    out = export_reference(
-        args.run_dir, out_dir=args.output_dir, **pick(args, "data", "split", "metrics_form")
-    )
+    out = export_reference(args.run_dir, **pick(args, "data", "split", "metrics_form", out_dir="output_dir"))
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
 
@@ -154,108 +149,61 @@ def _import(args: argparse.Namespace) -> int:
     return 0 if len(gens) else 1
 
 
-def _boot(p: argparse.ArgumentParser, *, seed_help: str | None = None) -> None:
-    p.add_argument("--n-boot", type=positive_int, default=2000, help="bootstrap replicates (users resampled)")
-    p.add_argument("--seed", type=nonnegative_int, default=0, help=seed_help)
-
-
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
-    p = subparsers.add_parser("score", help="score runs: predictions.parquet + metrics.json")
+    from pv4kit.embeddings.models import get_embedder
+    from pv4kit.llm.config import LLMConfig
+    from pv4kit.scoring.refformat import export_reference, import_reference
+    from pv4kit.scoring.score import score_run
+    from pv4kit.scoring.stats import compare
+    from pv4kit.scoring.validity import validity
+
+    p = command(subparsers, "score", _score)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
-    p.add_argument("--data", help="data source (default: 'data' in the run's config.json)")
-    p.add_argument(
-        "--embedder",
-        help="'minilm' (offline CPU), 'qwen3' (Qwen/Qwen3-Embedding-4B), any sentence-transformers "
-        "id or path, or 'openai:MODEL' for an OpenAI-compatible embeddings endpoint; default: qwen3 with "
-        "CUDA, else minilm",
-    )
+    add_options(p, get_embedder, "device", "instruction", name={"flag": "--embedder"})
     add_embedder_endpoint(p)
-    p.add_argument("--device", help="cpu, cuda, cuda:1 (default: all GPUs for qwen3)")
-    p.add_argument("--instruction", help="prefix for every embedded text (default: none)")
-    p.add_argument("--batch-size", type=positive_int, default=None)
+    data = {"help": "data source (default: 'data' in the run's config.json)"}
+    failed_help = "how to count failed requests: as wrong answers, or left out (default: refuse the run)"
+    failed = {"choices": ["wrong", "exclude"], "help": failed_help}
+    numerics = {"choices": ["float16", "float32"]}
+    add_options(p, score_run, *SCORE_OPTIONS, data=data, numerics=numerics, failed=failed)
     p.add_argument("--cache-dir", help="embedding cache [$PV4KIT_CACHE or .cache/pv4kit]")
     p.add_argument("--no-cache", action="store_true", help="do not read or write the embedding cache")
-    p.add_argument(
-        "--numerics",
-        choices=["float16", "float32"],
-        default="float16",
-        help="cosine arithmetic: float16 arrays as the reference scorer (default) or float32",
-    )
-    _boot(p)
-    p.add_argument(
-        "--failed",
-        choices=["wrong", "exclude"],
-        help="how to count requests that failed: as wrong answers, or left out (default: refuse the run)",
-    )
-    p.set_defaults(func=_score)
 
-    c = subparsers.add_parser("compare", help="paired comparison of two scored runs")
+    c = command(subparsers, "compare", _compare)
     c.add_argument("run_a")
     c.add_argument("run_b")
-    _boot(c)
+    boot = {"help": "bootstrap replicates (users resampled) [%(default)s]"}
+    add_options(c, compare, "seed", n_boot=boot, force={"help": "compare runs scored on different data"})
     c.add_argument("-o", "--output", help="also write the table as CSV")
-    c.add_argument(
-        "--force", action="store_true", help="compare runs scored on different data (else refused)"
+    agreed_help = (
+        "also each difference where a `pv4kit validity` judge (default the first) agrees with both runs"
     )
-    c.add_argument(
-        "--judge-agreed",
-        nargs="?",
-        const="",
-        metavar="JUDGE",
-        help="also show each difference on the questions where the judge (of `pv4kit validity`; default the "
-        "first) agrees with the scorer in both runs",
-    )
-    c.set_defaults(func=_compare)
+    c.add_argument("--judge-agreed", nargs="?", const="", metavar="JUDGE", help=agreed_help)
 
-    v = subparsers.add_parser(
-        "validity", help="how far a scored run's scores hold: judge agreement, embedder/numerics, margins"
-    )
+    v = command(subparsers, "validity", _validity)
     v.add_argument("run_dir", metavar="RUN_DIR", help="a scored run (runs/<name>)")
-    v.add_argument(
-        "--judge-model",
-        action="append",
-        default=[],
-        help="LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here",
-    )
+    judge_help = "LLM judge (repeatable; two give judge-judge agreement); 'local' starts SmolLM2 here"
+    v.add_argument("--judge-model", action="append", default=[], help=judge_help)
     v.add_argument("--judge-base-url", action="append", help="judge endpoint (one, or one each)")
-    add_protocol(v, default="chat", help="judge protocol [chat]")
-    v.add_argument("--judge-api-key-env", default="OPENAI_API_KEY", help="judge API key variable")
-    v.add_argument("--judge-max-tokens", type=positive_int, default=16, help="judge output cap [16]")
-    v.add_argument("--judge-concurrency", type=positive_int, default=8, help="judge requests in flight [8]")
-    v.add_argument(
-        "--judge-max-retries", type=nonnegative_int, default=6, help="retries of a judge request [6]"
-    )
+    add_options(v, LLMConfig, renamed=JUDGE, protocol=PROTOCOL, max_output_tokens={"default": 16})
     add_llm_cache(v)
     v.add_argument("--against", action="append", default=[], help="another embedder to rescore with (repeat)")
     v.add_argument("--no-numerics", action="store_true", help="skip the rescoring in the other numerics")
-    v.add_argument("--embedder", help="the run's embedder (default: the one in metrics.json)")
-    v.add_argument(
-        "--near-tie", type=nonnegative_float, default=0.01, help="margin below which it is a near-tie"
-    )
-    _boot(v, seed_help="seed of the judge's candidate order and the bootstrap")
-    v.set_defaults(func=_validity)
+    add_options(v, validity, *VALIDITY_OPTIONS)
 
-    e = subparsers.add_parser("export", help="write a scored run in the reference's format")
+    e = command(subparsers, "export", _export)
     e.add_argument("run_dir")
-    e.add_argument("-o", "--output-dir", help="default: RUN_DIR/reference")
-    e.add_argument("--data", help="data the run was scored on (default: 'data' in config.json)")
-    e.add_argument("--split", help="split to export (needed when the run covers several)")
-    e.add_argument(
-        "--metrics-form",
-        choices=["baselines", "evaluate"],
-        default="baselines",
-        help="metrics.json as evaluate_baselines.py writes it (accuracy_hard always, 0.0 without hard "
-        "questions; default) or as evaluate.py does (accuracy_hard only when some question is hard)",
+    metrics_help = (
+        "metrics.json as evaluate_baselines.py writes it (accuracy_hard always, 0.0 without hard questions) "
+        "or as evaluate.py does (accuracy_hard only when some question is hard) [%(default)s]"
     )
-    e.set_defaults(func=_export)
+    forms = {"choices": ["baselines", "evaluate"], "help": metrics_help}
+    add_options(e, export_reference, "data", "split", out_dir={"flag": "-o --output-dir"}, metrics_form=forms)
 
-    i = subparsers.add_parser("import", help="turn a reference predictions.jsonl into a run")
+    i = command(subparsers, "import", _import)
     i.add_argument("predictions", help="the reference's predictions.jsonl")
     i.add_argument("run_dir", help="run directory to create")
-    i.add_argument("--data", required=True, help="data source the predictions were made on")
-    i.add_argument("--split", default="test", help="split to match against ('' for all)")
-    i.add_argument("--method", default="imported")
-    i.add_argument("--model", default=None)
-    i.add_argument("--force", action="store_true", help="replace a run already in RUN_DIR (else refused)")
-    i.set_defaults(func=_import)
+    data = {"required": True, "help": "data source the predictions were made on"}
+    split = {"help": "split to match against ('' for all) [%(default)s]"}
+    add_options(i, import_reference, "method", "model", "force", data=data, split=split)
