@@ -29,7 +29,7 @@ from pv4kit.baselines.prompting import (
     fit_documents,
     fixed_prompt_tokens,
 )
-from pv4kit.baselines.retrieve import DENSE_RANKINGS, rank_questions
+from pv4kit.baselines.retrieve import rank_questions
 from pv4kit.baselines.tokens import (
     GENERATION_RESERVE,
     NO_THINKING,
@@ -135,9 +135,7 @@ def select_questions(
                 f"users: {unknown} have no {split!r} questions; have {sorted(set(q['user_id']))}"
             )
         q = q[q["user_id"].isin(users)]
-    q = q.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
-    if limit is not None:
-        q = q.head(limit).reset_index(drop=True)
+    q = q.sort_values(QUESTION_KEY, kind="stable").iloc[:limit].reset_index(drop=True)
     if q.empty:
         raise ValueError(f"split {split!r} of {getattr(data, 'source', 'the data')} has no questions")
     return q
@@ -215,8 +213,6 @@ def answer(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
-    if dense_ranking not in DENSE_RANKINGS:
-        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     configs = llm if isinstance(llm, list | tuple) else [llm]
     llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens) for c in configs]
     if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
@@ -250,17 +246,8 @@ def answer(
     name = f"mcq_{m.name}" if mcq else m.name
     msg = "%s on %s: %d questions of %d users, model %s"
     logger.info(msg, name, split, len(questions), questions["user_id"].nunique(), first.model)
-    ranked = None
-    if ranks:
-        ranked = rank_questions(
-            data,
-            questions,
-            retriever=retriever,
-            embedder=embedder,
-            cache=embed_cache,
-            top_k=top_k if m.top_k else None,
-            dense_ranking=dense_ranking,
-        )
+    retrieval = dict(retriever=retriever, embedder=embedder, cache=embed_cache, dense_ranking=dense_ranking)
+    ranked = rank_questions(data, questions, top_k=top_k if m.top_k else None, **retrieval) if ranks else None
     planned = m.plan(
         PlanRequest(data, questions, ranked, llms, counter, budget, top_k, system, cache, client, progress)
     )
@@ -288,14 +275,13 @@ def answer(
         logger.warning(msg, m.name, n_cut, len(plans), budget)
 
     # call: every request not answered in the run already (failed ones are asked again), per user
-    completions = [replace(c, protocol="completions") for c in llms]  # the cut prompts' endpoint
+    endpoints = {False: llms, True: [replace(c, protocol="completions") for c in llms]}  # cut prompts: True
     done = previous_answers(run_dir) if run_dir is not None else {}
-    responses: list[Any] = [None] * len(requests)
-    for i, r in enumerate(requests):
-        key = cache_key(r.messages, (completions if r.completions else llms)[0])
-        if key in done:
-            text, finish = done[key]
-            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
+    keys = [cache_key(r.messages, endpoints[r.completions][0]) for r in requests]
+    responses: list[Any] = [
+        LLMResponse(text=done[k][0], cached=True, finish_reason=done[k][1], key=k) if k in done else None
+        for k in keys
+    ]
     resumed = [r is not None for r in responses]
     if any(resumed):
         msg = "%s: %d answers kept from the existing run, %d to ask"
@@ -304,7 +290,7 @@ def answer(
     shared = {"cache": cache, "step": m.ledger_step, "progress": progress, "client": client}
     for (uid, to_completions), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"]):
         messages = [requests[i].messages for i in rows.index]
-        got = complete(messages, llm=completions if to_completions else llms, user_id=int(uid), **shared)
+        got = complete(messages, llm=endpoints[to_completions], user_id=int(uid), **shared)
         for i, r in zip(rows.index, got, strict=True):
             responses[i] = r
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
@@ -343,13 +329,15 @@ def answer(
             "empty_generation": empty,
             "request_key": [r.key for r in responses],
         }
-    )
-    for column, values in planned.columns.items():
-        gens[column] = values
+    ).assign(**planned.columns)
     context = reference_context(
         [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=budget
     )
     sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
+    on_server = {
+        "server_kind": getattr(server, "kind", None),
+        "server_max_model_len": getattr(server, "max_model_len", None),
+    }
     context["pv4kit"] = {  # how the prompts were counted, cut and sent
         "token_counter": measured_by.name,
         "exact": exact,
@@ -359,8 +347,7 @@ def answer(
         "max_sent_prompt_tokens": int(sent.max()),
         "documents_dropped": int(sum(len(r.dropped) for r in requests)),
         "num_over_budget": int(sum(not r.fits for r in requests)),
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
+        **on_server,
     }
     base_urls = [redact_url(c.base_url) for c in llms]
     served = _served_model(responses, run_dir if any(resumed) else None, first.model, m.name)
@@ -390,8 +377,7 @@ def answer(
         "truncation": truncation,
         "token_counter": measured_by.name,
         "token_count_exact": exact,
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
+        **on_server,
         # the engine's version and what it served the model from, when the server reports them (vLLM)
         **({"server_version": server.version} if server and server.version else {}),
         **({"served_from": server.served_model} if server and server.served_model else {}),
