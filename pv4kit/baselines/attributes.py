@@ -39,11 +39,6 @@ ATTRIBUTE_HEADER = "Attributes of the user:"
 _SELECTION = re.compile(r"^(?:none|\d{1,3}(?:\s*,\s*\d{1,3})*)$", re.IGNORECASE)
 
 
-def extraction_messages(chats: Sequence[str], *, system: str | None = SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """Stage 1: the chats, then the extraction instruction (the documents-then-question layout)."""
-    return build_messages(ATTRIBUTE_EXTRACTION, chats, system=system)
-
-
 def parse_attributes(text: str, *, max_attributes: int = 50) -> list[str]:
     """Bulleted or numbered lines of a stage-1 answer, deduplicated (case-insensitive), in order."""
     out: dict[str, str] = {}
@@ -140,7 +135,8 @@ def attribute_contexts(
         uid, chats = int(uid), data.documents(int(uid))
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
         info["n_stage1_requests"] += len(chunks)
-        stage1 = [extraction_messages([chats[i] for i in c], system=system) for c in chunks]
+        # stage 1: the chats, then the extraction instruction (the documents-then-question layout)
+        stage1 = [build_messages(ATTRIBUTE_EXTRACTION, [chats[i] for i in c], system=system) for c in chunks]
         replies = "\n".join(r.text or "" for r in call(stage1, "attributes:extract", uid))
         attrs = parse_attributes(replies, max_attributes=max_attributes)
         info["attributes"][str(uid)] = attrs

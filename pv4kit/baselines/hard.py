@@ -47,8 +47,7 @@ def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.Dat
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)
-    a = _predictions(pa, name="no_docs")
-    b = _predictions(pb, name="rag")
+    a, b = _predictions(pa, name="no_docs"), _predictions(pb, name="rag")
     merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:

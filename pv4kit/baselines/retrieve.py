@@ -137,13 +137,6 @@ def retrieve(
     ``k`` is ``min(top_k, number of chats)``, most similar first, as in the reference (``dense_ranking``: see
     :func:`rank_questions`).
     """
-    ranked = rank_questions(
-        data,
-        questions,
-        retriever=retriever,
-        embedder=embedder,
-        cache=cache,
-        top_k=top_k,
-        dense_ranking=dense_ranking,
-    )
+    options = dict(retriever=retriever, embedder=embedder, cache=cache, dense_ranking=dense_ranking)
+    ranked = rank_questions(data, questions, top_k=top_k, **options)
     return ranked.rename(columns={"ranked_ids": "retrieved_ids", "ranked_scores": "retrieved_scores"})

@@ -214,21 +214,18 @@ def answer(
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
     configs = llm if isinstance(llm, list | tuple) else [llm]
-    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens) for c in configs]
-    if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
+    if not configs or len({(c.model, c.protocol) for c in configs}) != 1:
         raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
-    first = llms[0]
-    max_model_len = max_model_len or default_max_model_len(first.model, method=m.name)
+    max_model_len = max_model_len or default_max_model_len(configs[0].model, method=m.name)
     budget = reference_budget(max_model_len, max_new_tokens, margin=margin)
     if max_model_len - max_new_tokens - margin < 1:
         msg = "max_model_len %d - max_new_tokens %d - margin %d < 1: the budget is clamped to 1 token, as "
         logger.warning(msg + "the reference does", max_model_len, max_new_tokens, margin)
-    server = _check_server(first, max_model_len, m) if check_server and client is None else None
-    if server is not None and server.kind == "vllm":
-        llms = [
-            replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c for c in llms
-        ]
-        first = llms[0]
+    server = _check_server(configs[0], max_model_len, m) if check_server and client is None else None
+    vllm_chat = server is not None and server.kind == "vllm" and configs[0].protocol == "chat"
+    thinking = {"chat_template_kwargs": dict(NO_THINKING)} if vllm_chat else {}
+    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens, **thinking) for c in configs]
+    first = llms[0]
     counter = token_counter or CharEstimate()
     endpoint = {"base_url": first.base_url, "model": first.model, "api_key_env": first.api_key_env}
     chat_tok = get_chat_tokenizer(tokenizer, server=server, **endpoint) if truncation == "front" else None
