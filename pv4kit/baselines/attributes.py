@@ -116,16 +116,13 @@ def attribute_contexts(
     """
     info: dict[str, Any] = dict.fromkeys(["calls", "cached", "errors"], 0)
     info.update(attributes={}, n_fallback=0, n_stage1_requests=0)
-    docs: dict[tuple[int, int], str] = {}
-    chosen: dict[tuple[int, int], tuple[int, bool]] = {}  # (number of attributes, fell back)
-    memo: dict[str, int] = {}
+    docs, chosen, memo = {}, {}, {}  # chosen: (number of attributes, fell back) per question
     sep = max(1, counter.count(["\n\n"])[0])
     fixed = fixed_prompt_tokens(ATTRIBUTE_EXTRACTION, system=system, counter=counter)
+    shared = {"llm": llm, "cache": cache, "progress": progress, "client": client}
 
     def call(messages: list[list[dict[str, str]]], step: str, uid: int) -> list[Any]:
-        out = complete(
-            messages, llm=llm, cache=cache, step=step, user_id=uid, progress=progress, client=client
-        )
+        out = complete(messages, step=step, user_id=uid, **shared)
         info["calls"] += sum(not r.cached for r in out)
         info["cached"] += sum(r.cached for r in out)
         info["errors"] += sum(r.error is not None for r in out)
@@ -149,8 +146,8 @@ def attribute_contexts(
         stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
         for k, r in zip(keys, call(stage2, "attributes:select", uid), strict=True):
             picked = parse_selection(r.text, len(attrs))  # None: unparseable, every attribute
-            chosen[k] = (len(attrs if picked is None else picked), picked is None)
-            docs[k] = attribute_document(attrs if picked is None else [attrs[j] for j in picked])
+            kept = attrs if picked is None else [attrs[j] for j in picked]
+            chosen[k], docs[k] = (len(kept), picked is None), attribute_document(kept)
     info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
         msg = "attributes: %d of %d selections were unparseable; used all attributes for them"

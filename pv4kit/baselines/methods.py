@@ -121,8 +121,7 @@ class Method:
 
     def reference_method(self, top_k: int) -> str:
         """The reference's name of a run (``rag_top5``, ``closed_book``, ...)."""
-        name = self.reference_name or self.name
-        return f"{name}_top{top_k}" if self.top_k else name
+        return (self.reference_name or self.name) + (f"_top{top_k}" if self.top_k else "")
 
     @property
     def ledger_step(self) -> str:
@@ -156,10 +155,10 @@ def plan_full(request: PlanRequest) -> MethodPlan:
         ids = list(range(len(docs)))
         if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
             plans.append(Plan(docs, ids, [float("nan")] * len(docs)))
-            continue
-        ranked = request.ranked.iloc[pos]
-        by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
-        plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
+        else:
+            ranked = request.ranked.iloc[pos]
+            by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
+            plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
     return MethodPlan(plans)
 
 

@@ -94,8 +94,7 @@ class ServerInfo:
 
 def server_root(base_url: str) -> str:
     """The server root of an OpenAI base URL (``http://host:8000/v1`` -> ``http://host:8000``)."""
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
+    return base_url.rstrip("/").removesuffix("/v1")
 
 
 def _auth(api_key_env: str | None) -> dict[str, str]:
@@ -352,7 +351,7 @@ def get_chat_tokenizer(
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
         logger.warning(
-            "prompt tokens are estimated as ceil(chars / 4) plus template overhead (tokenizer='chars')"
+            "tokenizer='chars': prompt tokens are estimated as ceil(chars / 4) plus template overhead"
         )
         return EstimateChatTokenizer()
     if server is None and base_url:
