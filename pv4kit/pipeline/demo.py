@@ -87,12 +87,11 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bo
     if fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
         logger.info("data: %s is up to date with %s", data, raw)
         return False
-    qa = {uid: users_dir / f"user_{uid}" / "qa.csv" for uid in list_users(users_dir)}
-    stale_qa = [
-        uid
-        for uid, csv in qa.items()
-        if csv.is_file() and _newest_mtime([*csv.parent.glob("qa/*.txt")]) > csv.stat().st_mtime
-    ]
+    stale_qa = []  # users whose qa.csv is older than one of their qa/*.txt
+    for uid in list_users(users_dir):
+        csv = users_dir / f"user_{uid}" / "qa.csv"
+        if csv.is_file() and _newest_mtime([*csv.parent.glob("qa/*.txt")]) > csv.stat().st_mtime:
+            stale_qa.append(uid)
     write_qa_tables(users_dir)  # missing ones
     if stale_qa:
         write_qa_tables(users_dir, overwrite=True, user_ids=stale_qa)
@@ -112,13 +111,12 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
     rows = []
     for name, m in metrics.items():
         hard = m.get("accuracy_hard")
+        hard_text = "n/a" if pd.isna(hard) else _interval(hard, m.get("accuracy_hard_ci"))
         rows.append(
             {
                 "method": name,
                 "accuracy [95% CI]": _interval(m["accuracy"], m.get("accuracy_ci")),
-                "accuracy_hard [95% CI]": "n/a"
-                if pd.isna(hard)
-                else _interval(hard, m.get("accuracy_hard_ci")),
+                "accuracy_hard [95% CI]": hard_text,
                 "n": int(m["n"]),
                 "n_hard": int(m["n_hard"]) if "accuracy_hard" in m else None,
             }
