@@ -12,7 +12,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -488,21 +488,14 @@ def relevance_requests(
     :func:`~pv4kit.baselines.prompting.fit_documents`; each distinct document is counted once.
     """
     memo: dict[str, int] = {}
-    sep_tokens = max(1, counter.count(["\n\n"])[0])
+    options = {"budget": budget, "separator_tokens": max(1, counter.count(["\n\n"])[0])}
     requests = []
     for q, plan in zip(questions, plans, strict=True):
-        docs = plan.documents
-        fit = fit_documents(
-            count_documents(docs, counter, memo=memo),
-            fixed_tokens=fixed_prompt_tokens(q, system=system, counter=counter),
-            budget=budget,
-            priority=plan.priority,
-            separator_tokens=sep_tokens,
-        )
-        msgs = build_messages(q, [docs[i] for i in fit.kept], system=system)
-        requests.append(
-            Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat", fit.kept, fit.dropped, fit.fits)
-        )
+        sizes = count_documents(plan.documents, counter, memo=memo)
+        fixed = fixed_prompt_tokens(q, system=system, counter=counter)
+        fit = fit_documents(sizes, fixed_tokens=fixed, priority=plan.priority, **options)
+        msgs = build_messages(q, [plan.documents[i] for i in fit.kept], system=system)
+        requests.append(Request(msgs, False, sent_as="chat", **asdict(fit)))  # FitResult's fields, by name
     return requests
 
 
