@@ -53,9 +53,7 @@ def selection_messages(
 ) -> list[dict[str, str]]:
     """Stage 2: the numbered attributes and the question; the model answers with numbers or NONE."""
     listing = "\n".join(f"{i}. {a}" for i, a in enumerate(attributes, start=1))
-    return build_messages(
-        ATTRIBUTE_SELECTION.format(attributes=listing, question=question), (), system=system
-    )
+    return build_messages(ATTRIBUTE_SELECTION.format(attributes=listing, question=question), system=system)
 
 
 def parse_selection(text: str, n: int) -> list[int] | None:

@@ -327,9 +327,8 @@ def answer(
             "request_key": [r.key for r in responses],
         }
     ).assign(**planned.columns)
-    context = reference_context(
-        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=budget
-    )
+    full = [r.full_tokens for r in requests]
+    context = reference_context(full, max_model_len=max_model_len, max_input_tokens=budget)
     sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
     on_server = {
         "server_kind": getattr(server, "kind", None),
