@@ -129,8 +129,7 @@ def select_questions(
     """
     q = data.split(split)
     if users is not None:
-        unknown = sorted(set(users) - set(q["user_id"]))
-        if unknown:
+        if unknown := sorted(set(users) - set(q["user_id"])):
             raise ValueError(
                 f"users: {unknown} have no {split!r} questions; have {sorted(set(q['user_id']))}"
             )
@@ -437,10 +436,8 @@ def front_requests(
     from tqdm.auto import tqdm
 
     out: list[Request] = []
-    pairs = tqdm(
-        list(zip(questions, plans, strict=True)), desc="prompt tokens", disable=not progress, leave=False
-    )
-    for question, plan in pairs:
+    bar = {"desc": "prompt tokens", "disable": not progress, "leave": False}
+    for question, plan in tqdm(list(zip(questions, plans, strict=True)), **bar):
         chat, every = build_messages(question, plan.documents, system=system), range(len(plan.documents))
         if not tokenizer.exact:
             full = tokenizer.length(chat)
