@@ -189,10 +189,9 @@ class LlamaServerCounter:
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text."""
         url = f"{server_root(self.base_url)}/extras/tokenize"
-        for text in dict.fromkeys(texts):
-            if text and text not in self._memo:
-                body = {"input": text, "add_special": False}
-                self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
+        for text in dict.fromkeys(t for t in texts if t and t not in self._memo):
+            body = {"input": text, "add_special": False}
+            self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
         return [self._memo[t] if t else 0 for t in texts]
 
 
