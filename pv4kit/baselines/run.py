@@ -266,9 +266,10 @@ def answer(
         requests = front_requests(asked, plans, system=system, tokenizer=chat_tok, budget=budget, **fit)
     else:
         requests = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
-    if n_cut := sum(bool(r.dropped) for r in requests):
-        msg = "%s: %d of %d prompts dropped documents to fit %d tokens"
-        logger.warning(msg, m.name, n_cut, len(plans), budget)
+    if cut := [r for r in requests if r.truncated]:
+        how = "were cut from the front" if truncation == "front" else "dropped their least relevant documents"
+        msg = "%s: %d of %d prompts over %d tokens %s (sent as %s)"
+        logger.warning(msg, m.name, len(cut), len(requests), budget, how, sorted({r.sent_as for r in cut}))
 
     # call: every request not answered in the run already (failed ones are asked again), per user
     endpoints = {False: llms, True: [replace(c, protocol="completions") for c in llms]}  # cut prompts: True
@@ -467,11 +468,6 @@ def front_requests(
             f"relevant chats) or a max_model_len=N that fits {max(unsendable)} tokens and the answer; "
             "nothing was sent"
         )
-    cut = [r for r in out if r.truncated]
-    if cut:
-        how = ", ".join(sorted({r.sent_as for r in cut}))
-        msg = "%d of %d prompts are over %d tokens and were cut from the front (sent as %s)"
-        logger.warning(msg, len(cut), len(out), budget, how)
     return out
 
 
