@@ -98,9 +98,8 @@ def with_fallback_subset(
     path = Path(derived) if derived is not None else None
     if path is not None and path.is_file():
         keys = pd.MultiIndex.from_frame(read_subset(path, name="derived")[QUESTION_KEY].astype("int64"))
-        out = questions.assign(
-            hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys)
-        )
+        mine = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
+        out = questions.assign(hard=mine.isin(keys))
         return out, (
             f"{int(out['hard'].sum())} of {n} questions are hard: the data marks none, so these are the "
             f"derived subset {path.name}"

@@ -178,8 +178,7 @@ def plan_persona(request: PlanRequest) -> MethodPlan:
 
 def plan_attributes(request: PlanRequest) -> MethodPlan:
     """The selected attributes of the user as one document (:mod:`pv4kit.baselines.attributes`)."""
-    names = ("cache", "counter", "budget", "system", "client", "progress")
-    options = {name: getattr(request, name) for name in names}
+    options = {n: getattr(request, n) for n in ("cache", "counter", "budget", "system", "client", "progress")}
     docs, info = attribute_contexts(request.data, request.questions, llm=request.llms, **options)
     counts = {k: info.pop(k) for k in ("calls", "cached", "errors")}
     renamed = {"n_attributes": "n_attributes_per_question", "attributes_fallback": "fallback_per_question"}
