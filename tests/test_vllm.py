@@ -21,7 +21,7 @@ import pandas as pd
 import pytest
 
 from pv4kit.baselines.run import answer
-from pv4kit.baselines.tokens import HFChatTokenizer, VLLMChatTokenizer, probe_server
+from pv4kit.baselines.tokens import HFChatTokenizer, ServerChatTokenizer, probe_server
 from pv4kit.dataset.load import PV4Data
 from pv4kit.embeddings.endpoint import EndpointEmbedder
 from pv4kit.llm.client import complete
@@ -167,7 +167,7 @@ def test_probe_reads_engine_version_model_and_context(vllm_chat):
 
 
 def test_tokenize_counts_equal_the_hf_tokenizers(vllm_chat):
-    server = VLLMChatTokenizer(vllm_chat, LOCAL_MODEL_ID)
+    server = ServerChatTokenizer(vllm_chat, LOCAL_MODEL_ID)
     hf = HFChatTokenizer(str(smollm2_dir()))
     for chat in [*CHATS, [{"role": "user", "content": " ".join(TEXTS)}]]:
         ids = server.encode_chat(chat)
@@ -180,7 +180,7 @@ def test_chat_with_chat_template_kwargs_equals_its_token_ids_through_completions
     chat = complete(CHATS, llm=llm, cache=tmp_path / "llm.sqlite", progress=False)
     assert all(r.error is None and r.text.strip() for r in chat)
     # the same prompts as the server's token ids, through /v1/completions: greedy gives the same text
-    ids = [VLLMChatTokenizer(vllm_chat, LOCAL_MODEL_ID).encode_chat(c) for c in CHATS]
+    ids = [ServerChatTokenizer(vllm_chat, LOCAL_MODEL_ID).encode_chat(c) for c in CHATS]
     token_prompts = [[{"role": "user", "content": "", "prompt_token_ids": i}] for i in ids]
     completions = dataclasses.replace(llm, protocol="completions", chat_template_kwargs=None)
     by_ids = complete(token_prompts, llm=completions, cache=tmp_path / "llm.sqlite", progress=False)

@@ -39,11 +39,6 @@ ATTRIBUTE_HEADER = "Attributes of the user:"
 _SELECTION = re.compile(r"^(?:none|\d{1,3}(?:\s*,\s*\d{1,3})*)$", re.IGNORECASE)
 
 
-def extraction_messages(chats: Sequence[str], *, system: str | None = SYSTEM_PROMPT) -> list[dict[str, str]]:
-    """Stage 1: the chats, then the extraction instruction (the documents-then-question layout)."""
-    return build_messages(ATTRIBUTE_EXTRACTION, chats, system=system)
-
-
 def parse_attributes(text: str, *, max_attributes: int = 50) -> list[str]:
     """Bulleted or numbered lines of a stage-1 answer, deduplicated (case-insensitive), in order."""
     out: dict[str, str] = {}
@@ -58,9 +53,7 @@ def selection_messages(
 ) -> list[dict[str, str]]:
     """Stage 2: the numbered attributes and the question; the model answers with numbers or NONE."""
     listing = "\n".join(f"{i}. {a}" for i, a in enumerate(attributes, start=1))
-    return build_messages(
-        ATTRIBUTE_SELECTION.format(attributes=listing, question=question), (), system=system
-    )
+    return build_messages(ATTRIBUTE_SELECTION.format(attributes=listing, question=question), system=system)
 
 
 def parse_selection(text: str, n: int) -> list[int] | None:
@@ -121,16 +114,13 @@ def attribute_contexts(
     """
     info: dict[str, Any] = dict.fromkeys(["calls", "cached", "errors"], 0)
     info.update(attributes={}, n_fallback=0, n_stage1_requests=0)
-    docs: dict[tuple[int, int], str] = {}
-    chosen: dict[tuple[int, int], tuple[int, bool]] = {}  # (number of attributes, fell back)
-    memo: dict[str, int] = {}
+    docs, chosen, memo = {}, {}, {}  # chosen: (number of attributes, fell back) per question
     sep = max(1, counter.count(["\n\n"])[0])
     fixed = fixed_prompt_tokens(ATTRIBUTE_EXTRACTION, system=system, counter=counter)
+    shared = {"llm": llm, "cache": cache, "progress": progress, "client": client}
 
     def call(messages: list[list[dict[str, str]]], step: str, uid: int) -> list[Any]:
-        out = complete(
-            messages, llm=llm, cache=cache, step=step, user_id=uid, progress=progress, client=client
-        )
+        out = complete(messages, step=step, user_id=uid, **shared)
         info["calls"] += sum(not r.cached for r in out)
         info["cached"] += sum(r.cached for r in out)
         info["errors"] += sum(r.error is not None for r in out)
@@ -140,7 +130,8 @@ def attribute_contexts(
         uid, chats = int(uid), data.documents(int(uid))
         chunks = _chunks(count_documents(chats, counter, memo=memo), fixed=fixed, budget=budget, sep=sep)
         info["n_stage1_requests"] += len(chunks)
-        stage1 = [extraction_messages([chats[i] for i in c], system=system) for c in chunks]
+        # stage 1: the chats, then the extraction instruction (the documents-then-question layout)
+        stage1 = [build_messages(ATTRIBUTE_EXTRACTION, [chats[i] for i in c], system=system) for c in chunks]
         replies = "\n".join(r.text or "" for r in call(stage1, "attributes:extract", uid))
         attrs = parse_attributes(replies, max_attributes=max_attributes)
         info["attributes"][str(uid)] = attrs
@@ -153,8 +144,8 @@ def attribute_contexts(
         stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
         for k, r in zip(keys, call(stage2, "attributes:select", uid), strict=True):
             picked = parse_selection(r.text, len(attrs))  # None: unparseable, every attribute
-            chosen[k] = (len(attrs if picked is None else picked), picked is None)
-            docs[k] = attribute_document(attrs if picked is None else [attrs[j] for j in picked])
+            kept = attrs if picked is None else [attrs[j] for j in picked]
+            chosen[k], docs[k] = (len(kept), picked is None), attribute_document(kept)
     info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
         msg = "attributes: %d of %d selections were unparseable; used all attributes for them"

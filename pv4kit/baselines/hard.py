@@ -47,8 +47,7 @@ def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.Dat
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)
-    a = _predictions(pa, name="no_docs")
-    b = _predictions(pb, name="rag")
+    a, b = _predictions(pa, name="no_docs"), _predictions(pb, name="rag")
     merged = a.merge(b, on=QUESTION_KEY, how="inner", suffixes=("_no_docs", "_rag"))
     only_a, only_b = len(a) - len(merged), len(b) - len(merged)
     if only_a or only_b:
@@ -99,9 +98,8 @@ def with_fallback_subset(
     path = Path(derived) if derived is not None else None
     if path is not None and path.is_file():
         keys = pd.MultiIndex.from_frame(read_subset(path, name="derived")[QUESTION_KEY].astype("int64"))
-        out = questions.assign(
-            hard=pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64")).isin(keys)
-        )
+        mine = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
+        out = questions.assign(hard=mine.isin(keys))
         return out, (
             f"{int(out['hard'].sum())} of {n} questions are hard: the data marks none, so these are the "
             f"derived subset {path.name}"

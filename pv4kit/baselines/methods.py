@@ -121,8 +121,7 @@ class Method:
 
     def reference_method(self, top_k: int) -> str:
         """The reference's name of a run (``rag_top5``, ``closed_book``, ...)."""
-        name = self.reference_name or self.name
-        return f"{name}_top{top_k}" if self.top_k else name
+        return (self.reference_name or self.name) + (f"_top{top_k}" if self.top_k else "")
 
     @property
     def ledger_step(self) -> str:
@@ -156,10 +155,10 @@ def plan_full(request: PlanRequest) -> MethodPlan:
         ids = list(range(len(docs)))
         if request.ranked is None:  # nothing to rank: the reference's cut from the front decides
             plans.append(Plan(docs, ids, [float("nan")] * len(docs)))
-            continue
-        ranked = request.ranked.iloc[pos]
-        by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
-        plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
+        else:
+            ranked = request.ranked.iloc[pos]
+            by_id = dict(zip(ranked["ranked_ids"], ranked["ranked_scores"], strict=True))
+            plans.append(Plan(docs, ids, [by_id[i] for i in ids], priority=list(ranked["ranked_ids"])))
     return MethodPlan(plans)
 
 
@@ -179,8 +178,7 @@ def plan_persona(request: PlanRequest) -> MethodPlan:
 
 def plan_attributes(request: PlanRequest) -> MethodPlan:
     """The selected attributes of the user as one document (:mod:`pv4kit.baselines.attributes`)."""
-    names = ("cache", "counter", "budget", "system", "client", "progress")
-    options = {name: getattr(request, name) for name in names}
+    options = {n: getattr(request, n) for n in ("cache", "counter", "budget", "system", "client", "progress")}
     docs, info = attribute_contexts(request.data, request.questions, llm=request.llms, **options)
     counts = {k: info.pop(k) for k in ("calls", "cached", "errors")}
     renamed = {"n_attributes": "n_attributes_per_question", "attributes_fallback": "fallback_per_question"}

@@ -103,17 +103,16 @@ def rank_questions(
     for uid, rows in frame.groupby("user_id", sort=True):
         docs = data.documents(int(uid))
         texts = [str(q).strip() for q in rows["question"]]
-        if retriever == "bm25":
-            ranked = [(stable_ranking(row), row) for row in bm25_matrix(texts, docs)]
-        elif not docs:
-            ranked = [(np.zeros(0, dtype=np.int64), np.zeros(0))] * len(texts)
-        else:
+        if retriever == "dense" and docs:
             doc_vecs = embed_texts(list(docs), embedder=embedder, cache=cache, progress=False)
             q_vecs = embed_texts(texts, embedder=embedder, cache=cache, progress=False)
             if dense_ranking == "reference":
                 ranked = reference_ranking(q_vecs, doc_vecs)
             else:
                 ranked = [(stable_ranking(row), row) for row in dense_scores(q_vecs, doc_vecs)]
+        else:  # BM25, or no chat to rank
+            scores = bm25_matrix(texts, docs) if retriever == "bm25" else np.zeros((len(texts), 0))
+            ranked = [(stable_ranking(row), row) for row in scores]
         for pos, (order, row_scores) in zip(rows.index, ranked, strict=True):
             order = order[:top_k]
             ids_col[pos] = [int(i) for i in order]
@@ -137,13 +136,6 @@ def retrieve(
     ``k`` is ``min(top_k, number of chats)``, most similar first, as in the reference (``dense_ranking``: see
     :func:`rank_questions`).
     """
-    ranked = rank_questions(
-        data,
-        questions,
-        retriever=retriever,
-        embedder=embedder,
-        cache=cache,
-        top_k=top_k,
-        dense_ranking=dense_ranking,
-    )
+    options = dict(retriever=retriever, embedder=embedder, cache=cache, dense_ranking=dense_ranking)
+    ranked = rank_questions(data, questions, top_k=top_k, **options)
     return ranked.rename(columns={"ranked_ids": "retrieved_ids", "ranked_scores": "retrieved_scores"})

@@ -12,7 +12,7 @@ import logging
 import re
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from pv4kit.baselines.prompting import (
     fit_documents,
     fixed_prompt_tokens,
 )
-from pv4kit.baselines.retrieve import DENSE_RANKINGS, rank_questions
+from pv4kit.baselines.retrieve import rank_questions
 from pv4kit.baselines.tokens import (
     GENERATION_RESERVE,
     NO_THINKING,
@@ -129,15 +129,12 @@ def select_questions(
     """
     q = data.split(split)
     if users is not None:
-        unknown = sorted(set(users) - set(q["user_id"]))
-        if unknown:
+        if unknown := sorted(set(users) - set(q["user_id"])):
             raise ValueError(
                 f"users: {unknown} have no {split!r} questions; have {sorted(set(q['user_id']))}"
             )
         q = q[q["user_id"].isin(users)]
-    q = q.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
-    if limit is not None:
-        q = q.head(limit).reset_index(drop=True)
+    q = q.sort_values(QUESTION_KEY, kind="stable").iloc[:limit].reset_index(drop=True)
     if q.empty:
         raise ValueError(f"split {split!r} of {getattr(data, 'source', 'the data')} has no questions")
     return q
@@ -215,24 +212,19 @@ def answer(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
-    if dense_ranking not in DENSE_RANKINGS:
-        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     configs = llm if isinstance(llm, list | tuple) else [llm]
-    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens) for c in configs]
-    if not llms or len({(c.model, c.protocol) for c in llms}) != 1:
+    if not configs or len({(c.model, c.protocol) for c in configs}) != 1:
         raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
-    first = llms[0]
-    max_model_len = max_model_len or default_max_model_len(first.model, method=m.name)
+    max_model_len = max_model_len or default_max_model_len(configs[0].model, method=m.name)
     budget = reference_budget(max_model_len, max_new_tokens, margin=margin)
     if max_model_len - max_new_tokens - margin < 1:
         msg = "max_model_len %d - max_new_tokens %d - margin %d < 1: the budget is clamped to 1 token, as "
         logger.warning(msg + "the reference does", max_model_len, max_new_tokens, margin)
-    server = _check_server(first, max_model_len, m) if check_server and client is None else None
-    if server is not None and server.kind == "vllm":
-        llms = [
-            replace(c, chat_template_kwargs=dict(NO_THINKING)) if c.protocol == "chat" else c for c in llms
-        ]
-        first = llms[0]
+    server = _check_server(configs[0], max_model_len, m) if check_server and client is None else None
+    vllm_chat = server is not None and server.kind == "vllm" and configs[0].protocol == "chat"
+    thinking = {"chat_template_kwargs": dict(NO_THINKING)} if vllm_chat else {}
+    llms = [replace(c, temperature=0.0, max_output_tokens=max_new_tokens, **thinking) for c in configs]
+    first = llms[0]
     counter = token_counter or CharEstimate()
     endpoint = {"base_url": first.base_url, "model": first.model, "api_key_env": first.api_key_env}
     chat_tok = get_chat_tokenizer(tokenizer, server=server, **endpoint) if truncation == "front" else None
@@ -250,17 +242,8 @@ def answer(
     name = f"mcq_{m.name}" if mcq else m.name
     msg = "%s on %s: %d questions of %d users, model %s"
     logger.info(msg, name, split, len(questions), questions["user_id"].nunique(), first.model)
-    ranked = None
-    if ranks:
-        ranked = rank_questions(
-            data,
-            questions,
-            retriever=retriever,
-            embedder=embedder,
-            cache=embed_cache,
-            top_k=top_k if m.top_k else None,
-            dense_ranking=dense_ranking,
-        )
+    retrieval = dict(retriever=retriever, embedder=embedder, cache=embed_cache, dense_ranking=dense_ranking)
+    ranked = rank_questions(data, questions, top_k=top_k if m.top_k else None, **retrieval) if ranks else None
     planned = m.plan(
         PlanRequest(data, questions, ranked, llms, counter, budget, top_k, system, cache, client, progress)
     )
@@ -283,19 +266,19 @@ def answer(
         requests = front_requests(asked, plans, system=system, tokenizer=chat_tok, budget=budget, **fit)
     else:
         requests = relevance_requests(asked, plans, system=system, counter=counter, budget=budget)
-    if n_cut := sum(bool(r.dropped) for r in requests):
-        msg = "%s: %d of %d prompts dropped documents to fit %d tokens"
-        logger.warning(msg, m.name, n_cut, len(plans), budget)
+    if cut := [r for r in requests if r.truncated]:
+        how = "were cut from the front" if truncation == "front" else "dropped their least relevant documents"
+        msg = "%s: %d of %d prompts over %d tokens %s (sent as %s)"
+        logger.warning(msg, m.name, len(cut), len(requests), budget, how, sorted({r.sent_as for r in cut}))
 
     # call: every request not answered in the run already (failed ones are asked again), per user
-    completions = [replace(c, protocol="completions") for c in llms]  # the cut prompts' endpoint
+    endpoints = {False: llms, True: [replace(c, protocol="completions") for c in llms]}  # cut prompts: True
     done = previous_answers(run_dir) if run_dir is not None else {}
-    responses: list[Any] = [None] * len(requests)
-    for i, r in enumerate(requests):
-        key = cache_key(r.messages, (completions if r.completions else llms)[0])
-        if key in done:
-            text, finish = done[key]
-            responses[i] = LLMResponse(text=text, cached=True, finish_reason=finish, key=key)
+    keys = [cache_key(r.messages, endpoints[r.completions][0]) for r in requests]
+    responses: list[Any] = [
+        LLMResponse(text=done[k][0], cached=True, finish_reason=done[k][1], key=k) if k in done else None
+        for k in keys
+    ]
     resumed = [r is not None for r in responses]
     if any(resumed):
         msg = "%s: %d answers kept from the existing run, %d to ask"
@@ -304,7 +287,7 @@ def answer(
     shared = {"cache": cache, "step": m.ledger_step, "progress": progress, "client": client}
     for (uid, to_completions), rows in todo[[not r for r in resumed]].groupby(["user_id", "completions"]):
         messages = [requests[i].messages for i in rows.index]
-        got = complete(messages, llm=completions if to_completions else llms, user_id=int(uid), **shared)
+        got = complete(messages, llm=endpoints[to_completions], user_id=int(uid), **shared)
         for i, r in zip(rows.index, got, strict=True):
             responses[i] = r
     calls = planned.calls + sum(not r.cached for r in responses)  # rows kept from the run count as cached
@@ -343,13 +326,14 @@ def answer(
             "empty_generation": empty,
             "request_key": [r.key for r in responses],
         }
-    )
-    for column, values in planned.columns.items():
-        gens[column] = values
-    context = reference_context(
-        [r.full_tokens for r in requests], max_model_len=max_model_len, max_input_tokens=budget
-    )
+    ).assign(**planned.columns)
+    full = [r.full_tokens for r in requests]
+    context = reference_context(full, max_model_len=max_model_len, max_input_tokens=budget)
     sent = np.asarray([r.prompt_tokens for r in requests], dtype=np.int64)
+    on_server = {
+        "server_kind": getattr(server, "kind", None),
+        "server_max_model_len": getattr(server, "max_model_len", None),
+    }
     context["pv4kit"] = {  # how the prompts were counted, cut and sent
         "token_counter": measured_by.name,
         "exact": exact,
@@ -359,8 +343,7 @@ def answer(
         "max_sent_prompt_tokens": int(sent.max()),
         "documents_dropped": int(sum(len(r.dropped) for r in requests)),
         "num_over_budget": int(sum(not r.fits for r in requests)),
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
+        **on_server,
     }
     base_urls = [redact_url(c.base_url) for c in llms]
     served = _served_model(responses, run_dir if any(resumed) else None, first.model, m.name)
@@ -390,8 +373,7 @@ def answer(
         "truncation": truncation,
         "token_counter": measured_by.name,
         "token_count_exact": exact,
-        "server_kind": server.kind if server else None,
-        "server_max_model_len": server.max_model_len if server else None,
+        **on_server,
         # the engine's version and what it served the model from, when the server reports them (vLLM)
         **({"server_version": server.version} if server and server.version else {}),
         **({"served_from": server.served_model} if server and server.served_model else {}),
@@ -455,10 +437,8 @@ def front_requests(
     from tqdm.auto import tqdm
 
     out: list[Request] = []
-    pairs = tqdm(
-        list(zip(questions, plans, strict=True)), desc="prompt tokens", disable=not progress, leave=False
-    )
-    for question, plan in pairs:
+    bar = {"desc": "prompt tokens", "disable": not progress, "leave": False}
+    for question, plan in tqdm(list(zip(questions, plans, strict=True)), **bar):
         chat, every = build_messages(question, plan.documents, system=system), range(len(plan.documents))
         if not tokenizer.exact:
             full = tokenizer.length(chat)
@@ -488,11 +468,6 @@ def front_requests(
             f"relevant chats) or a max_model_len=N that fits {max(unsendable)} tokens and the answer; "
             "nothing was sent"
         )
-    cut = [r for r in out if r.truncated]
-    if cut:
-        how = ", ".join(sorted({r.sent_as for r in cut}))
-        msg = "%d of %d prompts are over %d tokens and were cut from the front (sent as %s)"
-        logger.warning(msg, len(cut), len(out), budget, how)
     return out
 
 
@@ -505,21 +480,14 @@ def relevance_requests(
     :func:`~pv4kit.baselines.prompting.fit_documents`; each distinct document is counted once.
     """
     memo: dict[str, int] = {}
-    sep_tokens = max(1, counter.count(["\n\n"])[0])
+    options = {"budget": budget, "separator_tokens": max(1, counter.count(["\n\n"])[0])}
     requests = []
     for q, plan in zip(questions, plans, strict=True):
-        docs = plan.documents
-        fit = fit_documents(
-            count_documents(docs, counter, memo=memo),
-            fixed_tokens=fixed_prompt_tokens(q, system=system, counter=counter),
-            budget=budget,
-            priority=plan.priority,
-            separator_tokens=sep_tokens,
-        )
-        msgs = build_messages(q, [docs[i] for i in fit.kept], system=system)
-        requests.append(
-            Request(msgs, False, fit.full_tokens, fit.prompt_tokens, "chat", fit.kept, fit.dropped, fit.fits)
-        )
+        sizes = count_documents(plan.documents, counter, memo=memo)
+        fixed = fixed_prompt_tokens(q, system=system, counter=counter)
+        fit = fit_documents(sizes, fixed_tokens=fixed, priority=plan.priority, **options)
+        msgs = build_messages(q, [plan.documents[i] for i in fit.kept], system=system)
+        requests.append(Request(msgs, False, sent_as="chat", **asdict(fit)))  # FitResult's fields, by name
     return requests
 
 

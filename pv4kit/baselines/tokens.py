@@ -94,8 +94,7 @@ class ServerInfo:
 
 def server_root(base_url: str) -> str:
     """The server root of an OpenAI base URL (``http://host:8000/v1`` -> ``http://host:8000``)."""
-    root = base_url.rstrip("/")
-    return root[: -len("/v1")] if root.endswith("/v1") else root
+    return base_url.rstrip("/").removesuffix("/v1")
 
 
 def _auth(api_key_env: str | None) -> dict[str, str]:
@@ -190,10 +189,9 @@ class LlamaServerCounter:
     def count(self, texts: Sequence[str]) -> list[int]:
         """Token counts of each text."""
         url = f"{server_root(self.base_url)}/extras/tokenize"
-        for text in dict.fromkeys(texts):
-            if text and text not in self._memo:
-                body = {"input": text, "add_special": False}
-                self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
+        for text in dict.fromkeys(t for t in texts if t and t not in self._memo):
+            body = {"input": text, "add_special": False}
+            self._memo[text] = len(_post(url, body, timeout=self.timeout)["tokens"])
         return [self._memo[t] if t else 0 for t in texts]
 
 
@@ -202,11 +200,12 @@ class EstimateChatTokenizer:
     """An estimate of a chat's prompt length: a text counter over the contents plus template overhead."""
 
     counter: Any = field(default_factory=CharEstimate)
-    name: str = ""
     exact: bool = False
 
-    def __post_init__(self) -> None:
-        self.name = self.name or f"estimate: {self.counter.name} + template overhead"
+    @property
+    def name(self) -> str:
+        """The counter's name, marked as an estimate."""
+        return f"estimate: {self.counter.name} + template overhead"
 
     def length(self, messages: Sequence[Message]) -> int:
         """Estimated prompt length (3 tokens for the assistant header of the generation prompt)."""
@@ -282,44 +281,33 @@ class HFChatTokenizer(_Exact):
 
 
 @dataclass
-class VLLMChatTokenizer(_Exact):
-    """vLLM's own template and tokenizer: ``POST /tokenize`` with the messages (thinking off)."""
+class ServerChatTokenizer(_Exact):
+    """The server's own template and tokenizer (thinking off).
+
+    vLLM (``kind="vllm"``): ``POST /tokenize`` with the messages; llama.cpp: ``POST /apply-template`` renders,
+    ``POST /tokenize`` encodes (no BOS added).
+    """
 
     base_url: str
-    model: str
+    model: str | None = None
+    kind: str = "vllm"
     timeout: float = 60.0
-    name: str = "vllm /tokenize"
     api_key_env: str | None = "OPENAI_API_KEY"
 
-    def encode_chat(self, messages: Sequence[Message]) -> list[int]:
-        """The server's prompt ids of the chat."""
-        body = {
-            "model": self.model,
-            "messages": [dict(m) for m in messages],
-            "add_generation_prompt": True,
-            "add_special_tokens": False,
-            "chat_template_kwargs": dict(NO_THINKING),
-        }
-        url = f"{server_root(self.base_url)}/tokenize"
-        got = _post(url, body, timeout=self.timeout, api_key_env=self.api_key_env)
-        return [int(t) for t in got["tokens"]]
-
-
-@dataclass
-class LlamaCppChatTokenizer(_Exact):
-    """llama.cpp's server: ``POST /apply-template`` renders, ``POST /tokenize`` encodes (no BOS added)."""
-
-    base_url: str
-    timeout: float = 60.0
-    name: str = "llama.cpp /apply-template + /tokenize"
-    api_key_env: str | None = "OPENAI_API_KEY"
+    @property
+    def name(self) -> str:
+        """``vllm /tokenize`` or ``llama.cpp /apply-template + /tokenize``."""
+        return "vllm /tokenize" if self.kind == "vllm" else "llama.cpp /apply-template + /tokenize"
 
     def encode_chat(self, messages: Sequence[Message]) -> list[int]:
         """The server's prompt ids of the chat."""
         root, kw = server_root(self.base_url), {"timeout": self.timeout, "api_key_env": self.api_key_env}
-        body = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
-        prompt = _post(f"{root}/apply-template", body, **kw)["prompt"]
-        body = {"content": prompt, "add_special": False, "parse_special": True}
+        chat = {"messages": [dict(m) for m in messages], "chat_template_kwargs": dict(NO_THINKING)}
+        if self.kind == "vllm":
+            body = {"model": self.model, **chat, "add_generation_prompt": True, "add_special_tokens": False}
+        else:
+            prompt = _post(f"{root}/apply-template", chat, **kw)["prompt"]
+            body = {"content": prompt, "add_special": False, "parse_special": True}
         tokens = _post(f"{root}/tokenize", body, **kw)["tokens"]
         return [int(t["id"]) if isinstance(t, dict) else int(t) for t in tokens]
 
@@ -362,16 +350,14 @@ def get_chat_tokenizer(
         return HFChatTokenizer(tokenizer)
     if tokenizer == "chars":
         logger.warning(
-            "prompt tokens are estimated as ceil(chars / 4) plus template overhead (tokenizer='chars')"
+            "tokenizer='chars': prompt tokens are estimated as ceil(chars / 4) plus template overhead"
         )
         return EstimateChatTokenizer()
     if server is None and base_url:
         server = probe_server(base_url, model, api_key_env=api_key_env)
     kind = server.kind if server and base_url else "other"
-    if kind == "vllm" and model:
-        return VLLMChatTokenizer(base_url, model, api_key_env=api_key_env)
-    if kind == "llama.cpp":
-        return LlamaCppChatTokenizer(base_url, api_key_env=api_key_env)
+    if (kind == "vllm" and model) or kind == "llama.cpp":
+        return ServerChatTokenizer(base_url, model, kind, api_key_env=api_key_env)
     if kind == "llama-cpp-python":
         logger.warning(
             "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "

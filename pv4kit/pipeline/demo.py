@@ -1,9 +1,9 @@
 """``make demo``: the whole pipeline on the sample in ``raw/``, on the local SmolLM2 model, on a CPU.
 
 Stages, each logged with its wall time: ``data`` (steps 5 and 6 when ``data/`` is stale), the runs of
-:data:`DEMO_RUNS` answered on a local vLLM server (every call cached), ``score`` (MiniLM in process), one run
-scored again through vLLM's ``/v1/embeddings``, ``hard`` (``runs/demo_hard_subset.csv``), ``validity`` (a
-multiple-choice run and the scorer-validity report), then the notebooks. docs/baselines.md describes it.
+:data:`DEMO_RUNS` (one multiple choice) answered on a local vLLM server (every call cached), ``score`` (MiniLM
+in process), one run scored again through vLLM's ``/v1/embeddings``, ``hard`` (``runs/demo_hard_subset.csv``),
+``validity`` (the scorer-validity report), then the notebooks. docs/baselines.md describes it.
 """
 
 from __future__ import annotations
@@ -39,20 +39,20 @@ from pv4kit.llm.local import (
     smollm2_dir,
     vllm_python,
 )
-from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, read_run_config, tidy_metrics
+from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, read_run_config
 from pv4kit.scoring.score import score_run
 from pv4kit.scoring.validity import read_validity, summary_text, validity
 
 logger = logging.getLogger(__name__)
 
-#: the demo's runs: name -> (method, top_k)
-DEMO_RUNS: dict[str, tuple[str, int]] = {
-    "no_docs": ("no_docs", 1),
-    "rag_top1": ("rag", 1),
-    "rag_top5": ("rag", 5),
-    "persona": ("persona", 1),
+#: the demo's runs: name -> options of their :func:`~pv4kit.baselines.run.answer` call
+DEMO_RUNS: dict[str, dict[str, Any]] = {
+    "no_docs": {"method": "no_docs"},
+    "rag_top1": {"method": "rag", "top_k": 1},
+    "rag_top5": {"method": "rag", "top_k": 5},
+    "persona": {"method": "persona"},
+    "mcq_no_docs": {"method": "no_docs", "mcq": True},
 }
-_KEPT = {"called": 0, "cached": 0, "errors": 0, "kept": 1}
 
 
 @contextlib.contextmanager
@@ -81,32 +81,28 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bo
     users_dir = raw / "users"
     if not users_dir.is_dir():
         raise FileNotFoundError(f"raw: no users/ folder in {raw}")
-    manifest = data / "manifest.json"
-    sources = [*users_dir.rglob("*"), raw / "hard_subset.csv", *(raw / "personas").glob("*")]
+    manifest, hard = data / "manifest.json", raw / "hard_subset.csv"
+    sources = [*users_dir.rglob("*"), hard, *(raw / "personas").glob("*")]
     fresh = manifest.is_file() and (data / "test.parquet").is_file()
     if fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
         logger.info("data: %s is up to date with %s", data, raw)
         return False
-    stale_qa = []
+    stale_qa = []  # users whose qa.csv is older than one of their qa/*.txt
     for uid in list_users(users_dir):
-        udir = users_dir / f"user_{uid}"
-        qa_csv = udir / "qa.csv"
-        if qa_csv.is_file() and _newest_mtime(sorted((udir / "qa").glob("*.txt"))) > qa_csv.stat().st_mtime:
+        csv = users_dir / f"user_{uid}" / "qa.csv"
+        if csv.is_file() and _newest_mtime([*csv.parent.glob("qa/*.txt")]) > csv.stat().st_mtime:
             stale_qa.append(uid)
     write_qa_tables(users_dir)  # missing ones
     if stale_qa:
         write_qa_tables(users_dir, overwrite=True, user_ids=stale_qa)
-    hard = raw / "hard_subset.csv"
     summary = build_dataset(users_dir, data, hard_subset=hard if hard.is_file() else None)
     logger.info("data: built %s\n%s", data, summary.to_string(index=False))
     return True
 
 
-def _interval(row: Any) -> str:
+def _interval(value: Any, ci: Any) -> str:
     """``value [ci_low, ci_high]`` in percent (``n/a`` for a missing number)."""
-    value, low, high = (
-        "n/a" if pd.isna(v) else f"{100 * v:.1f}" for v in row[["value", "ci_low", "ci_high"]]
-    )
+    value, low, high = ("n/a" if pd.isna(v) else f"{100 * v:.1f}" for v in (value, *(ci or (None, None))))
     return f"{value} [{low}, {high}]"
 
 
@@ -114,29 +110,27 @@ def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
     rows = []
     for name, m in metrics.items():
-        tidy = tidy_metrics(m, run=name)
-        acc = tidy[tidy["metric"] == "accuracy"].set_index("subset")
-        hard = acc.loc["hard"] if "hard" in acc.index else None
-        hard_text = "n/a" if hard is None or pd.isna(hard["value"]) else _interval(hard)
+        hard = m.get("accuracy_hard")
+        hard_text = "n/a" if pd.isna(hard) else _interval(hard, m.get("accuracy_hard_ci"))
         rows.append(
             {
                 "method": name,
-                "accuracy [95% CI]": _interval(acc.loc["all"]),
+                "accuracy [95% CI]": _interval(m["accuracy"], m.get("accuracy_ci")),
                 "accuracy_hard [95% CI]": hard_text,
-                "n": int(acc.loc["all", "n"]),
-                "n_hard": None if hard is None else int(hard["n"]),
+                "n": int(m["n"]),
+                "n_hard": int(m["n_hard"]) if "accuracy_hard" in m else None,
             }
         )
     return pd.DataFrame(rows)
 
 
-def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], method: str, top_k: int | None) -> bool:
+def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], options: dict[str, Any]) -> bool:
     """Whether ``run_dir`` holds this run complete, answered by the local vLLM server with ``settings``."""
     config = read_run_config(run_dir)
     want = {
         **{k: settings[k] for k in ("split", "limit", "max_new_tokens")},
-        "method": method,
-        "top_k": top_k if method == "rag" else None,
+        "method": ("mcq_" if options.get("mcq") else "") + options["method"],
+        "top_k": options.get("top_k"),
         "model": LOCAL_MODEL_ID,
         "server_kind": "vllm",
         "truncation": "front",
@@ -144,13 +138,6 @@ def _finished(run_dir: Path, dataset: Any, settings: dict[str, Any], method: str
         "n_failed": 0,
     }
     return (run_dir / "generations.parquet").is_file() and all(config.get(k) == v for k, v in want.items())
-
-
-def _answer(timings: dict[str, float], name: str, dataset: Any, **kwargs: Any) -> dict[str, int]:
-    """Answer one run as stage ``answer <name>``; its LLM requests."""
-    with _stage(timings, f"answer {name}"):
-        run = answer(dataset, **kwargs)
-    return {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
 
 
 def _answer_runs(
@@ -161,9 +148,9 @@ def _answer_runs(
     Runs already complete with the same ``settings`` and data are kept (no server starts when all are).
     """
     calls = {
-        name: dict(_KEPT)
-        for name, spec in DEMO_RUNS.items()
-        if _finished(runs_dir / f"demo_{name}", dataset, settings, *spec)
+        name: {"called": 0, "cached": 0, "errors": 0, "kept": 1}
+        for name, options in DEMO_RUNS.items()
+        if _finished(runs_dir / f"demo_{name}", dataset, settings, options)
     }
     if calls:
         logger.info("answers: %s complete with these settings in %s; kept", ", ".join(calls), runs_dir)
@@ -172,11 +159,12 @@ def _answer_runs(
     with contextlib.ExitStack() as stack:
         with _stage(timings, "server start"):
             llm = local_llm_config(stack.enter_context(resolve_endpoint("local")))
-        for name, (method, top_k) in DEMO_RUNS.items():
+        for name, options in DEMO_RUNS.items():
             if name not in calls:
-                run_dir = runs_dir / f"demo_{name}"
-                kwargs = {"method": method, "llm": llm, "run_dir": run_dir, "top_k": top_k, **settings}
-                calls[name] = _answer(timings, name, dataset, embedder=embedder, **kwargs)
+                with _stage(timings, f"answer {name}"):
+                    run_dir = runs_dir / f"demo_{name}"
+                    run = answer(dataset, llm=llm, run_dir=run_dir, embedder=embedder, **options, **settings)
+                calls[name] = {"called": run.calls, "cached": run.cached, "errors": run.errors, "kept": 0}
         with _stage(timings, "server stop"):
             stack.close()
     return {name: calls[name] for name in DEMO_RUNS}
@@ -218,39 +206,26 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dic
     }
 
 
-def _validity_stage(
-    dataset: Any, embedder: Any, timings: dict[str, float], runs_dir: Path, settings: dict[str, Any]
-) -> tuple[dict[str, Any], str, dict[str, int]]:
-    """The multiple-choice ``demo_mcq_no_docs`` run and ``demo_no_docs``'s scorer-validity report.
+def _validity(report_dir: Path, embedder: Any, settings: dict[str, Any]) -> str:
+    """The text of ``report_dir``'s scorer-validity report, written first when missing.
 
-    The local model answers as multiple choice and judges which candidate each ``demo_no_docs`` answer
-    expresses (the tiny model shows the machinery, not a result). Returns the multiple-choice run's metrics,
-    the report's text and the run's LLM requests.
+    The local model judges which candidate each answer expresses (the tiny model shows the machinery, not a
+    result); MiniLM with an instruction is the other embedder (the sample's only one).
     """
-    mcq_dir, report_dir = runs_dir / "demo_mcq_no_docs", runs_dir / "demo_no_docs"
-    progress = settings["progress"]
-    done = _finished(mcq_dir, dataset, settings, "mcq_no_docs", None) and "mcq" in read_run_config(mcq_dir)
-    if done and (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
-        mcq = _scored_metrics(mcq_dir, None) or score_run(mcq_dir, data=dataset, progress=progress)[1]
-        return mcq, summary_text(read_validity(report_dir)["summary"]), dict(_KEPT)
+    if (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
+        return summary_text(read_validity(report_dir)["summary"])
     with resolve_endpoint("local") as endpoint:
-        llm = local_llm_config(endpoint)
-        calls = _answer(
-            timings, "mcq_no_docs", dataset, method="no_docs", mcq=True, llm=llm, run_dir=mcq_dir, **settings
+        judge = dataclasses.replace(local_llm_config(endpoint), max_output_tokens=8)
+        against = get_embedder("minilm", device="cpu", instruction="Represent the meaning of this answer: ")
+        report = validity(
+            report_dir,
+            judges=[judge],
+            against=[against],
+            embedder=embedder,
+            llm_cache=settings["cache"],
+            progress=settings["progress"],
         )
-        with _stage(timings, "validity"):
-            instruction = "Represent the meaning of this answer: "  # the sample's only other embedder
-            against = get_embedder("minilm", device="cpu", instruction=instruction)
-            report = validity(
-                report_dir,
-                judges=[dataclasses.replace(llm, max_output_tokens=8)],
-                against=[against],
-                embedder=embedder,
-                llm_cache=settings["cache"],
-                progress=progress,
-            )
-    _, mcq = score_run(mcq_dir, data=dataset, progress=progress)
-    return mcq, summary_text(report), calls
+    return summary_text(report)
 
 
 def run_demo(
@@ -296,11 +271,11 @@ def run_demo(
     calls = _answer_runs(dataset, embedder, timings, runs_dir, settings)
     metrics: dict[str, dict[str, Any]] = {}
     with _stage(timings, "score"):
-        for name in DEMO_RUNS:  # a run scored from these generations with this embedder is kept
-            run_dir = runs_dir / f"demo_{name}"
+        for name, options in DEMO_RUNS.items():  # a run scored from these generations by this scorer is kept
+            run_dir, scorer = runs_dir / f"demo_{name}", None if options.get("mcq") else embedder
             metrics[name] = (
-                _scored_metrics(run_dir, embedder.name)
-                or score_run(run_dir, data=dataset, embedder=embedder, progress=progress)[1]
+                _scored_metrics(run_dir, getattr(scorer, "name", None))
+                or score_run(run_dir, data=dataset, embedder=scorer, progress=progress)[1]
             )
     compared = None
     if endpoint_scoring:
@@ -312,9 +287,8 @@ def run_demo(
         write_subset(subset, runs_dir / "demo_hard_subset.csv")
         existing = raw / "hard_subset.csv"
         report = hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
-    metrics["mcq_no_docs"], text, calls["mcq_no_docs"] = _validity_stage(
-        dataset, embedder, timings, runs_dir, settings
-    )
+    with _stage(timings, "validity"):
+        text = _validity(no_docs, embedder, settings)
     results = results_table(metrics)
     notebook_error = None
     if notebooks:  # the notebooks take minutes: show the results first
