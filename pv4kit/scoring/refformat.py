@@ -253,9 +253,14 @@ def import_reference(
             *(len(unmatched), len(unmatched) + len(gens), path),
         )
     config = {
-        "data": source, "method": method, "model": model, "imported_from": str(path),
-        "imported_sha256": sha256_file(path), "n_imported": len(gens), "n_unmatched": len(unmatched),
-    }  # fmt: skip
+        "data": source,
+        "method": method,
+        "model": model,
+        "imported_from": str(path),
+        "imported_sha256": sha256_file(path),
+        "n_imported": len(gens),
+        "n_unmatched": len(unmatched),
+    }
     runs.write_generations(
         run_dir, gens, config=config, files={"import_unmatched.csv": unmatched.to_csv(index=False)}
     )

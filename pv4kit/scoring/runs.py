@@ -179,12 +179,27 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
 
 #: the columns of :func:`metrics_frame`, in order
 METRICS_COLUMNS = (
-    "run", "method", "model", "split", "subset", "group", "metric", "value", "ci_low", "ci_high", "n"
-)  # fmt: skip
+    "run",
+    "method",
+    "model",
+    "split",
+    "subset",
+    "group",
+    "metric",
+    "value",
+    "ci_low",
+    "ci_high",
+    "n",
+)
 #: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
 COUNT_METRICS = (
-    "n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed", "n_unparsed"
-)  # fmt: skip
+    "n_users",
+    "n_ties",
+    "n_empty_generations",
+    "n_missing_generations",
+    "n_failed",
+    "n_unparsed",
+)
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:

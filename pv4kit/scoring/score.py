@@ -33,9 +33,19 @@ _SPECIAL_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_sep|>")
 # one left-to-right pass, as the reference's regex: ``<|im_<|im_end|>start|>`` keeps ``<|im_start|>``
 _SPECIAL_TOKEN_PATTERN = re.compile("|".join(re.escape(t) for t in _SPECIAL_TOKENS))
 _COLUMNS = [
-    *QUESTION_KEY, "split", "category", "category_name", "hard", "question", "choices", "answer",
-    "answer_letter", "generation", "predicted_letter", "correct",
-]  # fmt: skip
+    *QUESTION_KEY,
+    "split",
+    "category",
+    "category_name",
+    "hard",
+    "question",
+    "choices",
+    "answer",
+    "answer_letter",
+    "generation",
+    "predicted_letter",
+    "correct",
+]
 
 
 def clean_generation(text: str | None) -> str:
@@ -202,11 +212,16 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
         for r in accuracy_table(predictions, by=keys, n_boot=n_boot, seed=seed).to_dict("records"):
             name = r.get("category_name")
             by_category.append(
-                {"category": None if pd.isna(r["category"]) else int(r["category"]),
-                 "category_name": None if name is None or pd.isna(name) else str(name),
-                 "n": int(r["n"]), "n_correct": int(r["n_correct"]), "accuracy": _number(r["accuracy"]),
-                 "ci_low": _number(r["ci_low"]), "ci_high": _number(r["ci_high"])}
-            )  # fmt: skip
+                {
+                    "category": None if pd.isna(r["category"]) else int(r["category"]),
+                    "category_name": None if name is None or pd.isna(name) else str(name),
+                    "n": int(r["n"]),
+                    "n_correct": int(r["n_correct"]),
+                    "accuracy": _number(r["accuracy"]),
+                    "ci_low": _number(r["ci_low"]),
+                    "ci_high": _number(r["ci_high"]),
+                }
+            )
     users = accuracy_table(predictions, by="user_id", interval="none")
     splits = predictions["split"].value_counts(sort=False).items() if "split" in predictions else []
     return {
@@ -285,9 +300,14 @@ def score_run(
     else:
         embedder = resolve_embedder(embedder)
         predictions = score_frame(
-            questions, generations, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress,
+            questions,
+            generations,
+            embedder=embedder,
+            cache=cache,
+            batch_size=batch_size,
+            progress=progress,
             numerics=numerics,
-        )  # fmt: skip
+        )
         describe = getattr(embedder, "describe", None)
         described = (
             describe() if callable(describe) else {"name": embedder.name, "cache_key": embedder.cache_key}

@@ -226,11 +226,21 @@ def compare(
         pb_ = _paired(a, b, users[idx], n_boot, seed, level)
         mc = mcnemar_exact(a, b) if n else {"a_only": 0, "b_only": 0, "pvalue": None}
         rows.append(
-            {"scope": scope, "group": group, "n": n, "n_users": pb_["n_clusters"],
-             "accuracy_a": float(a.mean()) if n else None, "accuracy_b": float(b.mean()) if n else None,
-             "diff": pb_["diff"], "diff_low": pb_["low"], "diff_high": pb_["high"],
-             "a_only": mc["a_only"], "b_only": mc["b_only"], "mcnemar_p": mc["pvalue"]}
-        )  # fmt: skip
+            {
+                "scope": scope,
+                "group": group,
+                "n": n,
+                "n_users": pb_["n_clusters"],
+                "accuracy_a": float(a.mean()) if n else None,
+                "accuracy_b": float(b.mean()) if n else None,
+                "diff": pb_["diff"],
+                "diff_low": pb_["low"],
+                "diff_high": pb_["high"],
+                "a_only": mc["a_only"],
+                "b_only": mc["b_only"],
+                "mcnemar_p": mc["pvalue"],
+            }
+        )
     out = pd.DataFrame(rows)
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs.update(data_differs=data_differs)
