@@ -21,7 +21,7 @@ import pandas as pd
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
-from pv4kit.scoring.samedata import data_fingerprint, question_differences
+from pv4kit.scoring.runs import data_fingerprint, question_differences
 
 logger = logging.getLogger(__name__)
 

@@ -35,6 +35,9 @@ METRICS_FILE = "metrics.json"
 VALIDITY_DIR = "validity"
 #: the key under which predictions (``attrs``) and metrics record the generations they score
 GENERATIONS_SHA = "generations_sha256"
+#: a generation's ``status``: a failed request (after its retries) has its ``error`` and no generation
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
 
 
 def _int_key(column: pd.Series, *, where: str) -> pd.Series:
@@ -65,7 +68,7 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     out["split"] = out["split"].astype(str)
     gen = out["generation"]
     text = gen.where(gen.notna(), "").astype(str).astype(object)
-    if "status" in out.columns:  # a failed request has no generation (pv4kit.scoring.failures)
+    if "status" in out.columns:  # a failed request has no generation (pv4kit.scoring.score: failed=)
         text[out["status"].astype("string").fillna("").eq("failed").to_numpy()] = None
     out["generation"] = text
     dup = out.duplicated(QUESTION_KEY, keep=False)
@@ -285,3 +288,108 @@ def load_questions(
 
     loaded = load(str(source), splits=splits)
     return loaded.questions, str(source), getattr(loaded, "fingerprint", None)
+
+
+def previous_answers(run_dir: Any) -> dict[str, tuple[str, Any]]:
+    """``request_key -> (generation, finish_reason)`` of the answered rows of a run (for resuming)."""
+    path = Path(run_dir) / GENERATIONS_FILE
+    if not path.exists():
+        return {}
+    try:
+        old = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: unreadable (%s); every question is asked again", path, exc)
+        return {}
+    if "request_key" not in old.columns or "status" not in old.columns:
+        return {}
+    ok = old[old["status"].astype("string").fillna("").eq(STATUS_OK) & old["generation"].notna()]
+    finish = ok["finish_reason"] if "finish_reason" in ok.columns else pd.Series(None, index=ok.index)
+    return {
+        str(k): (str(g), f)
+        for k, g, f in zip(ok["request_key"], ok["generation"], finish, strict=True)
+        if isinstance(k, str) and k
+    }
+
+
+def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
+    """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
+    if isinstance(run, pd.DataFrame):
+        return run.attrs.get("data_fingerprint")
+    try:
+        metrics = json.loads((Path(run) / METRICS_FILE).read_text(encoding="utf-8"))
+        return metrics["provenance"]["data_fingerprint"]
+    except (OSError, ValueError, LookupError, TypeError):  # no metrics, or none recorded
+        return None
+
+
+def _norm(field: str, value: Any) -> Any:
+    if field == "choices":
+        return None if value is None else tuple("" if c is None else str(c) for c in value)
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Questions in both frames whose text, choices or answer differ: ``user_id, question_index, fields``."""
+    fields = [c for c in ("question", "choices", "answer") if c in a.columns and c in b.columns]
+    both = a[[*QUESTION_KEY, *fields]].merge(
+        b[[*QUESTION_KEY, *fields]], on=QUESTION_KEY, suffixes=("_a", "_b")
+    )
+    rows = []
+    for rec in both.sort_values(QUESTION_KEY, kind="stable").to_dict("records"):
+        differ = [f for f in fields if _norm(f, rec[f"{f}_a"]) != _norm(f, rec[f"{f}_b"])]
+        if differ:
+            rows.append((rec["user_id"], rec["question_index"], ", ".join(differ)))
+    return pd.DataFrame(rows, columns=[*QUESTION_KEY, "fields"])
+
+
+def check_same_data(
+    run_a: str | os.PathLike[str] | pd.DataFrame,
+    run_b: str | os.PathLike[str] | pd.DataFrame,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    force: bool = False,
+) -> bool:
+    """Refuse to pair two runs made on different data, naming the questions that differ.
+
+    ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the
+    recorded fingerprints differ, or a question in both has another text, choices or answer.
+
+    Returns:
+        Whether the data differ (``True`` only with ``force``, which warns instead of raising).
+
+    Raises:
+        ValueError: The data differ, naming the questions, and ``force`` is false.
+    """
+    fa, fb = data_fingerprint(run_a), data_fingerprint(run_b)
+    diff = question_differences(a, b)
+    by_fingerprint = fa is not None and fb is not None and fa != fb
+    if not by_fingerprint and diff.empty:
+        return False
+    keys_a, keys_b = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (a, b))
+    label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
+    label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
+    msg = f"runs {label_a} and {label_b} were scored on different data"
+    if by_fingerprint:
+        msg += f" (data_fingerprint {fa[:12]}... vs {fb[:12]}...)"
+    if len(diff):
+        shown = [
+            f"user {int(r.user_id)} question {int(r.question_index)} ({r.fields})"
+            for r in diff.head(5).itertuples(index=False)
+        ]
+        more = f" and {len(diff) - 5} more" if len(diff) > 5 else ""
+        msg += (
+            f": {len(diff)} of the {len(keys_a & keys_b)} questions in both differ: {'; '.join(shown)}{more}"
+        )
+    else:
+        msg += (
+            ": no question in both runs differs in its text, choices or answer, so the chats or other "
+            "files of the data differ"
+        )
+    only_a, only_b = len(keys_a - keys_b), len(keys_b - keys_a)
+    if only_a or only_b:
+        msg += f"; {only_a} questions only in A, {only_b} only in B"
+    if force:
+        logger.warning("%s; using them together anyway (force)", msg)
+        return True
+    raise ValueError(f"{msg}. Pass force=True to use them together anyway.")

@@ -18,8 +18,7 @@ import pandas as pd
 
 from pv4kit._options import check_number
 from pv4kit.schema import QUESTION_KEY
-from pv4kit.scoring.runs import read_predictions
-from pv4kit.scoring.samedata import check_same_data
+from pv4kit.scoring.runs import check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -190,7 +189,7 @@ def compare(
 
     Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
     made on different data with a warning instead of the ``ValueError`` of
-    :func:`pv4kit.scoring.samedata.check_same_data`.
+    :func:`pv4kit.scoring.runs.check_same_data`.
 
     Returns:
         One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
