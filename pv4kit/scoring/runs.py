@@ -55,21 +55,22 @@ def _int_key(column: pd.Series, *, where: str) -> pd.Series:
     return values.astype("int64")
 
 
+def failed_rows(frame: pd.DataFrame) -> pd.Series:
+    """True where a row's request failed (``status == "failed"``)."""
+    status = frame["status"] if "status" in frame else pd.Series("", index=frame.index)
+    return status.astype("string").fillna("").eq(STATUS_FAILED).astype(bool)
+
+
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
-    missing = [c for c in GENERATION_COLUMNS if c not in frame.columns]
-    if missing:
+    if missing := [c for c in GENERATION_COLUMNS if c not in frame.columns]:
         raise ValueError(
             f"{where}: missing column(s) {missing}; a generations frame needs {list(GENERATION_COLUMNS)}, "
             f"got {list(frame.columns)}"
         )
-    out = frame.copy()
-    for key in QUESTION_KEY:
-        out[key] = _int_key(out[key], where=where)
+    out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
-    gen = out["generation"]
-    text = gen.where(gen.notna(), "").astype(str).astype(object)
-    if "status" in out.columns:  # a failed request has no generation (pv4kit.scoring.score: failed=)
-        text[out["status"].astype("string").fillna("").eq("failed").to_numpy()] = None
+    text = out["generation"].fillna("").astype(str).astype(object)
+    text[failed_rows(out).to_numpy()] = None  # a failed request has no generation
     out["generation"] = text
     dup = out.duplicated(QUESTION_KEY, keep=False)
     if dup.any():
@@ -122,10 +123,8 @@ def write_generations(
         out.to_parquet(tmp / GENERATIONS_FILE, index=False)
         atomic_write_json(tmp / CONFIG_FILE, provenance(**config))
         for name, content in (files or {}).items():
-            if isinstance(content, str):
-                atomic_write_text(tmp / name, content)
-            else:
-                atomic_write_json(tmp / name, content)
+            write = atomic_write_text if isinstance(content, str) else atomic_write_json
+            write(tmp / name, content)
         for name in scored:
             if (run_dir / name).exists():
                 logger.warning("%s: removing stale %s (rescore the new generations)", run_dir, name)
@@ -180,20 +179,9 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return _read_scored(run_dir, METRICS_FILE)
 
 
+_FIGURE_COLUMNS = ["subset", "group", "metric", "value", "ci_low", "ci_high", "n"]
 #: the columns of :func:`metrics_frame`, in order
-METRICS_COLUMNS = (
-    "run",
-    "method",
-    "model",
-    "split",
-    "subset",
-    "group",
-    "metric",
-    "value",
-    "ci_low",
-    "ci_high",
-    "n",
-)
+METRICS_COLUMNS = ("run", "method", "model", "split", *_FIGURE_COLUMNS)
 #: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
 COUNT_METRICS = (
     "n_users",
@@ -203,32 +191,32 @@ COUNT_METRICS = (
     "n_failed",
     "n_unparsed",
 )
+#: the dtypes of a tidy frame's figures
+TIDY_DTYPES = {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
     """One run's ``metrics.json`` as the tidy rows of :func:`metrics_frame` (``run``: default its folder)."""
     name = run if run is not None else Path(str(metrics.get("run", ""))).name
-    split = "+".join(sorted(metrics.get("splits") or {})) or None
     n = metrics.get("n")
-    rows = [
-        ("all", "all", "accuracy", metrics.get("accuracy"), *(metrics.get("accuracy_ci") or (None,) * 2), n)
-    ]
+    ci = metrics.get("accuracy_ci") or [None] * 2
+    rows = [("all", "all", "accuracy", metrics.get("accuracy"), *ci, n)]
     if "accuracy_hard" in metrics:
-        hard_ci = metrics.get("accuracy_hard_ci") or (None, None)
+        hard_ci = metrics.get("accuracy_hard_ci") or [None] * 2
         rows.append(("hard", "hard", "accuracy", metrics["accuracy_hard"], *hard_ci, metrics.get("n_hard")))
     for c in metrics.get("by_category") or []:
-        group = c.get("category_name") or str(c.get("category"))
-        rows.append(
-            ("category", group, "accuracy", c.get("accuracy"), c.get("ci_low"), c.get("ci_high"), c.get("n"))
-        )
+        figures = [c.get(k) for k in ("accuracy", "ci_low", "ci_high", "n")]
+        rows.append(("category", c.get("category_name") or str(c.get("category")), "accuracy", *figures))
     rows += [
         ("all", "all", k, metrics[k], None, None, n) for k in COUNT_METRICS if metrics.get(k) is not None
     ]
-    out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
-    out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
-    return out[list(METRICS_COLUMNS)].astype(
-        {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
+    out = pd.DataFrame(rows, columns=_FIGURE_COLUMNS).assign(
+        run=name,
+        method=metrics.get("method"),
+        model=metrics.get("model"),
+        split="+".join(sorted(metrics.get("splits") or {})) or None,
     )
+    return out[list(METRICS_COLUMNS)].astype(TIDY_DTYPES)
 
 
 def scored_runs(root: Path, needed: str) -> list[Path]:

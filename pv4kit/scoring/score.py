@@ -297,8 +297,7 @@ def _failed_rows(generations: pd.DataFrame, *, failed: str | None, where: str) -
     """The mask of failed requests, refused unless ``failed`` says how to count them."""
     if failed is not None and failed not in FAILED_POLICIES:
         raise ValueError(f"failed must be one of {FAILED_POLICIES} or None, got {failed!r}")
-    status = generations["status"] if "status" in generations else pd.Series("", index=generations.index)
-    mask = status.astype("string").fillna("").eq(runs.STATUS_FAILED).astype(bool)
+    mask = runs.failed_rows(generations)
     n = int(mask.sum())
     if n and failed is None:
         first = generations.loc[mask].iloc[0]

@@ -37,7 +37,7 @@ from pv4kit.scoring.choices import (
     position_table,
     shown_letter,
 )
-from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
+from pv4kit.scoring.runs import TIDY_DTYPES, VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
 from pv4kit.scoring.score import score_frame
 from pv4kit.scoring.stats import cohen_kappa_ci, compare
 
@@ -185,8 +185,7 @@ def agreement_table(
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
-    out = pd.concat(frames, ignore_index=True)[_COLUMNS]
-    return out.astype({"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"})
+    return pd.concat(frames, ignore_index=True)[_COLUMNS].astype(TIDY_DTYPES)
 
 
 def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
