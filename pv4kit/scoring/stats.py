@@ -22,6 +22,9 @@ from pv4kit.scoring.runs import check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
+_COMPARE_COLUMNS = ["scope", "group", "n", "n_users", "accuracy_a", "accuracy_b"]
+_MCNEMAR_COLUMNS = ["a_only", "b_only", "mcnemar_p"]
+
 
 def _check(frame: pd.DataFrame | None, columns: list[str], n_boot: int, seed: int, level: float) -> None:
     check_number(n_boot, "n_boot", ge=1, integer=True)
@@ -221,26 +224,13 @@ def compare(
     users = both["user_id"].to_numpy()
     rows = []
     for scope, group, idx in groups:
-        a, b, n = ca[idx], cb[idx], len(idx)
-        pb_ = _paired(a, b, users[idx], n_boot, seed, level)
-        mc = mcnemar_exact(a, b) if n else {"a_only": 0, "b_only": 0, "pvalue": None}
-        rows.append(
-            {
-                "scope": scope,
-                "group": group,
-                "n": n,
-                "n_users": pb_["n_clusters"],
-                "accuracy_a": float(a.mean()) if n else None,
-                "accuracy_b": float(b.mean()) if n else None,
-                "diff": pb_["diff"],
-                "diff_low": pb_["low"],
-                "diff_high": pb_["high"],
-                "a_only": mc["a_only"],
-                "b_only": mc["b_only"],
-                "mcnemar_p": mc["pvalue"],
-            }
-        )
-    out = pd.DataFrame(rows)
+        a, b = ca[idx], cb[idx]
+        paired = _paired(a, b, users[idx], n_boot, seed, level)
+        mc = mcnemar_exact(a, b) if len(idx) else {"a_only": 0, "b_only": 0, "pvalue": None}
+        accuracy = [float(x.mean()) if len(idx) else None for x in (a, b)]
+        figures = [paired["diff"], paired["low"], paired["high"], mc["a_only"], mc["b_only"], mc["pvalue"]]
+        rows.append([scope, group, len(idx), paired["n_clusters"], *accuracy, *figures])
+    out = pd.DataFrame(rows, columns=[*_COMPARE_COLUMNS, "diff", "diff_low", "diff_high", *_MCNEMAR_COLUMNS])
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs.update(data_differs=data_differs)
     return out
