@@ -21,7 +21,7 @@ import pandas as pd
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
-from pv4kit.scoring.runs import data_fingerprint, question_differences
+from pv4kit.scoring.runs import data_fingerprint, differences_text, question_differences
 
 logger = logging.getLogger(__name__)
 
@@ -72,30 +72,24 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
             f"data: {int((~found).sum())} scored question(s) are not in the data, e.g. {', '.join(first)}; "
             "export with the data the run was scored on"
         )
-    rows = questions[keys.isin(wanted)]  # in the data's row order
+    scored = keys.isin(wanted)
+    rows = questions[scored]  # in the data's row order
     diff = question_differences(predictions, rows)
     if len(diff):
-        first = [
-            f"user {r.user_id} question {r.question_index} ({r.fields})" for r in diff.head(5).itertuples()
-        ]
         raise ValueError(
-            f"data: {len(diff)} scored question(s) differ from the data, e.g. {'; '.join(first)}; the data "
-            "changed since the run was scored: rescore it, or export with the data it was scored on"
+            f"data: {len(diff)} scored question(s) differ from the data, e.g. {differences_text(diff)}; the "
+            "data changed since the run was scored: rescore it, or export with the data it was scored on"
         )
     generation = pd.Series(predictions["generation"].to_numpy(), index=wanted)
     with_hard = "hard" in rows.columns and bool(rows["hard"].notna().any())
     if with_hard and rows["hard"].isna().any():
         raise ValueError(f"data: 'hard' is missing for {int(rows['hard'].isna().sum())} of {len(rows)} rows")
-    records = []
-    for row in rows.to_dict("records"):
-        rec = {"question": row["question"], "answer": row["answer"]}
-        rec["prediction"] = generation[(int(row["user_id"]), int(row["question_index"]))]
-        if "choices" in rows.columns:
-            rec["choices"] = [c if c is None else str(c) for c in row["choices"]]
-        if with_hard:
-            rec["hard"] = bool(row["hard"])
-        records.append(rec)
-    return records
+    records = rows[["question", "answer"]].assign(prediction=generation.loc[keys[scored]].to_numpy())
+    if "choices" in rows.columns:
+        records["choices"] = [[c if c is None else str(c) for c in cs] for cs in rows["choices"]]
+    if with_hard:
+        records["hard"] = rows["hard"].astype(bool)
+    return records.to_dict("records")
 
 
 def export_reference(

@@ -330,6 +330,12 @@ def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=[*QUESTION_KEY, "fields"])
 
 
+def differences_text(diff: pd.DataFrame) -> str:
+    """The first five rows of :func:`question_differences` as text, then how many more."""
+    shown = [f"user {r.user_id} question {r.question_index} ({r.fields})" for r in diff.head(5).itertuples()]
+    return "; ".join(shown) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
+
+
 def check_same_data(
     run_a: str | os.PathLike[str] | pd.DataFrame,
     run_b: str | os.PathLike[str] | pd.DataFrame,
@@ -361,13 +367,8 @@ def check_same_data(
     if by_fingerprint:
         msg += f" (data_fingerprint {fa[:12]}... vs {fb[:12]}...)"
     if len(diff):
-        shown = [
-            f"user {int(r.user_id)} question {int(r.question_index)} ({r.fields})"
-            for r in diff.head(5).itertuples(index=False)
-        ]
-        more = f" and {len(diff) - 5} more" if len(diff) > 5 else ""
         msg += (
-            f": {len(diff)} of the {len(keys_a & keys_b)} questions in both differ: {'; '.join(shown)}{more}"
+            f": {len(diff)} of the {len(keys_a & keys_b)} questions in both differ: {differences_text(diff)}"
         )
     else:
         msg += (
