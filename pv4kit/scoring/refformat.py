@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
@@ -173,22 +173,19 @@ def join_reference(
             None if answer is None or not with_answer else str(answer).strip(),
         )
 
-    slots: dict[tuple, list[int]] = defaultdict(list)
+    slots: dict[tuple, deque[int]] = defaultdict(deque)  # the questions of each key, in order
     for pos, row in enumerate(questions.to_dict("records")):
         slots[key(row)].append(pos)
-    taken: dict[tuple, int] = defaultdict(int)
     matched, unmatched = [], []
     for lineno, rec in records:
         k = key(rec)
-        candidates = slots.get(k, [])
-        if taken[k] >= len(candidates):
+        if not slots.get(k):
             reason = (
-                "more records than questions with this key" if candidates else "no question with this text"
+                "more records than questions with this key" if k in slots else "no question with this text"
             )
             unmatched.append((lineno, rec["question"], reason))
             continue
-        q = questions.iloc[candidates[taken[k]]]
-        taken[k] += 1
+        q = questions.iloc[slots[k].popleft()]
         matched.append(
             (int(q["user_id"]), int(q["question_index"]), q["split"], str(rec["prediction"] or ""))
         )
@@ -237,24 +234,16 @@ def import_reference(
         questions = questions[questions["split"] == split]
     records = list(iter_jsonl(path))
     for lineno, obj in records:
-        for field in ("question", "prediction"):
-            if field not in obj:
-                raise ValueError(f"{path}:{lineno}: missing field {field!r}; got {sorted(obj)}")
+        if missing := [field for field in ("question", "prediction") if field not in obj]:
+            raise ValueError(f"{path}:{lineno}: missing field {missing[0]!r}; got {sorted(obj)}")
     gens, unmatched = join_reference(records, questions.reset_index(drop=True))
     if len(unmatched):
         logger.warning(
             "%d of %d rows in %s did not join to a question (see import_unmatched.csv)",
             *(len(unmatched), len(unmatched) + len(gens), path),
         )
-    config = {
-        "data": source,
-        "method": method,
-        "model": model,
-        "imported_from": str(path),
-        "imported_sha256": sha256_file(path),
-        "n_imported": len(gens),
-        "n_unmatched": len(unmatched),
-    }
+    config = {"data": source, "method": method, "model": model, "imported_from": str(path)}
+    config |= {"imported_sha256": sha256_file(path), "n_imported": len(gens), "n_unmatched": len(unmatched)}
     runs.write_generations(
         run_dir, gens, config=config, files={"import_unmatched.csv": unmatched.to_csv(index=False)}
     )
