@@ -269,7 +269,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
             {k: None if pd.isna(r.get(k)) else cast(r[k]) for k, cast in _CATEGORY_FIELDS.items()}
             for r in table
         ]
-    users = accuracy_table(predictions, by="user_id", interval="none")
+    users = accuracy_table(predictions, by="user_id", interval="none").astype({"user_id": "int64"})
     splits = predictions["split"].value_counts(sort=False).items() if "split" in predictions else []
     return {
         "accuracy": acc,
@@ -286,10 +286,7 @@ def compute_metrics(predictions: pd.DataFrame, *, n_boot: int = 2000, seed: int 
         "splits": {str(k): int(v) for k, v in splits},
         "bootstrap": dict(n_boot=n_boot, seed=seed, cluster="user_id", level=0.95, interval="percentile"),
         "by_category": by_category,
-        "by_user": [
-            {"user_id": int(u), "n": int(n), "n_correct": int(k), "accuracy": float(a)}
-            for u, n, k, a in users[["user_id", "n", "n_correct", "accuracy"]].itertuples(index=False)
-        ],
+        "by_user": users[["user_id", "n", "n_correct", "accuracy"]].to_dict("records"),
     }
 
 

@@ -64,9 +64,9 @@ def judge_messages(question: str, generation: str, shown: Sequence[str]) -> list
 
 def _kept(predictions: pd.DataFrame) -> pd.DataFrame:
     """The rows of requests that did not fail."""
-    return predictions[
-        ~predictions.get("failed", pd.Series(False, predictions.index)).fillna(False).astype(bool)
-    ]
+    if "failed" not in predictions:
+        return predictions
+    return predictions[~predictions["failed"].fillna(False).astype(bool)]
 
 
 def judge_predictions(
