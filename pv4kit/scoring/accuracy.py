@@ -84,13 +84,11 @@ def accuracy_table(
             )
             accuracy, low, high = (ci[c].to_numpy(dtype=np.float64) for c in ("estimate", "low", "high"))
         elif interval == "wilson":
-            bounds = np.array(
-                [wilson_interval(int(a), int(b), confidence=level) for a, b in zip(k, valid, strict=True)]
-            )
-            low, high = bounds.reshape(-1, 2).T.astype(np.float64)
-        table = counts[keys].assign(
-            metric=col, n=counts["n"].to_numpy(), n_correct=np.rint(k).astype(np.int64)
-        )
+            bounds = [
+                wilson_interval(int(a), int(b), confidence=level) for a, b in zip(k, valid, strict=True)
+            ]
+            low, high = np.array(bounds, dtype=np.float64).reshape(-1, 2).T
+        table = counts[keys].assign(metric=col, n=counts["n"], n_correct=np.rint(k).astype(np.int64))
         tables.append(table.assign(accuracy=accuracy, ci_low=low, ci_high=high))
     out = pd.concat(tables, ignore_index=True)
     if not names:

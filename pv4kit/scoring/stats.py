@@ -161,9 +161,7 @@ def paired_bootstrap(
     """
     _check(None, [], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
-    return _paired(
-        paired[a].to_numpy(), paired[b].to_numpy(), paired[cluster].to_numpy(), n_boot, seed, level
-    )
+    return _paired(*(paired[c].to_numpy() for c in (a, b, cluster)), n_boot, seed, level)
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
