@@ -263,25 +263,19 @@ def margin_table(
         ``bin, lower, metric, value, ci_low, ci_high, n, share`` (the bin's share of the questions with a
         margin); ``metric`` ``accuracy`` or ``agreement:<judge>``. Questions without a margin are left out.
     """
-    rows = _kept(predictions)
-    rows = rows[rows["margin"].notna()].copy()
-    labels = [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)]
-    binned = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels)
-    rows["bin"] = binned.astype(str)
+    rows = _kept(predictions).dropna(subset=["margin"])
+    lower = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=list(bins[:-1]))
+    rows = rows.assign(lower=lower.astype(float))  # each bin by its lower bound: they sort as numbers
     boot = {"n_boot": n_boot, "seed": seed}
-    parts = [accuracy_table(rows, by="bin", **boot).assign(metric="accuracy")]
+    parts = [accuracy_table(rows, by="lower", **boot).assign(metric="accuracy")]
     for name, j in judgments.groupby("judge", sort=False) if judgments is not None else ():
-        both = rows[[*QUESTION_KEY, "bin"]].merge(_judged(predictions, j)[[*QUESTION_KEY, "agreement"]])
-        parts.append(
-            accuracy_table(both, by="bin", value="agreement", **boot).assign(metric=f"agreement:{name}")
-        )
+        both = rows[[*QUESTION_KEY, "lower"]].merge(_judged(predictions, j)[[*QUESTION_KEY, "agreement"]])
+        table = accuracy_table(both, by="lower", value="agreement", **boot)
+        parts.append(table.assign(metric=f"agreement:{name}"))
     out = pd.concat(parts, ignore_index=True).rename(columns={"accuracy": "value"})
-    out["share"] = out["bin"].map(rows["bin"].value_counts()).astype(float) / max(len(rows), 1)
-    out["lower"] = out["bin"].map(dict(zip(labels, bins[:-1], strict=True)))
-    order = {b: i for i, b in enumerate(labels)}
-    out = out.sort_values(
-        ["metric", "bin"], key=lambda s: s.map(order) if s.name == "bin" else s, kind="stable"
-    )
+    out = out.sort_values(["metric", "lower"], kind="stable")
+    out["bin"] = out["lower"].map({a: f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)})
+    out["share"] = out["lower"].map(rows["lower"].value_counts()).astype(float) / max(len(rows), 1)
     return out[["bin", "lower", "metric", "value", "ci_low", "ci_high", "n", "share"]].reset_index(drop=True)
 
 
