@@ -319,6 +319,7 @@ def _mark_failed(predictions: pd.DataFrame, failed_keys: pd.DataFrame) -> pd.Dat
     mask = pd.MultiIndex.from_frame(out[list(QUESTION_KEY)].astype("int64")).isin(keys)
     out["failed"] = mask
     if mask.any():
+        out["generation"] = out["generation"].astype(object)
         out.loc[mask, ["generation", "predicted_letter"]] = None
         out.loc[mask, ["correct", "tie"]] = False
         out.loc[mask, [*SIM_COLUMNS, "margin"]] = np.nan
