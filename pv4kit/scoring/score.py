@@ -301,9 +301,8 @@ def _failed_rows(generations: pd.DataFrame, *, failed: str | None, where: str) -
         raise FailedRowsError(
             f"{where}: {n} of {len(generations)} requests failed (status 'failed' in generations.parquet; "
             f"e.g. user {int(first['user_id'])} question {int(first['question_index'])}: "
-            f"{first.get('error')}); "
-            "rerun `pv4kit answer` with the same options to resume them, or score with failed='wrong' (count "
-            "them as wrong answers) or failed='exclude' (leave them out)"
+            f"{first.get('error')}); rerun `pv4kit answer` with the same options to resume them, or score "
+            "with failed='wrong' (count them as wrong answers) or failed='exclude' (leave them out)"
         )
     if n:
         logger.warning("%s: %d failed requests, scored with failed=%r", where, n, failed)

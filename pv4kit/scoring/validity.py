@@ -38,7 +38,7 @@ from pv4kit.scoring.choices import (
     shown_letter,
 )
 from pv4kit.scoring.runs import TIDY_DTYPES, VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
-from pv4kit.scoring.score import score_frame
+from pv4kit.scoring.score import QUESTION_COLUMNS, score_frame
 from pv4kit.scoring.stats import cohen_kappa_ci, compare
 
 logger = logging.getLogger(__name__)
@@ -221,8 +221,7 @@ def sensitivity_table(
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).reset_index(drop=True)
-    carried = ("split", "category", "category_name", "hard", "question", "choices", "answer")
-    questions = base[[*QUESTION_KEY, *(c for c in carried if c in base)]]
+    questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
     generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
     rows = []
@@ -328,12 +327,10 @@ def validity(
         raise ValueError(f"judges: each judge model once, got {models}")
     boot = {"n_boot": n_boot, "seed": seed}
     ask = {"seed": seed, "cache": llm_cache, "client": client, "progress": progress}
-    judgments = None
+    judged = [judge_predictions(predictions, llm=j, **ask) for j in judges]
+    judgments = pd.concat(judged, ignore_index=True) if judges else None
     tables: dict[str, pd.DataFrame] = {}
     if judges:
-        judgments = pd.concat(
-            [judge_predictions(predictions, llm=j, **ask) for j in judges], ignore_index=True
-        )
         tables["agreement"] = agreement_table(predictions, judgments, **boot)
         tables["judge_positions"] = judge_positions(judgments)
     run_numerics = metrics.get("numerics") or "float16"
