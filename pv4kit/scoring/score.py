@@ -121,7 +121,7 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     if len(orphan):
         first = orphan[QUESTION_KEY].head(5).to_dict("records")
         raise ValueError(f"generations: {len(orphan)} row(s) match no question in the data, e.g. {first}")
-    if "split_run" in rows.columns and "split" in rows.columns:
+    if "split_run" in rows.columns:  # both name a split
         clash = rows["split_run"].astype(str) != rows["split"].astype(str)
         if clash.any():
             row = rows[clash].iloc[0]
@@ -130,8 +130,6 @@ def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
                 f"{row['user_id']} question {row['question_index']}: run says {row['split_run']!r}, data "
                 f"says {row['split']!r}"
             )
-    elif "split_run" in rows.columns:
-        rows["split"] = rows["split_run"]
     rows = rows.drop(columns=["_merge", "split_run"], errors="ignore")
     rows["answer_letter"] = [LETTERS[i] for i in answer_indices(rows)]  # raises before anything is embedded
     rows["choices"] = [list(c) for c in rows["choices"]]
