@@ -58,8 +58,7 @@ def accuracy_table(
     columns = list(by.values()) if isinstance(by, Mapping) else names
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]
-    missing = [c for c in dict.fromkeys(need) if c not in frame.columns]
-    if missing:
+    if missing := [c for c in dict.fromkeys(need) if c not in frame.columns]:
         raise ValueError(
             f"accuracy_table: column(s) {missing} not in frame; columns are {list(frame.columns)}"
         )

@@ -58,8 +58,7 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: A scored question is not in ``questions`` or differs there (the data changed since
             scoring), or ``hard`` is missing for some rows only.
     """
-    missing = [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]
-    if missing:
+    if missing := [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
     keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
     if not keys.is_unique:

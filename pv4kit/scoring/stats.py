@@ -270,8 +270,7 @@ def cohen_kappa_ci(
     if both.empty:
         return out
     index = {label: i for i, label in enumerate(labels)}
-    unknown = sorted({str(v) for v in pd.concat([both[a], both[b]]) if v not in index})
-    if unknown:
+    if unknown := sorted({str(v) for v in pd.concat([both[a], both[b]]) if v not in index}):
         raise ValueError(f"labels: ratings {unknown} are not among labels={list(labels)!r}")
     k = len(labels)
     uniq, inverse = np.unique(both[cluster].to_numpy(), return_inverse=True)
