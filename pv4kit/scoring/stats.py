@@ -87,15 +87,10 @@ def grouped_bootstrap_ci(
     _check(frame, [value, cluster, *by], n_boot, seed, level)
     sizes = frame.groupby(by, sort=True, dropna=False).size().rename("n")
     valid = frame[frame[value].notna()]
-    totals = (
-        valid.assign(_v=valid[value].astype(float))
-        .groupby([*by, cluster], sort=True, dropna=False)["_v"]
-        .agg(["sum", "count"])
-        .reset_index()
-    )
+    totals = valid.groupby([*by, cluster], sort=True, dropna=False)[value].agg(["sum", "count"]).reset_index()
     alpha = (1 - level) / 2
     gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
-    sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
+    sizes_k = np.bincount(gid)
     starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
     all_sums, all_counts = (totals[c].to_numpy(np.float64) for c in ("sum", "count"))
     est, low, high = (np.full(len(sizes_k), np.nan) for _ in range(3))
