@@ -64,8 +64,7 @@ def accuracy_table(
         )
     keys = names or [_ALL]
     base = frame[columns].set_axis(names, axis=1).reset_index(drop=True)
-    if not names:
-        base[_ALL] = np.zeros(len(frame), dtype=np.int64)
+    base[_ALL] = 0  # the key of the whole frame, when no ``by`` column groups it
     resample = _ALL + cluster if cluster in keys else cluster
     if interval == "bootstrap":
         base[resample] = frame[cluster].reset_index(drop=True)
