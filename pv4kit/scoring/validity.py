@@ -236,9 +236,8 @@ def sensitivity_table(
         row = {"variant": name, "embedder": getattr(embedder, "name", None), "numerics": numerics}
         row |= {"n": int(acc["n"]), **{k: float(acc[k]) for k in ("accuracy", "ci_low", "ci_high")}}
         if embedder is not None:
-            merged = base[[*QUESTION_KEY, "predicted_letter"]].merge(
-                other[[*QUESTION_KEY, "predicted_letter"]], on=list(QUESTION_KEY), suffixes=("", "_v")
-            )
+            cols = [*QUESTION_KEY, "predicted_letter"]
+            merged = base[cols].merge(other[cols], on=list(QUESTION_KEY), suffixes=("", "_v"))
             flips = int((merged["predicted_letter"] != merged["predicted_letter_v"]).sum())
             paired = compare(other, base, **boot).iloc[0]  # the "overall" row: variant minus the run
             paired = paired.rename({"a_only": "variant_only", "b_only": "run_only"})
