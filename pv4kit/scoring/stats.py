@@ -58,8 +58,7 @@ def bootstrap_ci(
         ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are
         ``None`` when no row has a value.
     """
-    _check(frame, [value, cluster], n_boot, seed, level)
-    one = grouped_bootstrap_ci(
+    one = grouped_bootstrap_ci(  # which checks the arguments
         frame.assign(_all=0), by="_all", value=value, cluster=cluster, n_boot=n_boot, seed=seed, level=level
     )
     row = one.iloc[0] if len(one) else {"estimate": np.nan, "low": np.nan, "high": np.nan, "n_clusters": 0}
