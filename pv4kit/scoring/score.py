@@ -185,14 +185,9 @@ def score_frame(
     rows = _join(questions, generations)
     n = len(rows)
     mask = _nonempty(rows["choices"])
-    texts = np.array(rows["choices"].tolist(), dtype=object).reshape(mask.shape)[mask].tolist()
-    vectors = embed_texts(
-        [*rows["generation"], *texts],
-        embedder=embedder,
-        cache=cache,
-        batch_size=batch_size,
-        progress=progress,
-    )
+    candidates = np.array(rows["choices"].tolist(), dtype=object).reshape(mask.shape)[mask]
+    texts = [*rows["generation"], *candidates]  # the non-empty candidates, row by row in letter order
+    vectors = embed_texts(texts, embedder=embedder, cache=cache, batch_size=batch_size, progress=progress)
     sims = candidate_similarities(vectors[:n], vectors[n:], mask, numerics=numerics)  # NaN: empty
     scores = np.where(mask, sims, -np.inf)
     pred = np.argmax(scores, axis=1)  # earliest letter wins a tie
@@ -236,6 +231,7 @@ def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd
     )
 
 
+#: the fields of each ``by_category`` entry of ``metrics.json``, with their types
 _CATEGORY_FIELDS = {"category": int, "category_name": str, "n": int, "n_correct": int}
 _CATEGORY_FIELDS |= dict.fromkeys(("accuracy", "ci_low", "ci_high"), float)
 
