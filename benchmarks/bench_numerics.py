@@ -43,7 +43,7 @@ def _compare(sims16: np.ndarray, sims32: np.ndarray, mask: np.ndarray) -> dict[s
 
 def synthetic(n: int, *, shape: str, seed: int) -> dict[str, int]:
     """Score ``n`` synthetic questions (five candidates each) in both numerics."""
-    from pv4kit.scoring.numerics import candidate_similarities
+    from pv4kit.scoring.score import candidate_similarities
 
     rng = np.random.default_rng(seed)
     totals = {"n": 0, "differ": 0, "ties_float16": 0, "ties_float32": 0}

@@ -1,6 +1,7 @@
 """Vector helpers of retrieval, the audits, the plots and the embedders' output check.
 
-Scoring does *not* use these: it follows the reference's float16 rule (:mod:`pv4kit.scoring.numerics`).
+Scoring does *not* use these: it follows the reference's float16 rule
+(:func:`pv4kit.scoring.score.candidate_similarities`).
 """
 
 from __future__ import annotations

@@ -32,9 +32,8 @@ from pv4kit.baselines.run import answer
 from pv4kit.baselines.tokens import EstimateChatTokenizer, reference_context
 from pv4kit.dataset.load import PV4Data
 from pv4kit.llm.config import LLMConfig
-from pv4kit.scoring.failures import FailedRowsError
 from pv4kit.scoring.runs import read_generations
-from pv4kit.scoring.score import score_run
+from pv4kit.scoring.score import FailedRowsError, score_run
 from tests.llm_server import FakeLLMServer, Reply
 
 SYSTEM = "You are a helpful assistant."

@@ -240,8 +240,7 @@ def test_max_model_len_mismatch_is_refused_before_anything_is_sent(vllm_chat, tm
 
 
 def test_a_prompt_over_the_servers_context_is_a_recorded_failure(vllm_chat, minilm, tmp_path):
-    from pv4kit.scoring.failures import FailedRowsError
-    from pv4kit.scoring.score import score_run
+    from pv4kit.scoring.score import FailedRowsError, score_run
 
     run = answer(  # no server check, no token counting: the over-long prompt reaches the server
         _long_data(),

@@ -21,7 +21,7 @@ from pv4kit.dataset.hub import PV4_HUB_ID, HubError
 from pv4kit.dataset.load import load
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
-from pv4kit.scoring.samedata import check_same_data
+from pv4kit.scoring.runs import check_same_data
 
 logger = logging.getLogger(__name__)
 
@@ -91,7 +91,7 @@ def load_scored_runs(runs_dir: str | os.PathLike[str], *, force: bool = False) -
     """Predictions of every scored run under ``runs_dir`` (``{name: predictions}``, sorted by name).
 
     The generations' extra per-question columns (``retrieved_ids`` ...) are joined on. Runs scored on other
-    data than the first are refused (:func:`pv4kit.scoring.samedata.check_same_data`; ``force``: a warning).
+    data than the first are refused (:func:`pv4kit.scoring.runs.check_same_data`; ``force``: a warning).
     """
     root = Path(runs_dir)
     out: dict[str, pd.DataFrame] = {}

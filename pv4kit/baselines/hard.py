@@ -16,8 +16,7 @@ import pandas as pd
 from pv4kit._io import atomic_write_text
 from pv4kit.dataset.tree import read_hard_subset
 from pv4kit.schema import QUESTION_KEY
-from pv4kit.scoring.runs import read_predictions
-from pv4kit.scoring.samedata import check_same_data
+from pv4kit.scoring.runs import check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -43,7 +42,7 @@ def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.Dat
         no_docs: The closed-book run.
         rag: The ``rag`` ``top_k=1`` run of the same decoder.
         force: Combine runs scored on different data with a warning instead of the ``ValueError``
-            (:func:`pv4kit.scoring.samedata.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
+            (:func:`pv4kit.scoring.runs.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)

@@ -47,8 +47,7 @@ from pv4kit.llm.local import LOCAL_ALIAS, LOCAL_MAX_MODEL_LEN, LOCAL_MODEL_ID
 from pv4kit.redact import redact_url
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring.choices import CHOICE_PROMPT_VERSION, ORDER_COLUMN, choice_order, mcq_suffix
-from pv4kit.scoring.failures import STATUS_FAILED, STATUS_OK, previous_answers
-from pv4kit.scoring.runs import read_run_config, write_generations
+from pv4kit.scoring.runs import STATUS_FAILED, STATUS_OK, previous_answers, read_run_config, write_generations
 
 __all__ = ["METHODS", "AnswerRun", "Request", "answer", "default_max_model_len", "select_questions"]
 

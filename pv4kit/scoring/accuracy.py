@@ -58,15 +58,13 @@ def accuracy_table(
     columns = list(by.values()) if isinstance(by, Mapping) else names
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]
-    missing = [c for c in dict.fromkeys(need) if c not in frame.columns]
-    if missing:
+    if missing := [c for c in dict.fromkeys(need) if c not in frame.columns]:
         raise ValueError(
             f"accuracy_table: column(s) {missing} not in frame; columns are {list(frame.columns)}"
         )
     keys = names or [_ALL]
     base = frame[columns].set_axis(names, axis=1).reset_index(drop=True)
-    if not names:
-        base[_ALL] = np.zeros(len(frame), dtype=np.int64)
+    base[_ALL] = 0  # the key of the whole frame, when no ``by`` column groups it
     resample = _ALL + cluster if cluster in keys else cluster
     if interval == "bootstrap":
         base[resample] = frame[cluster].reset_index(drop=True)
@@ -84,13 +82,11 @@ def accuracy_table(
             )
             accuracy, low, high = (ci[c].to_numpy(dtype=np.float64) for c in ("estimate", "low", "high"))
         elif interval == "wilson":
-            bounds = np.array(
-                [wilson_interval(int(a), int(b), confidence=level) for a, b in zip(k, valid, strict=True)]
-            )
-            low, high = bounds.reshape(-1, 2).T.astype(np.float64)
-        table = counts[keys].assign(
-            metric=col, n=counts["n"].to_numpy(), n_correct=np.rint(k).astype(np.int64)
-        )
+            bounds = [
+                wilson_interval(int(a), int(b), confidence=level) for a, b in zip(k, valid, strict=True)
+            ]
+            low, high = np.array(bounds, dtype=np.float64).reshape(-1, 2).T
+        table = counts[keys].assign(metric=col, n=counts["n"], n_correct=np.rint(k).astype(np.int64))
         tables.append(table.assign(accuracy=accuracy, ci_low=low, ci_high=high))
     out = pd.concat(tables, ignore_index=True)
     if not names:

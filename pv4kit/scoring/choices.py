@@ -104,6 +104,13 @@ def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | Non
     return LETTERS[int(order[LETTERS.index(shown_letter)])]
 
 
+def shown_letter(letter: object, order: Sequence[int]) -> str | None:
+    """The shown letter of the question's own ``letter`` under ``order`` (``None`` for anything else)."""
+    if not isinstance(letter, str) or letter not in LETTERS:
+        return None
+    return LETTERS[list(order).index(LETTERS.index(letter))]
+
+
 def position_table(predictions: pd.DataFrame) -> pd.DataFrame:
     """Accuracy by the shown letter of the correct answer, and the share of parsed replies naming each letter.
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections import defaultdict
+from collections import defaultdict, deque
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +21,7 @@ import pandas as pd
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
 from pv4kit.schema import QUESTION_KEY
 from pv4kit.scoring import runs
-from pv4kit.scoring.samedata import data_fingerprint, question_differences
+from pv4kit.scoring.runs import data_fingerprint, differences_text, question_differences
 
 logger = logging.getLogger(__name__)
 
@@ -58,8 +58,7 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: A scored question is not in ``questions`` or differs there (the data changed since
             scoring), or ``hard`` is missing for some rows only.
     """
-    missing = [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]
-    if missing:
+    if missing := [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]:
         raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
     keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
     if not keys.is_unique:
@@ -72,30 +71,24 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
             f"data: {int((~found).sum())} scored question(s) are not in the data, e.g. {', '.join(first)}; "
             "export with the data the run was scored on"
         )
-    rows = questions[keys.isin(wanted)]  # in the data's row order
+    scored = keys.isin(wanted)
+    rows = questions[scored]  # in the data's row order
     diff = question_differences(predictions, rows)
     if len(diff):
-        first = [
-            f"user {r.user_id} question {r.question_index} ({r.fields})" for r in diff.head(5).itertuples()
-        ]
         raise ValueError(
-            f"data: {len(diff)} scored question(s) differ from the data, e.g. {'; '.join(first)}; the data "
-            "changed since the run was scored: rescore it, or export with the data it was scored on"
+            f"data: {len(diff)} scored question(s) differ from the data, e.g. {differences_text(diff)}; the "
+            "data changed since the run was scored: rescore it, or export with the data it was scored on"
         )
     generation = pd.Series(predictions["generation"].to_numpy(), index=wanted)
     with_hard = "hard" in rows.columns and bool(rows["hard"].notna().any())
     if with_hard and rows["hard"].isna().any():
         raise ValueError(f"data: 'hard' is missing for {int(rows['hard'].isna().sum())} of {len(rows)} rows")
-    records = []
-    for row in rows.to_dict("records"):
-        rec = {"question": row["question"], "answer": row["answer"]}
-        rec["prediction"] = generation[(int(row["user_id"]), int(row["question_index"]))]
-        if "choices" in rows.columns:
-            rec["choices"] = [c if c is None else str(c) for c in row["choices"]]
-        if with_hard:
-            rec["hard"] = bool(row["hard"])
-        records.append(rec)
-    return records
+    records = rows[["question", "answer"]].assign(prediction=generation.loc[keys[scored]].to_numpy())
+    if "choices" in rows.columns:
+        records["choices"] = [[c if c is None else str(c) for c in cs] for cs in rows["choices"]]
+    if with_hard:
+        records["hard"] = rows["hard"].astype(bool)
+    return records.to_dict("records")
 
 
 def export_reference(
@@ -179,22 +172,19 @@ def join_reference(
             None if answer is None or not with_answer else str(answer).strip(),
         )
 
-    slots: dict[tuple, list[int]] = defaultdict(list)
+    slots: dict[tuple, deque[int]] = defaultdict(deque)  # the questions of each key, in order
     for pos, row in enumerate(questions.to_dict("records")):
         slots[key(row)].append(pos)
-    taken: dict[tuple, int] = defaultdict(int)
     matched, unmatched = [], []
     for lineno, rec in records:
         k = key(rec)
-        candidates = slots.get(k, [])
-        if taken[k] >= len(candidates):
+        if not slots.get(k):
             reason = (
-                "more records than questions with this key" if candidates else "no question with this text"
+                "more records than questions with this key" if k in slots else "no question with this text"
             )
             unmatched.append((lineno, rec["question"], reason))
             continue
-        q = questions.iloc[candidates[taken[k]]]
-        taken[k] += 1
+        q = questions.iloc[slots[k].popleft()]
         matched.append(
             (int(q["user_id"]), int(q["question_index"]), q["split"], str(rec["prediction"] or ""))
         )
@@ -243,19 +233,16 @@ def import_reference(
         questions = questions[questions["split"] == split]
     records = list(iter_jsonl(path))
     for lineno, obj in records:
-        for field in ("question", "prediction"):
-            if field not in obj:
-                raise ValueError(f"{path}:{lineno}: missing field {field!r}; got {sorted(obj)}")
+        if missing := [field for field in ("question", "prediction") if field not in obj]:
+            raise ValueError(f"{path}:{lineno}: missing field {missing[0]!r}; got {sorted(obj)}")
     gens, unmatched = join_reference(records, questions.reset_index(drop=True))
     if len(unmatched):
         logger.warning(
             "%d of %d rows in %s did not join to a question (see import_unmatched.csv)",
             *(len(unmatched), len(unmatched) + len(gens), path),
         )
-    config = {
-        "data": source, "method": method, "model": model, "imported_from": str(path),
-        "imported_sha256": sha256_file(path), "n_imported": len(gens), "n_unmatched": len(unmatched),
-    }  # fmt: skip
+    config = {"data": source, "method": method, "model": model, "imported_from": str(path)}
+    config |= {"imported_sha256": sha256_file(path), "n_imported": len(gens), "n_unmatched": len(unmatched)}
     runs.write_generations(
         run_dir, gens, config=config, files={"import_unmatched.csv": unmatched.to_csv(index=False)}
     )

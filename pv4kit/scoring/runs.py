@@ -35,6 +35,9 @@ METRICS_FILE = "metrics.json"
 VALIDITY_DIR = "validity"
 #: the key under which predictions (``attrs``) and metrics record the generations they score
 GENERATIONS_SHA = "generations_sha256"
+#: a generation's ``status``: a failed request (after its retries) has its ``error`` and no generation
+STATUS_OK = "ok"
+STATUS_FAILED = "failed"
 
 
 def _int_key(column: pd.Series, *, where: str) -> pd.Series:
@@ -52,21 +55,22 @@ def _int_key(column: pd.Series, *, where: str) -> pd.Series:
     return values.astype("int64")
 
 
+def failed_rows(frame: pd.DataFrame) -> pd.Series:
+    """True where a row's request failed (``status == "failed"``)."""
+    status = frame["status"] if "status" in frame else pd.Series("", index=frame.index)
+    return status.astype("string").fillna("").eq(STATUS_FAILED).astype(bool)
+
+
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
-    missing = [c for c in GENERATION_COLUMNS if c not in frame.columns]
-    if missing:
+    if missing := [c for c in GENERATION_COLUMNS if c not in frame.columns]:
         raise ValueError(
             f"{where}: missing column(s) {missing}; a generations frame needs {list(GENERATION_COLUMNS)}, "
             f"got {list(frame.columns)}"
         )
-    out = frame.copy()
-    for key in QUESTION_KEY:
-        out[key] = _int_key(out[key], where=where)
+    out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
-    gen = out["generation"]
-    text = gen.where(gen.notna(), "").astype(str).astype(object)
-    if "status" in out.columns:  # a failed request has no generation (pv4kit.scoring.failures)
-        text[out["status"].astype("string").fillna("").eq("failed").to_numpy()] = None
+    text = out["generation"].fillna("").astype(str).astype(object)
+    text[failed_rows(out).to_numpy()] = None  # a failed request has no generation
     out["generation"] = text
     dup = out.duplicated(QUESTION_KEY, keep=False)
     if dup.any():
@@ -119,10 +123,8 @@ def write_generations(
         out.to_parquet(tmp / GENERATIONS_FILE, index=False)
         atomic_write_json(tmp / CONFIG_FILE, provenance(**config))
         for name, content in (files or {}).items():
-            if isinstance(content, str):
-                atomic_write_text(tmp / name, content)
-            else:
-                atomic_write_json(tmp / name, content)
+            write = atomic_write_text if isinstance(content, str) else atomic_write_json
+            write(tmp / name, content)
         for name in scored:
             if (run_dir / name).exists():
                 logger.warning("%s: removing stale %s (rescore the new generations)", run_dir, name)
@@ -177,40 +179,44 @@ def read_metrics(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return _read_scored(run_dir, METRICS_FILE)
 
 
+_FIGURE_COLUMNS = ["subset", "group", "metric", "value", "ci_low", "ci_high", "n"]
 #: the columns of :func:`metrics_frame`, in order
-METRICS_COLUMNS = (
-    "run", "method", "model", "split", "subset", "group", "metric", "value", "ci_low", "ci_high", "n"
-)  # fmt: skip
+METRICS_COLUMNS = ("run", "method", "model", "split", *_FIGURE_COLUMNS)
 #: the whole-run counts of ``metrics.json`` that :func:`metrics_frame` carries as ``metric`` rows
 COUNT_METRICS = (
-    "n_users", "n_ties", "n_empty_generations", "n_missing_generations", "n_failed", "n_unparsed"
-)  # fmt: skip
+    "n_users",
+    "n_ties",
+    "n_empty_generations",
+    "n_missing_generations",
+    "n_failed",
+    "n_unparsed",
+)
+#: the dtypes of a tidy frame's figures
+TIDY_DTYPES = {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
 
 
 def tidy_metrics(metrics: dict[str, Any], *, run: str | None = None) -> pd.DataFrame:
     """One run's ``metrics.json`` as the tidy rows of :func:`metrics_frame` (``run``: default its folder)."""
     name = run if run is not None else Path(str(metrics.get("run", ""))).name
-    split = "+".join(sorted(metrics.get("splits") or {})) or None
     n = metrics.get("n")
-    rows = [
-        ("all", "all", "accuracy", metrics.get("accuracy"), *(metrics.get("accuracy_ci") or (None,) * 2), n)
-    ]
+    ci = metrics.get("accuracy_ci") or [None] * 2
+    rows = [("all", "all", "accuracy", metrics.get("accuracy"), *ci, n)]
     if "accuracy_hard" in metrics:
-        hard_ci = metrics.get("accuracy_hard_ci") or (None, None)
+        hard_ci = metrics.get("accuracy_hard_ci") or [None] * 2
         rows.append(("hard", "hard", "accuracy", metrics["accuracy_hard"], *hard_ci, metrics.get("n_hard")))
     for c in metrics.get("by_category") or []:
-        group = c.get("category_name") or str(c.get("category"))
-        rows.append(
-            ("category", group, "accuracy", c.get("accuracy"), c.get("ci_low"), c.get("ci_high"), c.get("n"))
-        )
+        figures = [c.get(k) for k in ("accuracy", "ci_low", "ci_high", "n")]
+        rows.append(("category", c.get("category_name") or str(c.get("category")), "accuracy", *figures))
     rows += [
         ("all", "all", k, metrics[k], None, None, n) for k in COUNT_METRICS if metrics.get(k) is not None
     ]
-    out = pd.DataFrame(rows, columns=list(METRICS_COLUMNS[4:]))
-    out = out.assign(run=name, method=metrics.get("method"), model=metrics.get("model"), split=split)
-    return out[list(METRICS_COLUMNS)].astype(
-        {"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"}
+    out = pd.DataFrame(rows, columns=_FIGURE_COLUMNS).assign(
+        run=name,
+        method=metrics.get("method"),
+        model=metrics.get("model"),
+        split="+".join(sorted(metrics.get("splits") or {})) or None,
     )
+    return out[list(METRICS_COLUMNS)].astype(TIDY_DTYPES)
 
 
 def scored_runs(root: Path, needed: str) -> list[Path]:
@@ -270,3 +276,109 @@ def load_questions(
 
     loaded = load(str(source), splits=splits)
     return loaded.questions, str(source), getattr(loaded, "fingerprint", None)
+
+
+def previous_answers(run_dir: Any) -> dict[str, tuple[str, Any]]:
+    """``request_key -> (generation, finish_reason)`` of the answered rows of a run (for resuming)."""
+    path = Path(run_dir) / GENERATIONS_FILE
+    if not path.exists():
+        return {}
+    try:
+        old = pd.read_parquet(path)
+    except (OSError, ValueError) as exc:
+        logger.warning("%s: unreadable (%s); every question is asked again", path, exc)
+        return {}
+    if "request_key" not in old.columns or "status" not in old.columns:
+        return {}
+    ok = old[old["status"].astype("string").fillna("").eq(STATUS_OK) & old["generation"].notna()]
+    finish = ok["finish_reason"] if "finish_reason" in ok.columns else pd.Series(None, index=ok.index)
+    return {
+        str(k): (str(g), f)
+        for k, g, f in zip(ok["request_key"], ok["generation"], finish, strict=True)
+        if isinstance(k, str) and k
+    }
+
+
+def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
+    """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
+    if isinstance(run, pd.DataFrame):
+        return run.attrs.get("data_fingerprint")
+    try:
+        metrics = json.loads((Path(run) / METRICS_FILE).read_text(encoding="utf-8"))
+        return metrics["provenance"]["data_fingerprint"]
+    except (OSError, ValueError, LookupError, TypeError):  # no metrics, or none recorded
+        return None
+
+
+def _norm(field: str, value: Any) -> Any:
+    if field == "choices":
+        return None if value is None else tuple("" if c is None else str(c) for c in value)
+    return None if value is None or (isinstance(value, float) and pd.isna(value)) else str(value)
+
+
+def question_differences(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
+    """Questions in both frames whose text, choices or answer differ: ``user_id, question_index, fields``."""
+    fields = [c for c in ("question", "choices", "answer") if c in a.columns and c in b.columns]
+    both = a[[*QUESTION_KEY, *fields]].merge(
+        b[[*QUESTION_KEY, *fields]], on=QUESTION_KEY, suffixes=("_a", "_b")
+    )
+    rows = []
+    for rec in both.sort_values(QUESTION_KEY, kind="stable").to_dict("records"):
+        differ = [f for f in fields if _norm(f, rec[f"{f}_a"]) != _norm(f, rec[f"{f}_b"])]
+        if differ:
+            rows.append((rec["user_id"], rec["question_index"], ", ".join(differ)))
+    return pd.DataFrame(rows, columns=[*QUESTION_KEY, "fields"])
+
+
+def differences_text(diff: pd.DataFrame) -> str:
+    """The first five rows of :func:`question_differences` as text, then how many more."""
+    shown = [f"user {r.user_id} question {r.question_index} ({r.fields})" for r in diff.head(5).itertuples()]
+    return "; ".join(shown) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
+
+
+def check_same_data(
+    run_a: str | os.PathLike[str] | pd.DataFrame,
+    run_b: str | os.PathLike[str] | pd.DataFrame,
+    a: pd.DataFrame,
+    b: pd.DataFrame,
+    *,
+    force: bool = False,
+) -> bool:
+    """Refuse to pair two runs made on different data, naming the questions that differ.
+
+    ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the
+    recorded fingerprints differ, or a question in both has another text, choices or answer.
+
+    Returns:
+        Whether the data differ (``True`` only with ``force``, which warns instead of raising).
+
+    Raises:
+        ValueError: The data differ, naming the questions, and ``force`` is false.
+    """
+    fa, fb = data_fingerprint(run_a), data_fingerprint(run_b)
+    diff = question_differences(a, b)
+    by_fingerprint = fa is not None and fb is not None and fa != fb
+    if not by_fingerprint and diff.empty:
+        return False
+    keys_a, keys_b = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (a, b))
+    label_a = "A" if isinstance(run_a, pd.DataFrame) else f"A ({run_a})"
+    label_b = "B" if isinstance(run_b, pd.DataFrame) else f"B ({run_b})"
+    msg = f"runs {label_a} and {label_b} were scored on different data"
+    if by_fingerprint:
+        msg += f" (data_fingerprint {fa[:12]}... vs {fb[:12]}...)"
+    if len(diff):
+        msg += (
+            f": {len(diff)} of the {len(keys_a & keys_b)} questions in both differ: {differences_text(diff)}"
+        )
+    else:
+        msg += (
+            ": no question in both runs differs in its text, choices or answer, so the chats or other "
+            "files of the data differ"
+        )
+    only_a, only_b = len(keys_a - keys_b), len(keys_b - keys_a)
+    if only_a or only_b:
+        msg += f"; {only_a} questions only in A, {only_b} only in B"
+    if force:
+        logger.warning("%s; using them together anyway (force)", msg)
+        return True
+    raise ValueError(f"{msg}. Pass force=True to use them together anyway.")

@@ -18,10 +18,12 @@ import pandas as pd
 
 from pv4kit._options import check_number
 from pv4kit.schema import QUESTION_KEY
-from pv4kit.scoring.runs import read_predictions
-from pv4kit.scoring.samedata import check_same_data
+from pv4kit.scoring.runs import check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
+
+_COMPARE_COLUMNS = ["scope", "group", "n", "n_users", "accuracy_a", "accuracy_b"]
+_MCNEMAR_COLUMNS = ["a_only", "b_only", "mcnemar_p"]
 
 
 def _check(frame: pd.DataFrame | None, columns: list[str], n_boot: int, seed: int, level: float) -> None:
@@ -56,8 +58,7 @@ def bootstrap_ci(
         ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are
         ``None`` when no row has a value.
     """
-    _check(frame, [value, cluster], n_boot, seed, level)
-    one = grouped_bootstrap_ci(
+    one = grouped_bootstrap_ci(  # which checks the arguments
         frame.assign(_all=0), by="_all", value=value, cluster=cluster, n_boot=n_boot, seed=seed, level=level
     )
     row = one.iloc[0] if len(one) else {"estimate": np.nan, "low": np.nan, "high": np.nan, "n_clusters": 0}
@@ -85,15 +86,10 @@ def grouped_bootstrap_ci(
     _check(frame, [value, cluster, *by], n_boot, seed, level)
     sizes = frame.groupby(by, sort=True, dropna=False).size().rename("n")
     valid = frame[frame[value].notna()]
-    totals = (
-        valid.assign(_v=valid[value].astype(float))
-        .groupby([*by, cluster], sort=True, dropna=False)["_v"]
-        .agg(["sum", "count"])
-        .reset_index()
-    )
+    totals = valid.groupby([*by, cluster], sort=True, dropna=False)[value].agg(["sum", "count"]).reset_index()
     alpha = (1 - level) / 2
     gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
-    sizes_k = np.bincount(gid) if len(gid) else np.zeros(0, dtype=np.int64)
+    sizes_k = np.bincount(gid)
     starts = np.concatenate([[0], np.cumsum(sizes_k)]).astype(np.int64)
     all_sums, all_counts = (totals[c].to_numpy(np.float64) for c in ("sum", "count"))
     est, low, high = (np.full(len(sizes_k), np.nan) for _ in range(3))
@@ -159,9 +155,7 @@ def paired_bootstrap(
     """
     _check(None, [], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
-    return _paired(
-        paired[a].to_numpy(), paired[b].to_numpy(), paired[cluster].to_numpy(), n_boot, seed, level
-    )
+    return _paired(*(paired[c].to_numpy() for c in (a, b, cluster)), n_boot, seed, level)
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
@@ -190,7 +184,7 @@ def compare(
 
     Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
     made on different data with a warning instead of the ``ValueError`` of
-    :func:`pv4kit.scoring.samedata.check_same_data`.
+    :func:`pv4kit.scoring.runs.check_same_data`.
 
     Returns:
         One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
@@ -222,16 +216,13 @@ def compare(
     users = both["user_id"].to_numpy()
     rows = []
     for scope, group, idx in groups:
-        a, b, n = ca[idx], cb[idx], len(idx)
-        pb_ = _paired(a, b, users[idx], n_boot, seed, level)
-        mc = mcnemar_exact(a, b) if n else {"a_only": 0, "b_only": 0, "pvalue": None}
-        rows.append(
-            {"scope": scope, "group": group, "n": n, "n_users": pb_["n_clusters"],
-             "accuracy_a": float(a.mean()) if n else None, "accuracy_b": float(b.mean()) if n else None,
-             "diff": pb_["diff"], "diff_low": pb_["low"], "diff_high": pb_["high"],
-             "a_only": mc["a_only"], "b_only": mc["b_only"], "mcnemar_p": mc["pvalue"]}
-        )  # fmt: skip
-    out = pd.DataFrame(rows)
+        a, b = ca[idx], cb[idx]
+        paired = _paired(a, b, users[idx], n_boot, seed, level)
+        mc = mcnemar_exact(a, b) if len(idx) else {"a_only": 0, "b_only": 0, "pvalue": None}
+        accuracy = [float(x.mean()) if len(idx) else None for x in (a, b)]
+        figures = [paired["diff"], paired["low"], paired["high"], mc["a_only"], mc["b_only"], mc["pvalue"]]
+        rows.append([scope, group, len(idx), paired["n_clusters"], *accuracy, *figures])
+    out = pd.DataFrame(rows, columns=[*_COMPARE_COLUMNS, "diff", "diff_low", "diff_high", *_MCNEMAR_COLUMNS])
     out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
     out.attrs.update(data_differs=data_differs)
     return out
@@ -273,8 +264,7 @@ def cohen_kappa_ci(
     if both.empty:
         return out
     index = {label: i for i, label in enumerate(labels)}
-    unknown = sorted({str(v) for v in pd.concat([both[a], both[b]]) if v not in index})
-    if unknown:
+    if unknown := sorted({str(v) for v in pd.concat([both[a], both[b]]) if v not in index}):
         raise ValueError(f"labels: ratings {unknown} are not among labels={list(labels)!r}")
     k = len(labels)
     uniq, inverse = np.unique(both[cluster].to_numpy(), return_inverse=True)

@@ -35,9 +35,10 @@ from pv4kit.scoring.choices import (
     original_letter,
     parse_choice,
     position_table,
+    shown_letter,
 )
-from pv4kit.scoring.runs import VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
-from pv4kit.scoring.score import score_frame
+from pv4kit.scoring.runs import TIDY_DTYPES, VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
+from pv4kit.scoring.score import QUESTION_COLUMNS, score_frame
 from pv4kit.scoring.stats import cohen_kappa_ci, compare
 
 logger = logging.getLogger(__name__)
@@ -50,6 +51,7 @@ JUDGE_TEMPLATE = (
     "expresses none of them. Reply with nothing else."
 )
 _READ = ["picked", "none"]
+_PAIRED = ("diff", "diff_low", "diff_high", "run_only", "variant_only", "mcnemar_p")
 _COLUMNS = ["judge", "scope", "group", "metric", "value", "ci_low", "ci_high", "n"]
 
 
@@ -65,13 +67,6 @@ def _kept(predictions: pd.DataFrame) -> pd.DataFrame:
     if "failed" not in predictions:
         return predictions
     return predictions[~predictions["failed"].fillna(False).astype(bool)]
-
-
-def _shown(letter: Any, order: Sequence[int]) -> str | None:
-    """The shown letter of the question's own ``letter`` under ``order``."""
-    if not isinstance(letter, str) or letter not in LETTERS:
-        return None
-    return LETTERS[list(order).index(LETTERS.index(letter))]
 
 
 def judge_predictions(
@@ -94,9 +89,7 @@ def judge_predictions(
         ``answer_position`` and ``scorer_position`` (shown letters of the answer and the scorer's pick).
     """
     rows = _kept(predictions).reset_index(drop=True)
-    orders = [
-        choice_order(u, i, seed=seed) for u, i in zip(rows["user_id"], rows["question_index"], strict=True)
-    ]
+    orders = [choice_order(u, i, seed=seed) for u, i in rows[list(QUESTION_KEY)].itertuples(index=False)]
     shown = [[list(c)[i] for i in o] for c, o in zip(rows["choices"], orders, strict=True)]
     questions = rows["question"] if "question" in rows else [""] * len(rows)
     messages = [judge_messages(q, g, s) for q, g, s in zip(questions, rows["generation"], shown, strict=True)]
@@ -107,19 +100,20 @@ def judge_predictions(
     letters = [
         None if r.error else parse_choice(r.text, s, none=True) for r, s in zip(replies, shown, strict=True)
     ]
+    status = [
+        "failed" if r.error else "unparsed" if x is None else "none" if x == NONE else "picked"
+        for r, x in zip(replies, letters, strict=True)
+    ]
     return rows[list(QUESTION_KEY)].assign(
         judge=llm.model,
         order=orders,
         reply=[None if r.error else r.text for r in replies],
         error=[r.error for r in replies],
-        status=[
-            "failed" if r.error else "unparsed" if x is None else "none" if x == NONE else "picked"
-            for r, x in zip(replies, letters, strict=True)
-        ],
+        status=status,
         shown_letter=letters,
         judge_pick=[original_letter(x, o) for x, o in zip(letters, orders, strict=True)],
-        answer_position=[_shown(a, o) for a, o in zip(rows["answer_letter"], orders, strict=True)],
-        scorer_position=[_shown(p, o) for p, o in zip(rows["predicted_letter"], orders, strict=True)],
+        answer_position=[shown_letter(a, o) for a, o in zip(rows["answer_letter"], orders, strict=True)],
+        scorer_position=[shown_letter(p, o) for p, o in zip(rows["predicted_letter"], orders, strict=True)],
     )
 
 
@@ -127,15 +121,16 @@ def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
     """One judge's rows joined to the scorer's, with the 0/1 columns the tables average (NaN: no reading)."""
     keep = [c for c in ("category_name", "predicted_letter", "answer_letter", "correct") if c in predictions]
     rows = judgments.merge(predictions[[*QUESTION_KEY, *keep]], on=list(QUESTION_KEY), how="left")
-    read = rows["status"].isin(_READ).to_numpy()
+    read = rows["status"].isin(_READ)
     pick = rows["judge_pick"]
-    for col, hit in (
-        ("agreement", pick == rows["predicted_letter"]),
-        ("none_rate", pick == NONE),
-        ("judge_accuracy", pick == rows["answer_letter"]),
-        ("scorer_accuracy", rows["correct"]),
-    ):
-        rows[col] = np.where(read, hit.astype(float), np.nan)  # fmt: skip
+    hits = {
+        "agreement": pick == rows["predicted_letter"],
+        "none_rate": pick == NONE,
+        "judge_accuracy": pick == rows["answer_letter"],
+        "scorer_accuracy": rows["correct"],
+    }
+    for col, hit in hits.items():
+        rows[col] = hit.astype(float).where(read)
     rows["scorer_label"] = rows["predicted_letter"].where(read)
     rows["judge_label"] = pick.where(read)
     return rows
@@ -190,8 +185,7 @@ def agreement_table(
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
-    out = pd.concat(frames, ignore_index=True)[_COLUMNS]
-    return out.astype({"value": "float64", "ci_low": "float64", "ci_high": "float64", "n": "Int64"})
+    return pd.concat(frames, ignore_index=True)[_COLUMNS].astype(TIDY_DTYPES)
 
 
 def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
@@ -227,8 +221,7 @@ def sensitivity_table(
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).reset_index(drop=True)
-    carried = ("split", "category", "category_name", "hard", "question", "choices", "answer")
-    questions = base[[*QUESTION_KEY, *(c for c in carried if c in base)]]
+    questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
     generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
     rows = []
@@ -241,19 +234,15 @@ def sensitivity_table(
             )
         acc = accuracy_table(other, **boot).iloc[0]
         row = {"variant": name, "embedder": getattr(embedder, "name", None), "numerics": numerics}
-        row.update(n=int(acc["n"]), **{k: float(acc[k]) for k in ("accuracy", "ci_low", "ci_high")})
+        row |= {"n": int(acc["n"]), **{k: float(acc[k]) for k in ("accuracy", "ci_low", "ci_high")}}
         if embedder is not None:
-            merged = base[[*QUESTION_KEY, "predicted_letter"]].merge(
-                other[[*QUESTION_KEY, "predicted_letter"]], on=list(QUESTION_KEY), suffixes=("", "_v")
-            )
+            cols = [*QUESTION_KEY, "predicted_letter"]
+            merged = base[cols].merge(other[cols], on=list(QUESTION_KEY), suffixes=("", "_v"))
             flips = int((merged["predicted_letter"] != merged["predicted_letter_v"]).sum())
             paired = compare(other, base, **boot).iloc[0]  # the "overall" row: variant minus the run
-            row.update(
-                n_flips=flips, flip_rate=flips / len(merged) if len(merged) else float("nan"),
-                diff=paired["diff"], diff_low=paired["diff_low"], diff_high=paired["diff_high"],
-                run_only=int(paired["b_only"]), variant_only=int(paired["a_only"]),
-                mcnemar_p=paired["mcnemar_p"],
-            )  # fmt: skip
+            paired = paired.rename({"a_only": "variant_only", "b_only": "run_only"})
+            row |= {"n_flips": flips, "flip_rate": flips / len(merged) if len(merged) else float("nan")}
+            row |= paired[list(_PAIRED)].to_dict()
         rows.append(row)
     return pd.DataFrame(rows)
 
@@ -272,25 +261,19 @@ def margin_table(
         ``bin, lower, metric, value, ci_low, ci_high, n, share`` (the bin's share of the questions with a
         margin); ``metric`` ``accuracy`` or ``agreement:<judge>``. Questions without a margin are left out.
     """
-    rows = _kept(predictions)
-    rows = rows[rows["margin"].notna()].copy()
-    labels = [f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)]
-    binned = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=labels)
-    rows["bin"] = binned.astype(str)
+    rows = _kept(predictions).dropna(subset=["margin"])
+    lower = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=list(bins[:-1]))
+    rows = rows.assign(lower=lower.astype(float))  # each bin by its lower bound: they sort as numbers
     boot = {"n_boot": n_boot, "seed": seed}
-    parts = [accuracy_table(rows, by="bin", **boot).assign(metric="accuracy")]
+    parts = [accuracy_table(rows, by="lower", **boot).assign(metric="accuracy")]
     for name, j in judgments.groupby("judge", sort=False) if judgments is not None else ():
-        both = rows[[*QUESTION_KEY, "bin"]].merge(_judged(predictions, j)[[*QUESTION_KEY, "agreement"]])
-        parts.append(
-            accuracy_table(both, by="bin", value="agreement", **boot).assign(metric=f"agreement:{name}")
-        )
+        both = rows[[*QUESTION_KEY, "lower"]].merge(_judged(predictions, j)[[*QUESTION_KEY, "agreement"]])
+        table = accuracy_table(both, by="lower", value="agreement", **boot)
+        parts.append(table.assign(metric=f"agreement:{name}"))
     out = pd.concat(parts, ignore_index=True).rename(columns={"accuracy": "value"})
-    out["share"] = out["bin"].map(rows["bin"].value_counts()).astype(float) / max(len(rows), 1)
-    out["lower"] = out["bin"].map(dict(zip(labels, bins[:-1], strict=True)))
-    order = {b: i for i, b in enumerate(labels)}
-    out = out.sort_values(
-        ["metric", "bin"], key=lambda s: s.map(order) if s.name == "bin" else s, kind="stable"
-    )
+    out = out.sort_values(["metric", "lower"], kind="stable")
+    out["bin"] = out["lower"].map({a: f"[{a:g}, {b:g})" for a, b in itertools.pairwise(bins)})
+    out["share"] = out["lower"].map(rows["lower"].value_counts()).astype(float) / max(len(rows), 1)
     return out[["bin", "lower", "metric", "value", "ci_low", "ci_high", "n", "share"]].reset_index(drop=True)
 
 
@@ -368,9 +351,8 @@ def validity(
             predictions, variants, cache=embed_cache, progress=progress, **boot
         )
     tables["margins"] = margin_table(predictions, judgments, **boot)
-    rows = _kept(predictions)
-    near = rows.loc[rows["margin"].notna(), "margin"].astype(float).to_numpy() < near_tie
-    near_correct = rows.loc[rows["margin"].notna(), "correct"].to_numpy()[near]
+    scored = _kept(predictions).dropna(subset=["margin"])
+    near = scored.loc[scored["margin"].astype(float) < near_tie, "correct"]
     summary: dict[str, Any] = {
         "run": str(run_dir),
         **{k: metrics.get(k) for k in ("method", "model", "accuracy", "accuracy_ci")},
@@ -379,9 +361,9 @@ def validity(
         "numerics": metrics.get("numerics"),
         "margins": {
             "near_tie": near_tie,
-            "n_near_ties": int(near.sum()),
-            "share_near_ties": float(near.mean()) if len(near) else None,
-            "accuracy_near_ties": float(near_correct.mean()) if len(near_correct) else None,
+            "n_near_ties": len(near),
+            "share_near_ties": len(near) / len(scored) if len(scored) else None,
+            "accuracy_near_ties": float(near.mean()) if len(near) else None,
             "n_exact_ties": int(predictions["tie"].sum()) if "tie" in predictions else None,
         },
         "judges": {},
@@ -393,7 +375,7 @@ def validity(
             "judge_prompt_version": JUDGE_PROMPT_VERSION,
             "choice_prompt_version": CHOICE_PROMPT_VERSION,
             "judges": [{"model": j.model, "base_url": j.base_url, "protocol": j.protocol} for j in judges],
-        },  # fmt: skip
+        },
         "provenance": provenance(),
     }
     for row in tables["agreement"].query("scope == 'all'").to_dict("records") if judges else ():
