@@ -87,6 +87,8 @@ def test_a_new_method_is_one_plan_function_and_one_row(toy_methods, server, tmp_
     assert steps == [("answer:recent",)]
     with pytest.raises(ValueError, match="top_k must be >= 1"):
         answer(data, method="recent", top_k=0, llm=_llm(server), cache=None)
+    with pytest.raises(ValueError, match="dense_ranking must be one of"):  # though no_docs ranks nothing
+        answer(data, method="no_docs", dense_ranking="fastest", llm=_llm(server), cache=None)
 
 
 def test_a_new_method_gets_the_ranking_it_asks_for(toy_methods, server):

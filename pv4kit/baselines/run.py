@@ -29,7 +29,7 @@ from pv4kit.baselines.prompting import (
     fit_documents,
     fixed_prompt_tokens,
 )
-from pv4kit.baselines.retrieve import rank_questions
+from pv4kit.baselines.retrieve import DENSE_RANKINGS, rank_questions
 from pv4kit.baselines.tokens import (
     GENERATION_RESERVE,
     NO_THINKING,
@@ -211,6 +211,8 @@ def answer(
         raise ValueError(f"top_k must be >= 1, got {top_k}")
     if truncation not in TRUNCATIONS:
         raise ValueError(f"truncation must be one of {TRUNCATIONS}, got {truncation!r}")
+    if dense_ranking not in DENSE_RANKINGS:  # methods that rank nothing never reach retrieve's check
+        raise ValueError(f"dense_ranking must be one of {DENSE_RANKINGS}, got {dense_ranking!r}")
     configs = llm if isinstance(llm, list | tuple) else [llm]
     if not configs or len({(c.model, c.protocol) for c in configs}) != 1:
         raise ValueError(f"llm: expected one model and protocol across the configs, got {llm!r}")
