@@ -23,12 +23,13 @@ from typing import Any
 import numpy as np
 
 from pv4kit._io import atomic_write_json, cache_root, sha256_file
-from pv4kit.embeddings.cache import model_key
+from pv4kit.embeddings.cache import Texts, model_key
 from pv4kit.vectors import unit_rows
 
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("onnx", "onnx-int8", "openvino")
+StrPath = str | os.PathLike[str]
 _EXPORT_VERSION = 1  # bump when the export recipe changes; part of the folder name and cache key
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _STATIC_VERSION = 1  # bump when the distillation recipe changes; part of the folder name and cache key
@@ -121,9 +122,7 @@ def _quantize_int8(src: Path, dest: Path) -> None:
     quantize_dynamic(str(src), str(dest), weight_type=QuantType.QInt8, per_channel=True)
 
 
-def export_model(
-    model_dir: str | os.PathLike[str], *, variant: str, export_dir: str | os.PathLike[str] | None = None
-) -> Path:
+def export_model(model_dir: StrPath, *, variant: str, export_dir: StrPath | None = None) -> Path:
     """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once; its folder.
 
     Args:
@@ -203,9 +202,7 @@ class OnnxEmbedder:
     def __repr__(self) -> str:
         return f"OnnxEmbedder(name={self.name!r}, backend={self.backend!r}, dim={self.dim})"
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Texts, *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (float32, L2-normalised when the model's pipeline normalises)."""
         from tqdm.auto import tqdm
 
@@ -362,9 +359,7 @@ class StaticEmbedder:
     def __repr__(self) -> str:
         return f"StaticEmbedder(name={self.name!r}, dim={self.dim}, folder={str(self.folder)!r})"
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Texts, *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (float32, L2-normalised)."""
         options = {"batch_size": batch_size or self.batch_size, "use_multiprocessing": False}
         return encode_with(self, texts, show_progress_bar=progress, **options)

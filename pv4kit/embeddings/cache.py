@@ -27,6 +27,8 @@ logger = logging.getLogger(__name__)
 _DTYPES = ("float32", "float16")
 _CHUNK = 500  # SQLite's bound-parameter limit is 999 on old builds
 _TABLES = {"emb": ("sha", "dim", "dtype", "vec")}  # what a store must hold to be read (else rebuilt)
+#: the texts an embedder's ``encode`` takes
+Texts = Sequence[str]
 
 
 def model_key(name: str, *, revision: str, dim: int, **fields: object) -> str:

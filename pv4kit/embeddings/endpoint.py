@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import numpy as np
 
 from pv4kit._options import check_number
-from pv4kit.embeddings.cache import model_key
+from pv4kit.embeddings.cache import Texts, model_key
 from pv4kit.llm.client import RetryPause, call_with_retries, make_client
 from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse
 from pv4kit.vectors import check_vectors
@@ -208,29 +208,26 @@ class EndpointEmbedder:
         if self.dimensions:
             body["dimensions"] = self.dimensions
         raw, message = self._send(server, body, lambda b: client.post("/embeddings", body=b, cast_to=object))
-        if message is not None:
-            half = len(texts) // 2
-            if _TOO_LARGE.search(message) and half:
-                logger.info(
-                    "%s refused %d texts in one request (%s); splitting", where, len(texts), message[:120]
-                )
-                halves = (texts[:half], texts[half:])
-                return np.concatenate([self._embed_batch(part, server) for part in halves])
-            if _TOO_LARGE.search(message):
-                raise EmbeddingEndpointError(
-                    f"{where} refused one text of {len(texts[0])} characters as too long ({message}); text "
-                    f"starts {texts[0][:80]!r}. Raise the server's context length or enable its truncation."
-                )
-            empty = sum(not t for t in texts)
-            hint = f" (the batch holds {empty} empty texts, which some servers refuse)" if empty else ""
+        if message is None:
+            return parse_embeddings(raw, len(texts), where=f"{where} /embeddings")
+        if _TOO_LARGE.search(message) and len(texts) == 1:
             raise EmbeddingEndpointError(
-                f"embedding {len(texts)} texts with {self.model!r} at {where} failed: {message}{hint}"
+                f"{where} refused one text of {len(texts[0])} characters as too long ({message}); text "
+                f"starts {texts[0][:80]!r}. Raise the server's context length or enable its truncation."
             )
-        return parse_embeddings(raw, len(texts), where=f"{where} /embeddings")
+        if _TOO_LARGE.search(message):
+            logger.info(
+                "%s refused %d texts in one request (%s); splitting", where, len(texts), message[:120]
+            )
+            half = len(texts) // 2
+            return np.concatenate([self._embed_batch(part, server) for part in (texts[:half], texts[half:])])
+        empty = sum(not t for t in texts)
+        hint = f" (the batch holds {empty} empty texts, which some servers refuse)" if empty else ""
+        raise EmbeddingEndpointError(
+            f"embedding {len(texts)} texts with {self.model!r} at {where} failed: {message}{hint}"
+        )
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Texts, *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (float32, one row per text, in order) across the servers."""
         from tqdm.auto import tqdm
 

@@ -9,10 +9,12 @@ No instruction is prepended unless asked for (the reference embeds both sides wi
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import logging
 import os
 import re
+import sys
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -22,7 +24,7 @@ import numpy as np
 
 from pv4kit._options import check_number
 from pv4kit.embeddings.backends import BACKENDS, OnnxEmbedder, StaticEmbedder, distill_static, encode_with
-from pv4kit.embeddings.cache import EmbeddingCache, hash_texts, model_key
+from pv4kit.embeddings.cache import EmbeddingCache, Texts, hash_texts, model_key
 from pv4kit.embeddings.endpoint import BASE_URL_ENV, PREFIX, EndpointEmbedder
 from pv4kit.vectors import check_vectors
 
@@ -48,9 +50,7 @@ class Embedder(Protocol):
     dim: int
     cache_key: str
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Texts, *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` into a ``(len(texts), dim)`` array (any float dtype)."""
         ...
 
@@ -108,9 +108,7 @@ class SentenceTransformerEmbedder:
     def __repr__(self) -> str:
         return f"SentenceTransformerEmbedder(name={self.name!r}, dim={self.dim}, devices={self.devices})"
 
-    def encode(
-        self, texts: Sequence[str], *, batch_size: int | None = None, progress: bool = False
-    ) -> np.ndarray:
+    def encode(self, texts: Texts, *, batch_size: int | None = None, progress: bool = False) -> np.ndarray:
         """Embed ``texts`` (float32, not normalised)."""
         # an explicit prompt: "" overrides a default_prompt_name in the model's configuration
         options = {"prompt": self.instruction or "", "batch_size": batch_size or self.batch_size}
@@ -132,16 +130,9 @@ def version_py_may_have_gpu(text: str) -> bool:
 
 def _cuda_devices() -> list[str]:
     """The visible CUDA devices; a CPU build of torch (its ``version.py`` says so) is not imported."""
-    import importlib.util
-    import sys
-
-    if "torch" not in sys.modules:
-        try:
-            spec = importlib.util.find_spec("torch")
-            text = (Path(spec.origin).parent / "version.py").read_text()  # type: ignore[union-attr,arg-type]
-        except (AttributeError, TypeError, OSError):
-            text = ""
-        if text and not version_py_may_have_gpu(text):
+    if "torch" not in sys.modules and (spec := importlib.util.find_spec("torch")) and spec.origin:
+        version_py = Path(spec.origin).parent / "version.py"
+        if version_py.is_file() and not version_py_may_have_gpu(version_py.read_text()):
             return []
     import torch
 
@@ -244,10 +235,8 @@ def get_embedder(
         return OnnxEmbedder(path, name=canonical, backend=backend, batch_size=batch_size or 64, **kw)
     model_type = str(_json(Path(canonical) / "config.json").get("model_type") or "")
     is_qwen = "qwen3-embedding" in canonical.lower() or model_type.lower().startswith("qwen")
-    if isinstance(device, list | tuple):
-        devices = list(device)
-    else:
-        devices = [device] if device is not None else (gpus if is_qwen else gpus[:1]) or ["cpu"]
+    default = (gpus if is_qwen else gpus[:1]) or ["cpu"]
+    devices = [device] if isinstance(device, str) else list(device or default)
     on_gpu = devices[0].startswith("cuda")
     if on_gpu and not gpus:
         raise RuntimeError(f"device: {devices[0]!r} requested but torch sees no CUDA GPU")
@@ -261,14 +250,8 @@ def get_embedder(
 
         model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
         if is_qwen:  # the model card: last-token pooling needs left padding; FlashAttention-2 when available
-            model_kwargs["attn_implementation"] = "sdpa"
-            if on_gpu and dtype != "float32":
-                try:
-                    import flash_attn  # noqa: F401
-
-                    model_kwargs["attn_implementation"] = "flash_attention_2"
-                except ImportError:
-                    logger.info("flash-attn not installed; using SDPA attention")
+            flash = on_gpu and dtype != "float32" and importlib.util.find_spec("flash_attn") is not None
+            model_kwargs["attn_implementation"] = "flash_attention_2" if flash else "sdpa"
         try:
             model = SentenceTransformer(
                 path,
@@ -365,9 +348,8 @@ def embed_texts(
         chunk_size: Texts encoded and committed per chunk.
     """
     texts = list(texts)
-    for i, text in enumerate(texts):
-        if not isinstance(text, str):
-            raise TypeError(f"texts[{i}]: expected str, got {type(text).__name__}")
+    if bad := [i for i, text in enumerate(texts) if not isinstance(text, str)]:
+        raise TypeError(f"texts[{bad[0]}]: expected str, got {type(texts[bad[0]]).__name__}")
     check_number(chunk_size, "chunk_size", integer=True, ge=1)
     if progress is None:
         progress = logger.isEnabledFor(logging.INFO)
@@ -391,8 +373,10 @@ def embed_texts(
             for start in range(0, len(missing), chunk_size):
                 part = missing[start : start + chunk_size]
                 chunk, done = [unique[i] for i in part], [hashes[i] for i in part]
-                encoded = embedder.encode(chunk, batch_size=batch_size, progress=False)  # one bar: ours
-                encoded = np.asarray(encoded, np.float32)
+                # progress=False: one bar, ours
+                encoded = np.asarray(
+                    embedder.encode(chunk, batch_size=batch_size, progress=False), np.float32
+                )
                 if encoded.shape != (len(chunk), embedder.dim):
                     raise ValueError(
                         f"embedder {embedder.name!r} returned shape {encoded.shape}, expected "

@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
-import hashlib
 import json
 import logging
 import os
@@ -25,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import replace
 from typing import Any
 
-from pv4kit._io import default_llm_cache
+from pv4kit._io import default_llm_cache, sha256_text
 from pv4kit.llm.config import LLMConfig, LLMConfigError, LLMResponse, Message
 from pv4kit.llm.store import ResponseStore, _ledger_row
 from pv4kit.redact import redact_text
@@ -122,13 +121,9 @@ def complete(
             if on_result:
                 on_result(i, resp)
 
-        def tick(i: int) -> None:
-            if steps[i] in bars:
-                bars[steps[i]].update(1)
-
         if not on_result:  # cached answers are done; else their callbacks run in the pools, first
             for i in replays:
-                tick(i)
+                bars[steps[i]].update(1)
             replays = []
         futures, pauses = {}, []
         for url in dict.fromkeys(configs[i].base_url for i in replays + todo):  # one pool per endpoint
@@ -143,7 +138,7 @@ def complete(
         try:
             for future in as_completed(futures):
                 future.result()
-                tick(futures[future])
+                bars[steps[futures[future]]].update(1)
         except BaseException:
             for future in futures:
                 future.cancel()
@@ -187,12 +182,11 @@ def _key_fields(config: LLMConfig) -> dict[str, Any]:
 
 
 def _bars(steps: list, progress: bool, user_id: int | None) -> dict:
-    if not progress:
-        return {}
+    """A ``tqdm`` bar per step (disabled unless ``progress`` and logging at INFO)."""
     from tqdm.auto import tqdm
 
     prefix = f"user {user_id} " if user_id is not None else ""
-    disable = not logger.isEnabledFor(logging.INFO)
+    disable = not progress or not logger.isEnabledFor(logging.INFO)
     return {
         s: tqdm(total=steps.count(s), desc=f"{prefix}{s or 'llm'}", leave=False, disable=disable)
         for s in dict.fromkeys(steps)
@@ -391,8 +385,7 @@ def cache_key(messages: Sequence[Message], config: LLMConfig, *, sample_index: i
         payload["prompt_token_ids"] = [None if i is None else [int(t) for t in i] for i in ids]
     if config.chat_template_kwargs:
         payload["chat_template_kwargs"] = dict(config.chat_template_kwargs)
-    blob = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+    return sha256_text(json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":")))
 
 
 def build_request(messages: Sequence[Message], config: LLMConfig) -> dict[str, Any]:

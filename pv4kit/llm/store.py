@@ -26,6 +26,8 @@ _TOKENS = ("prompt_tokens", "completion_tokens", "reasoning_tokens")
 LEDGER_COLUMNS = ["time", "step", "user_id", "protocol", "model", *_TOKENS]
 LEDGER_COLUMNS += ["cached", "latency_s", "error", "key"]
 _WHAT = "LLM response cache"
+#: a price table, or the JSON file that holds one
+Prices = str | os.PathLike[str] | Mapping[str, Any]
 _INSERT_USAGE = "INSERT INTO usage VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"
 #: the columns each table must hold for the file to be read (a file without them is moved aside)
 _TABLES = {
@@ -129,9 +131,7 @@ def _ledger_row(resp: LLMResponse, config: LLMConfig, step: str | None, user_id:
     return (*head, *tokens, int(resp.cached), latency, resp.error, resp.key)
 
 
-def load_prices(
-    prices: str | os.PathLike[str] | Mapping[str, Any] | None = None,
-) -> dict[str, dict[str, float]]:
+def load_prices(prices: Prices | None = None) -> dict[str, dict[str, float]]:
     """The price table ``{model: {"input": x, "output": y}}`` (USD per 1M tokens).
 
     ``prices`` is a mapping, a JSON file, or ``None`` for the shipped ``pv4kit/llm/prices.json``.
@@ -152,9 +152,7 @@ def load_prices(
     return {k: dict(v) for k, v in table.items() if not k.startswith("_") and isinstance(v, Mapping)}
 
 
-def usage_frame(
-    cache_path: str | os.PathLike[str], *, prices: str | os.PathLike[str] | Mapping[str, Any] | None = None
-) -> pd.DataFrame:
+def usage_frame(cache_path: str | os.PathLike[str], *, prices: Prices | None = None) -> pd.DataFrame:
     """The usage ledger of the file given as ``cache`` to ``complete``, one row per call.
 
     Returns:
