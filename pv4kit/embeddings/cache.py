@@ -85,8 +85,7 @@ class EmbeddingCache:
 
     def get(self, model_key: str, hashes: Sequence[str]) -> dict[str, np.ndarray]:
         """Return ``{sha256: float32 vector}`` for the hashes that are cached (others are absent)."""
-        con = self._connect(model_key, create=False) if hashes else None
-        if con is None:
+        if not hashes or (con := self._connect(model_key, create=False)) is None:
             return {}
         unique, found = sorted(set(hashes)), {}  # in key order: the lookups walk the B-tree forwards
         with contextlib.closing(con):
@@ -122,8 +121,7 @@ class EmbeddingCache:
 
     def count(self, model_key: str) -> int:
         """Number of vectors cached for ``model_key``."""
-        con = self._connect(model_key, create=False)
-        if con is None:
+        if (con := self._connect(model_key, create=False)) is None:
             return 0
         with contextlib.closing(con):
             return int(con.execute("SELECT COUNT(*) FROM emb").fetchone()[0])

@@ -194,8 +194,7 @@ class EndpointEmbedder:
                 f"{where}: GET /models answered without a 'data' list: {str(listing)[:200]!r}"
             )
         entries = [e for e in entries if isinstance(e, dict)]
-        entry = next((e for e in entries if e.get("id") == self.model), None)
-        if entry is None:
+        if (entry := next((e for e in entries if e.get("id") == self.model), None)) is None:
             ids = [str(e.get("id")) for e in entries]
             raise LLMConfigError(f"model {self.model!r} is not served at {where}; it lists {ids[:20]}")
         revision = next((str(entry[f]) for f in _REVISION_FIELDS if entry.get(f)), None)

@@ -198,8 +198,7 @@ def get_embedder(
     """
     lower = (name or "").lower()
     if lower.startswith(PREFIX):
-        model = name.split(":", 1)[1].strip()  # type: ignore[union-attr]
-        if not model:
+        if not (model := name.split(":", 1)[1].strip()):  # type: ignore[union-attr]
             raise ValueError(f"name: expected 'openai:MODEL' with a model id, got {name!r}")
         for param, value in (("device", device), ("dtype", dtype), ("max_seq_length", max_seq_length)):
             if value is not None:

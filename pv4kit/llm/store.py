@@ -163,8 +163,7 @@ def usage_frame(cache_path: str | os.PathLike[str], *, prices: Prices | None = N
     path = Path(cache_path)
     if not path.is_file():
         raise FileNotFoundError(f"{path}: no LLM cache/ledger file here")
-    problem = sqlite_problem(path, tables=_TABLES)
-    if problem is not None:
+    if (problem := sqlite_problem(path, tables=_TABLES)) is not None:
         raise ValueError(
             f"{path}: LLM cache/ledger file {problem}; its usage rows cannot be read (the next LLM call "
             "with this cache moves it aside and starts a new one)"
@@ -192,8 +191,7 @@ def usage_summary(frame: pd.DataFrame, *, by: Sequence[str] = ("step",)) -> pd.D
     Raises:
         ValueError: A ``by`` column that the frame does not have.
     """
-    unknown = [c for c in by if c not in frame.columns]
-    if unknown:
+    if unknown := [c for c in by if c not in frame.columns]:
         raise ValueError(f"by: unknown column(s) {unknown}; choose from {list(frame.columns)}")
     sums = {"calls": ("calls", "sum"), "cached": ("cached", "sum"), "errors": ("error", "count")}
     sums |= {t: (t, "sum") for t in _TOKENS}
