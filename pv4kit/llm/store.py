@@ -44,8 +44,7 @@ class ResponseStore:
     """
 
     def __init__(self, path: str | os.PathLike[str]) -> None:
-        self.path = Path(path)
-        self.lock = threading.Lock()
+        self.path, self.lock = Path(path), threading.Lock()
         with storage_errors(self.path, what=_WHAT):
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self._open()
@@ -136,10 +135,8 @@ def load_prices(prices: Prices | None = None) -> dict[str, dict[str, float]]:
 
     ``prices`` is a mapping, a JSON file, or ``None`` for the shipped ``pv4kit/llm/prices.json``.
     """
-    if prices is None:
-        prices = Path(__file__).with_name("prices.json")
     if not isinstance(prices, Mapping):
-        path = Path(prices)
+        path = Path(prices) if prices is not None else Path(__file__).with_name("prices.json")
         try:
             prices = json.loads(path.read_text(encoding="utf-8"))
         except json.JSONDecodeError as exc:
@@ -177,8 +174,7 @@ def usage_frame(cache_path: str | os.PathLike[str], *, prices: Prices | None = N
         return table[max(names, key=len)].get(side, nan) if names else nan
 
     frame["time"] = pd.to_datetime(frame["time"], unit="s", utc=True)
-    frame["user_id"] = frame["user_id"].astype("Int64")
-    frame["cached"] = frame["cached"].astype(bool)
+    frame = frame.astype({"user_id": "Int64", "cached": bool})
     billed = frame["prompt_tokens"] * frame["model"].map(lambda m: rate(m, "input"))
     billed += frame["completion_tokens"] * frame["model"].map(lambda m: rate(m, "output"))
     frame["cost_usd"] = (billed / 1e6).where(~frame["cached"], 0.0).astype("float64")
