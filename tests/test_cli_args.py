@@ -231,13 +231,13 @@ def test_answer_users_parse_to_ids():
 def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
     import functools
 
-    import pv4kit.analysis.notebooks as notebooks
+    import pv4kit.cli.analysis as cli_analysis
 
-    @functools.wraps(notebooks.execute_notebooks)  # its signature gives the command's options
+    @functools.wraps(cli_analysis.execute_notebooks)  # its signature gives the command's options
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(notebooks, "execute_notebooks", fail)
+    monkeypatch.setattr(cli_analysis, "execute_notebooks", fail)
     assert main(["notebooks", "--execute"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("pv4kit notebooks: error: ") and printed in err and err.count("\n") == 1, err

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
 
+import pyarrow.parquet as pq
+
+from pv4kit._io import atomic_write_text
 from pv4kit.cli._args import (
     PROTOCOL,
     add_embedder_endpoint,
@@ -14,6 +19,15 @@ from pv4kit.cli._args import (
     llm_cache_arg,
     pick,
 )
+from pv4kit.embeddings.models import get_embedder
+from pv4kit.llm.config import LLMConfig
+from pv4kit.llm.local import local_llm_config, resolve_endpoint
+from pv4kit.scoring.choices import ORDER_COLUMN
+from pv4kit.scoring.refformat import export_reference, import_reference
+from pv4kit.scoring.runs import GENERATIONS_FILE
+from pv4kit.scoring.score import score_run
+from pv4kit.scoring.stats import compare
+from pv4kit.scoring.validity import compare_agreed, summary_text, validity
 
 SCORE_OPTIONS = ("data", "numerics", "n_boot", "seed", "batch_size", "failed")
 VALIDITY_OPTIONS = ("embedder", "seed", "n_boot", "near_tie")
@@ -27,15 +41,6 @@ def _pct(value: float | None) -> str:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.scoring.choices import ORDER_COLUMN
-    from pv4kit.scoring.runs import GENERATIONS_FILE
-    from pv4kit.scoring.score import score_run
-
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
@@ -70,18 +75,12 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.stats import compare
-
     kwargs = pick(args, "run_a", "run_b", "n_boot", "seed", "force")
     if args.judge_agreed is not None:
-        from pv4kit.scoring.validity import compare_agreed
-
         table = compare_agreed(judge=args.judge_agreed or None, **kwargs)
     else:
         table = compare(**kwargs)
     if args.output:
-        from pv4kit._io import atomic_write_text
-
         atomic_write_text(args.output, table.to_csv(index=False))
     with_pct = table.copy()
     for col in [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]:
@@ -96,11 +95,6 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _validity(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
-    from pv4kit.scoring.validity import summary_text, validity
-
     urls = args.judge_base_url or [None]
     if len(urls) > 1 and len(urls) != len(args.judge_model):
         raise ValueError(
@@ -131,16 +125,12 @@ def _validity(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.refformat import export_reference
-
     out = export_reference(args.run_dir, **pick(args, "data", "split", "metrics_form", out_dir="output_dir"))
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.refformat import import_reference
-
     kwargs = pick(args, "data", "run_dir", "method", "model", "force")
     gens, unmatched = import_reference(args.predictions, split=args.split or None, **kwargs)
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
@@ -151,13 +141,6 @@ def _import(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.config import LLMConfig
-    from pv4kit.scoring.refformat import export_reference, import_reference
-    from pv4kit.scoring.score import score_run
-    from pv4kit.scoring.stats import compare
-    from pv4kit.scoring.validity import validity
-
     p = command(subparsers, "score", _score)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
     add_options(p, get_embedder, "device", "instruction", name={"flag": "--embedder"})
