@@ -15,7 +15,7 @@ from pv4kit.generation.defaults import (
     generation_llm_configs,
 )
 from pv4kit.generation.steps import generate_users
-from pv4kit.llm.config import LLMConfig, default_protocol
+from pv4kit.llm.config import LLMConfig
 from pv4kit.llm.local import resolve_endpoint
 from pv4kit.llm.store import usage_frame, usage_summary
 
@@ -81,7 +81,7 @@ def run_generate(args: argparse.Namespace) -> int:
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
     with resolve_endpoint(args.model, args.base_url, max_model_len=args.max_model_len) as endpoint:
-        protocol = endpoint.protocol or args.protocol or default_protocol(endpoint.base_url)
+        protocol = endpoint.protocol or args.protocol  # None: chat at a base URL, else responses
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
         llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)

@@ -95,20 +95,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _validity(args: argparse.Namespace) -> int:
-    urls = args.judge_base_url or [None]
-    if len(urls) > 1 and len(urls) != len(args.judge_model):
+    models, urls = args.judge_model, args.judge_base_url or [None]
+    if len(urls) > 1 and len(urls) != len(models):
         raise ValueError(
-            f"--judge-base-url: give one URL, or one per --judge-model ({len(args.judge_model)}), "
-            f"got {len(urls)}"
+            f"--judge-base-url: give one URL, or one per --judge-model ({len(models)}), got {len(urls)}"
         )
-    urls = urls * len(args.judge_model) if len(urls) == 1 else urls
+    urls = urls * len(models) if len(urls) == 1 else urls
+    options = pick(args, "protocol", **JUDGE)
     with contextlib.ExitStack() as stack:
         judges = [
-            local_llm_config(
-                stack.enter_context(resolve_endpoint(model, url)),
-                **pick(args, "protocol", **JUDGE),
-            )
-            for model, url in zip(args.judge_model, urls, strict=True)
+            local_llm_config(stack.enter_context(resolve_endpoint(model, url)), **options)
+            for model, url in zip(models, urls, strict=True)
         ]
         summary = validity(
             args.run_dir,
