@@ -59,11 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     repairs.add_argument("--pv4kit-repairs", action="store_true", help="all four repairs above")
 
     u = command(subparsers, "usage", run_usage)
-    u.add_argument("--cache", default=None, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
+    u.add_argument("--cache", help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
     by_help = "comma-separated columns to group by: step,user_id,model [step]"
     u.add_argument("--by", default="step", help=by_help)
-    u.add_argument("--prices", default=None, help="price table JSON [pv4kit/llm/prices.json, example prices]")
-    u.add_argument("--csv", default=None, help="also write the per-call ledger to this CSV file")
+    u.add_argument("--prices", help="price table JSON [pv4kit/llm/prices.json, example prices]")
+    u.add_argument("--csv", help="also write the per-call ledger to this CSV file")
 
 
 def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
