@@ -12,8 +12,6 @@ from typing import Any
 
 from pv4kit._io import default_llm_cache
 from pv4kit._options import check_number
-from pv4kit.embeddings.endpoint import PREFIX
-from pv4kit.embeddings.models import get_embedder
 from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS
 from pv4kit_cli import COMMANDS
 
@@ -175,20 +173,3 @@ def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
     if value is None:
         return default_llm_cache()
     return None if str(value).lower() == "none" else Path(value)
-
-
-#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
-EMBED_ENDPOINT = {name: f"embed_{name}" for name in ("base_url", "api_key_env", "timeout")}
-EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
-
-
-def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
-    """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
-    add_options(parser, get_embedder, renamed=EMBED_ENDPOINT)
-
-
-def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
-    """``get_embedder``'s endpoint keywords: none unless ``--embedder openai:...`` or ``--embed-base-url``."""
-    if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
-        return {}
-    return pick(args, **EMBED_ENDPOINT)

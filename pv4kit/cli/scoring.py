@@ -5,20 +5,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 from pathlib import Path
+from typing import Any
 
 import pyarrow.parquet as pq
 
 from pv4kit._io import atomic_write_text
-from pv4kit.cli._args import (
-    PROTOCOL,
-    add_embedder_endpoint,
-    add_llm_cache,
-    add_options,
-    command,
-    embedder_endpoint,
-    llm_cache_arg,
-    pick,
-)
+from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, command, llm_cache_arg, pick
+from pv4kit.embeddings.endpoint import PREFIX
 from pv4kit.embeddings.models import get_embedder
 from pv4kit.llm.config import LLMConfig
 from pv4kit.llm.local import local_llm_config, resolve_endpoint
@@ -34,6 +27,16 @@ VALIDITY_OPTIONS = ("embedder", "seed", "n_boot", "near_tie")
 #: the judges' :class:`~pv4kit.llm.config.LLMConfig` fields and their options
 JUDGE = {"api_key_env": "judge_api_key_env", "max_output_tokens": "judge_max_tokens"}
 JUDGE.update(max_concurrency="judge_concurrency", max_retries="judge_max_retries")
+#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
+EMBED_ENDPOINT = {name: f"embed_{name}" for name in ("base_url", "api_key_env", "timeout")}
+EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
+
+
+def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
+    """``get_embedder``'s endpoint keywords: none unless ``--embedder openai:...`` or ``--embed-base-url``."""
+    if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
+        return {}
+    return pick(args, **EMBED_ENDPOINT)
 
 
 def _pct(value: float | None) -> str:
@@ -141,7 +144,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = command(subparsers, "score", _score)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
     add_options(p, get_embedder, "device", "instruction", name={"flag": "--embedder"})
-    add_embedder_endpoint(p)
+    add_options(p, get_embedder, renamed=EMBED_ENDPOINT)
     data = {"help": "data source (default: 'data' in the run's config.json)"}
     failed_help = "how to count failed requests: as wrong answers, or left out (default: refuse the run)"
     failed = {"choices": ["wrong", "exclude"], "help": failed_help}
