@@ -53,6 +53,5 @@ def main(argv: list[str] | None = None) -> int:
     parser, sub = top_parser(version="")  # --version goes to pv4kit.cli
     for name, (_, text) in COMMANDS.items():
         sub.add_parser(name, help=text)
-    parser.parse_args(argv)  # -h: prints the help and exits
     parser.print_help()
     return 0

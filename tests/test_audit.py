@@ -439,17 +439,17 @@ def test_length_audit_equals_the_per_row_loop_on_ties_blanks_and_punctuation():
 def test_cli_audit_refuses_an_output_file_before_auditing(tmp_path, monkeypatch, capsys):
     import functools
 
-    import pv4kit.analysis.audit as audit_report
+    import pv4kit.cli.analysis as cli_analysis
     from pv4kit.cli import main
 
     target = tmp_path / "notes.txt"
     target.write_text("mine")
 
-    @functools.wraps(audit_report.run_audit)  # its signature gives the command's options
+    @functools.wraps(cli_analysis.run_audit)  # its signature gives the command's options
     def fail(*args, **kwargs):
         pytest.fail("audited before checking -o")
 
-    monkeypatch.setattr(audit_report, "run_audit", fail)
+    monkeypatch.setattr(cli_analysis, "run_audit", fail)
     assert main(["audit", "--data", str(tmp_path / "data"), "-o", str(target)]) == 1
     err = capsys.readouterr().err
     assert f"--output-dir {target}: is a file, not a directory" in err and target.read_text() == "mine"

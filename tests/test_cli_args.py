@@ -8,9 +8,11 @@ from pathlib import Path
 import pytest
 
 from pv4kit.cli import build_parser, main
-from pv4kit.cli._args import add_embedder_endpoint, embedder_endpoint, pick
+from pv4kit.cli._args import add_options, pick
 from pv4kit.cli.baselines import _embedder
+from pv4kit.cli.scoring import EMBED_ENDPOINT, embedder_endpoint
 from pv4kit.dataset.load import load
+from pv4kit.embeddings.models import get_embedder
 
 RAW = Path(__file__).resolve().parents[1] / "raw"
 
@@ -27,8 +29,6 @@ def test_pick_takes_names_as_they_are_and_renames_the_others():
 
 
 def test_add_options_reads_the_signature_and_the_docstring():
-    from pv4kit.cli._args import add_options
-
     def func(path, *, n_boot: int = 2000, seed: int = 0, force: bool = False, name: str | None = None):
         """Do it.
 
@@ -73,7 +73,7 @@ def test_add_options_reads_the_signature_and_the_docstring():
 def test_embedder_endpoint_only_for_an_endpoint_embedder(argv, expected):
     parser = argparse.ArgumentParser()
     parser.add_argument("--embedder", default=None)
-    add_embedder_endpoint(parser)
+    add_options(parser, get_embedder, renamed=EMBED_ENDPOINT)
     assert embedder_endpoint(parser.parse_args(argv)) == expected
 
 
@@ -231,13 +231,13 @@ def test_answer_users_parse_to_ids():
 def test_library_errors_are_one_line_without_a_traceback(monkeypatch, capsys, error, printed):
     import functools
 
-    import pv4kit.analysis.notebooks as notebooks
+    import pv4kit.cli.analysis as cli_analysis
 
-    @functools.wraps(notebooks.execute_notebooks)  # its signature gives the command's options
+    @functools.wraps(cli_analysis.execute_notebooks)  # its signature gives the command's options
     def fail(*args, **kwargs):
         raise error
 
-    monkeypatch.setattr(notebooks, "execute_notebooks", fail)
+    monkeypatch.setattr(cli_analysis, "execute_notebooks", fail)
     assert main(["notebooks", "--execute"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("pv4kit notebooks: error: ") and printed in err and err.count("\n") == 1, err

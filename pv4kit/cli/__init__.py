@@ -1,8 +1,8 @@
 """The ``pv4kit`` command line: one subcommand per pipeline step.
 
 Each ``pv4kit.cli.<group>`` module's ``register(subparsers)`` adds its subcommands with
-``set_defaults(func=handler)``, a handler returning the exit code. A command registers only its own group
-(``pv4kit_cli.COMMANDS``) and handlers import what they need, so ``pv4kit answer`` loads no other group.
+``set_defaults(func=handler)``, a handler returning the exit code. A command imports only its own group
+(``pv4kit_cli.COMMANDS``), so ``pv4kit answer`` loads no other group (none of ``pv4kit.related``).
 """
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import logging
 import re
 import sys
 
+from pv4kit import __version__
+from pv4kit.redact import RedactingFilter, redact_text
 from pv4kit_cli import COMMANDS, top_parser
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     """Build the argument parser: only ``command``'s group when it is a known command, else every group."""
-    from pv4kit import __version__
-
     parser, sub = top_parser(__version__)
     groups = [COMMANDS[command][0]] if command in COMMANDS else dict.fromkeys(g for g, _ in COMMANDS.values())
     for group in groups:
@@ -50,8 +50,6 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     level = logging.WARNING if args.quiet else (logging.DEBUG if args.verbose > 1 else logging.INFO)
     logging.basicConfig(level=level, format="%(levelname)s %(name)s: %(message)s")
-    from pv4kit.redact import RedactingFilter, redact_text
-
     for handler in logging.getLogger().handlers:  # credentials in URLs of every log line (httpx's at -vv)
         if not any(isinstance(f, RedactingFilter) for f in handler.filters):
             handler.addFilter(RedactingFilter())

@@ -36,13 +36,12 @@ def number(kind: type = int, **bounds: float) -> Callable[[str], Any]:
 positive_int = number(int, ge=1)
 nonnegative_int = number(int, ge=0)  # seeds (numpy takes none below 0), counts where 0 means none/all
 positive_float = number(float, gt=0)
-nonnegative_float = number(float, ge=0)
-fraction = number(float, gt=0, lt=1)
 
 #: the range of a numeric parameter by its name; any other ``int`` is >= 1 and any other ``float`` > 0
 RANGES = dict.fromkeys(("seed", "max_retries", "margin", "user_start", "user_end"), nonnegative_int)
-RANGES.update(temperature=nonnegative_float, near_tie=nonnegative_float, test_fraction=fraction)
-RANGES.update(tune_fraction=fraction, validation_fraction=number(float, ge=0, lt=1))
+RANGES |= dict.fromkeys(("temperature", "near_tie"), number(float, ge=0))
+RANGES |= dict.fromkeys(("test_fraction", "tune_fraction"), number(float, gt=0, lt=1))
+RANGES["validation_fraction"] = number(float, ge=0, lt=1)
 
 
 def _doc_args(func: Callable[..., Any]) -> dict[str, str]:
@@ -90,11 +89,8 @@ def add_options(
 
 
 #: ``--protocol`` of a command that sends chat requests unless told otherwise (for :func:`add_options`)
-PROTOCOL = {
-    "choices": ["chat", "responses"],
-    "default": "chat",
-    "help": "chat (Chat Completions) or responses (the OpenAI Responses API) [%(default)s]",
-}
+PROTOCOL = {"choices": ["chat", "responses"], "default": "chat"}
+PROTOCOL["help"] = "chat (Chat Completions) or responses (the OpenAI Responses API) [%(default)s]"
 
 
 def command(sub: argparse._SubParsersAction, name: str, handler: Callable[..., int], **kw: Any) -> Any:
@@ -117,9 +113,9 @@ def check_output_dir(path: str | os.PathLike[str], *, option: str) -> None:
 
 def parse_id_range(text: str, *, name: str) -> tuple[int, int]:
     """Parse ``"6-125"`` into ``(6, 125)`` (``"7"`` into ``(7, 7)``); the error names the option ``name``."""
-    parts = str(text).split("-")
+    first, sep, last = str(text).partition("-")
     try:
-        lo, hi = (int(parts[0]), int(parts[1])) if len(parts) == 2 else (int(parts[0]), int(parts[0]))
+        lo, hi = int(first), int(last if sep else first)
     except ValueError:
         raise ValueError(f"{name}: expected a user-id range like '6-125', got {text!r}") from None
     if lo > hi:
@@ -177,28 +173,3 @@ def llm_cache_arg(value: str | os.PathLike[str] | None) -> Path | None:
     if value is None:
         return default_llm_cache()
     return None if str(value).lower() == "none" else Path(value)
-
-
-#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
-EMBED_ENDPOINT = {
-    "base_url": "embed_base_url",
-    "api_key_env": "embed_api_key_env",
-    "timeout": "embed_timeout",
-}
-EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
-
-
-def add_embedder_endpoint(parser: argparse.ArgumentParser) -> None:
-    """Add ``--embed-base-url``, ``--embed-api-key-env``, ``--embed-timeout`` and ``--embed-concurrency``."""
-    from pv4kit.embeddings.models import get_embedder
-
-    add_options(parser, get_embedder, renamed=EMBED_ENDPOINT)
-
-
-def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
-    """``get_embedder``'s endpoint keywords: none unless ``--embedder openai:...`` or ``--embed-base-url``."""
-    from pv4kit.embeddings.endpoint import PREFIX  # numpy: only when a command runs
-
-    if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
-        return {}
-    return pick(args, **EMBED_ENDPOINT)

@@ -5,7 +5,12 @@ from __future__ import annotations
 import argparse
 import os
 
+from pv4kit.analysis.audit import run_audit, write_audit
+from pv4kit.analysis.notebooks import execute_notebooks, list_notebooks
 from pv4kit.cli._args import add_options, check_output_dir, command, llm_cache_arg, pick
+from pv4kit.dataset.load import load
+from pv4kit.embeddings.models import get_audit_embedder
+from pv4kit.llm.config import LLMConfig, endpoint_config
 
 #: the :class:`~pv4kit.llm.config.LLMConfig` of the audit's LLM solver, from its ``--llm-*`` options
 AUDIT_LLM = {"model": "llm_model", "base_url": "llm_base_url", "protocol": "llm_protocol"}
@@ -13,22 +18,16 @@ AUDIT_LLM["max_output_tokens"] = "llm_max_tokens"
 
 
 def _audit(args: argparse.Namespace) -> int:
-    from pv4kit.analysis.audit import run_audit, write_audit
-    from pv4kit.dataset.load import load
-    from pv4kit.embeddings.models import get_audit_embedder
-    from pv4kit.llm.config import endpoint_config
-
     out = args.output_dir or os.path.join(args.data, "audit")
     check_output_dir(out, option="-o/--output-dir")
-    data = load(args.data)
-    embedder = get_audit_embedder(args.embedder, device=args.device)
-    llm = args.llm_model and endpoint_config(**pick(args, **AUDIT_LLM))
-    kw = {
-        "llm_config": llm or None,
-        "llm_cache": llm_cache_arg(args.llm_cache),
+    result = run_audit(
+        load(args.data),
+        embedder=get_audit_embedder(args.embedder, device=args.device),
+        cache=not args.no_cache,
+        llm_config=endpoint_config(**pick(args, **AUDIT_LLM)) if args.llm_model else None,
+        llm_cache=llm_cache_arg(args.llm_cache),
         **pick(args, "n_boot", "seed"),
-    }
-    result = run_audit(data, embedder=embedder, cache=not args.no_cache, **kw)
+    )
     paths = write_audit(result, out)
     print(result.summary)
     print(f"wrote {len(paths)} files to {out}")
@@ -44,8 +43,6 @@ def _name_value(text: str) -> tuple[str, str]:
 
 
 def _notebooks(args: argparse.Namespace) -> int:
-    from pv4kit.analysis.notebooks import execute_notebooks, list_notebooks
-
     if not args.execute:
         print("\n".join(list_notebooks(args.notebooks_dir)))
         return 0
@@ -57,19 +54,12 @@ def _notebooks(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``audit``, ``notebooks`` and ``figures`` to the ``pv4kit`` command line."""
-    from pv4kit.analysis.audit import run_audit
-    from pv4kit.analysis.notebooks import execute_notebooks
-    from pv4kit.llm.config import LLMConfig
-
     about = "Length, answer position, candidate-only solvers, distractor similarity, leakage and duplicate "
-    a = command(
-        subparsers, "audit", _audit, description=f"{about}audits of a PV4 data folder: tables, summary."
-    )
+    about += "audits of a PV4 data folder: tables, summary."
+    a = command(subparsers, "audit", _audit, description=about)
     a.add_argument("--data", default="data", help="data folder, raw tree or hub id [data]")
-    embedder_help = (
-        "static (distilled from MiniLM once), minilm, qwen3 or a model id [CUDA: qwen3, else static]"
-    )
-    a.add_argument("--embedder", help=embedder_help)
+    embedders = "static (distilled from MiniLM once), minilm, qwen3 or a model id"
+    a.add_argument("--embedder", help=f"{embedders} [CUDA: qwen3, else static]")
     a.add_argument("--device")
     a.add_argument("--no-cache", action="store_true", help="do not use the embedding cache")
     a.add_argument("-o", "--output-dir", help="where to write the tables [DATA/audit]")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from pv4kit._io import atomic_write_text
 from pv4kit.cli._args import add_llm_cache, add_options, command, llm_cache_arg, pick, positive_int
 from pv4kit.generation.defaults import (
     DEFAULT_CHAT_MODEL,
@@ -13,6 +14,10 @@ from pv4kit.generation.defaults import (
     DEFAULT_REASONING_EFFORT,
     generation_llm_configs,
 )
+from pv4kit.generation.steps import generate_users
+from pv4kit.llm.config import LLMConfig
+from pv4kit.llm.local import resolve_endpoint
+from pv4kit.llm.store import usage_frame, usage_summary
 
 #: ``pv4kit generate`` options passed to :func:`~pv4kit.generation.steps.generate_users` as they are
 GENERATE_OPTIONS = ("num_categories", "num_topics", "num_questions", "max_retries", "seed")
@@ -27,9 +32,6 @@ _EFFORTS = "with the Responses API, unset with chat]"
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``generate`` and ``usage`` subcommands."""
-    from pv4kit.generation.steps import generate_users
-    from pv4kit.llm.config import LLMConfig
-
     about = "Run generation steps 1-4 for each persona user_N.txt, then step 5 (qa.csv) for users whose "
     about += "question files all exist. Reruns complete what is missing; exits 1 when a user is incomplete."
     p = command(subparsers, "generate", run_generate, description=about)
@@ -57,11 +59,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     repairs.add_argument("--pv4kit-repairs", action="store_true", help="all four repairs above")
 
     u = command(subparsers, "usage", run_usage)
-    u.add_argument("--cache", default=None, help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
+    u.add_argument("--cache", help="the SQLite cache file [.cache/pv4kit/llm.sqlite]")
     by_help = "comma-separated columns to group by: step,user_id,model [step]"
     u.add_argument("--by", default="step", help=by_help)
-    u.add_argument("--prices", default=None, help="price table JSON [pv4kit/llm/prices.json, example prices]")
-    u.add_argument("--csv", default=None, help="also write the per-call ledger to this CSV file")
+    u.add_argument("--prices", help="price table JSON [pv4kit/llm/prices.json, example prices]")
+    u.add_argument("--csv", help="also write the per-call ledger to this CSV file")
 
 
 def _configs(args: argparse.Namespace, model: str, base_url: str | None, protocol: str):
@@ -76,14 +78,10 @@ def _configs(args: argparse.Namespace, model: str, base_url: str | None, protoco
 
 def run_generate(args: argparse.Namespace) -> int:
     """Handle ``pv4kit generate``: exit 1 when a user is not complete."""
-    from pv4kit.generation.steps import generate_users
-    from pv4kit.llm.config import default_protocol
-    from pv4kit.llm.local import resolve_endpoint
-
     if args.chat_model == "local" and args.model != "local":
         raise ValueError("--chat-model local needs --model local (one local server serves both)")
     with resolve_endpoint(args.model, args.base_url, max_model_len=args.max_model_len) as endpoint:
-        protocol = endpoint.protocol or args.protocol or default_protocol(endpoint.base_url)
+        protocol = endpoint.protocol or args.protocol  # None: chat at a base URL, else responses
         if endpoint.protocol and args.protocol and args.protocol != endpoint.protocol:
             raise ValueError(f"--model local serves the chat protocol only; got --protocol {args.protocol}")
         llm, chat_llm = _configs(args, endpoint.model, endpoint.base_url, protocol)
@@ -114,7 +112,7 @@ def run_generate(args: argparse.Namespace) -> int:
         ]
         for note in [line for about, line in notes if about] + list(row.notes):
             print(f"  user {row.user_id}: {note}")
-    bad = [str(u) for u, s in zip(report["user_id"], report["status"], strict=True) if s != "complete"]
+    bad = report.loc[report["status"] != "complete", "user_id"].astype(str).tolist()
     if bad:
         print(f"{len(bad)} of {len(report)} users not complete: {', '.join(bad)}", file=sys.stderr)
     return 1 if bad else 0
@@ -122,14 +120,9 @@ def run_generate(args: argparse.Namespace) -> int:
 
 def run_usage(args: argparse.Namespace) -> int:
     """Handle ``pv4kit usage``."""
-    from pv4kit.llm.store import usage_frame, usage_summary
-
     frame = usage_frame(llm_cache_arg(args.cache), prices=args.prices)
     if args.csv:
-        from pv4kit._io import atomic_path
-
-        with atomic_path(args.csv) as tmp:
-            frame.to_csv(tmp, index=False)
+        atomic_write_text(args.csv, frame.to_csv(index=False))
     by = [c.strip() for c in args.by.split(",") if c.strip()]
     if unknown := [c for c in by if c not in frame.columns]:
         raise ValueError(

@@ -3,23 +3,40 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+from pathlib import Path
+from typing import Any
 
-from pv4kit.cli._args import (
-    PROTOCOL,
-    add_embedder_endpoint,
-    add_llm_cache,
-    add_options,
-    command,
-    embedder_endpoint,
-    llm_cache_arg,
-    pick,
-)
+import pyarrow.parquet as pq
+
+from pv4kit._io import atomic_write_text
+from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, command, llm_cache_arg, pick
+from pv4kit.embeddings.endpoint import PREFIX
+from pv4kit.embeddings.models import get_embedder
+from pv4kit.llm.config import LLMConfig
+from pv4kit.llm.local import local_llm_config, resolve_endpoint
+from pv4kit.scoring.choices import ORDER_COLUMN
+from pv4kit.scoring.refformat import export_reference, import_reference
+from pv4kit.scoring.runs import GENERATIONS_FILE
+from pv4kit.scoring.score import score_run
+from pv4kit.scoring.stats import compare
+from pv4kit.scoring.validity import compare_agreed, summary_text, validity
 
 SCORE_OPTIONS = ("data", "numerics", "n_boot", "seed", "batch_size", "failed")
 VALIDITY_OPTIONS = ("embedder", "seed", "n_boot", "near_tie")
 #: the judges' :class:`~pv4kit.llm.config.LLMConfig` fields and their options
 JUDGE = {"api_key_env": "judge_api_key_env", "max_output_tokens": "judge_max_tokens"}
 JUDGE.update(max_concurrency="judge_concurrency", max_retries="judge_max_retries")
+#: ``get_embedder``'s endpoint parameters and their options (``--embed-base-url`` ...)
+EMBED_ENDPOINT = {name: f"embed_{name}" for name in ("base_url", "api_key_env", "timeout")}
+EMBED_ENDPOINT["max_concurrency"] = "embed_concurrency"
+
+
+def embedder_endpoint(args: argparse.Namespace) -> dict[str, Any]:
+    """``get_embedder``'s endpoint keywords: none unless ``--embedder openai:...`` or ``--embed-base-url``."""
+    if args.embed_base_url is None and not (args.embedder or "").lower().startswith(PREFIX):
+        return {}
+    return pick(args, **EMBED_ENDPOINT)
 
 
 def _pct(value: float | None) -> str:
@@ -27,15 +44,6 @@ def _pct(value: float | None) -> str:
 
 
 def _score(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    import pyarrow.parquet as pq
-
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.scoring.choices import ORDER_COLUMN
-    from pv4kit.scoring.runs import GENERATIONS_FILE
-    from pv4kit.scoring.score import score_run
-
     for run_dir in args.run_dirs:  # cheap checks before the model loads
         if not (Path(run_dir) / GENERATIONS_FILE).is_file():
             raise FileNotFoundError(f"{run_dir}: no {GENERATIONS_FILE} (not a run directory)")
@@ -70,18 +78,12 @@ def _score(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.stats import compare
-
     kwargs = pick(args, "run_a", "run_b", "n_boot", "seed", "force")
     if args.judge_agreed is not None:
-        from pv4kit.scoring.validity import compare_agreed
-
         table = compare_agreed(judge=args.judge_agreed or None, **kwargs)
     else:
         table = compare(**kwargs)
     if args.output:
-        from pv4kit._io import atomic_write_text
-
         atomic_write_text(args.output, table.to_csv(index=False))
     with_pct = table.copy()
     for col in [c for c in table.columns if c in ("accuracy_a", "accuracy_b") or c.startswith("diff")]:
@@ -96,25 +98,17 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _validity(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from pv4kit.llm.local import local_llm_config, resolve_endpoint
-    from pv4kit.scoring.validity import summary_text, validity
-
-    urls = args.judge_base_url or [None]
-    if len(urls) > 1 and len(urls) != len(args.judge_model):
+    models, urls = args.judge_model, args.judge_base_url or [None]
+    if len(urls) > 1 and len(urls) != len(models):
         raise ValueError(
-            f"--judge-base-url: give one URL, or one per --judge-model ({len(args.judge_model)}), "
-            f"got {len(urls)}"
+            f"--judge-base-url: give one URL, or one per --judge-model ({len(models)}), got {len(urls)}"
         )
-    urls = urls * len(args.judge_model) if len(urls) == 1 else urls
+    urls = urls * len(models) if len(urls) == 1 else urls
+    options = pick(args, "protocol", **JUDGE)
     with contextlib.ExitStack() as stack:
         judges = [
-            local_llm_config(
-                stack.enter_context(resolve_endpoint(model, url)),
-                **pick(args, "protocol", **JUDGE),
-            )
-            for model, url in zip(args.judge_model, urls, strict=True)
+            local_llm_config(stack.enter_context(resolve_endpoint(model, url)), **options)
+            for model, url in zip(models, urls, strict=True)
         ]
         summary = validity(
             args.run_dir,
@@ -131,16 +125,12 @@ def _validity(args: argparse.Namespace) -> int:
 
 
 def _export(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.refformat import export_reference
-
     out = export_reference(args.run_dir, **pick(args, "data", "split", "metrics_form", out_dir="output_dir"))
     print(f"wrote {out / 'predictions.jsonl'} and {out / 'metrics.json'}")
     return 0
 
 
 def _import(args: argparse.Namespace) -> int:
-    from pv4kit.scoring.refformat import import_reference
-
     kwargs = pick(args, "data", "run_dir", "method", "model", "force")
     gens, unmatched = import_reference(args.predictions, split=args.split or None, **kwargs)
     print(f"imported {len(gens)} rows into {args.run_dir}; {len(unmatched)} did not join")
@@ -151,17 +141,10 @@ def _import(args: argparse.Namespace) -> int:
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``score``, ``compare``, ``validity``, ``export`` and ``import`` to the ``pv4kit`` command line."""
-    from pv4kit.embeddings.models import get_embedder
-    from pv4kit.llm.config import LLMConfig
-    from pv4kit.scoring.refformat import export_reference, import_reference
-    from pv4kit.scoring.score import score_run
-    from pv4kit.scoring.stats import compare
-    from pv4kit.scoring.validity import validity
-
     p = command(subparsers, "score", _score)
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="run directories (runs/<name>)")
     add_options(p, get_embedder, "device", "instruction", name={"flag": "--embedder"})
-    add_embedder_endpoint(p)
+    add_options(p, get_embedder, renamed=EMBED_ENDPOINT)
     data = {"help": "data source (default: 'data' in the run's config.json)"}
     failed_help = "how to count failed requests: as wrong answers, or left out (default: refuse the run)"
     failed = {"choices": ["wrong", "exclude"], "help": failed_help}
