@@ -211,7 +211,7 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
     columns = ["n_ok", "n_unsure", "n_bad"]
     out[columns] = out[columns].fillna(0).astype(int)
     out["n_ratings"] = out[columns].sum(axis=1)
-    out["accepted"] = (2 * out["n_ok"] > out["n_ratings"]) & (out["n_ratings"] > 0)
+    out["accepted"] = 2 * out["n_ok"] > out["n_ratings"]
     gt = pd.to_numeric(out["ground_truth"], errors="coerce")
     out["matches_release"] = (gt == out["accepted"].astype(int)).where(gt.notna())
     columns = "item_index user_id source attr_index attribute n_ratings n_ok n_unsure n_bad accepted"
@@ -341,10 +341,9 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
     ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
     under another user's item of the prompt).
     """
-    key, counts = ["item_index", "attribute"], ["n_ratings", "n_relevant"]
-    votes = data.annotations.groupby(key)["relevant"].agg(n_ratings="size", n_relevant="sum")
-    out = data.items.merge(votes.reset_index(), on=key, how="left")
-    out[counts] = out[counts].fillna(0).astype(int)
+    votes = data.annotations.groupby(_KEY)["relevant"].agg(n_ratings="size", n_relevant="sum")
+    out = data.items.merge(votes.reset_index(), on=_KEY, how="left")
+    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
     out["human"] = (2 * out["n_relevant"] >= out["n_ratings"]).astype("boolean").mask(out["n_ratings"] == 0)
     return out
 
@@ -406,9 +405,9 @@ def stage2_predictions(
     n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
-    frames, key = [], ["item_index", "attribute"]
+    frames = []
     for model, part in data.judgments.groupby("model", sort=True):
-        merged = base.merge(part[[*key, "relevant"]], on=key, how="left")
+        merged = base.merge(part[[*_KEY, "relevant"]], on=_KEY, how="left")
         relevant = merged.pop("relevant")
         pred = relevant.fillna(False).astype(bool)
         columns = {"score": pred * 1.0, "threshold": np.nan, "pred": pred, "missing": relevant.isna()}
@@ -471,11 +470,10 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     value, n, agreement`` (raw agreement, Cohen rows only).
     """
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
-    key = ["item_index", "attribute"]
-    humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
+    humans = data.annotations.pivot_table(index=_KEY, columns="annotator", values="relevant", aggfunc="first")
     judged = data.judgments.dropna(subset=["relevant"])
-    llms = judged.pivot_table(index=key, columns="model", values="relevant", aggfunc="first")
-    labels = stage2_labels(data).set_index(key)["human"].astype(object).rename("majority")
+    llms = judged.pivot_table(index=_KEY, columns="model", values="relevant", aggfunc="first")
+    labels = stage2_labels(data).set_index(_KEY)["human"].astype(object).rename("majority")
     wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
     wide = wide.where(wide.notna(), None)
     h, m = list(humans.columns), list(llms.columns)
@@ -652,8 +650,7 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
     personalised_side``.
     """
-    info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
-    info = info.drop_duplicates(["item_index", "attribute"])
+    info = data.items[[*_KEY, "model_tag", "is_relevant"]].drop_duplicates(_KEY)
     out = _by_rater(data.annotations, data.judgments).merge(info, on=_KEY, how="left")
     columns = "kind rater item_index attribute model_tag is_relevant rating personalised_side"
     return out[columns.split()]
@@ -661,14 +658,13 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
 
 def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
     """Every (item, attribute) pair of the items, ``n_human, human_mean, n_llm, llm_mean`` (0/NA: unrated)."""
-    key = ["item_index", "attribute"]
     out = data.items[["item_index", "prompt_id", "model_tag", "attribute", "is_relevant"]]
     for frame, n, mean in (
         (data.annotations, "n_human", "human_mean"),
         (data.judgments, "n_llm", "llm_mean"),
     ):
-        summary = frame.groupby(key)["rating"].agg(**{n: "size", mean: "mean"}).reset_index()
-        out = out.merge(summary, on=key, how="left")
+        summary = frame.groupby(_KEY)["rating"].agg(**{n: "size", mean: "mean"}).reset_index()
+        out = out.merge(summary, on=_KEY, how="left")
         out[n] = out[n].fillna(0).astype(int)
     return out
 
@@ -720,7 +716,7 @@ def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     share_not_preferred, share_prefer_personalised``.
     """
     human = ratings[ratings["kind"] == "human"]
-    mean = human.groupby(["item_index", "attribute"])["rating"].mean().reset_index()
+    mean = human.groupby(_KEY)["rating"].mean().reset_index()
     frame = pd.concat(
         [mean.assign(kind="human", rater="human mean per pair"), _with_pooled(ratings)], ignore_index=True
     )
@@ -735,13 +731,12 @@ def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
     """
     from scipy.stats import spearmanr
 
-    key = ["item_index", "attribute"]
     human = ratings[ratings["kind"] == "human"]
     rows = []
     for (kind, rater), part in ratings.groupby(["kind", "rater"], sort=True):
         ref = human[human["rater"] != rater] if kind == "human" else human
-        target = ref.groupby(key)["rating"].mean().rename("human_mean")
-        joined = part.set_index(key)[["rating"]].join(target, how="inner").dropna()
+        target = ref.groupby(_KEY)["rating"].mean().rename("human_mean")
+        joined = part.set_index(_KEY)[["rating"]].join(target, how="inner").dropna()
         rho = p = float("nan")
         if len(joined) >= 3 and joined["rating"].nunique() > 1 and joined["human_mean"].nunique() > 1:
             res = spearmanr(joined["rating"], joined["human_mean"])
