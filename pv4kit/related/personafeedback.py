@@ -234,8 +234,7 @@ def load_personafeedback(
     check_choice(id_rule, "id_rule", ID_RULES)
     check_choice(layout, "layout", LAYOUTS)
     for name, given, allowed in (("sets", sets, ("general", "specific")), ("tiers", tiers, TIERS)):
-        bad = sorted(set(given or ()) - set(allowed))
-        if bad:
+        if bad := sorted(set(given or ()) - set(allowed)):
             raise ValueError(f"{name}: unknown values {bad}; allowed: {list(allowed)}")
     root = resolve_source(source, repo_id=HUB_ID)
     personas, rule, use, found, disagreements = read_personas(root, id_rule=id_rule, layout=layout)
