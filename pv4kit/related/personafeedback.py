@@ -150,8 +150,7 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
     """One layout's personas (ids checked unique) and the id rule used."""
     rows, rule = [], "file"
     if layout == "files":
-        others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
-        if others:
+        if others := sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit()):
             msg = "persona/: ignoring %d .json files whose names are not ids: %s"
             logger.warning(msg, len(others), others[:5])
         for path in files:
@@ -272,8 +271,7 @@ def load_personafeedback(
 def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> list[Any]:
     values = {k: rec.get(k) for k in ("user_id", "question", "chosen")}
     values["reject"] = rec.get("reject", rec.get("rejected"))
-    missing = [k for k, v in values.items() if v is None]
-    if missing:
+    if missing := [k for k, v in values.items() if v is None]:
         raise ValueError(
             f"{path}:{line}: missing field {missing[0]!r}; expected a case {{user_id, question, chosen, "
             f"reject}}, found fields {sorted(rec)}"
