@@ -34,8 +34,7 @@ def _categories(values: Sequence[Any], labels: Sequence[Any] | None) -> list[Any
             return sorted(set(present))
         except TypeError:
             return sorted(set(present), key=str)
-    unknown = sorted({str(v) for v in present if v not in set(labels)})
-    if unknown:
+    if unknown := sorted({str(v) for v in present if v not in set(labels)}):
         raise ValueError(f"labels: ratings contain values not in labels={list(labels)!r}: {unknown}")
     return list(labels)
 

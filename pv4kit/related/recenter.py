@@ -590,8 +590,7 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     }
     rows, seen = [], {}
     for path in _files(folder):
-        match = _GEN_NAME.fullmatch(path.stem)
-        if match is None:
+        if (match := _GEN_NAME.fullmatch(path.stem)) is None:
             raise ValueError(
                 f"{path}: file name is not <condition>_<model>.jsonl with condition in {list(CONDITIONS)}"
             )
