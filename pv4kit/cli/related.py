@@ -6,11 +6,17 @@ Every command writes tidy CSV tables plus a ``config.json`` provenance record in
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from typing import Any
 
+from pv4kit._io import atomic_directory, atomic_write_json, provenance
 from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, llm_cache_arg, nonnegative_int, pick
-from pv4kit.related.personafeedback import HUB_ID as PF_HUB
-from pv4kit.related.recenter import HUB_ID as RC_HUB
+from pv4kit.llm.config import LLMConfig
+from pv4kit.redact import redact_text
+from pv4kit.related import personafeedback as pf
+from pv4kit.related import recenter as rc
+from pv4kit.related.pv4_pairs import load_pv4_pairs
+from pv4kit.related.reward_model import reward_model_baseline
 from pv4kit_cli import COMMANDS
 
 #: the :class:`~pv4kit.llm.config.LLMConfig` options of a step that asks an LLM (``--concurrency`` aside)
@@ -20,13 +26,8 @@ _COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orph
 
 
 def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) -> None:
-    from pv4kit._io import atomic_directory, atomic_write_json, provenance
-    from pv4kit.redact import redact_text
-
     tables = {name: frame for name, frame in tables.items() if frame is not None}
-    options = {
-        k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if not callable(v)
-    }
+    options = {k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if k != "func"}
     command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
     with atomic_directory(out_dir) as tmp:
         for name, frame in tables.items():
@@ -45,29 +46,22 @@ def _embedding(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _llm(args: argparse.Namespace) -> dict[str, Any]:
-    from pv4kit.llm.config import LLMConfig
-
     config = LLMConfig(**pick(args, *LLM_OPTIONS, **CONCURRENCY))
     return {"config": config, "cache": llm_cache_arg(args.cache), "progress": not args.quiet}
 
 
 def _pairs(args: argparse.Namespace) -> Any:
-    from pv4kit.related.personafeedback import head_per_group, load_personafeedback
-    from pv4kit.related.pv4_pairs import load_pv4_pairs
-
     if args.pv4:
         pairs = load_pv4_pairs(args.data, seed=args.seed, splits=args.splits)
     else:
-        pairs = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
-    return head_per_group(pairs, args.limit)
+        pairs = pf.load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout).pairs
+    return pf.head_per_group(pairs, args.limit)
 
 
 def _pf_load(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import PAPER_TOTAL, load_personafeedback
-
-    data = load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
+    data = pf.load_personafeedback(args.data, id_rule=args.id_rule, layout=args.layout)
     print(
-        f"{len(data.pairs)} pairs (the paper reports {PAPER_TOTAL:,}), {len(data.personas)} personas "
+        f"{len(data.pairs)} pairs (the paper reports {pf.PAPER_TOTAL:,}), {len(data.personas)} personas "
         f"({data.layout} layout of {'+'.join(data.layouts_found)}), join rule {data.id_rule}, "
         f"{len(data.unjoined)} rows unjoined, {len(data.unused_personas)} personas unused, "
         f"{len(data.layout_disagreements)} layout disagreements"
@@ -88,11 +82,9 @@ def _pf_load(args: argparse.Namespace) -> int:
 
 
 def _pf_judge(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import judge_accuracy, judge_pairs, position_bias
-
-    preds = judge_pairs(_pairs(args), **_llm(args), **pick(args, "seed", "both_orders"))
-    acc = judge_accuracy(preds, interval=args.interval)
-    bias = position_bias(preds) if args.both_orders else None
+    preds = pf.judge_pairs(_pairs(args), **_llm(args), **pick(args, "seed", "both_orders"))
+    acc = pf.judge_accuracy(preds, interval=args.interval)
+    bias = pf.position_bias(preds) if args.both_orders else None
     _show(acc, ["order", "set", "tier", "n", "accuracy", "ci_low", "ci_high", "unparsed", "errored"])
     if bias is not None:
         _show(bias, ["set", "n_pairs", "acc_chosen_A", "acc_chosen_B", "bias", "consistent"])
@@ -107,8 +99,6 @@ def _pf_judge(args: argparse.Namespace) -> int:
 
 
 def _pf_reward(args: argparse.Namespace) -> int:
-    from pv4kit.related.reward_model import reward_model_baseline
-
     options = pick(args, "test_fraction", "seed", "l2")
     preds, acc, _ = reward_model_baseline(_pairs(args), **_embedding(args), **options)
     _show(acc, ["method", "set", "tier", "n", "accuracy", "ci_low", "ci_high"])
@@ -117,20 +107,16 @@ def _pf_reward(args: argparse.Namespace) -> int:
 
 
 def _pf_pv4_score(args: argparse.Namespace) -> int:
-    from pv4kit.related.personafeedback import generate_answers, pv4_score, pv4_score_accuracy
-
     pairs = _pairs(args)
-    gens = generate_answers(pairs, **_llm(args))
-    scores = pv4_score(pairs, gens, **_embedding(args))
-    acc = pv4_score_accuracy(scores, interval=args.interval)
+    gens = pf.generate_answers(pairs, **_llm(args))
+    scores = pf.pv4_score(pairs, gens, **_embedding(args))
+    acc = pf.pv4_score_accuracy(scores, interval=args.interval)
     _show(acc, ["set", "tier", "n", "accuracy", "ci_low", "ci_high", "failed"])
     _write(args.out, {"generations": gens, "scores": scores, "accuracy": acc}, args=args)
     return 0
 
 
 def _rc_stage1(args: argparse.Namespace) -> int:
-    from pv4kit.related import recenter as rc
-
     data = rc.load_stage1(args.data)
     acc, agree = rc.stage1_acceptance(data), rc.stage1_agreement(data)
     by_source = rc.acceptance_by_source(acc)
@@ -142,8 +128,6 @@ def _rc_stage1(args: argparse.Namespace) -> int:
 
 
 def _rc_stage2(args: argparse.Namespace) -> int:
-    from pv4kit.related import recenter as rc
-
     data = rc.load_stage2(args.data)
     yes = rc.stage2_yes_rates(data)
     print(f"{len(data.items)} (item, attribute) pairs; ratings per rater:")
@@ -161,8 +145,6 @@ def _rc_stage2(args: argparse.Namespace) -> int:
 
 
 def _rc_stage3(args: argparse.Namespace) -> int:
-    from pv4kit.related import recenter as rc
-
     data = rc.load_stage3(args.data)
     ratings = rc.stage3_ratings(data)
     summary, corr = rc.stage3_summary(ratings), rc.stage3_correlation(ratings)
@@ -183,34 +165,18 @@ def _rc_stage3(args: argparse.Namespace) -> int:
     return 0
 
 
-def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
-    p.add_argument("--embedder", default=default, help="embedder name for pv4kit.get_embedder")
-    p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
+def _step(
+    sub: argparse._SubParsersAction, name: str, handler: Any, text: str, *, load: Any, **options: Any
+) -> Any:
+    """Add the step ``name`` of a command group, run by ``handler``, with ``--data`` as ``load`` takes it."""
+    p = sub.add_parser(name, help=text)
+    p.set_defaults(func=handler)
+    add_options(p, load, renamed={"source": "data"}, **options)
+    return p
 
 
-def _add_pf_data(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--data", default=PF_HUB, help=f"PersonaFeedback folder or hub id (default {PF_HUB})")
-    for flag, choices, text in (
-        ("--id-rule", ["auto", "field", "line"], "how user_id joins a persona"),
-        ("--layout", ["auto", "files", "lines"], "persona/<N>.json or lines"),
-    ):
-        p.add_argument(flag, choices=choices, default="auto", help=text)
-
-
-def _add_llm(p: argparse.ArgumentParser) -> None:
-    """The endpoint and request options of a step that asks an LLM, then its accuracy ``--interval``."""
-    from pv4kit.llm.config import LLMConfig
-
-    llm = {"model": {"required": True}, "protocol": PROTOCOL, "temperature": {"default": 0.0}}
-    add_options(p, LLMConfig, *LLM_OPTIONS, renamed=CONCURRENCY, **llm)
-    add_llm_cache(p)
-    interval_help = "Wilson, or bootstrap over personas"
-    p.add_argument("--interval", choices=["wilson", "bootstrap"], default="wilson", help=interval_help)
-
-
-def _add_pairs(p: argparse.ArgumentParser) -> None:
-    """The data, pair and output options of a ``personafeedback`` step over pairs."""
-    _add_pf_data(p)
+def _add_pairs(p: argparse.ArgumentParser, *, llm: bool = False, embed: bool = False) -> None:
+    """The pair and output options of a ``personafeedback`` step, and those of its LLM or embedder."""
     pv4_help = "--data is a PV4 dataset: use its (reference, distractor) pairs"
     p.add_argument("--pv4", action="store_true", help=pv4_help)
     p.add_argument("--splits", nargs="+", default=None, help="with --pv4: the PV4 splits to use")
@@ -218,47 +184,46 @@ def _add_pairs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--limit", type=nonnegative_int, default=0, help=limit_help)
     p.add_argument("--seed", type=nonnegative_int, default=0)
     p.add_argument("--out", required=True, help="output folder for the tables")
+    if llm:
+        request = {"model": {"required": True}, "protocol": PROTOCOL, "temperature": {"default": 0.0}}
+        add_options(p, LLMConfig, *LLM_OPTIONS, renamed=CONCURRENCY, **request)
+        add_llm_cache(p)
+        add_options(p, pf.judge_accuracy, interval={"choices": ["wilson", "bootstrap"]})
+    if embed:
+        _add_embed(p)
+
+
+def _add_embed(p: argparse.ArgumentParser, default: str | None = None) -> None:
+    p.add_argument("--embedder", default=default, help="embedder name for pv4kit.get_embedder")
+    p.add_argument("--no-embed-cache", action="store_true", help="do not use the on-disk embedding cache")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``personafeedback`` and ``recenter`` command groups."""
-    from pv4kit.related.recenter import stage2_predictions
-    from pv4kit.related.reward_model import reward_model_baseline
-
-    pf = subparsers.add_parser("personafeedback", help=COMMANDS["personafeedback"][1])
-    pf_sub = pf.add_subparsers(dest="pf_command", metavar="STEP", required=True)
-    p = pf_sub.add_parser("load", help="load and check the persona join")
-    _add_pf_data(p)
+    sub = subparsers.add_parser("personafeedback", help=COMMANDS["personafeedback"][1])
+    sub = sub.add_subparsers(dest="pf_command", metavar="STEP", required=True)
+    join = {"id_rule": {"choices": list(pf.ID_RULES)}, "layout": {"choices": list(pf.LAYOUTS)}}
+    step = partial(_step, sub, load=pf.load_personafeedback, **join)
+    p = step("load", _pf_load, "load and check the persona join")
     p.add_argument("--out", default=None, help="write the pairs, persona and join tables (.csv) here")
-    p.set_defaults(func=_pf_load)
-    p = pf_sub.add_parser("judge", help="pairwise LLM judge, accuracy per set x tier")
-    _add_pairs(p)
-    _add_llm(p)
-    p.add_argument("--both-orders", action="store_true", help="ask both orders to measure position bias")
-    p.set_defaults(func=_pf_judge)
-    p = pf_sub.add_parser("reward-model", help="Bradley-Terry linear head on frozen embeddings (CPU)")
-    _add_pairs(p)
-    _add_embed(p)
+    p = step("judge", _pf_judge, "pairwise LLM judge, accuracy per set x tier")
+    _add_pairs(p, llm=True)
+    add_options(p, pf.judge_pairs, "both_orders")
+    p = step("reward-model", _pf_reward, "Bradley-Terry linear head on frozen embeddings (CPU)")
+    _add_pairs(p, embed=True)
     add_options(p, reward_model_baseline, "test_fraction", "l2")
-    p.set_defaults(func=_pf_reward)
-    p = pf_sub.add_parser("pv4-score", help="generate from the persona; right when nearer chosen")
-    _add_pairs(p)
-    _add_llm(p)
-    _add_embed(p)
-    p.set_defaults(func=_pf_pv4_score)
+    p = step("pv4-score", _pf_pv4_score, "generate from the persona; right when nearer chosen")
+    _add_pairs(p, llm=True, embed=True)
 
-    rc = subparsers.add_parser("recenter", help=COMMANDS["recenter"][1])
-    rc_sub = rc.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
-    for name, func, text in (
-        ("stage1", _rc_stage1, "attribute acceptance and annotator agreement"),
-        ("stage2", _rc_stage2, "relevance: P/R/F1 of LLMs, embedding, BM25; kappas"),
-        ("stage3", _rc_stage3, "rating distributions and judge-human Spearman"),
+    sub = subparsers.add_parser("recenter", help=COMMANDS["recenter"][1])
+    sub = sub.add_subparsers(dest="rc_command", metavar="STAGE", required=True)
+    for name, handler, load, text in (
+        ("stage1", _rc_stage1, rc.load_stage1, "attribute acceptance and annotator agreement"),
+        ("stage2", _rc_stage2, rc.load_stage2, "relevance: P/R/F1 of LLMs, embedding, BM25; kappas"),
+        ("stage3", _rc_stage3, rc.load_stage3, "rating distributions and judge-human Spearman"),
     ):
-        p = rc_sub.add_parser(name, help=text)
-        p.add_argument("--data", default=RC_HUB, help=f"release folder or hub id (default {RC_HUB})")
+        p = _step(sub, name, handler, text, load=load)
         p.add_argument("--out", required=True, help="output folder for the tables")
         if name == "stage2":
             _add_embed(p, default="minilm")
-            seed = {"help": "seed of the tune/test split of prompts [%(default)s]"}
-            add_options(p, stage2_predictions, "tune_fraction", seed=seed)
-        p.set_defaults(func=func)
+            add_options(p, rc.stage2_predictions, "tune_fraction", "seed")

@@ -38,7 +38,6 @@ def check_choice(value: Any, name: str, allowed: Sequence[Any]) -> None:
 def accuracy_table(
     frame: pd.DataFrame,
     *,
-    by: Sequence[str] = ("set", "tier"),
     outer: Sequence[str] = (),
     extra_counts: Sequence[str] = (),
     confidence: float = 0.95,
@@ -46,28 +45,26 @@ def accuracy_table(
     interval: str = "wilson",
     seed: int = 0,
 ) -> pd.DataFrame:
-    """Accuracy per group with an interval, plus ``"all"`` summary rows, per ``outer`` group (never pooled).
+    """Accuracy per set x tier with an interval, plus ``"all"`` rows, per ``outer`` group (never pooled).
 
-    Rows per ``by`` group, per ``by[0]`` value (other keys ``"all"``) and all pooled, from ``correct``;
-    ``extra_counts`` columns are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (users resampled
-    with ``seed``). Returns ``*outer, *by, n, n_correct, accuracy, ci_low, ci_high, chance,
-    *extra_counts``.
+    Rows per set x tier, per set (tier ``"all"``) and all pooled, from ``correct``; ``extra_counts`` columns
+    are counted; ``interval`` is ``"wilson"`` or ``"bootstrap"`` (users resampled with ``seed``). Returns
+    ``*outer, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, *extra_counts``.
     """
-    by, outer = list(by), list(outer)
     tables = []
-    for keys in [by, *([by[:1]] if len(by) > 1 else []), []]:  # every group, per by[0], all pooled
+    for keys in (["set", "tier"], ["set"], []):  # every group, per set, all pooled
         group = [*outer, *keys]
         table = scored_accuracy_table(frame, by=group, interval=interval, seed=seed, level=confidence)
-        table = table.drop(columns="metric")
+        table = table.drop(columns="metric").assign(chance=chance)
         if extra_counts:
             counts = scored_accuracy_table(frame, by=group, value=list(extra_counts), interval="none")
             for col in extra_counts:
                 table[col] = counts.loc[counts["metric"] == col, "n_correct"].to_numpy()
-        tables.append(table.assign(chance=chance, **{col: "all" for col in by[len(keys) :]}))
+        tables.append(table.assign(**{col: "all" for col in ("set", "tier")[len(keys) :]}))
     out = pd.concat(tables, ignore_index=True)
     if outer:  # each outer group's rows together: its groups, then its summary rows
-        out = out.sort_values(outer, kind="stable").reset_index(drop=True)
-    return out[[*outer, *by, "n", "n_correct", "accuracy", "ci_low", "ci_high", "chance", *extra_counts]]
+        out = out.sort_values(list(outer), kind="stable").reset_index(drop=True)
+    return out
 
 
 def encode(texts: Sequence[str], *, embedder: Any = None, cache: Any = True) -> np.ndarray:

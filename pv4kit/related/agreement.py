@@ -18,10 +18,6 @@ from pv4kit.related._common import check_choice
 _NAN = float("nan")
 
 
-def _is_missing(value: Any) -> bool:
-    return value is None or value is pd.NA or (isinstance(value, float) and np.isnan(value))
-
-
 def _as_table(ratings: Any) -> pd.DataFrame:
     if isinstance(ratings, pd.DataFrame):
         return ratings
@@ -32,14 +28,13 @@ def _as_table(ratings: Any) -> pd.DataFrame:
 
 
 def _categories(values: Sequence[Any], labels: Sequence[Any] | None) -> list[Any]:
-    present = [v for v in values if not _is_missing(v)]
+    present = [v for v in values if not pd.isna(v)]
     if labels is None:
         try:
             return sorted(set(present))
         except TypeError:
             return sorted(set(present), key=str)
-    unknown = sorted({str(v) for v in present if v not in set(labels)})
-    if unknown:
+    if unknown := sorted({str(v) for v in present if v not in set(labels)}):
         raise ValueError(f"labels: ratings contain values not in labels={list(labels)!r}: {unknown}")
     return list(labels)
 
@@ -62,7 +57,7 @@ def cohen_kappa(
     a, b = list(a), list(b)
     if len(a) != len(b):
         raise ValueError(f"a and b must have the same length, got {len(a)} and {len(b)}")
-    pairs = [(x, y) for x, y in zip(a, b, strict=True) if not (_is_missing(x) or _is_missing(y))]
+    pairs = [(x, y) for x, y in zip(a, b, strict=True) if not (pd.isna(x) or pd.isna(y))]
     used = [x for p in pairs for x in p]
     cats = _categories(used, labels)
     if len(set(used)) < 2:
@@ -102,7 +97,7 @@ def fleiss_kappa(ratings: Any, *, labels: Sequence[Any] | None = None, drop_inco
     missing a rating raises instead of being dropped.
     """
     table = _as_table(ratings)
-    incomplete = table.map(_is_missing).any(axis=1)
+    incomplete = table.isna().any(axis=1)
     if incomplete.any():
         if not drop_incomplete:
             bad = list(table.index[incomplete])
@@ -125,7 +120,7 @@ def krippendorff_alpha(ratings: Any, *, level: str = "nominal") -> float:
     ratings are not pairable; ``nan`` when no item is or a single value is used throughout.
     """
     check_choice(level, "level", ("nominal", "interval"))
-    units = [[v for v in row if not _is_missing(v)] for row in _as_table(ratings).itertuples(index=False)]
+    units = [[v for v in row if not pd.isna(v)] for row in _as_table(ratings).itertuples(index=False)]
     units = [u for u in units if len(u) >= 2]
     cats = _categories([v for u in units for v in u], None)
     if len(cats) < 2:

@@ -35,6 +35,8 @@ PAIR_COLUMNS = ["set", "tier", "user_id", "persona", "question", "chosen", "reje
 PERSONA_SECTIONS = ("Name", "Demographics", "Personality", "Preference", "Bias")
 LINES_FILE = "persona/all_personas.jsonl"
 _ID_FIELDS = ("user_id", "id", "persona_id")
+ID_RULES = ("auto", "field", "line")  # how all_personas.jsonl records get their ids
+LAYOUTS = ("auto", "files", "lines")
 
 # ------------------------------------------------------------------------------------------- personas
 
@@ -148,8 +150,7 @@ def _read_layout(root: Path, layout: str, files: list[Path], id_rule: str) -> tu
     """One layout's personas (ids checked unique) and the id rule used."""
     rows, rule = [], "file"
     if layout == "files":
-        others = sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit())
-        if others:
+        if others := sorted(p.name for p in (root / "persona").glob("*.json") if not p.stem.isdigit()):
             msg = "persona/: ignoring %d .json files whose names are not ids: %s"
             logger.warning(msg, len(others), others[:5])
         for path in files:
@@ -216,18 +217,23 @@ def load_personafeedback(
 ) -> PersonaFeedbackData:
     """Load PersonaFeedback from ``source``, a local folder (``data/``, ``persona/``) or its hub id.
 
-    ``id_rule`` and ``layout``: see :func:`read_personas`; ``sets`` (``"general"``, ``"specific"``) and
-    ``tiers`` (``"easy"``, ``"medium"``, ``"hard"``) keep only those.
+    Args:
+        source: PersonaFeedback folder or hub id.
+        id_rule: How ``user_id`` joins a persona of ``all_personas.jsonl``: ``auto``, ``field`` (an id field
+            of every record) or ``line`` (the 1-based line).
+        layout: Which personas: ``auto`` (the files when present), ``files`` (``persona/<N>.json``) or
+            ``lines`` (``all_personas.jsonl``).
+        sets: Keep only these sets (``"general"``, ``"specific"``).
+        tiers: Keep only these tiers (``"easy"``, ``"medium"``, ``"hard"``).
 
     Raises:
         FileNotFoundError: If no tier file or no persona file of the layout is found.
         ValueError: On a bad option or record (file and line named) or duplicate persona ids.
     """
-    check_choice(id_rule, "id_rule", ("auto", "field", "line"))
-    check_choice(layout, "layout", ("auto", "files", "lines"))
+    check_choice(id_rule, "id_rule", ID_RULES)
+    check_choice(layout, "layout", LAYOUTS)
     for name, given, allowed in (("sets", sets, ("general", "specific")), ("tiers", tiers, TIERS)):
-        bad = sorted(set(given or ()) - set(allowed))
-        if bad:
+        if bad := sorted(set(given or ()) - set(allowed)):
             raise ValueError(f"{name}: unknown values {bad}; allowed: {list(allowed)}")
     root = resolve_source(source, repo_id=HUB_ID)
     personas, rule, use, found, disagreements = read_personas(root, id_rule=id_rule, layout=layout)
@@ -265,8 +271,7 @@ def load_personafeedback(
 def _pair_row(rec: dict[str, Any], path: Path, line: int, set_name: str, tier: str) -> list[Any]:
     values = {k: rec.get(k) for k in ("user_id", "question", "chosen")}
     values["reject"] = rec.get("reject", rec.get("rejected"))
-    missing = [k for k, v in values.items() if v is None]
-    if missing:
+    if missing := [k for k, v in values.items() if v is None]:
         raise ValueError(
             f"{path}:{line}: missing field {missing[0]!r}; expected a case {{user_id, question, chosen, "
             f"reject}}, found fields {sorted(rec)}"
@@ -370,10 +375,18 @@ def judge_pairs(
 ) -> pd.DataFrame:
     """Ask an LLM judge to pick the better-personalised response of each pair (see :func:`judge_requests`).
 
-    ``config`` is a ``pv4kit.llm.config.LLMConfig`` and ``cache`` the LLM response cache; ``client`` goes to
-    ``pv4kit.llm.client.complete``, ``complete_fn`` replaces it (tests). PV4 pairs work unchanged. Returns one
-    row per request: its columns without ``messages``, ``reply, error, cached, parsed``
+    Returns one row per request: its columns without ``messages``, ``reply, error, cached, parsed``
     (``"A"``/``"B"``/None), ``unparsed`` and ``correct`` (False when unparsed or errored).
+
+    Args:
+        pairs: PersonaFeedback pairs (:func:`load_personafeedback`); PV4 pairs work unchanged.
+        config: The judge's ``pv4kit.llm.config.LLMConfig``.
+        cache: The LLM response cache.
+        seed: Seed of the chosen response's position per pair.
+        both_orders: Ask both orders to measure position bias.
+        client: Goes to ``pv4kit.llm.client.complete``.
+        complete_fn: Replaces ``pv4kit.llm.client.complete`` (tests).
+        progress: Show a progress bar.
     """
     requests = judge_requests(pairs, seed=seed, both_orders=both_orders)
     replies = _ask(requests["messages"].tolist(), "pf_judge", config, cache, client, complete_fn, progress)
@@ -387,9 +400,14 @@ def judge_pairs(
 def judge_accuracy(
     predictions: pd.DataFrame, *, confidence: float = 0.95, interval: str = "wilson"
 ) -> pd.DataFrame:
-    """Judge accuracy per order x set x tier (``interval="bootstrap"`` resamples personas).
+    """Judge accuracy per order x set x tier.
 
     Returns ``order, set, tier, n, n_correct, accuracy, ci_low, ci_high, chance, unparsed, errored``.
+
+    Args:
+        predictions: :func:`judge_pairs`'s rows.
+        confidence: The interval's level.
+        interval: ``wilson``, or ``bootstrap`` over personas.
     """
     frame = predictions.assign(errored=predictions["error"].notna())
     counts = ["unparsed", "errored"]

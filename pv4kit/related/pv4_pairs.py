@@ -35,7 +35,8 @@ def pv4_pairs(
     """
     check_choice(distractors, "distractors", ("one", "all"))
     frame = questions if not splits else questions[questions["split"].isin(splits)]
-    personas = {} if users is None else dict(zip(users["user_id"], users["persona"], strict=True))
+    known = [] if users is None else zip(users["user_id"], users["persona"], strict=True)
+    personas = {user: p for user, p in known if isinstance(p, str) and p.strip()}
     rng = np.random.default_rng(seed)
     rows = []
     for rec in frame.to_dict("records"):
@@ -45,10 +46,8 @@ def pv4_pairs(
         if not options:
             logger.warning("user %s question %s has no non-empty distractor; skipped", user, index)
             continue
-        persona = personas.get(user, pd.NA)
-        persona = persona if isinstance(persona, str) and persona.strip() else pd.NA
         tier = "hard" if rec.get("hard", False) else "standard"
-        question = ["pv4", tier, user, persona, rec["question"], choices[answer]]
+        question = ["pv4", tier, user, personas.get(user, pd.NA), rec["question"], choices[answer]]
         for i in [options[int(rng.integers(len(options)))]] if distractors == "one" else options:
             pair = [choices[i], f"pv4/{user}/{index}/{LETTERS[i]}"]
             rows.append([*question, *pair, int(index), int(index), rec.get("split"), LETTERS[i]])

@@ -32,6 +32,7 @@ from pv4kit.text import tokenize
 logger = logging.getLogger(__name__)
 
 HUB_ID = "leczhang/recenter-personalization"
+_KEY = ["item_index", "attribute"]  # an (item, attribute) pair
 _INDEX_KEYS = ("item_index", "index", "sample_index")
 # what -> (index field, the field holding the record's entries, their shape) of the records _entries reads
 _SHAPES = {
@@ -91,13 +92,17 @@ def _files(folder: Path) -> list[Path]:
     return sorted(folder.glob("*.jsonl"))
 
 
-def _attr_text(value: Any, where: str) -> str:
+def _entry(value: Any, where: str, expected: str, *keys: str) -> dict[str, Any]:
+    """``value`` if it is a dict with an ``attribute`` text (and one of ``keys``); else raise at ``where``."""
     if isinstance(value, dict) and isinstance(value.get("attribute"), str):
-        return value["attribute"]
-    if isinstance(value, str):
-        return value
+        if not keys or any(k in value for k in keys):
+            return value
     found = sorted(value) if isinstance(value, dict) else type(value).__name__
-    raise ValueError(f"{where}: expected {{attribute, ...}}, found {found}")
+    raise ValueError(f"{where}: expected {expected}, found {found}")
+
+
+def _attr_text(value: Any, where: str) -> str:
+    return value if isinstance(value, str) else _entry(value, where, "{attribute, ...}")["attribute"]
 
 
 def _float_or_none(value: Any, where: str) -> float | None:
@@ -109,39 +114,32 @@ def _float_or_none(value: Any, where: str) -> float | None:
     raise ValueError(f"{where}: expected a number, found {value!r}")
 
 
-def _coverage(items: pd.DataFrame, human: pd.DataFrame, llm: pd.DataFrame, value: str) -> pd.DataFrame:
+def _coverage(items: pd.DataFrame, ratings: pd.DataFrame, value: str) -> pd.DataFrame:
     """How many of the items' (item, attribute) pairs each rater, and each family (``<kind> (any)``), rated.
 
-    ``human``/``llm``: the judgments (rater in ``annotator``/``model``), NA in ``value`` for a missing label.
-    ``n_orphan`` counts judgments that match no pair of the items.
+    ``ratings``: :func:`_by_rater`'s, NA in ``value`` for a missing label. ``n_orphan`` counts the pairs a
+    rater judged that are no pair of the items.
     """
-    pairs = set(zip(items["item_index"], items["attribute"], strict=True))
+    pairs = pd.MultiIndex.from_frame(items[_KEY]).unique()
+    known = pd.MultiIndex.from_frame(ratings[_KEY]).isin(pairs)
+    frame = ratings.assign(labelled=ratings[value].notna(), known=known)
     rows = []
-    for kind, frame, who in (("human", human, "annotator"), ("llm", llm, "model")):
-        labelled = frame[value].notna()
-        rated = {
-            rater: set(zip(part["item_index"], part["attribute"], strict=True))
-            for rater, part in frame[labelled].groupby(who)
-        }
-        n_missing = (~labelled).groupby(frame[who]).sum()
-        for rater in sorted(set(frame[who])):
-            keys = rated.get(rater, set())
-            rows.append((kind, rater, len(keys & pairs), n_missing[rater], len(keys - pairs)))
-        if len(frame):
-            rated_any = set().union(*rated.values()) & pairs
-            orphans = sum(len(keys - pairs) for keys in rated.values())
-            rows.append((kind, f"{kind} (any)", len(rated_any), n_missing.sum(), orphans))
+    for kind, family in frame.groupby("kind"):
+        for rater, part in [*family.groupby("rater"), (f"{kind} (any)", family)]:
+            rated = part[part["labelled"]]
+            n_rated = len(rated[rated["known"]].drop_duplicates(_KEY))
+            n_orphan = len(rated[~rated["known"]].drop_duplicates(["rater", *_KEY]))
+            rows.append((kind, rater, n_rated, int((~part["labelled"]).sum()), n_orphan))
     out = pd.DataFrame(rows, columns=["kind", "rater", "n_rated", "n_missing_label", "n_orphan"])
     out.insert(2, "n_pairs", len(pairs))
     out.insert(4, "n_unrated", len(pairs) - out["n_rated"])
     return out
 
 
-def _by_rater(data: Stage2Data) -> pd.DataFrame:
+def _by_rater(human: pd.DataFrame, llm: pd.DataFrame) -> pd.DataFrame:
     """The annotations, then the LLM judgments, with ``rater`` and ``kind`` (human | llm)."""
-    human = data.annotations.rename(columns={"annotator": "rater"}).assign(kind="human")
-    llm = data.judgments.rename(columns={"model": "rater"}).assign(kind="llm")
-    return pd.concat([human, llm], ignore_index=True)
+    human = human.rename(columns={"annotator": "rater"}).assign(kind="human")
+    return pd.concat([human, llm.rename(columns={"model": "rater"}).assign(kind="llm")], ignore_index=True)
 
 
 def _multi_rater(wide: pd.DataFrame, labels: list[Any] | None) -> list[tuple[str, float, int]]:
@@ -165,11 +163,14 @@ class Stage1Data:
     annotations: pd.DataFrame
 
 
-def load_stage1(source: str | os.PathLike[str]) -> Stage1Data:
+def load_stage1(source: str | os.PathLike[str] = HUB_ID) -> Stage1Data:
     """Load ``stage1/items.jsonl`` and ``stage1/annotations/*.jsonl`` from the release folder or hub id.
 
     Returns ``items``: ``item_index, user_id, source, attr_index, attribute, confidence, ground_truth``;
     ``annotations``: ``annotator, item_index, attr_index, judgment`` (``ok``/``unsure``/``bad``).
+
+    Args:
+        source: Release folder or hub id.
     """
     folder = _stage_dir(source, "stage1")
     rows = []
@@ -210,7 +211,7 @@ def stage1_acceptance(data: Stage1Data) -> pd.DataFrame:
     columns = ["n_ok", "n_unsure", "n_bad"]
     out[columns] = out[columns].fillna(0).astype(int)
     out["n_ratings"] = out[columns].sum(axis=1)
-    out["accepted"] = (2 * out["n_ok"] > out["n_ratings"]) & (out["n_ratings"] > 0)
+    out["accepted"] = 2 * out["n_ok"] > out["n_ratings"]
     gt = pd.to_numeric(out["ground_truth"], errors="coerce")
     out["matches_release"] = (gt == out["accepted"].astype(int)).where(gt.notna())
     columns = "item_index user_id source attr_index attribute n_ratings n_ok n_unsure n_bad accepted"
@@ -286,32 +287,28 @@ def relevance_label(value: Any, *, where: str = "") -> bool | None:
 
 def _judgment_label(judg: Any, where: str) -> tuple[str, Any, bool | None]:
     """``(attribute, label as written, binary)`` of a human judgment (``rating`` and ``relevant`` agree)."""
-    if not isinstance(judg, dict) or not isinstance(judg.get("attribute"), str):
-        found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
-        raise ValueError(f"{where}: expected a judgment {{attribute, relevant | rating}}, found {found}")
-    attr = judg["attribute"]
-    if "rating" not in judg and "relevant" not in judg:
-        raise ValueError(
-            f"{where}: judgment of {attr!r} has neither 'rating' nor 'relevant'; found fields {sorted(judg)}"
-        )
+    judg = _entry(judg, where, "a judgment {attribute, relevant | rating}", "rating", "relevant")
     label = {k: judg.get(k) for k in ("rating", "relevant")}
     binary = {k: relevance_label(v, where=f"{where}: {k}") for k, v in label.items()}
     if None not in binary.values() and binary["rating"] != binary["relevant"]:
         raise ValueError(
-            f"{where}: judgment of {attr!r}: rating {label['rating']!r} and relevant {label['relevant']!r} "
-            "disagree"
+            f"{where}: judgment of {judg['attribute']!r}: rating {label['rating']!r} and relevant "
+            f"{label['relevant']!r} disagree"
         )
-    use = "relevant" if binary["rating"] is None and binary["relevant"] is not None else "rating"
-    return attr, label[use], binary[use]
+    use = "relevant" if binary["rating"] is None else "rating"
+    return judg["attribute"], label[use], binary[use]
 
 
-def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
+def load_stage2(source: str | os.PathLike[str] = HUB_ID) -> Stage2Data:
     """Load ``stage2/items.jsonl``, ``annotations/*.jsonl`` and ``llm_judgments/*.jsonl``.
 
     Returns ``items``: ``item_index, prompt_index, prompt_text, user_id, attribute, ground_truth,
     coarse_filter``; ``annotations``: ``annotator, item_index, attribute, label, relevant`` (missing labels
     left out); ``judgments``: ``model, model_name, item_index, attribute, relevant`` (NA: unparsed),
     ``raw_answer``; ``coverage``: per rater and ``human (any)``/``llm (any)`` (see ``_coverage``).
+
+    Args:
+        source: Release folder or hub id.
     """
     folder = _stage_dir(source, "stage2")
     rows = []
@@ -329,16 +326,13 @@ def load_stage2(source: str | os.PathLike[str]) -> Stage2Data:
     ann = pd.DataFrame(ann, columns=["annotator", "item_index", "attribute", "label", "relevant"])
     jud = []
     for path, line, rec, index, _, judg in _entries(_files(folder / "llm_judgments"), "stage-2 LLM judgment"):
-        if not isinstance(judg, dict) or "attribute" not in judg or "relevant" not in judg:
-            found = sorted(judg) if isinstance(judg, dict) else type(judg).__name__
-            raise ValueError(
-                f"{path}:{line}: expected an LLM judgment {{attribute, relevant, raw_answer}}, found {found}"
-            )
+        expected = "an LLM judgment {attribute, relevant, raw_answer}"
+        judg = _entry(judg, f"{path}:{line}", expected, "relevant")
         relevant = relevance_label(judg.get("relevant"), where=f"{path}:{line}")
         jud.append((path.stem, rec.get("model"), index, judg["attribute"], relevant, judg.get("raw_answer")))
     judgments = pd.DataFrame(jud, columns="model model_name item_index attribute relevant raw_answer".split())
     annotations = ann.dropna(subset=["relevant"]).astype({"relevant": bool}).reset_index(drop=True)
-    return Stage2Data(items, annotations, judgments, _coverage(items, ann, judgments, "relevant"))
+    return Stage2Data(items, annotations, judgments, _coverage(items, _by_rater(ann, judgments), "relevant"))
 
 
 def stage2_labels(data: Stage2Data) -> pd.DataFrame:
@@ -347,10 +341,9 @@ def stage2_labels(data: Stage2Data) -> pd.DataFrame:
     ``human`` is a nullable boolean, NA for a pair no annotator rated (e.g. an attribute text the tool showed
     under another user's item of the prompt).
     """
-    key, counts = ["item_index", "attribute"], ["n_ratings", "n_relevant"]
-    votes = data.annotations.groupby(key)["relevant"].agg(n_ratings="size", n_relevant="sum")
-    out = data.items.merge(votes.reset_index(), on=key, how="left")
-    out[counts] = out[counts].fillna(0).astype(int)
+    votes = data.annotations.groupby(_KEY)["relevant"].agg(n_ratings="size", n_relevant="sum")
+    out = data.items.merge(votes.reset_index(), on=_KEY, how="left")
+    out[["n_ratings", "n_relevant"]] = out[["n_ratings", "n_relevant"]].fillna(0).astype(int)
     out["human"] = (2 * out["n_relevant"] >= out["n_ratings"]).astype("boolean").mask(out["n_ratings"] == 0)
     return out
 
@@ -360,7 +353,7 @@ def stage2_yes_rates(data: Stage2Data) -> pd.DataFrame:
 
     Returns ``kind`` (human | llm), ``rater, n`` (pairs with a label), ``n_yes, yes_rate``.
     """
-    votes = _by_rater(data).dropna(subset=["relevant"])
+    votes = _by_rater(data.annotations, data.judgments).dropna(subset=["relevant"])
     grouped = votes["relevant"].astype(bool).groupby([votes["kind"], votes["rater"]])
     out = grouped.agg(n="size", n_yes="sum").reset_index()
     out["yes_rate"] = out["n_yes"] / out["n"]
@@ -393,10 +386,16 @@ def stage2_predictions(
 ) -> pd.DataFrame:
     """Relevance predictions of every method for the pairs with a human label (:func:`stage2_labels`).
 
-    Prompts are split with ``seed`` into ``tune`` (``tune_fraction``) and ``test``; the embedding
-    (``embedder``, ``cache``: see ``_common.encode``) and BM25 thresholds are the F1-best on ``tune``. An LLM
-    without a judgment for a pair predicts "not relevant", flagged ``missing``. Returns ``method, item_index,
-    prompt_index, attribute, split, score, threshold, pred, human, missing``.
+    The embedding and BM25 thresholds are the F1-best on the ``tune`` prompts. An LLM without a judgment for a
+    pair predicts "not relevant", flagged ``missing``. Returns ``method, item_index, prompt_index, attribute,
+    split, score, threshold, pred, human, missing``.
+
+    Args:
+        data: :func:`load_stage2`'s.
+        embedder: The embedding baseline's embedder (see ``pv4kit.related._common.encode``).
+        cache: The embedding cache (see ``pv4kit.related._common.encode``).
+        seed: Seed of the tune/test split of prompts.
+        tune_fraction: The share of prompts that tune the thresholds; the rest are ``test``.
     """
     check_number(tune_fraction, "tune_fraction", gt=0, lt=1)
     labels = stage2_labels(data)
@@ -406,9 +405,9 @@ def stage2_predictions(
     n_tune = min(max(int(round(len(prompts) * tune_fraction)), 1), max(len(prompts) - 1, 1))
     tune_prompts = set(np.random.default_rng(seed).permutation(prompts)[:n_tune].tolist())
     base["split"] = labels["prompt_index"].map(lambda p: "tune" if p in tune_prompts else "test").to_numpy()
-    frames, key = [], ["item_index", "attribute"]
+    frames = []
     for model, part in data.judgments.groupby("model", sort=True):
-        merged = base.merge(part[[*key, "relevant"]], on=key, how="left")
+        merged = base.merge(part[[*_KEY, "relevant"]], on=_KEY, how="left")
         relevant = merged.pop("relevant")
         pred = relevant.fillna(False).astype(bool)
         columns = {"score": pred * 1.0, "threshold": np.nan, "pred": pred, "missing": relevant.isna()}
@@ -471,11 +470,10 @@ def stage2_agreement(data: Stage2Data) -> pd.DataFrame:
     value, n, agreement`` (raw agreement, Cohen rows only).
     """
     cols = ["group", "statistic", "rater_a", "rater_b", "value", "n", "agreement"]
-    key = ["item_index", "attribute"]
-    humans = data.annotations.pivot_table(index=key, columns="annotator", values="relevant", aggfunc="first")
+    humans = data.annotations.pivot_table(index=_KEY, columns="annotator", values="relevant", aggfunc="first")
     judged = data.judgments.dropna(subset=["relevant"])
-    llms = judged.pivot_table(index=key, columns="model", values="relevant", aggfunc="first")
-    labels = stage2_labels(data).set_index(key)["human"].astype(object).rename("majority")
+    llms = judged.pivot_table(index=_KEY, columns="model", values="relevant", aggfunc="first")
+    labels = stage2_labels(data).set_index(_KEY)["human"].astype(object).rename("majority")
     wide = humans.join(llms, how="outer").join(labels, how="left").astype(object)
     wide = wide.where(wide.notna(), None)
     h, m = list(humans.columns), list(llms.columns)
@@ -592,8 +590,7 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     }
     rows, seen = [], {}
     for path in _files(folder):
-        match = _GEN_NAME.fullmatch(path.stem)
-        if match is None:
+        if (match := _GEN_NAME.fullmatch(path.stem)) is None:
             raise ValueError(
                 f"{path}: file name is not <condition>_<model>.jsonl with condition in {list(CONDITIONS)}"
             )
@@ -621,12 +618,15 @@ def _read_generations(folder: Path, items: pd.DataFrame, items_path: Path) -> pd
     return out.astype({"item_index": "Int64", "matches_item": "boolean"})
 
 
-def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
+def load_stage3(source: str | os.PathLike[str] = HUB_ID) -> Stage3Data:
     """Load ``stage3/items.jsonl``, annotations, LLM judgments and ``generations/<condition>_<model>.jsonl``.
 
     Returns ``items``; ``annotations``/``judgments``: ``annotator``/``model, item_index, attribute, rating,
     personalised_side``; ``generations``: ``condition, model_tag`` (file name), ``model_name``, ...,
     ``item_index`` (joined by prompt id and model tag), ``matches_item``; ``coverage``.
+
+    Args:
+        source: Release folder or hub id.
     """
     folder = _stage_dir(source, "stage3")
     rows = []
@@ -637,7 +637,7 @@ def load_stage3(source: str | os.PathLike[str]) -> Stage3Data:
         rows.append({**fields, "item_index": index, "attribute": text, "is_relevant": relevant})
     items = pd.DataFrame(rows, columns=_S3_ITEM_COLUMNS)
     ann, jud = _ratings(folder / "annotations", "annotator"), _ratings(folder / "llm_judgments", "model")
-    coverage = _coverage(items, ann, jud, "rating")
+    coverage = _coverage(items, _by_rater(ann, jud), "rating")
     annotations, judgments = (f.dropna(subset=["rating"]).reset_index(drop=True) for f in (ann, jud))
     generations = _read_generations(folder / "generations", items, folder / "items.jsonl")
     return Stage3Data(items, annotations, judgments, coverage, generations)
@@ -649,23 +649,21 @@ def stage3_ratings(data: Stage3Data) -> pd.DataFrame:
     Returns ``kind`` (human | llm), ``rater, item_index, attribute, model_tag, is_relevant, rating,
     personalised_side``.
     """
-    info = data.items[["item_index", "attribute", "model_tag", "is_relevant"]]
-    info = info.drop_duplicates(["item_index", "attribute"])
-    out = _by_rater(data).merge(info, on=["item_index", "attribute"], how="left")
+    info = data.items[[*_KEY, "model_tag", "is_relevant"]].drop_duplicates(_KEY)
+    out = _by_rater(data.annotations, data.judgments).merge(info, on=_KEY, how="left")
     columns = "kind rater item_index attribute model_tag is_relevant rating personalised_side"
     return out[columns.split()]
 
 
 def stage3_pairs(data: Stage3Data) -> pd.DataFrame:
     """Every (item, attribute) pair of the items, ``n_human, human_mean, n_llm, llm_mean`` (0/NA: unrated)."""
-    key = ["item_index", "attribute"]
     out = data.items[["item_index", "prompt_id", "model_tag", "attribute", "is_relevant"]]
     for frame, n, mean in (
         (data.annotations, "n_human", "human_mean"),
         (data.judgments, "n_llm", "llm_mean"),
     ):
-        summary = frame.groupby(key)["rating"].agg(**{n: "size", mean: "mean"}).reset_index()
-        out = out.merge(summary, on=key, how="left")
+        summary = frame.groupby(_KEY)["rating"].agg(**{n: "size", mean: "mean"}).reset_index()
+        out = out.merge(summary, on=_KEY, how="left")
         out[n] = out[n].fillna(0).astype(int)
     return out
 
@@ -717,7 +715,7 @@ def stage3_summary(ratings: pd.DataFrame) -> pd.DataFrame:
     share_not_preferred, share_prefer_personalised``.
     """
     human = ratings[ratings["kind"] == "human"]
-    mean = human.groupby(["item_index", "attribute"])["rating"].mean().reset_index()
+    mean = human.groupby(_KEY)["rating"].mean().reset_index()
     frame = pd.concat(
         [mean.assign(kind="human", rater="human mean per pair"), _with_pooled(ratings)], ignore_index=True
     )
@@ -732,13 +730,12 @@ def stage3_correlation(ratings: pd.DataFrame) -> pd.DataFrame:
     """
     from scipy.stats import spearmanr
 
-    key = ["item_index", "attribute"]
     human = ratings[ratings["kind"] == "human"]
     rows = []
     for (kind, rater), part in ratings.groupby(["kind", "rater"], sort=True):
         ref = human[human["rater"] != rater] if kind == "human" else human
-        target = ref.groupby(key)["rating"].mean().rename("human_mean")
-        joined = part.set_index(key)[["rating"]].join(target, how="inner").dropna()
+        target = ref.groupby(_KEY)["rating"].mean().rename("human_mean")
+        joined = part.set_index(_KEY)[["rating"]].join(target, how="inner").dropna()
         rho = p = float("nan")
         if len(joined) >= 3 and joined["rating"].nunique() > 1 and joined["human_mean"].nunique() > 1:
             res = spearmanr(joined["rating"], joined["human_mean"])

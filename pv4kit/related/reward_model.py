@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit._options import check_number
 from pv4kit.related._common import accuracy_table, encode
 
 logger = logging.getLogger(__name__)
@@ -51,9 +52,8 @@ def fit_bradley_terry(
     """
     from scipy.optimize import minimize
 
-    if l2 <= 0:
-        raise ValueError(f"l2 must be > 0, got {l2!r}")
-    if not (len(context) == len(chosen) == len(rejected)) or len(context) == 0:
+    check_number(l2, "l2", gt=0)
+    if not len(context) == len(chosen) == len(rejected) > 0:
         raise ValueError(
             f"rows: need equal non-zero counts, got {len(context)}, {len(chosen)}, {len(rejected)}"
         )
@@ -74,8 +74,7 @@ def fit_bradley_terry(
 
 def split_pairs(pairs: pd.DataFrame, *, test_fraction: float = 0.5, seed: int = 0) -> pd.Series:
     """Seeded ``"train"``/``"test"`` labels per ``set`` x ``tier``; >= 2 pairs keep >= 1 on each side."""
-    if not 0.0 < test_fraction < 1.0:
-        raise ValueError(f"test_fraction must be in (0, 1), got {test_fraction!r}")
+    check_number(test_fraction, "test_fraction", gt=0, lt=1)
     rng = np.random.default_rng(seed)
     split = pd.Series("train", index=pairs.index, dtype=object)
     for idx in pairs.groupby(["set", "tier"], sort=True).groups.values():
@@ -98,10 +97,17 @@ def reward_model_baseline(
 ) -> tuple[pd.DataFrame, pd.DataFrame, BradleyTerryHead]:
     """Train the head on a seeded split and score every pair, with an untrained ``cosine`` floor.
 
-    ``test_fraction`` of each ``set x tier`` is held out (``seed``); pairs without a persona are dropped;
-    ``embedder``, ``cache``: see :func:`pv4kit.related._common.encode`; ``l2``: the head's penalty. Returns
-    ``(predictions, accuracy, head)``: per pair and method ``split, reward_chosen, reward_rejected, margin,
-    correct``; the test split's accuracy per method x set x tier.
+    Pairs without a persona are dropped. Returns ``(predictions, accuracy, head)``: per pair and method
+    ``split, reward_chosen, reward_rejected, margin, correct``; the test split's accuracy per method x set x
+    tier.
+
+    Args:
+        pairs: PersonaFeedback pairs (``pv4kit.related.personafeedback.load_personafeedback``).
+        embedder: The frozen encoder (see :func:`pv4kit.related._common.encode`).
+        cache: The embedding cache (see :func:`pv4kit.related._common.encode`).
+        test_fraction: The share of each set x tier held out for the accuracy.
+        seed: Seed of the split.
+        l2: The head's L2 penalty.
     """
     usable = pairs[pairs["persona"].notna()].reset_index(drop=True)
     if usable.empty:
