@@ -15,7 +15,6 @@ import sqlite3
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from collections.abc import Iterator
@@ -64,23 +63,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
-
-
-@contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary directory; on success its files replace theirs in ``path`` (others are kept)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path))
-    try:
-        yield tmp
-        for item in sorted(tmp.rglob("*")):
-            if item.is_file():
-                dest = path / item.relative_to(tmp)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class FileFormatError(ValueError):
@@ -148,9 +130,8 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
     except UnicodeDecodeError:
         raise not_utf8_error(path) from None
     except pd.errors.EmptyDataError:
-        raise FileFormatError(
-            path, None, "unreadable", f"is empty, expected {expected} with a header"
-        ) from None
+        reason = f"is empty, expected {expected} with a header"
+        raise FileFormatError(path, None, "unreadable", reason) from None
     except pd.errors.ParserError as exc:
         detail = re.sub(r"^Error tokenizing data\. C error: ", "", str(exc)).strip()
         m = re.search(r"\bline (\d+)\b", detail)
@@ -213,15 +194,10 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
         elif leftover.is_dir():
             os.rename(leftover, path)
             logger.warning("%s: %s", path, done)
-    if path.parent.is_dir():
-        for tmp in path.parent.glob(f".{path.name}.new-*"):
-            pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
-            if tmp.is_dir() and not (pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid()):
-                shutil.rmtree(tmp, ignore_errors=True)
-    if path.is_dir():
-        for tmp in path.glob(f".{path.name}.*.tmp"):  # atomic_directory's, from a killed run
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in path.parent.glob(f".{path.name}.new-*"):
+        pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
+        if tmp.is_dir() and not (pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid()):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
@@ -309,11 +285,9 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 def git_commit() -> str | None:
     """The current git commit of the pv4kit checkout, or ``None`` outside git."""
-    cwd = Path(__file__).resolve().parent
+    command, here = ["git", "rev-parse", "HEAD"], Path(__file__).resolve().parent
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
-        )
+        out = subprocess.run(command, cwd=here, capture_output=True, text=True, timeout=5, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None

@@ -20,7 +20,7 @@ _COVERAGE = ["kind", "rater", "n_rated", "n_unrated", "n_missing_label", "n_orph
 
 
 def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) -> None:
-    from pv4kit._io import atomic_directory, atomic_write_json, provenance
+    from pv4kit._io import atomic_write_json, provenance, replace_directory
     from pv4kit.redact import redact_text
 
     tables = {name: frame for name, frame in tables.items() if frame is not None}
@@ -28,7 +28,7 @@ def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) ->
         k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if not callable(v)
     }
     command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
-    with atomic_directory(out_dir) as tmp:
+    with replace_directory(out_dir) as tmp:
         for name, frame in tables.items():
             frame.to_csv(tmp / f"{name}.csv", index=False)
         atomic_write_json(tmp / "config.json", provenance(command=command, options=options))
