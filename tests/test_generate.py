@@ -416,3 +416,17 @@ def test_sigkill_mid_run_then_rerun_matches_uninterrupted(tmp_path, persona_dir)
     for rel in ["categories.txt", "chat_topics.txt", "chats/39.txt", "qa/3.txt"]:
         assert (out / "user_7" / rel).read_bytes() == (ref_out / "user_7" / rel).read_bytes()
     assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+
+
+def test_a_shorter_list_removes_the_files_past_its_end(tmp_path, persona_dir):
+    out, cache = tmp_path / "users", tmp_path / "c.sqlite"
+    with FakeLLMServer(responder()) as srv:
+        generate_users(persona_dir, out, **gen_config(srv), cache=cache, progress=False)
+        shorter = gen_config(srv, num_topics=3, num_categories=2, regenerate_stale=True)
+        report = generate_users(persona_dir, out, **shorter, cache=cache, progress=False)
+    assert report.loc[0, "status"] == "complete"
+    user = out / "user_7"
+    assert sorted(p.name for p in (user / "chats").iterdir()) == ["0.txt", "1.txt", "2.txt"]
+    assert sorted(p.name for p in (user / "qa").iterdir()) == ["0.txt", "1.txt"]
+    files = json.loads((user / "manifest.json").read_text())["files"]
+    assert "chats/5.txt" not in files and "qa/2.txt" not in files

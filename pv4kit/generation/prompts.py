@@ -216,12 +216,8 @@ class PromptSet:
 
     def record(self) -> dict[str, Any]:
         """The fields the manifest records for this set."""
-        return {
-            "prompt_set": self.name,
-            "prompt_version": self.version,
-            "prompts_file": self.source,
-            "prompts_sha256": self.sha256,
-        }
+        keys = ("prompt_set", "prompt_version", "prompts_file", "prompts_sha256")
+        return dict(zip(keys, (self.name, self.version, self.source, self.sha256), strict=True))
 
 
 def load_reference_prompts(path: str | Path) -> PromptSet:
@@ -239,10 +235,8 @@ def load_reference_prompts(path: str | Path) -> PromptSet:
         ValueError: When the file lacks one of the four functions or one takes other parameters.
     """
     path = Path(path).expanduser()
-    file = next(
-        (c for c in (path, path / "prompts.py", path / "personalizationv4" / "prompts.py") if c.is_file()),
-        None,
-    )
+    candidates = (path, path / "prompts.py", path / "personalizationv4" / "prompts.py")
+    file = next((c for c in candidates if c.is_file()), None)
     if file is None:
         raise FileNotFoundError(
             f"{path}: no reference prompts found; expected a checkout of snap-stanford/memorilla (holding "

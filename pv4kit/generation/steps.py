@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -182,28 +183,24 @@ class _UserRun:
                 logger.info("%s: removing a partial write left by an interrupted run", tmp)
                 tmp.unlink(missing_ok=True)
         # steps 1-2: the two lists
-        lists = [self.item("categories", "categories.txt", self.llm, self.num_categories)]
-        lists.append(self.item("topics", "chat_topics.txt", self.llm, self.num_topics))
+        lists = [self.item("categories", "categories.txt", self.num_categories)]
+        lists.append(self.item("topics", "chat_topics.txt", self.num_topics))
         self.run(self.plan(lists))
         categories, topics = (
             read_list(user_dir / name) if (user_dir / name).is_file() else None
             for name in ("categories.txt", "chat_topics.txt")
         )
         # steps 3-4: a chat per topic and a question file per category, in one pool
-        second = [
-            self.item("chats", f"chats/{i}.txt", self.chat_llm, 1, topic=t)
-            for i, t in enumerate(topics or [])
-        ]
+        second = [self.item("chats", f"chats/{i}.txt", 1, topic=t) for i, t in enumerate(topics or [])]
         second += [
-            self.item("questions", f"qa/{c}.txt", self.llm, self.num_questions, category=cat)
+            self.item("questions", f"qa/{c}.txt", self.num_questions, category=cat)
             for c, cat in enumerate(categories or [])
         ]
-        for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
-            for rel in list(self.files):  # files of a longer list, generated before
-                if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
-                    (user_dir / rel).unlink(missing_ok=True)
-                    self.set(rel, None)
-                    logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
+        wanted = {it.rel for it in second}  # files of a longer list, generated before, go
+        for rel in [r for r in self.files if re.fullmatch(r"(chats|qa)/\d+\.txt", r) and r not in wanted]:
+            (user_dir / rel).unlink(missing_ok=True)
+            self.set(rel, None)
+            logger.info("%s: removed %s (its list is shorter now)", user_dir, rel)
         self.run(self.plan(second))
         result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
         result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
@@ -216,7 +213,8 @@ class _UserRun:
         result.seconds = time.monotonic() - start
         return result
 
-    def item(self, step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
+    def item(self, step: str, rel: str, n: int, **kw: str) -> _Item:
+        llm = self.chat_llm if step == "chats" else self.llm
         return _Item(step, rel, self.prompts.messages(step, self.persona, n=n, **kw), llm, n)
 
     def set(self, rel: str, entry: dict[str, Any] | None) -> None:
@@ -469,11 +467,8 @@ def generate_users(
     }
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
-    ids = [
-        u
-        for u in list_personas(persona_dir)
-        if (user_start is None or u >= user_start) and (user_end is None or u <= user_end)
-    ]
+    last = math.inf if user_end is None else user_end
+    ids = [u for u in list_personas(persona_dir) if (user_start or 0) <= u <= last]
     if not ids:
         raise FileNotFoundError(
             f"{persona_dir}: no user_N.txt persona files with N in [{user_start}, {user_end}]"
