@@ -162,7 +162,7 @@ class _UserRun:
             raise ValueError(f"{self.persona_path}: persona file is empty")
         self.prompts = prompt_set(self.reference_prompts)
         self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
-        self.persona_sha = sha256_text(self.persona)
+        self.header = {**self.prompts.record(), "persona_sha256": sha256_text(self.persona)}
         self.path, self.lock, self.last_flush = self.user_dir / "manifest.json", threading.RLock(), 0.0
         data: dict[str, Any] = {}
         if self.path.is_file():
@@ -171,8 +171,7 @@ class _UserRun:
             except ValueError:
                 logger.warning("%s: unreadable manifest, starting a new one", self.path)
         self.files: dict[str, dict[str, Any]] = data.get("files", {})
-        self.dirty = data.get("persona_sha256") != self.persona_sha
-        self.dirty |= any(data.get(k) != v for k, v in self.prompts.record().items())
+        self.dirty = any(data.get(k) != v for k, v in self.header.items())
         self._record: dict[str, Any] | None = None
 
     def generate(self) -> UserResult:
@@ -233,7 +232,7 @@ class _UserRun:
             if not self.dirty:
                 return
             if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-                self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
+                self._record = provenance(**self.header)
             files = dict(sorted(self.files.items(), key=lambda kv: sort_key(kv[0])))
             atomic_write_json(self.path, {**self._record, "files": files})
             self.last_flush, self.dirty = time.monotonic(), False
@@ -482,6 +481,4 @@ def generate_users(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
         )
         rows.append(res.__dict__.copy())
-    frame = pd.DataFrame(rows)
-    frame["questions"] = frame["questions"].astype("Int64")
-    return frame
+    return pd.DataFrame(rows).astype({"questions": "Int64"})
