@@ -159,6 +159,8 @@ def test_prompts_are_generic_and_versioned():
     assert "exactly 200" in prompts.topics_messages(PERSONA, n=200)[0]["content"]
     assert "exactly 10" in prompts.categories_messages(PERSONA)[0]["content"]
     assert len({prompts.template_hash(s) for s in prompts.TEMPLATES}) == 4
+    # the templates of PROMPT_VERSION, byte for byte (a changed wording bumps PROMPT_VERSION and this hash)
+    assert prompts.prompt_set().sha256 == "6b637c731be5ec041145dd457286b3de93e901bf43f035c1e72a31fd980514a3"
 
 
 @pytest.mark.parametrize("protocol", ["chat", "responses"])
