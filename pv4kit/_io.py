@@ -12,7 +12,6 @@ import os
 import re
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
 import time
@@ -201,7 +200,7 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
 
 
 def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
-    """Hard-link (or copy) into ``new`` every entry of ``old`` that ``new`` does not have (but ``drop``)."""
+    """Hard-link (or copy) into ``new`` what ``old`` holds and ``new`` lacks (but ``drop``), and its mode."""
 
     def link(src: str, dst: str) -> None:
         try:
@@ -250,7 +249,6 @@ def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = (
         yield new
         if path.is_dir():
             _carry_over(path, new, drop=drop)
-            os.chmod(new, stat.S_IMODE(path.stat().st_mode))
         os.rename(new, ready)
     except BaseException as exc:
         shutil.rmtree(new, ignore_errors=True)
