@@ -177,10 +177,9 @@ class _UserRun:
     def generate(self) -> UserResult:
         """Steps 1-4 for what is missing, then step 5 once every chat and question file exists."""
         start, user_dir, result = time.monotonic(), self.user_dir, self.result
-        for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp"):
-            for tmp in list(user_dir.glob(pattern)):
-                logger.info("%s: removing a partial write left by an interrupted run", tmp)
-                tmp.unlink(missing_ok=True)
+        for tmp in [p for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp") for p in user_dir.glob(pattern)]:
+            logger.info("%s: removing a partial write left by an interrupted run", tmp)
+            tmp.unlink(missing_ok=True)
         # steps 1-2: the two lists
         lists = [self.item("categories", "categories.txt", self.num_categories)]
         lists.append(self.item("topics", "chat_topics.txt", self.num_topics))
@@ -258,15 +257,13 @@ class _UserRun:
         todo, unknown = [], []
         for item in items:
             entry = self.files.get(item.rel)
-            if not (self.user_dir / item.rel).is_file():
+            stale = entry is not None and entry.get("request_sha256") != request_hash(item.messages, item.llm)
+            if not (self.user_dir / item.rel).is_file() or (stale and self.regenerate_stale):
                 todo.append(item)
             elif entry is None:
                 unknown.append(item)
-            elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
-                if self.regenerate_stale:
-                    todo.append(item)
-                else:
-                    self.result.stale.append(item.rel)
+            elif stale:
+                self.result.stale.append(item.rel)
             elif not entry.get("valid", True):
                 self.result.malformed.append(item.rel)
         if unknown and self.cache is not None and Path(self.cache).is_file():
