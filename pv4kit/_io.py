@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import functools
 import hashlib
 import json
 import logging
@@ -13,11 +12,10 @@ import os
 import re
 import shutil
 import sqlite3
-import stat
 import subprocess
 import sys
-import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -31,16 +29,12 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
     """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically, else it goes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.close(fd)
-    tmp_path = Path(tmp)
+    tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"  # the caller's open() creates it
     try:
-        yield tmp_path
-        if tmp_path.exists():  # mkstemp makes the file 0600; give it the mode a plain open() would
-            os.chmod(tmp_path, 0o666 & ~_umask())
-        os.replace(tmp_path, path)
+        yield tmp
+        os.replace(tmp, path)
     except BaseException as exc:
-        tmp_path.unlink(missing_ok=True)
+        tmp.unlink(missing_ok=True)
         if isinstance(exc, OSError):
             raise _naming(exc, path) from exc
         raise
@@ -56,17 +50,9 @@ def _naming(exc: OSError, path: Path) -> OSError:
     return OSError(exc.errno, f"{path}: {reason}")
 
 
-@functools.cache
-def _umask() -> int:
-    """The process umask, read once (reading it means setting it: not thread-safe)."""
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
 def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
     """Write ``text`` to ``path`` atomically as UTF-8 (``\\n`` line endings are kept as given)."""
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as fh:
+    with atomic_path(path) as tmp, open(tmp, "x", encoding="utf-8", newline="") as fh:
         fh.write(text)
         fh.flush()
         os.fsync(fh.fileno())
@@ -76,23 +62,6 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> Path:
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> Path:
     """Write ``obj`` as JSON to ``path`` atomically."""
     return atomic_write_text(path, json.dumps(obj, indent=2, default=str) + "\n")
-
-
-@contextlib.contextmanager
-def atomic_directory(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary directory; on success its files replace theirs in ``path`` (others are kept)."""
-    path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{path.name}.", suffix=".tmp", dir=path))
-    try:
-        yield tmp
-        for item in sorted(tmp.rglob("*")):
-            if item.is_file():
-                dest = path / item.relative_to(tmp)
-                dest.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(item, dest)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 class FileFormatError(ValueError):
@@ -114,13 +83,9 @@ def not_utf8_error(path: str | os.PathLike[str]) -> FileFormatError:
     except UnicodeDecodeError as exc:
         line = data.count(b"\n", 0, exc.start) + 1
         column = exc.start - data.rfind(b"\n", 0, exc.start)
-        return FileFormatError(
-            path,
-            line,
-            "not_utf8",
-            f"not UTF-8 text (byte 0x{data[exc.start]:02x} at column {column}); pv4kit reads text files "
-            "as UTF-8: re-save the file as UTF-8",
-        )
+        byte = f"byte 0x{data[exc.start]:02x} at column {column}"
+        reason = f"not UTF-8 text ({byte}); pv4kit reads text files as UTF-8: re-save the file as UTF-8"
+        return FileFormatError(path, line, "not_utf8", reason)
     return FileFormatError(path, None, "not_utf8", "not UTF-8 text")
 
 
@@ -164,9 +129,8 @@ def read_csv(path: str | os.PathLike[str], *, expected: str = "a CSV file", **kw
     except UnicodeDecodeError:
         raise not_utf8_error(path) from None
     except pd.errors.EmptyDataError:
-        raise FileFormatError(
-            path, None, "unreadable", f"is empty, expected {expected} with a header"
-        ) from None
+        reason = f"is empty, expected {expected} with a header"
+        raise FileFormatError(path, None, "unreadable", reason) from None
     except pd.errors.ParserError as exc:
         detail = re.sub(r"^Error tokenizing data\. C error: ", "", str(exc)).strip()
         m = re.search(r"\bline (\d+)\b", detail)
@@ -229,19 +193,14 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
         elif leftover.is_dir():
             os.rename(leftover, path)
             logger.warning("%s: %s", path, done)
-    if path.parent.is_dir():
-        for tmp in path.parent.glob(f".{path.name}.new-*"):
-            pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
-            if tmp.is_dir() and not (pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid()):
-                shutil.rmtree(tmp, ignore_errors=True)
-    if path.is_dir():
-        for tmp in path.glob(f".{path.name}.*.tmp"):  # atomic_directory's, from a killed run
-            if tmp.is_dir():
-                shutil.rmtree(tmp, ignore_errors=True)
+    for tmp in path.parent.glob(f".{path.name}.new-*"):
+        pid = tmp.name[len(f".{path.name}.new-") :].split("-")[0]
+        if tmp.is_dir() and not (pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid()):
+            shutil.rmtree(tmp, ignore_errors=True)
 
 
 def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
-    """Hard-link (or copy) into ``new`` every entry of ``old`` that ``new`` does not have (but ``drop``)."""
+    """Hard-link (or copy) into ``new`` what ``old`` holds and ``new`` lacks (but ``drop``), and its mode."""
 
     def link(src: str, dst: str) -> None:
         try:
@@ -249,16 +208,13 @@ def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    for entry in old.iterdir():
-        leftover = entry.name.startswith(f".{old.name}.") and entry.name.endswith(".tmp")
-        if leftover or entry.name in drop or (new / entry.name).exists():
-            continue
-        if entry.is_dir() and not entry.is_symlink():
-            shutil.copytree(entry, new / entry.name, symlinks=True, copy_function=link)
-        elif entry.is_symlink():
-            os.symlink(os.readlink(entry), new / entry.name)
-        else:
-            link(str(entry), str(new / entry.name))
+    def skip(folder: str, names: list[str]) -> set[str]:  # at the top: leftovers, drop, what new has
+        if Path(folder) != old:
+            return set()
+        leftover = {n for n in names if n.startswith(f".{old.name}.") and n.endswith(".tmp")}
+        return leftover | set(drop) | {n for n in names if os.path.lexists(new / n)}
+
+    shutil.copytree(old, new, symlinks=True, ignore=skip, copy_function=link, dirs_exist_ok=True)
 
 
 @contextlib.contextmanager
@@ -286,15 +242,13 @@ def replace_directory(path: str | os.PathLike[str], *, drop: tuple[str, ...] = (
         )
     recover_directory(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    new = Path(tempfile.mkdtemp(prefix=f".{path.name}.new-{os.getpid()}-", dir=path.parent))
+    new = path.parent / f".{path.name}.new-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+    new.mkdir()
     ready, aside = _swap_names(path)
     try:
         yield new
         if path.is_dir():
             _carry_over(path, new, drop=drop)
-            os.chmod(new, stat.S_IMODE(path.stat().st_mode))
-        else:
-            os.chmod(new, 0o777 & ~_umask())  # mkdtemp makes it 0700
         os.rename(new, ready)
     except BaseException as exc:
         shutil.rmtree(new, ignore_errors=True)
@@ -329,11 +283,9 @@ def sha256_file(path: str | os.PathLike[str]) -> str:
 
 def git_commit() -> str | None:
     """The current git commit of the pv4kit checkout, or ``None`` outside git."""
-    cwd = Path(__file__).resolve().parent
+    command, here = ["git", "rev-parse", "HEAD"], Path(__file__).resolve().parent
     try:
-        out = subprocess.run(
-            ["git", "rev-parse", "HEAD"], cwd=cwd, capture_output=True, text=True, timeout=5, check=True
-        )
+        out = subprocess.run(command, cwd=here, capture_output=True, text=True, timeout=5, check=True)
     except (OSError, subprocess.SubprocessError):
         return None
     return out.stdout.strip() or None
@@ -353,8 +305,7 @@ def connect_sqlite(path: str | os.PathLike[str], *, timeout: float = 60.0, check
     Switching a new file to WAL needs exclusive access ("database is locked"): retried until ``timeout``.
     """
     con = sqlite3.connect(path, timeout=timeout, check_same_thread=check_same_thread, isolation_level=None)
-    deadline = time.monotonic() + timeout
-    delay = 0.01
+    deadline, delay = time.monotonic() + timeout, 0.01
     while True:
         try:
             con.execute("PRAGMA journal_mode=WAL")

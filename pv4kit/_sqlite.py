@@ -67,8 +67,7 @@ def sqlite_problem(
         file is fine, missing or empty (the store creates it).
     """
     path = Path(path)
-    size = path.stat().st_size if path.exists() else 0
-    if size == 0:
+    if not path.exists() or (size := path.stat().st_size) == 0:
         return None
     with open(path, "rb") as fh:
         head = fh.read(100)

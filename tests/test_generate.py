@@ -159,6 +159,8 @@ def test_prompts_are_generic_and_versioned():
     assert "exactly 200" in prompts.topics_messages(PERSONA, n=200)[0]["content"]
     assert "exactly 10" in prompts.categories_messages(PERSONA)[0]["content"]
     assert len({prompts.template_hash(s) for s in prompts.TEMPLATES}) == 4
+    # the templates of PROMPT_VERSION, byte for byte (a changed wording bumps PROMPT_VERSION and this hash)
+    assert prompts.prompt_set().sha256 == "6b637c731be5ec041145dd457286b3de93e901bf43f035c1e72a31fd980514a3"
 
 
 @pytest.mark.parametrize("protocol", ["chat", "responses"])
@@ -416,3 +418,17 @@ def test_sigkill_mid_run_then_rerun_matches_uninterrupted(tmp_path, persona_dir)
     for rel in ["categories.txt", "chat_topics.txt", "chats/39.txt", "qa/3.txt"]:
         assert (out / "user_7" / rel).read_bytes() == (ref_out / "user_7" / rel).read_bytes()
     assert not [p for p in out.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+
+
+def test_a_shorter_list_removes_the_files_past_its_end(tmp_path, persona_dir):
+    out, cache = tmp_path / "users", tmp_path / "c.sqlite"
+    with FakeLLMServer(responder()) as srv:
+        generate_users(persona_dir, out, **gen_config(srv), cache=cache, progress=False)
+        shorter = gen_config(srv, num_topics=3, num_categories=2, regenerate_stale=True)
+        report = generate_users(persona_dir, out, **shorter, cache=cache, progress=False)
+    assert report.loc[0, "status"] == "complete"
+    user = out / "user_7"
+    assert sorted(p.name for p in (user / "chats").iterdir()) == ["0.txt", "1.txt", "2.txt"]
+    assert sorted(p.name for p in (user / "qa").iterdir()) == ["0.txt", "1.txt"]
+    files = json.loads((user / "manifest.json").read_text())["files"]
+    assert "chats/5.txt" not in files and "qa/2.txt" not in files

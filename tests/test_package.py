@@ -143,3 +143,22 @@ def test_atomic_writes_get_normal_file_modes(tmp_path):
     mask = os.umask(0)
     os.umask(mask)
     assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask
+
+
+def test_replaced_folders_keep_their_mode_and_new_ones_get_the_umask(tmp_path):
+    import os
+    import stat
+
+    from pv4kit._io import replace_directory
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    os.chmod(old, 0o750)
+    (old / "kept.txt").write_text("k")
+    for folder in (old, new):
+        with replace_directory(folder) as tmp:
+            (tmp / "a.txt").write_text("a")
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(old.stat().st_mode) == 0o750 and (old / "kept.txt").read_text() == "k"
+    assert stat.S_IMODE(new.stat().st_mode) == 0o777 & ~mask

@@ -9,7 +9,7 @@ import argparse
 from functools import partial
 from typing import Any
 
-from pv4kit._io import atomic_directory, atomic_write_json, provenance
+from pv4kit._io import atomic_write_json, provenance, replace_directory
 from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, llm_cache_arg, nonnegative_int, pick
 from pv4kit.llm.config import LLMConfig
 from pv4kit.redact import redact_text
@@ -29,7 +29,7 @@ def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) ->
     tables = {name: frame for name, frame in tables.items() if frame is not None}
     options = {k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if k != "func"}
     command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
-    with atomic_directory(out_dir) as tmp:
+    with replace_directory(out_dir) as tmp:
         for name, frame in tables.items():
             frame.to_csv(tmp / f"{name}.csv", index=False)
         atomic_write_json(tmp / "config.json", provenance(command=command, options=options))

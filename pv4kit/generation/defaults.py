@@ -114,27 +114,26 @@ def estimate_user_cost(
     counts = dict(num_categories=num_categories, num_topics=num_topics, num_questions=num_questions)
     for name, value in counts.items():
         check_number(value, name, integer=True, ge=1)
-    items = {"categories": num_categories, "topics": num_topics, "chats": 1, "questions": num_questions}
-    typical = {"chats": "x" * 120, "questions": "x" * 40}  # a topic (one sentence), a category name
-    messages = [prompts.render(step, persona, n, typical.get(step, "")) for step, n in items.items()]
-    frame = pd.DataFrame(
-        {
-            "step": list(items),
-            "model": [model, model, chat_model, model],
-            "calls": [1, 1, num_topics, num_categories],  # a chat per topic, a questions call per category
-            "prompt_tokens_per_call": [
-                sum(len(m["content"]) for m in msgs) / CHARS_PER_TOKEN for msgs in messages
-            ],
-            "output_tokens_per_call": [float(OUTPUT_TOKENS_PER_ITEM[s] * n) for s, n in items.items()],
-        }
-    )
+    steps = [  # step, model, calls (a chat per topic, a questions call per category), items asked, list item
+        ("categories", model, 1, num_categories, ""),
+        ("topics", model, 1, num_topics, ""),
+        ("chats", chat_model, num_topics, 1, "x" * 120),  # a typical topic: one sentence
+        ("questions", model, num_categories, num_questions, "x" * 40),  # a typical category name
+    ]
+    frame = pd.DataFrame(steps, columns=["step", "model", "calls", "n", "item"])
+    frame["prompt_tokens_per_call"] = [
+        len(prompts.render(step, persona, n, item)[0]["content"]) / CHARS_PER_TOKEN
+        for step, _, _, n, item in steps
+    ]
+    frame["output_tokens_per_call"] = (frame["step"].map(OUTPUT_TOKENS_PER_ITEM) * frame["n"]).astype(float)
+    frame = frame.drop(columns=["n", "item"])
     table = load_prices(prices)
     if missing := sorted(set(frame["model"]) - set(table)):
         logger.warning("cost estimate: no price for %s in the price table; their cost is NaN", missing)
     frame["prompt_tokens"] = frame["calls"] * frame["prompt_tokens_per_call"]
     frame["output_tokens"] = frame["calls"] * frame["output_tokens_per_call"]
-    frame["input_usd_per_1m"] = [table.get(m, {}).get("input", math.nan) for m in frame["model"]]
-    frame["output_usd_per_1m"] = [table.get(m, {}).get("output", math.nan) for m in frame["model"]]
+    for side in ("input", "output"):
+        frame[f"{side}_usd_per_1m"] = [table.get(m, {}).get(side, math.nan) for m in frame["model"]]
     frame["cost_usd"] = (
         frame["prompt_tokens"] * frame["input_usd_per_1m"]
         + frame["output_tokens"] * frame["output_usd_per_1m"]

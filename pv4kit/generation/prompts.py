@@ -1,9 +1,10 @@
 """The prompts of generation steps 1-4: pv4kit's own versioned templates, or the reference's from a checkout.
 
-pv4kit's templates were written against the dataset card; each builder returns one user message, as the
-reference sent, and no persona's name or traits are written into the chat prompt (``Leo`` is only the
-speaker tag). Every template states its count as ``exactly N`` and starts with a ``# Task:`` line. pv4kit
-never ships the reference's prompt text: :func:`load_reference_prompts` imports a local checkout's.
+pv4kit's templates (``templates/<step>.txt``) were written against the dataset card; each builder returns
+one user message, as the reference sent, and no persona's name or traits are written into the chat prompt
+(``Leo`` is only the speaker tag). Every template states its count as ``exactly N`` and starts with a
+``# Task:`` line. pv4kit never ships the reference's prompt text: :func:`load_reference_prompts` imports a
+local checkout's.
 """
 
 from __future__ import annotations
@@ -21,117 +22,15 @@ from pv4kit._io import sha256_file, sha256_text
 logger = logging.getLogger(__name__)
 
 Messages = list[dict[str, str]]
-STEPS = ("categories", "topics", "chats", "questions")
 #: bump when any template's wording changes (the manifest records it per file)
 PROMPT_VERSION = "pv4kit-gen-1"
 USER_TAG = "Leo"
 
-#: pv4kit's template of each step (format fields: n, persona, topic, category, user_tag)
+#: pv4kit's template of each step, read from ``templates/<step>.txt`` (format fields: n, persona, topic,
+#: category, user_tag)
 TEMPLATES: dict[str, str] = {
-    "categories": """# Task: question categories
-
-Below is the profile of a fictional person. We are building a multiple-choice benchmark that tests whether
-an AI assistant, after many conversations with this person, can predict what they would do or prefer in a
-new situation.
-
-List exactly {n} question categories for this person: the {n} most testable dimensions of their life, each
-specific to this profile (not a generic heading), distinct from the others, and rich enough to support many
-scenario questions with one defensible answer. Draw on dimensions such as work and skills, hobbies and
-tastes, relationships, personality and communication style, values and habits, daily routines, health,
-money, places, how their preferences changed over time, and the things they keep private or secret.
-
-Each category is 3 to 8 words. Output only a numbered list, one category per line (`1. ...`), with no
-heading and no commentary.
-
-<PROFILE>
-{persona}
-</PROFILE>
-""",
-    "topics": """# Task: chat topics
-
-Below is the profile of a fictional person who talks to an AI assistant over several months.
-Write exactly {n} chat topics: each is one sentence describing one message this person sends to the
-assistant.
-
-Requirements:
-- Cover every facet of the profile: work, family and friends, hobbies, tastes, moods, routines, health,
-  money, places, plans, and the private or secret projects.
-- Order matters. The first part of the list is an early, skeptical phase: short, guarded, testing requests
-  that reveal little. The later part is a reliant phase: the person brings personal decisions, feelings and
-  long-running plans to the assistant.
-- Some requests are secretly tied to the person's hidden projects, but phrased so the project itself is
-  never named or explained (e.g. an innocent-looking practical question that only makes sense given it).
-- Each topic is a concrete situation with a detail, not a generic theme; no two topics are near-duplicates.
-- Describe what the person asks, never what the assistant should say.
-
-Output only a numbered list, one topic per line (`1. ...`), with no heading and no commentary.
-
-<PROFILE>
-{persona}
-</PROFILE>
-""",
-    "chats": """# Task: one chat
-
-Write one short two-turn chat between a person and an AI assistant. The person is described by the profile
-below; the chat is about the topic given.
-
-Rules:
-- The person's traits are shown, never stated: their preferences, habits, background and tone come through
-  in what they ask and how they ask it (word choice, details they mention, what they take for granted),
-  never as self-description such as "as someone who loves X" or "I am a very organised person".
-- Write the person's message in the voice this profile implies (their own register, humour or lack of it,
-  level of detail). Do not invent traits that contradict the profile, and do not name the person.
-- The assistant replies helpfully, briefly and neutrally, without repeating the person's details back.
-- "{user_tag}" is a fixed speaker tag for the person whatever their real name or gender.
-
-Output exactly 2 lines and nothing else: the first line starts with "{user_tag}: " and holds the person's
-whole message; the second starts with "Assistant: " and holds the whole reply. No blank line, no line
-breaks inside a turn, no quotation marks around the turns.
-
-<TOPIC>
-{topic}
-</TOPIC>
-
-<PROFILE>
-{persona}
-</PROFILE>
-""",
-    "questions": """# Task: multiple-choice questions
-
-Below is the profile of a fictional person; it is the ground truth.
-Write exactly {n} multiple-choice questions for the category "{category}". An AI assistant will
-later answer them from its past conversations with this person, in free text, without seeing the choices.
-
-Each question:
-- places the person in a concrete new scenario and asks what they would most likely do, choose or prefer
-  (preference and behaviour, not knowledge or competence), in neutral wording that gives no hint;
-- can only be answered by combining two or more facts from the profile;
-- has one reference answer that the profile clearly supports and four distractors that a reasonable person
-  might genuinely prefer. At least one distractor is the widely recommended best practice that this person
-  rejects;
-- has five choices matched in length (within 2 words of each other), grammatical structure and
-  specificity, so that the answer cannot be spotted from the choices alone;
-- puts the reference at a letter of your choice (vary it across questions).
-
-Before writing each question, check it: would a careful reader of the profile pick exactly one choice, and
-would a stranger find all five equally plausible? If not, rewrite it.
-
-Use exactly this format for each question, with no other text:
-
-<QUESTION> the scenario and question
-<CHOICE_A> choice text
-<CHOICE_B> choice text
-<CHOICE_C> choice text
-<CHOICE_D> choice text
-<CHOICE_E> choice text
-<CORRECT_CHOICE> one letter A-E
-<RATIONALE> which profile facts make the reference right and each distractor wrong for this person
-<WORD_COUNTS> A: n | B: n | C: n | D: n | E: n
-
-<PROFILE>
-{persona}
-</PROFILE>
-""",
+    step: (Path(__file__).parent / "templates" / f"{step}.txt").read_bytes().decode("utf-8")
+    for step in ("categories", "topics", "chats", "questions")
 }
 #: the reference's prompt function of each step, and its positional parameters in order
 REFERENCE_FUNCTIONS = {
@@ -144,8 +43,6 @@ REFERENCE_FUNCTIONS = {
 
 def template_hash(step: str) -> str:
     """SHA-256 of one step's template text (with :data:`PROMPT_VERSION`)."""
-    if step not in TEMPLATES:
-        raise ValueError(f"step must be one of {sorted(TEMPLATES)}, got {step!r}")
     return sha256_text(f"{PROMPT_VERSION}\n{TEMPLATES[step]}")
 
 
@@ -202,8 +99,6 @@ class PromptSet:
         self, step: str, persona: str, *, n: int = 1, topic: str = "", category: str = ""
     ) -> Messages:
         """The request of one file: ``n`` is the count asked for, ``topic``/``category`` the list item."""
-        if step not in STEPS:
-            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
         if self.functions is None:
             return render(step, persona, n, topic or category)
         name, params = REFERENCE_FUNCTIONS[step]
@@ -221,12 +116,8 @@ class PromptSet:
 
     def record(self) -> dict[str, Any]:
         """The fields the manifest records for this set."""
-        return {
-            "prompt_set": self.name,
-            "prompt_version": self.version,
-            "prompts_file": self.source,
-            "prompts_sha256": self.sha256,
-        }
+        keys = ("prompt_set", "prompt_version", "prompts_file", "prompts_sha256")
+        return dict(zip(keys, (self.name, self.version, self.source, self.sha256), strict=True))
 
 
 def load_reference_prompts(path: str | Path) -> PromptSet:
@@ -244,10 +135,8 @@ def load_reference_prompts(path: str | Path) -> PromptSet:
         ValueError: When the file lacks one of the four functions or one takes other parameters.
     """
     path = Path(path).expanduser()
-    file = next(
-        (c for c in (path, path / "prompts.py", path / "personalizationv4" / "prompts.py") if c.is_file()),
-        None,
-    )
+    candidates = (path, path / "prompts.py", path / "personalizationv4" / "prompts.py")
+    file = next((c for c in candidates if c.is_file()), None)
     if file is None:
         raise FileNotFoundError(
             f"{path}: no reference prompts found; expected a checkout of snap-stanford/memorilla (holding "
@@ -280,5 +169,5 @@ def prompt_set(reference_prompts: str | Path | None = None) -> PromptSet:
     """The reference's prompts when a checkout is given, else pv4kit's own."""
     if reference_prompts is not None:
         return load_reference_prompts(reference_prompts)
-    digest = sha256_text("\n".join(template_hash(s) for s in STEPS))
+    digest = sha256_text("\n".join(template_hash(s) for s in TEMPLATES))
     return PromptSet("pv4kit", PROMPT_VERSION, None, digest)

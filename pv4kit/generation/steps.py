@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import math
 import re
 import threading
 import time
@@ -26,11 +27,10 @@ from pv4kit._options import check_number
 from pv4kit.dataset.formats import check_chat, format_qa_csv, read_list
 from pv4kit.dataset.questions import build_question_table, parse_qa_text
 from pv4kit.dataset.tree import list_personas
-from pv4kit.generation.prompts import PromptSet, prompt_set
+from pv4kit.generation.prompts import prompt_set
 from pv4kit.llm.client import build_request, cache_key, complete
 from pv4kit.llm.config import LLMConfig, LLMResponse
 from pv4kit.llm.store import ResponseStore
-from pv4kit.schema import LETTERS
 from pv4kit.text import list_items
 
 logger = logging.getLogger(__name__)
@@ -48,8 +48,6 @@ def normalise_output(
     :func:`pv4kit.text.list_items`); ``problems`` is empty for a valid output (``n`` items, a two-line chat,
     ``n`` complete question blocks); ``repairs`` describes each pv4kit repair that changed the content.
     """
-    if step not in ("categories", "topics", "chats", "questions"):
-        raise ValueError(f"step must be categories, topics, chats or questions, got {step!r}")
     if not text.strip():
         return None, ["empty reply"], []
     repairs: list[str] = []
@@ -77,12 +75,10 @@ def normalise_output(
             problems.append(f"expected 2 lines (Leo:, Assistant:), got {len(body.splitlines())}")
         return body, problems, repairs
     blocks = parse_qa_text(text)
-    good = [
-        b for b in blocks if b.question and b.letter and all(b.choices) and b.choices[LETTERS.index(b.letter)]
-    ]
+    good = [b for b in blocks if b.question and b.letter and all(b.choices)]  # letter: A-E
     if len(good) == n:
-        return text, [], repairs
-    return text, [f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks"], repairs
+        return text, [], []
+    return text, [f"expected {n} complete question blocks, got {len(good)} of {len(blocks)} blocks"], []
 
 
 def request_hash(messages: list[dict[str, str]], llm: LLMConfig) -> str:
@@ -129,24 +125,44 @@ class UserResult:
 
 @dataclass
 class _UserRun:
-    """One user's calls and ``manifest.json`` (flushed atomically at most once a second and at the end)."""
+    """One user's steps 1-5 and ``manifest.json`` (flushed atomically at most once a second and at the end).
 
+    The fields are :func:`generate_user`'s parameters.
+    """
+
+    persona_path: Path
     user_dir: Path
-    persona: str
-    user_id: int | None
-    prompts: PromptSet
-    cache: str | Path | None
-    client: Any
-    progress: bool
+    llm: LLMConfig
+    chat_llm: LLMConfig
+    num_categories: int
+    num_topics: int
+    num_questions: int
     max_retries: int
+    seed: int
     regenerate_stale: bool
+    reference_prompts: str | Path | None
     repair_lists: bool
     repair_chats: bool
     reask_malformed: bool
+    rewrite_stale_qa: bool
+    cache: str | Path | None
+    client: Any
+    progress: bool
+    user_id: int | None
 
     def __post_init__(self) -> None:
+        for name in ("num_categories", "num_topics", "num_questions"):
+            check_number(getattr(self, name), name, integer=True, ge=1)
+        check_number(self.max_retries, "max_retries", integer=True, ge=0)
+        self.persona_path, self.user_dir = Path(self.persona_path), Path(self.user_dir)
+        if self.user_id is None and (m := re.match(r"user_(\d+)\.txt$", self.persona_path.name)):
+            self.user_id = int(m.group(1))
+        self.persona = self.persona_path.read_text(encoding="utf-8")
+        if not self.persona.strip():
+            raise ValueError(f"{self.persona_path}: persona file is empty")
+        self.prompts = prompt_set(self.reference_prompts)
         self.result = UserResult(user_id=self.user_id if self.user_id is not None else -1)
-        self.persona_sha = sha256_text(self.persona)
+        self.header = {**self.prompts.record(), "persona_sha256": sha256_text(self.persona)}
         self.path, self.lock, self.last_flush = self.user_dir / "manifest.json", threading.RLock(), 0.0
         data: dict[str, Any] = {}
         if self.path.is_file():
@@ -155,11 +171,48 @@ class _UserRun:
             except ValueError:
                 logger.warning("%s: unreadable manifest, starting a new one", self.path)
         self.files: dict[str, dict[str, Any]] = data.get("files", {})
-        self.dirty = data.get("persona_sha256") != self.persona_sha
-        self.dirty |= any(data.get(k) != v for k, v in self.prompts.record().items())
+        self.dirty = any(data.get(k) != v for k, v in self.header.items())
         self._record: dict[str, Any] | None = None
 
-    def item(self, step: str, rel: str, llm: LLMConfig, n: int, **kw: str) -> _Item:
+    def generate(self) -> UserResult:
+        """Steps 1-4 for what is missing, then step 5 once every chat and question file exists."""
+        start, user_dir, result = time.monotonic(), self.user_dir, self.result
+        for tmp in [p for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp") for p in user_dir.glob(pattern)]:
+            logger.info("%s: removing a partial write left by an interrupted run", tmp)
+            tmp.unlink(missing_ok=True)
+        # steps 1-2: the two lists
+        lists = [self.item("categories", "categories.txt", self.num_categories)]
+        lists.append(self.item("topics", "chat_topics.txt", self.num_topics))
+        self.run(self.plan(lists))
+        categories, topics = (
+            read_list(user_dir / name) if (user_dir / name).is_file() else None
+            for name in ("categories.txt", "chat_topics.txt")
+        )
+        # steps 3-4: a chat per topic and a question file per category, in one pool
+        second = [self.item("chats", f"chats/{i}.txt", 1, topic=t) for i, t in enumerate(topics or [])]
+        second += [
+            self.item("questions", f"qa/{c}.txt", self.num_questions, category=cat)
+            for c, cat in enumerate(categories or [])
+        ]
+        wanted = {it.rel for it in second}  # files of a longer list, generated before, go
+        for rel in [r for r in self.files if re.fullmatch(r"(chats|qa)/\d+\.txt", r) and r not in wanted]:
+            (user_dir / rel).unlink(missing_ok=True)
+            self.set(rel, None)
+            logger.info("%s: removed %s (its list is shorter now)", user_dir, rel)
+        self.run(self.plan(second))
+        result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
+        result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
+        result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
+        if not result.missing:  # step 5, as the reference: only once every chat and question file exists
+            result.questions = self.write_qa_csv()
+        self.flush()
+        result.malformed = sorted(set(result.malformed), key=sort_key)
+        result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
+        result.seconds = time.monotonic() - start
+        return result
+
+    def item(self, step: str, rel: str, n: int, **kw: str) -> _Item:
+        llm = self.chat_llm if step == "chats" else self.llm
         return _Item(step, rel, self.prompts.messages(step, self.persona, n=n, **kw), llm, n)
 
     def set(self, rel: str, entry: dict[str, Any] | None) -> None:
@@ -178,7 +231,7 @@ class _UserRun:
             if not self.dirty:
                 return
             if self._record is None:  # one provenance record (and one `git rev-parse`) per user and run
-                self._record = provenance(**self.prompts.record(), persona_sha256=self.persona_sha)
+                self._record = provenance(**self.header)
             files = dict(sorted(self.files.items(), key=lambda kv: sort_key(kv[0])))
             atomic_write_json(self.path, {**self._record, "files": files})
             self.last_flush, self.dirty = time.monotonic(), False
@@ -204,15 +257,13 @@ class _UserRun:
         todo, unknown = [], []
         for item in items:
             entry = self.files.get(item.rel)
-            if not (self.user_dir / item.rel).is_file():
+            stale = entry is not None and entry.get("request_sha256") != request_hash(item.messages, item.llm)
+            if not (self.user_dir / item.rel).is_file() or (stale and self.regenerate_stale):
                 todo.append(item)
             elif entry is None:
                 unknown.append(item)
-            elif entry.get("request_sha256") != request_hash(item.messages, item.llm):
-                if self.regenerate_stale:
-                    todo.append(item)
-                else:
-                    self.result.stale.append(item.rel)
+            elif stale:
+                self.result.stale.append(item.rel)
             elif not entry.get("valid", True):
                 self.result.malformed.append(item.rel)
         if unknown and self.cache is not None and Path(self.cache).is_file():
@@ -268,10 +319,9 @@ class _UserRun:
         self.result.calls += sum(not r.cached for r in responses)
         self.result.cached += sum(r.cached for r in responses)
         self.flush()
-        self.result.errors += [
-            f"{it.rel}: {r.error}" for it, r in zip(pending, responses, strict=True) if r.error
-        ]
-        retry = [it for it, r in zip(pending, responses, strict=True) if not it.done and r.error is None]
+        pairs = list(zip(pending, responses, strict=True))
+        self.result.errors += [f"{it.rel}: {r.error}" for it, r in pairs if r.error]
+        retry = [it for it, r in pairs if not it.done and r.error is None]
         if retry and not final:
             why = "; ".join(f"{it.rel}: {', '.join(it.problems)}" for it in retry[:3])
             logger.info(
@@ -282,26 +332,26 @@ class _UserRun:
     def take(self, item: _Item, resp: LLMResponse, attempt: int, final: bool) -> None:
         """Write one reply's content (and its manifest entry), or keep it for asking again."""
         if resp.error is not None:
-            item.problems = [resp.error]
             return
-        content, problems, repairs = self.normalise(item, resp.text)
-        item.problems = problems
+        content, item.problems, repairs = self.normalise(item, resp.text)
         # as the reference: an empty reply is asked again, anything else is written as it came
-        if content is not None and (not problems or not self.reask_malformed or final):
-            if attempt and self.reask_malformed and item.malformed_before:
-                repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
-            self.set(item.rel, self.entry(item, resp, attempt, (content, problems, repairs)))
-            atomic_write_text(self.user_dir / item.rel, content)
-            item.done, item.repairs = True, repairs
-        elif content is not None:
-            item.malformed_before = problems
+        if content is None:
+            return
+        if item.problems and self.reask_malformed and not final:
+            item.malformed_before = item.problems
+            return
+        if item.malformed_before:
+            repairs = [*repairs, f"asked again after: {'; '.join(item.malformed_before)}"]
+        self.set(item.rel, self.entry(item, resp, attempt, (content, item.problems, repairs)))
+        atomic_write_text(self.user_dir / item.rel, content)
+        item.done, item.repairs = True, repairs
 
-    def write_qa_csv(self, *, seed: int, rewrite_stale_qa: bool) -> int:
+    def write_qa_csv(self) -> int:
         """Step 5: write ``qa.csv`` when absent (an existing one is kept unless ``rewrite_stale_qa``)."""
-        table, drops = build_question_table(self.user_dir, seed=seed)
+        table, drops = build_question_table(self.user_dir, seed=self.seed)
         text, target, repairs = format_qa_csv(table), self.user_dir / "qa.csv", []
         on_disk = target.read_text(encoding="utf-8") if target.is_file() else text
-        if on_disk != text and rewrite_stale_qa:
+        if on_disk != text and self.rewrite_stale_qa:
             logger.info("%s: question files changed, rewriting qa.csv", self.user_dir)
             repairs.append("rewritten: it differed from what the question files give")
             self.result.repairs.append(f"qa.csv: {repairs[-1]}")
@@ -312,7 +362,7 @@ class _UserRun:
             self.result.notes.append(note)
         if not target.is_file() or repairs:
             atomic_write_text(target, text)
-        entry = {"step": "qa_table", "seed": seed, "output_sha256": sha256_text(on_disk)}
+        entry = {"step": "qa_table", "seed": self.seed, "output_sha256": sha256_text(on_disk)}
         entry.update(matches_question_files=on_disk == text, questions=len(table))
         self.set("qa.csv", {**entry, "dropped": int((~drops["kept"]).sum()), "repairs": repairs})
         return len(table)
@@ -345,67 +395,7 @@ def generate_user(
     ``user_id`` names the user in logs and the ledger (default: from the file name); ``status`` of the
     :class:`UserResult` is ``complete``, ``incomplete`` (files missing) or ``stale``.
     """
-    start = time.monotonic()
-    counts = dict(num_categories=num_categories, num_topics=num_topics, num_questions=num_questions)
-    for name, value in counts.items():
-        check_number(value, name, integer=True, ge=1)
-    check_number(max_retries, "max_retries", integer=True, ge=0)
-    persona_path, user_dir = Path(persona_path), Path(user_dir)
-    if user_id is None and (m := re.match(r"user_(\d+)\.txt$", persona_path.name)):
-        user_id = int(m.group(1))
-    persona = persona_path.read_text(encoding="utf-8")
-    if not persona.strip():
-        raise ValueError(f"{persona_path}: persona file is empty")
-    for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp"):
-        for tmp in list(user_dir.glob(pattern)):
-            logger.info("%s: removing a partial write left by an interrupted run", tmp)
-            tmp.unlink(missing_ok=True)
-    run = _UserRun(
-        user_dir,
-        persona,
-        user_id,
-        prompt_set(reference_prompts),
-        cache=cache,
-        client=client,
-        progress=progress,
-        max_retries=max_retries,
-        regenerate_stale=regenerate_stale,
-        repair_lists=repair_lists,
-        repair_chats=repair_chats,
-        reask_malformed=reask_malformed,
-    )
-    result = run.result
-    # steps 1-2: the two lists
-    lists = [run.item("categories", "categories.txt", llm, num_categories)]
-    lists.append(run.item("topics", "chat_topics.txt", llm, num_topics))
-    run.run(run.plan(lists))
-    categories, topics = (
-        read_list(user_dir / name) if (user_dir / name).is_file() else None
-        for name in ("categories.txt", "chat_topics.txt")
-    )
-    # steps 3-4: a chat per topic and a question file per category, in one pool
-    second = [run.item("chats", f"chats/{i}.txt", chat_llm, 1, topic=t) for i, t in enumerate(topics or [])]
-    second += [
-        run.item("questions", f"qa/{c}.txt", llm, num_questions, category=cat)
-        for c, cat in enumerate(categories or [])
-    ]
-    for folder, count in (("chats", len(topics or [])), ("qa", len(categories or []))):
-        for rel in list(run.files):  # files of a longer list, generated before
-            if (m := re.fullmatch(rf"{folder}/(\d+)\.txt", rel)) and int(m.group(1)) >= count:
-                (user_dir / rel).unlink(missing_ok=True)
-                run.set(rel, None)
-                logger.info("%s: removed %s (the list now has %d items)", user_dir, rel, count)
-    run.run(run.plan(second))
-    result.missing = [it.rel for it in lists + second if not (user_dir / it.rel).is_file()]
-    result.missing += ["qa/* (categories.txt missing)"] if categories is None else []
-    result.missing += ["chats/* (chat_topics.txt missing)"] if topics is None else []
-    if not result.missing:  # step 5, as the reference: only once every chat and question file exists
-        result.questions = run.write_qa_csv(seed=seed, rewrite_stale_qa=rewrite_stale_qa)
-    run.flush()
-    result.malformed = sorted(set(result.malformed), key=sort_key)
-    result.status = "incomplete" if result.missing else ("stale" if result.stale else "complete")
-    result.seconds = time.monotonic() - start
-    return result
+    return _UserRun(**locals()).generate()
 
 
 def generate_users(
@@ -473,11 +463,8 @@ def generate_users(
     }
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
-    ids = [
-        u
-        for u in list_personas(persona_dir)
-        if (user_start is None or u >= user_start) and (user_end is None or u <= user_end)
-    ]
+    last = math.inf if user_end is None else user_end
+    ids = [u for u in list_personas(persona_dir) if (user_start or 0) <= u <= last]
     if not ids:
         raise FileNotFoundError(
             f"{persona_dir}: no user_N.txt persona files with N in [{user_start}, {user_end}]"
@@ -491,6 +478,4 @@ def generate_users(
             "user %d: %s (%d calls, %d cached, %.1fs)", uid, res.status, res.calls, res.cached, res.seconds
         )
         rows.append(res.__dict__.copy())
-    frame = pd.DataFrame(rows)
-    frame["questions"] = frame["questions"].astype("Int64")
-    return frame
+    return pd.DataFrame(rows).astype({"questions": "Int64"})
