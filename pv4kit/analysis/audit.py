@@ -72,9 +72,14 @@ def _embed(texts: list[str], embedder: Any, cache: Any) -> np.ndarray:
     return unit_rows(embed_texts(texts, embedder=embedder, cache=cache, progress=False))
 
 
+def _choices(questions: pd.DataFrame) -> list[list[str]]:
+    """Each question's candidates as text (``""`` for a missing one)."""
+    return [[c if isinstance(c, str) else "" for c in cs] for cs in questions["choices"]]
+
+
 def _candidate_vectors(questions: pd.DataFrame, *, embedder: Any, cache: Any) -> np.ndarray:
     """Unit vectors of every candidate, shape ``(n, 5, dim)`` (zeros for an empty candidate)."""
-    flat = [c if isinstance(c, str) else "" for cs in questions["choices"] for c in cs]
+    flat = [c for cs in _choices(questions) for c in cs]
     vecs = _embed([t or " " for t in flat], embedder, cache)
     vecs[np.array([not t.strip() for t in flat])] = 0.0
     return vecs.reshape(len(questions), 5, -1)
@@ -96,7 +101,7 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """
     a = answer_indices(questions)
     n = len(a)
-    choices = [[c if isinstance(c, str) else "" for c in cs] for cs in questions["choices"]]
+    choices = _choices(questions)
     tokens = [[c.split() for c in cs] for cs in choices]
     words = np.array([[len(t) for t in ts] for ts in tokens], dtype=np.int64).reshape(n, 5)
     chars = np.array([[len(c.strip()) for c in cs] for cs in choices], dtype=np.int64).reshape(n, 5)
@@ -304,12 +309,7 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     empty = ~np.any(cand != 0, axis=2)
     sim_q = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, qvec))
     sim_c = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, unit_rows(cand.sum(axis=1))))
-    words = np.array(
-        [
-            [len(c.split() if isinstance(c, str) else []) * 10_000 + len(str(c).strip()) for c in cs]
-            for cs in questions["choices"]
-        ]
-    )
+    words = np.array([[len(c.split()) * 10_000 + len(c.strip()) for c in cs] for cs in _choices(questions)])
     picks = {
         "nearest_to_question": sim_q.argmax(axis=1),
         "nearest_to_centroid": sim_c.argmax(axis=1),
@@ -441,7 +441,7 @@ def similarity_audit(
     cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
     sims = np.einsum("nkd,njd->nkj", cand, cand)
     n = len(questions)
-    present = np.array([[isinstance(c, str) and bool(c.strip()) for c in cs] for cs in questions["choices"]])
+    present = np.array([[bool(c.strip()) for c in cs] for cs in _choices(questions)])
     both = present[:, :, None] & present[:, None, :]
     pair = np.where(np.eye(5, dtype=bool)[None] | ~both, -np.inf, sims)  # empty candidates pair with nothing
     flat = pair.reshape(n, 25).argmax(axis=1)
@@ -479,25 +479,23 @@ def duplicate_questions(
     """
     require_columns(questions, [*QUESTION_KEY, "question"], name="questions")
     threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
-    vecs = _embed(list(questions["question"]), embedder, cache)
     q = questions.reset_index(drop=True)
-    left, right, sims = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    vecs = _embed(list(q["question"]), embedder, cache)
+    found = [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))]
     for pos in q.groupby("user_id", sort=True).indices.values():  # positions, in row order, per user
         s = vecs[pos] @ vecs[pos].T
         a, b = np.nonzero(np.triu(s >= threshold, k=1))
-        left.append(pos[a])
-        right.append(pos[b])
-        sims.append(s[a, b].astype(np.float64))
-    a, b = np.concatenate(left), np.concatenate(right)
-    col = {c: q[c].to_numpy() for c in ("user_id", "question_index", "question")}
+        found.append((pos[a], pos[b], s[a, b].astype(np.float64)))
+    a, b, sims = (np.concatenate(column) for column in zip(*found, strict=True))
+    one, two = q.iloc[a], q.iloc[b]
     out = pd.DataFrame(
         {
-            "user_id": col["user_id"][a].astype(np.int64),
-            "question_index_a": col["question_index"][a].astype(np.int64),
-            "question_index_b": col["question_index"][b].astype(np.int64),
-            "similarity": np.concatenate(sims),
-            "question_a": col["question"][a].astype(object),
-            "question_b": col["question"][b].astype(object),
+            "user_id": one["user_id"].to_numpy(np.int64),
+            "question_index_a": one["question_index"].to_numpy(np.int64),
+            "question_index_b": two["question_index"].to_numpy(np.int64),
+            "similarity": sims,
+            "question_a": one["question"].to_numpy(object),
+            "question_b": two["question"].to_numpy(object),
         }
     ).sort_values("similarity", ascending=False, ignore_index=True)
     return out.assign(embedder=embedder_name(embedder))
@@ -715,8 +713,8 @@ def run_audit(
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
-    path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed) if llm_config is None else None
-    found = _read_stored(path)
+    store = store if llm_config is None else None
+    found = stored_audit(data, store=store, embedder=embedder, n_boot=n_boot, seed=seed)
     if found is not None:
         return found
     q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
@@ -730,11 +728,8 @@ def run_audit(
         preds.append(llm_candidate_only(q, config=llm_config, cache=llm_cache or True, client=llm_client))
     t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)
     if "rationale_correct" in t["similarity"]:
-        rat = t["similarity"].dropna(subset=["rationale_pick"])
-        picks = {
-            "predicted_letter": rat["rationale_pick"].to_numpy(),
-            "correct": rat["rationale_correct"].to_numpy(),
-        }
+        rat = t["similarity"].dropna(subset=["rationale_pick"]).reset_index(drop=True)
+        picks = {"predicted_letter": rat["rationale_pick"], "correct": rat["rationale_correct"]}
         preds.append(_base(rat).assign(**picks, solver="rationale_as_generation"))
     name = embedder_name(embedder)  # the tables drawn from embeddings name it
     t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True).assign(embedder=name)
@@ -750,7 +745,8 @@ def run_audit(
     flags = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
     t["flags"] = flags.assign(embedder=name)
     result = AuditResult(tables=t, summary=summarize(t, embedder=name))
-    if path is not None:
+    if store is not None:
+        path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed)
         with atomic_path(path) as tmp:
             tmp.write_bytes(pickle.dumps((result.tables, result.summary), protocol=5))
         kept = sorted(path.parent.parent.glob("[!.]*/"), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -769,11 +765,18 @@ def stored_audit(
 ) -> AuditResult | None:
     """The result :func:`run_audit` would read back from ``store`` with these options, else ``None``.
 
-    Nothing is computed.
+    Nothing is computed; a damaged entry is not trusted (a warning, ``None``).
     """
-    return _read_stored(
-        _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
-    )
+    path = _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
+    if path is None or not path.is_file():
+        return None
+    try:
+        tables, summary = pickle.loads(path.read_bytes())
+    except Exception as exc:  # a damaged entry is recomputed, never trusted
+        logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
+        return None
+    logger.info("audit: read back the stored result %s", path.parent)
+    return AuditResult(tables=tables, summary=summary)
 
 
 def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int) -> Path | None:
@@ -796,18 +799,6 @@ def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int
         "code": [sha256_file(f) for f in (__file__, pv4kit.scoring.stats.__file__)],
     }
     return Path(store) / sha256_text(json.dumps(parts, sort_keys=True))[:24] / "result.pkl"
-
-
-def _read_stored(path: Path | None) -> AuditResult | None:
-    if path is None or not path.is_file():
-        return None
-    try:
-        tables, summary = pickle.loads(path.read_bytes())
-    except Exception as exc:  # a damaged entry is recomputed, never trusted
-        logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
-        return None
-    logger.info("audit: read back the stored result %s", path.parent)
-    return AuditResult(tables=tables, summary=summary)
 
 
 def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
