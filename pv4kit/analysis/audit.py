@@ -546,12 +546,9 @@ def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
     """``role, mean_overlap, n`` of references, distractors and ``reference_unique_top`` (a share)."""
     require_columns(leakage, [*QUESTION_KEY, "is_reference", "overlap", "top_overlap"], name="leakage")
     ref = leakage["is_reference"]
-    rows = [
-        {"role": role, "mean_overlap": float(sub["overlap"].mean()), "n": int(len(sub))}
-        for role, sub in (("reference", leakage[ref]), ("distractor", leakage[~ref]))
-    ]
-    top = reference_unique_top(leakage)
-    rows.append({"role": "reference_unique_top", "mean_overlap": float(top.mean()), "n": int(len(top))})
+    shares = {"reference": leakage.loc[ref, "overlap"], "distractor": leakage.loc[~ref, "overlap"]}
+    shares["reference_unique_top"] = reference_unique_top(leakage)
+    rows = [{"role": r, "mean_overlap": float(v.mean()), "n": len(v)} for r, v in shares.items()]
     return pd.DataFrame(rows)
 
 
@@ -572,13 +569,8 @@ def category_groups(
         group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
     """
     require_columns(questions, ["user_id", "category", "category_name"], name="questions")
-    cats = (
-        questions.dropna(subset=["category_name"])
-        .groupby(["user_id", "category", "category_name"], sort=True)
-        .size()
-        .rename("n_questions")
-        .reset_index()
-    )
+    named = questions.dropna(subset=["category_name"])
+    cats = named.groupby(["user_id", "category", "category_name"]).size().reset_index(name="n_questions")
     if cats.empty:
         return cats.assign(group=pd.Series(dtype="int64"), group_label=pd.Series(dtype=object))
     distance = cutoffs(embedder)["category_distance"] if distance is None else distance
@@ -928,7 +920,6 @@ def hard_subset_tables(
         lengths = length_audit(questions)
         solvers = candidate_only_predictions(questions, embedder=embedder, cache=cache)
         source = "computed"
-    logger.info("hard-subset tables: %s", source)
     lengths = with_category_groups(lengths, categories)
     out = {"questions": questions, "note": note, "categories": categories, "lengths": lengths}
     return out | {"solvers": solvers, "source": source}

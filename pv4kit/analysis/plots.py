@@ -75,9 +75,7 @@ def _extremes(order: Sequence[Any], *, keep: int) -> tuple[list[Any], list[Any],
 def category_balance(questions: pd.DataFrame) -> Any:
     """Questions per category for each user (stacked bars; categories are the user's own)."""
     q = questions.assign(category_name=questions["category_name"].fillna("(unknown)"))
-    counts = (
-        q.groupby(["user_id", "category", "category_name"], dropna=False).size().rename("n").reset_index()
-    )
+    counts = q.groupby(["user_id", "category", "category_name"], dropna=False).size().reset_index(name="n")
     users = [str(u) for u in sorted(counts["user_id"].unique())]
     fig = _figure()
     for cat, sub in counts.groupby("category", dropna=False, sort=True):

@@ -94,8 +94,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         for n in rows_by_run
     )
     body = []
-    for j, choice in enumerate(question["choices"]):
-        letter = LETTERS[j]
+    for letter, choice in zip(LETTERS, question["choices"], strict=False):
         mark = " &#10003;" if letter == answer else ""
         cells = [
             f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
