@@ -15,7 +15,7 @@ import os
 import pickle
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -172,16 +172,14 @@ def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.Data
     from scipy.stats import chisquare
 
     require_columns(questions, [by] if by else [], name="questions")
-    letters = pd.Series(LETTERS[i] for i in answer_indices(questions))
+    idx = answer_indices(questions)
     groups = questions[by].astype(str).to_numpy() if by else np.full(len(questions), "all")
     rows = []
-    for g in dict.fromkeys(groups):
-        counts = np.array([(letters[groups == g] == x).sum() for x in LETTERS])
-        total = counts.sum()
-        chi2, p = chisquare(counts) if total else (np.nan, np.nan)
-        shares = counts / total if total else np.full(5, np.nan)
+    for g in dict.fromkeys(groups):  # each group holds a question
+        counts = np.bincount(idx[groups == g], minlength=5)
+        chi2, p = chisquare(counts)
         stats = (CHANCE, float(chi2), float(p))
-        rows += [(g, x, int(n), s, *stats) for x, n, s in zip(LETTERS, counts, shares, strict=True)]
+        rows += [(g, x, int(n), n / counts.sum(), *stats) for x, n in zip(LETTERS, counts, strict=True)]
     return pd.DataFrame(rows, columns=["group", "letter", "n", "share", "expected_share", "chi2", "pvalue"])
 
 
@@ -656,8 +654,8 @@ def question_flags(
 class AuditResult:
     """All audit tables of one dataset (see :func:`run_audit`)."""
 
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    summary: str = ""
+    tables: dict[str, pd.DataFrame]
+    summary: str
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self.tables:
