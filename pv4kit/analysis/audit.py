@@ -30,7 +30,6 @@ from pv4kit.llm.client import complete
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.score import score_frame
-from pv4kit.scoring.stats import bootstrap_ci
 from pv4kit.text import content_words
 from pv4kit.vectors import unit_rows
 
@@ -154,12 +153,11 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
         all_share_first_word=lengths["shared_first_word"] == 4,
         all_share_first_two=lengths["shared_first_two"] == 4,
     )
-    rows = []
-    for metric in [*flags, "all_share_first_word", "all_share_first_two"]:
-        ci = bootstrap_ci(frame.assign(v=frame[metric].astype(float)), value="v", n_boot=n_boot, seed=seed)
-        chance = CHANCE if metric.startswith("ref_") else None
-        rows.append((metric, ci["estimate"], ci["low"], ci["high"], ci["n"], chance))
-    return pd.DataFrame(rows, columns=["metric", "rate", "ci_low", "ci_high", "n", "chance"])
+    metrics = [*flags, "all_share_first_word", "all_share_first_two"]
+    table = accuracy_table(frame, value=metrics, n_boot=n_boot, seed=seed)
+    chance = [CHANCE if metric.startswith("ref_") else None for metric in metrics]
+    table = table[["metric", "accuracy", "ci_low", "ci_high", "n"]].rename(columns={"accuracy": "rate"})
+    return table.assign(chance=chance)
 
 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
@@ -380,7 +378,7 @@ def llm_candidate_only(
     return _base(questions).assign(
         solver=f"llm:{config.model}",
         predicted_letter=letters,
-        correct=[x is not None and LETTERS.index(x) == i for x, i in zip(letters, idx, strict=True)],
+        correct=[x == LETTERS[i] for x, i in zip(letters, idx, strict=True)],
         reply=[r.text for r in replies],
     )
 
@@ -927,9 +925,7 @@ def _with_flags(table: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     """``table`` (one row per question, or several) with ``questions``' ``hard`` column in its place."""
     if "hard" not in questions:
         return table.drop(columns="hard", errors="ignore")
-    hard = questions.set_index(list(QUESTION_KEY))["hard"].reindex(
-        pd.MultiIndex.from_frame(table[list(QUESTION_KEY)])
-    )
+    hard = questions.set_index(QUESTION_KEY)["hard"].reindex(pd.MultiIndex.from_frame(table[QUESTION_KEY]))
     if hard.isna().any():  # the key covers the questions, so this means a damaged store
         raise ValueError("stored audit: rows for questions the data does not hold; rerun the audit")
     return table.assign(hard=hard.to_numpy())
