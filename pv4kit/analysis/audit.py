@@ -63,6 +63,11 @@ def embedder_name(embedder: Any) -> str:
     return embedder if isinstance(embedder, str) else str(getattr(embedder, "name", embedder))
 
 
+def embedder_names(frame: pd.DataFrame) -> str:
+    """The embedders ``frame`` names in its ``embedder`` column, comma-joined (``""`` for none)."""
+    return ", ".join(sorted(set(frame["embedder"].dropna().astype(str)))) if "embedder" in frame else ""
+
+
 def _base(questions: pd.DataFrame) -> pd.DataFrame:
     return questions[[c for c in BASE_COLUMNS if c in questions]].reset_index(drop=True)
 
@@ -410,8 +415,8 @@ def solver_accuracy(
         above_chance=(table["ci_low"] > chance).to_numpy(),
     )
     out = out[["solver", "group", "n", "n_correct", "accuracy", "ci_low", "ci_high", *out.columns[-3:]]]
-    if "embedder" in predictions and predictions["embedder"].notna().any():
-        out["embedder"] = ", ".join(sorted(set(predictions["embedder"].dropna().astype(str))))
+    if embedders := embedder_names(predictions):
+        out["embedder"] = embedders
     return out
 
 

@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit.analysis.audit import CHANCE, cutoffs, embedder_names
 from pv4kit.analysis.projection import umap_2d  # noqa: F401  (plots.umap_2d)
 from pv4kit.schema import LETTERS
 
-CHANCE = 0.2
 TEMPLATE = "plotly_white"
 WIDTH, HEIGHT = 900, 500
 _DASHED = {"line_dash": "dash", "line_color": "grey"}  # reference lines: chance, cut-offs
@@ -47,9 +47,8 @@ def _layout(
 
 def _with_embedder(title: str, frame: Any) -> str:
     """``title`` plus the embedder(s) ``frame`` names in its ``embedder`` column, when it has one."""
-    if "embedder" not in frame or not frame["embedder"].notna().any():
-        return title
-    return f"{title} (embedder {', '.join(sorted(set(frame['embedder'].dropna().astype(str))))})"
+    names = embedder_names(frame)
+    return f"{title} (embedder {names})" if names else title
 
 
 def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
@@ -243,8 +242,6 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
     Takes the frame of :func:`pv4kit.analysis.audit.similarity_audit`; the near-duplicate line defaults
     to the cut-off of the embedder it names (:func:`pv4kit.analysis.audit.cutoffs`).
     """
-    from pv4kit.analysis.audit import cutoffs
-
     if near_duplicate is None:
         names = similarity["embedder"].dropna() if "embedder" in similarity else []
         near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
