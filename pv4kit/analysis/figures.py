@@ -68,8 +68,7 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
     Returns:
         The path of ``tex-svg.js``, or ``None`` when npm is missing or the registry is unreachable.
     """
-    found = mathjax_path(cache_dir)
-    if found:
+    if found := mathjax_path(cache_dir):
         return found
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)

@@ -324,8 +324,8 @@ def hard_composition(
                 x=share.index.astype(str), y=share.to_numpy(), marker_color=color, row=i, col=1, **legend
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
-        many = len(order) > 40  # e.g. 149 users: upright labels would run into each other
-        angle = -60 if "category" in titles.get(col, "") else (-90 if many else 0)
+        # upright labels of more than 40 values (e.g. 149 users) would run into each other
+        angle = -60 if "category" in titles.get(col, "") else (-90 if len(order) > 40 else 0)
         fig.update_xaxes(type="category", row=i, col=1, tickangle=angle)
     fig.update_layout(barmode="group")
     title = "Hard subset vs the other questions (share of each group)"
