@@ -443,8 +443,8 @@ def similarity_audit(
     sims = np.einsum("nkd,njd->nkj", cand, cand)
     n = len(questions)
     present = np.array([[bool(c.strip()) for c in cs] for cs in _choices(questions)])
-    both = present[:, :, None] & present[:, None, :]
-    pair = np.where(np.eye(5, dtype=bool)[None] | ~both, -np.inf, sims)  # empty candidates pair with nothing
+    # a candidate pairs with the others, an empty candidate with nothing
+    pair = np.where(np.eye(5, dtype=bool) | ~(present[:, :, None] & present[:, None, :]), -np.inf, sims)
     flat = pair.reshape(n, 25).argmax(axis=1)
     ref_row = sims[np.arange(n), idx]  # (n, 5)
     mask = present.copy()  # the non-empty distractors
@@ -874,13 +874,10 @@ def _letter_sequence_lines(summary: pd.DataFrame) -> list[str]:
 
 def write_audit(result: AuditResult, output_dir: Any) -> list[Any]:
     """Write every table as ``<name>.csv`` (vectors dropped) and ``summary.txt`` into ``output_dir``."""
-    out = Path(output_dir)
-    paths = [
-        atomic_write_text(
-            out / f"{name}.csv", frame.drop(columns=["vector"], errors="ignore").to_csv(index=False)
-        )
-        for name, frame in result.tables.items()
-    ]
+    out, paths = Path(output_dir), []
+    for name, frame in result.tables.items():
+        csv = frame.drop(columns=["vector"], errors="ignore").to_csv(index=False)
+        paths.append(atomic_write_text(out / f"{name}.csv", csv))
     return [*paths, atomic_write_text(out / "summary.txt", result.summary)]
 
 
