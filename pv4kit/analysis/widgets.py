@@ -121,7 +121,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         else ""
     )
     parts = [header, table, legend]
-    if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
+    if pd.notna(question.get("rationale")):
         parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
     for name, row in rows_by_run.items():
         verdict = "correct" if bool(row.get("correct")) else "wrong"
@@ -134,8 +134,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         )
         ids = row.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
-            docs = data.documents(uid)
-            parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), docs))
+            parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), data.documents(uid)))
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
     return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
