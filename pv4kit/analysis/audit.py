@@ -15,7 +15,7 @@ import os
 import pickle
 import re
 import shutil
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,6 @@ from pv4kit.llm.client import complete
 from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.score import score_frame
-from pv4kit.scoring.stats import bootstrap_ci
 from pv4kit.text import content_words
 from pv4kit.vectors import unit_rows
 
@@ -64,6 +63,11 @@ def embedder_name(embedder: Any) -> str:
     return embedder if isinstance(embedder, str) else str(getattr(embedder, "name", embedder))
 
 
+def embedder_names(frame: pd.DataFrame) -> str:
+    """The embedders ``frame`` names in its ``embedder`` column, comma-joined (``""`` for none)."""
+    return ", ".join(sorted(set(frame["embedder"].dropna().astype(str)))) if "embedder" in frame else ""
+
+
 def _base(questions: pd.DataFrame) -> pd.DataFrame:
     return questions[[c for c in BASE_COLUMNS if c in questions]].reset_index(drop=True)
 
@@ -72,9 +76,14 @@ def _embed(texts: list[str], embedder: Any, cache: Any) -> np.ndarray:
     return unit_rows(embed_texts(texts, embedder=embedder, cache=cache, progress=False))
 
 
+def _choices(questions: pd.DataFrame) -> list[list[str]]:
+    """Each question's candidates as text (``""`` for a missing one)."""
+    return [[c if isinstance(c, str) else "" for c in cs] for cs in questions["choices"]]
+
+
 def _candidate_vectors(questions: pd.DataFrame, *, embedder: Any, cache: Any) -> np.ndarray:
     """Unit vectors of every candidate, shape ``(n, 5, dim)`` (zeros for an empty candidate)."""
-    flat = [c if isinstance(c, str) else "" for cs in questions["choices"] for c in cs]
+    flat = [c for cs in _choices(questions) for c in cs]
     vecs = _embed([t or " " for t in flat], embedder, cache)
     vecs[np.array([not t.strip() for t in flat])] = 0.0
     return vecs.reshape(len(questions), 5, -1)
@@ -96,7 +105,7 @@ def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """
     a = answer_indices(questions)
     n = len(a)
-    choices = [[c if isinstance(c, str) else "" for c in cs] for cs in questions["choices"]]
+    choices = _choices(questions)
     tokens = [[c.split() for c in cs] for cs in choices]
     words = np.array([[len(t) for t in ts] for ts in tokens], dtype=np.int64).reshape(n, 5)
     chars = np.array([[len(c.strip()) for c in cs] for cs in choices], dtype=np.int64).reshape(n, 5)
@@ -149,12 +158,11 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
         all_share_first_word=lengths["shared_first_word"] == 4,
         all_share_first_two=lengths["shared_first_two"] == 4,
     )
-    rows = []
-    for metric in [*flags, "all_share_first_word", "all_share_first_two"]:
-        ci = bootstrap_ci(frame.assign(v=frame[metric].astype(float)), value="v", n_boot=n_boot, seed=seed)
-        chance = CHANCE if metric.startswith("ref_") else None
-        rows.append((metric, ci["estimate"], ci["low"], ci["high"], ci["n"], chance))
-    return pd.DataFrame(rows, columns=["metric", "rate", "ci_low", "ci_high", "n", "chance"])
+    metrics = [*flags, "all_share_first_word", "all_share_first_two"]
+    table = accuracy_table(frame, value=metrics, n_boot=n_boot, seed=seed)
+    chance = [CHANCE if metric.startswith("ref_") else None for metric in metrics]
+    table = table[["metric", "accuracy", "ci_low", "ci_high", "n"]].rename(columns={"accuracy": "rate"})
+    return table.assign(chance=chance)
 
 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
@@ -167,16 +175,14 @@ def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.Data
     from scipy.stats import chisquare
 
     require_columns(questions, [by] if by else [], name="questions")
-    letters = pd.Series(LETTERS[i] for i in answer_indices(questions))
+    idx = answer_indices(questions)
     groups = questions[by].astype(str).to_numpy() if by else np.full(len(questions), "all")
     rows = []
-    for g in dict.fromkeys(groups):
-        counts = np.array([(letters[groups == g] == x).sum() for x in LETTERS])
-        total = counts.sum()
-        chi2, p = chisquare(counts) if total else (np.nan, np.nan)
-        shares = counts / total if total else np.full(5, np.nan)
+    for g in dict.fromkeys(groups):  # each group holds a question
+        counts = np.bincount(idx[groups == g], minlength=5)
+        chi2, p = chisquare(counts)
         stats = (CHANCE, float(chi2), float(p))
-        rows += [(g, x, int(n), s, *stats) for x, n, s in zip(LETTERS, counts, shares, strict=True)]
+        rows += [(g, x, int(n), n / counts.sum(), *stats) for x, n in zip(LETTERS, counts, strict=True)]
     return pd.DataFrame(rows, columns=["group", "letter", "n", "share", "expected_share", "chi2", "pvalue"])
 
 
@@ -304,12 +310,7 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     empty = ~np.any(cand != 0, axis=2)
     sim_q = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, qvec))
     sim_c = np.where(empty, -np.inf, np.einsum("nkd,nd->nk", cand, unit_rows(cand.sum(axis=1))))
-    words = np.array(
-        [
-            [len(c.split() if isinstance(c, str) else []) * 10_000 + len(str(c).strip()) for c in cs]
-            for cs in questions["choices"]
-        ]
-    )
+    words = np.array([[len(c.split()) * 10_000 + len(c.strip()) for c in cs] for cs in _choices(questions)])
     picks = {
         "nearest_to_question": sim_q.argmax(axis=1),
         "nearest_to_centroid": sim_c.argmax(axis=1),
@@ -382,7 +383,7 @@ def llm_candidate_only(
     return _base(questions).assign(
         solver=f"llm:{config.model}",
         predicted_letter=letters,
-        correct=[x is not None and LETTERS.index(x) == i for x, i in zip(letters, idx, strict=True)],
+        correct=[x == LETTERS[i] for x, i in zip(letters, idx, strict=True)],
         reply=[r.text for r in replies],
     )
 
@@ -414,8 +415,8 @@ def solver_accuracy(
         above_chance=(table["ci_low"] > chance).to_numpy(),
     )
     out = out[["solver", "group", "n", "n_correct", "accuracy", "ci_low", "ci_high", *out.columns[-3:]]]
-    if "embedder" in predictions and predictions["embedder"].notna().any():
-        out["embedder"] = ", ".join(sorted(set(predictions["embedder"].dropna().astype(str))))
+    if embedders := embedder_names(predictions):
+        out["embedder"] = embedders
     return out
 
 
@@ -441,9 +442,9 @@ def similarity_audit(
     cand = _candidate_vectors(questions, embedder=embedder, cache=cache)
     sims = np.einsum("nkd,njd->nkj", cand, cand)
     n = len(questions)
-    present = np.array([[isinstance(c, str) and bool(c.strip()) for c in cs] for cs in questions["choices"]])
-    both = present[:, :, None] & present[:, None, :]
-    pair = np.where(np.eye(5, dtype=bool)[None] | ~both, -np.inf, sims)  # empty candidates pair with nothing
+    present = np.array([[bool(c.strip()) for c in cs] for cs in _choices(questions)])
+    # a candidate pairs with the others, an empty candidate with nothing
+    pair = np.where(np.eye(5, dtype=bool) | ~(present[:, :, None] & present[:, None, :]), -np.inf, sims)
     flat = pair.reshape(n, 25).argmax(axis=1)
     ref_row = sims[np.arange(n), idx]  # (n, 5)
     mask = present.copy()  # the non-empty distractors
@@ -479,25 +480,23 @@ def duplicate_questions(
     """
     require_columns(questions, [*QUESTION_KEY, "question"], name="questions")
     threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
-    vecs = _embed(list(questions["question"]), embedder, cache)
     q = questions.reset_index(drop=True)
-    left, right, sims = [np.zeros(0, dtype=np.int64)], [np.zeros(0, dtype=np.int64)], [np.zeros(0)]
+    vecs = _embed(list(q["question"]), embedder, cache)
+    found = [(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros(0))]
     for pos in q.groupby("user_id", sort=True).indices.values():  # positions, in row order, per user
         s = vecs[pos] @ vecs[pos].T
         a, b = np.nonzero(np.triu(s >= threshold, k=1))
-        left.append(pos[a])
-        right.append(pos[b])
-        sims.append(s[a, b].astype(np.float64))
-    a, b = np.concatenate(left), np.concatenate(right)
-    col = {c: q[c].to_numpy() for c in ("user_id", "question_index", "question")}
+        found.append((pos[a], pos[b], s[a, b].astype(np.float64)))
+    a, b, sims = (np.concatenate(column) for column in zip(*found, strict=True))
+    one, two = q.iloc[a], q.iloc[b]
     out = pd.DataFrame(
         {
-            "user_id": col["user_id"][a].astype(np.int64),
-            "question_index_a": col["question_index"][a].astype(np.int64),
-            "question_index_b": col["question_index"][b].astype(np.int64),
-            "similarity": np.concatenate(sims),
-            "question_a": col["question"][a].astype(object),
-            "question_b": col["question"][b].astype(object),
+            "user_id": one["user_id"].to_numpy(np.int64),
+            "question_index_a": one["question_index"].to_numpy(np.int64),
+            "question_index_b": two["question_index"].to_numpy(np.int64),
+            "similarity": sims,
+            "question_a": one["question"].to_numpy(object),
+            "question_b": two["question"].to_numpy(object),
         }
     ).sort_values("similarity", ascending=False, ignore_index=True)
     return out.assign(embedder=embedder_name(embedder))
@@ -548,12 +547,9 @@ def leakage_summary(leakage: pd.DataFrame) -> pd.DataFrame:
     """``role, mean_overlap, n`` of references, distractors and ``reference_unique_top`` (a share)."""
     require_columns(leakage, [*QUESTION_KEY, "is_reference", "overlap", "top_overlap"], name="leakage")
     ref = leakage["is_reference"]
-    rows = [
-        {"role": role, "mean_overlap": float(sub["overlap"].mean()), "n": int(len(sub))}
-        for role, sub in (("reference", leakage[ref]), ("distractor", leakage[~ref]))
-    ]
-    top = reference_unique_top(leakage)
-    rows.append({"role": "reference_unique_top", "mean_overlap": float(top.mean()), "n": int(len(top))})
+    shares = {"reference": leakage.loc[ref, "overlap"], "distractor": leakage.loc[~ref, "overlap"]}
+    shares["reference_unique_top"] = reference_unique_top(leakage)
+    rows = [{"role": r, "mean_overlap": float(v.mean()), "n": len(v)} for r, v in shares.items()]
     return pd.DataFrame(rows)
 
 
@@ -574,13 +570,8 @@ def category_groups(
         group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
     """
     require_columns(questions, ["user_id", "category", "category_name"], name="questions")
-    cats = (
-        questions.dropna(subset=["category_name"])
-        .groupby(["user_id", "category", "category_name"], sort=True)
-        .size()
-        .rename("n_questions")
-        .reset_index()
-    )
+    named = questions.dropna(subset=["category_name"])
+    cats = named.groupby(["user_id", "category", "category_name"]).size().reset_index(name="n_questions")
     if cats.empty:
         return cats.assign(group=pd.Series(dtype="int64"), group_label=pd.Series(dtype=object))
     distance = cutoffs(embedder)["category_distance"] if distance is None else distance
@@ -666,8 +657,8 @@ def question_flags(
 class AuditResult:
     """All audit tables of one dataset (see :func:`run_audit`)."""
 
-    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
-    summary: str = ""
+    tables: dict[str, pd.DataFrame]
+    summary: str
 
     def __getitem__(self, name: str) -> pd.DataFrame:
         if name not in self.tables:
@@ -715,8 +706,8 @@ def run_audit(
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
-    path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed) if llm_config is None else None
-    found = _read_stored(path)
+    store = store if llm_config is None else None
+    found = stored_audit(data, store=store, embedder=embedder, n_boot=n_boot, seed=seed)
     if found is not None:
         return found
     q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
@@ -730,11 +721,8 @@ def run_audit(
         preds.append(llm_candidate_only(q, config=llm_config, cache=llm_cache or True, client=llm_client))
     t["similarity"] = similarity_audit(q, embedder=embedder, cache=cache)
     if "rationale_correct" in t["similarity"]:
-        rat = t["similarity"].dropna(subset=["rationale_pick"])
-        picks = {
-            "predicted_letter": rat["rationale_pick"].to_numpy(),
-            "correct": rat["rationale_correct"].to_numpy(),
-        }
+        rat = t["similarity"].dropna(subset=["rationale_pick"]).reset_index(drop=True)
+        picks = {"predicted_letter": rat["rationale_pick"], "correct": rat["rationale_correct"]}
         preds.append(_base(rat).assign(**picks, solver="rationale_as_generation"))
     name = embedder_name(embedder)  # the tables drawn from embeddings name it
     t["solver_predictions"] = preds = pd.concat(preds, ignore_index=True).assign(embedder=name)
@@ -750,7 +738,8 @@ def run_audit(
     flags = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
     t["flags"] = flags.assign(embedder=name)
     result = AuditResult(tables=t, summary=summarize(t, embedder=name))
-    if path is not None:
+    if store is not None:
+        path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed)
         with atomic_path(path) as tmp:
             tmp.write_bytes(pickle.dumps((result.tables, result.summary), protocol=5))
         kept = sorted(path.parent.parent.glob("[!.]*/"), key=lambda p: p.stat().st_mtime, reverse=True)
@@ -769,11 +758,18 @@ def stored_audit(
 ) -> AuditResult | None:
     """The result :func:`run_audit` would read back from ``store`` with these options, else ``None``.
 
-    Nothing is computed.
+    Nothing is computed; a damaged entry is not trusted (a warning, ``None``).
     """
-    return _read_stored(
-        _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
-    )
+    path = _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
+    if path is None or not path.is_file():
+        return None
+    try:
+        tables, summary = pickle.loads(path.read_bytes())
+    except Exception as exc:  # a damaged entry is recomputed, never trusted
+        logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
+        return None
+    logger.info("audit: read back the stored result %s", path.parent)
+    return AuditResult(tables=tables, summary=summary)
 
 
 def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int) -> Path | None:
@@ -796,18 +792,6 @@ def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int
         "code": [sha256_file(f) for f in (__file__, pv4kit.scoring.stats.__file__)],
     }
     return Path(store) / sha256_text(json.dumps(parts, sort_keys=True))[:24] / "result.pkl"
-
-
-def _read_stored(path: Path | None) -> AuditResult | None:
-    if path is None or not path.is_file():
-        return None
-    try:
-        tables, summary = pickle.loads(path.read_bytes())
-    except Exception as exc:  # a damaged entry is recomputed, never trusted
-        logger.warning("%s: unreadable stored audit (%s); recomputing", path, exc)
-        return None
-    logger.info("audit: read back the stored result %s", path.parent)
-    return AuditResult(tables=tables, summary=summary)
 
 
 def summarize(tables: dict[str, pd.DataFrame], *, embedder: str = "") -> str:
@@ -890,13 +874,10 @@ def _letter_sequence_lines(summary: pd.DataFrame) -> list[str]:
 
 def write_audit(result: AuditResult, output_dir: Any) -> list[Any]:
     """Write every table as ``<name>.csv`` (vectors dropped) and ``summary.txt`` into ``output_dir``."""
-    out = Path(output_dir)
-    paths = [
-        atomic_write_text(
-            out / f"{name}.csv", frame.drop(columns=["vector"], errors="ignore").to_csv(index=False)
-        )
-        for name, frame in result.tables.items()
-    ]
+    out, paths = Path(output_dir), []
+    for name, frame in result.tables.items():
+        csv = frame.drop(columns=["vector"], errors="ignore").to_csv(index=False)
+        paths.append(atomic_write_text(out / f"{name}.csv", csv))
     return [*paths, atomic_write_text(out / "summary.txt", result.summary)]
 
 
@@ -937,7 +918,6 @@ def hard_subset_tables(
         lengths = length_audit(questions)
         solvers = candidate_only_predictions(questions, embedder=embedder, cache=cache)
         source = "computed"
-    logger.info("hard-subset tables: %s", source)
     lengths = with_category_groups(lengths, categories)
     out = {"questions": questions, "note": note, "categories": categories, "lengths": lengths}
     return out | {"solvers": solvers, "source": source}
@@ -947,9 +927,7 @@ def _with_flags(table: pd.DataFrame, questions: pd.DataFrame) -> pd.DataFrame:
     """``table`` (one row per question, or several) with ``questions``' ``hard`` column in its place."""
     if "hard" not in questions:
         return table.drop(columns="hard", errors="ignore")
-    hard = questions.set_index(list(QUESTION_KEY))["hard"].reindex(
-        pd.MultiIndex.from_frame(table[list(QUESTION_KEY)])
-    )
+    hard = questions.set_index(QUESTION_KEY)["hard"].reindex(pd.MultiIndex.from_frame(table[QUESTION_KEY]))
     if hard.isna().any():  # the key covers the questions, so this means a damaged store
         raise ValueError("stored audit: rows for questions the data does not hold; rerun the audit")
     return table.assign(hard=hard.to_numpy())

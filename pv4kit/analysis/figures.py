@@ -68,8 +68,7 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
     Returns:
         The path of ``tex-svg.js``, or ``None`` when npm is missing or the registry is unreachable.
     """
-    found = mathjax_path(cache_dir)
-    if found:
+    if found := mathjax_path(cache_dir):
         return found
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)
@@ -196,18 +195,15 @@ def _save(
         w, h = width or fig.layout.width or 900, height or fig.layout.height or 500
         opts = {"format": fmt, "width": w, "height": h, "scale": scale if fmt == "png" else 1}
         key = _stamp_key(jsons[name], opts) if keep else ""
-        if force is not False or not _up_to_date(final, stamps.get(final.name), key):
+        if force is not False or not (final.is_file() and stamps.get(final.name) == _stamp(final, key)):
             jobs.append((name, final, key, fig, opts))
     made: set[Path] = set()
     if jobs and not static_export_available():
         _warn_html_only("no Chromium found" if browser_path() is None else "kaleido is not installed")
     elif jobs and start_export_server():
         made = _render(jobs, out_dir=out_dir)
-        for _, final, key, *_ in jobs:
-            if keep and final in made:
-                st = final.stat()
-                stamps[final.name] = {"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
         if made and keep:
+            stamps |= {final.name: _stamp(final, key) for _, final, key, *_ in jobs if final in made}
             atomic_write_json(out_dir / STAMPS, stamps)
     missing = {final for _, final, *_ in jobs} - made
     paths = [p for p in targets.values() if p not in missing]
@@ -235,14 +231,10 @@ def _stamp_key(fig_json: str, opts: dict[str, Any]) -> str:
     return digest.hexdigest()
 
 
-def _up_to_date(final: Path, stamp: Any, key: str) -> bool:
-    if not isinstance(stamp, dict) or stamp.get("key") != key:
-        return False
-    try:
-        st = final.stat()
-    except OSError:
-        return False
-    return stamp.get("size") == st.st_size and stamp.get("mtime_ns") == st.st_mtime_ns
+def _stamp(final: Path, key: str) -> dict[str, Any]:
+    """What :func:`save_figures` records of a static file: the hash of its inputs, its size and time."""
+    st = final.stat()
+    return {"key": key, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 
 
 def _render(jobs: list[tuple], *, out_dir: Path) -> set[Path]:

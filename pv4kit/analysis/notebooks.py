@@ -25,9 +25,7 @@ from pv4kit.scoring.runs import check_same_data
 
 logger = logging.getLogger(__name__)
 
-_NAME_RE = re.compile(r"^\d\d_[A-Za-z0-9_]+$")
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-_CELL_LINE_RE = re.compile(r"Cell In\[\d+\], line (\d+)")
 
 
 class NotebookError(RuntimeError):
@@ -128,7 +126,7 @@ def list_notebooks(notebooks_dir: str | os.PathLike[str] = "notebooks") -> list[
     folder = Path(notebooks_dir)
     if not folder.is_dir():
         raise FileNotFoundError(f"notebooks_dir: {folder}: no such folder")
-    names = sorted(p.stem for p in folder.glob("*.py") if _NAME_RE.match(p.stem))
+    names = sorted(p.stem for p in folder.glob("*.py") if re.fullmatch(r"\d\d_[A-Za-z0-9_]+", p.stem))
     if not names:
         raise FileNotFoundError(
             f"notebooks_dir: {folder} holds no notebooks (NN_name.py jupytext scripts, e.g. 01_overview.py)"
@@ -144,7 +142,7 @@ def _cell_error(nb: Any) -> str:
                 continue
             error = " ".join(_ANSI_RE.sub("", f"{out.get('ename')}: {out.get('evalue')}").split())
             trace = _ANSI_RE.sub("", "\n".join(out.get("traceback", [])))
-            found = _CELL_LINE_RE.findall(trace)  # the cell's own frame is the first
+            found = re.findall(r"Cell In\[\d+\], line (\d+)", trace)  # the cell's own frame is the first
             lines = cell.source.splitlines()
             if found and 0 < int(found[0]) <= len(lines):
                 line = int(found[0])
@@ -221,7 +219,5 @@ def execute_notebooks(
                     f"{out_path}"
                 ) from None
             jupytext.write(nb, out_path)
-            seconds = time.monotonic() - start
-            logger.info("%s: %d cells in %.1fs", name, len(nb.cells), seconds)
-            rows.append((name, round(seconds, 1), len(nb.cells), str(out_path)))
+            rows.append((name, round(time.monotonic() - start, 1), len(nb.cells), str(out_path)))
     return pd.DataFrame(rows, columns=["notebook", "seconds", "cells", "output"])

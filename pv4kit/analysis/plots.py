@@ -13,10 +13,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from pv4kit.analysis.audit import CHANCE, cutoffs, embedder_names
 from pv4kit.analysis.projection import umap_2d  # noqa: F401  (plots.umap_2d)
 from pv4kit.schema import LETTERS
 
-CHANCE = 0.2
 TEMPLATE = "plotly_white"
 WIDTH, HEIGHT = 900, 500
 _DASHED = {"line_dash": "dash", "line_color": "grey"}  # reference lines: chance, cut-offs
@@ -47,9 +47,8 @@ def _layout(
 
 def _with_embedder(title: str, frame: Any) -> str:
     """``title`` plus the embedder(s) ``frame`` names in its ``embedder`` column, when it has one."""
-    if "embedder" not in frame or not frame["embedder"].notna().any():
-        return title
-    return f"{title} (embedder {', '.join(sorted(set(frame['embedder'].dropna().astype(str))))})"
+    names = embedder_names(frame)
+    return f"{title} (embedder {names})" if names else title
 
 
 def _chance(fig: Any, value: float = CHANCE, *, axis: str = "y", label: str = "chance 20%") -> None:
@@ -75,9 +74,7 @@ def _extremes(order: Sequence[Any], *, keep: int) -> tuple[list[Any], list[Any],
 def category_balance(questions: pd.DataFrame) -> Any:
     """Questions per category for each user (stacked bars; categories are the user's own)."""
     q = questions.assign(category_name=questions["category_name"].fillna("(unknown)"))
-    counts = (
-        q.groupby(["user_id", "category", "category_name"], dropna=False).size().rename("n").reset_index()
-    )
+    counts = q.groupby(["user_id", "category", "category_name"], dropna=False).size().reset_index(name="n")
     users = [str(u) for u in sorted(counts["user_id"].unique())]
     fig = _figure()
     for cat, sub in counts.groupby("category", dropna=False, sort=True):
@@ -245,8 +242,6 @@ def distractor_similarity(similarity: pd.DataFrame, *, near_duplicate: float | N
     Takes the frame of :func:`pv4kit.analysis.audit.similarity_audit`; the near-duplicate line defaults
     to the cut-off of the embedder it names (:func:`pv4kit.analysis.audit.cutoffs`).
     """
-    from pv4kit.analysis.audit import cutoffs
-
     if near_duplicate is None:
         names = similarity["embedder"].dropna() if "embedder" in similarity else []
         near_duplicate = cutoffs(str(names.iloc[0]) if len(names) else "")["near_duplicate"]
@@ -329,8 +324,8 @@ def hard_composition(
                 x=share.index.astype(str), y=share.to_numpy(), marker_color=color, row=i, col=1, **legend
             )
         fig.update_yaxes(tickformat=".1~%", row=i, col=1)
-        many = len(order) > 40  # e.g. 149 users: upright labels would run into each other
-        angle = -60 if "category" in titles.get(col, "") else (-90 if many else 0)
+        # upright labels of more than 40 values (e.g. 149 users) would run into each other
+        angle = -60 if "category" in titles.get(col, "") else (-90 if len(order) > 40 else 0)
         fig.update_xaxes(type="category", row=i, col=1, tickangle=angle)
     fig.update_layout(barmode="group")
     title = "Hard subset vs the other questions (share of each group)"

@@ -48,21 +48,19 @@ def _short(text: Any, limit: int = 100) -> str:
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "\u2026"
 
 
-def user_html(data: Any, user_id: int, *, max_chats: int | None = None) -> str:
+def user_html(data: Any, user_id: int) -> str:
     """Persona and chats of one user as HTML."""
     persona = data.persona(user_id)
     chats = data.documents(user_id)
-    shown = chats if max_chats is None else chats[:max_chats]
     items = "".join(
-        f"<li><b>chat {i}</b>: {_esc(c).replace(chr(10), '<br>')}</li>" for i, c in enumerate(shown)
+        f"<li><b>chat {i}</b>: {_esc(c).replace(chr(10), '<br>')}</li>" for i, c in enumerate(chats)
     )
-    more = f"<p>... {len(chats) - len(shown)} more</p>" if len(shown) < len(chats) else ""
     return (
         f"<div style='{_TEXT}'><h4>User {user_id}</h4>"
         f"<details><summary>Persona</summary><div style='{_BOX.format(h=220)}'>"
         f"{_esc(persona or '(no persona in this source)').replace(chr(10), '<br>')}</div></details>"
         f"<details open><summary>{len(chats)} chats</summary><div style='{_BOX.format(h=260)}'>"
-        f"<ol start='0'>{items}</ol>{more}</div></details></div>"
+        f"<ol start='0'>{items}</ol></div></details></div>"
     )
 
 
@@ -90,14 +88,13 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         f"<p><i>{_esc(question.get('category_name'))}</i></p><p><b>{_esc(question['question'])}</b></p>"
     )
     hits = {name: p[(p["user_id"] == uid) & (p["question_index"] == qi)] for name, p in runs.items()}
-    rows_by_run = {name: hit.iloc[0] for name, hit in hits.items() if len(hit)}
+    rows_by_run = {name: hit.iloc[0] for name, hit in hits.items() if len(hit)}  # runs covering it
     head = "".join(
         f"<th style='text-align:left;white-space:nowrap' data-run='{_esc(n)}'>{_esc(n)}</th>"
         for n in rows_by_run
     )
     body = []
-    for j, choice in enumerate(question["choices"]):
-        letter = LETTERS[j]
+    for letter, choice in zip(LETTERS, question["choices"], strict=False):
         mark = " &#10003;" if letter == answer else ""
         cells = [
             f"<td style='white-space:nowrap;padding-right:10px' data-run='{_esc(name)}'>"
@@ -124,7 +121,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         else ""
     )
     parts = [header, table, legend]
-    if question.get("rationale") is not None and not pd.isna(question.get("rationale")):
+    if pd.notna(question.get("rationale")):
         parts.append(f"<details><summary>Rationale</summary><p>{_esc(question['rationale'])}</p></details>")
     for name, row in rows_by_run.items():
         verdict = "correct" if bool(row.get("correct")) else "wrong"
@@ -137,8 +134,7 @@ def question_html(data: Any, question: pd.Series, runs: dict[str, pd.DataFrame])
         )
         ids = row.get("retrieved_ids")
         if ids is not None and not (isinstance(ids, float) and np.isnan(ids)) and len(ids):
-            docs = data.documents(uid)
-            parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), docs))
+            parts.append(_retrieved_html(name, list(ids), row.get("retrieved_scores"), data.documents(uid)))
     if not rows_by_run:
         parts.append("<p><i>No scored run covers this question.</i></p>")
     return f"<div style='{_TEXT}'>{''.join(parts)}</div>"
