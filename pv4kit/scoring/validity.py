@@ -91,7 +91,7 @@ def judge_predictions(
     rows = _kept(predictions).reset_index(drop=True)
     orders = [choice_order(u, i, seed=seed) for u, i in rows[list(QUESTION_KEY)].itertuples(index=False)]
     shown = [[list(c)[i] for i in o] for c, o in zip(rows["choices"], orders, strict=True)]
-    questions = rows["question"] if "question" in rows else [""] * len(rows)
+    questions = rows.get("question", [""] * len(rows))
     messages = [judge_messages(q, g, s) for q, g, s in zip(questions, rows["generation"], shown, strict=True)]
     config = dataclasses.replace(llm, temperature=0.0)
     replies = complete(
@@ -143,9 +143,11 @@ def _rates(
     return t.rename(columns={"accuracy": "value"}).drop(columns="n_correct")
 
 
-def _kappa_row(frame: pd.DataFrame, a: str, b: str, boot: dict[str, Any]) -> dict[str, Any]:
+def _overall(frame: pd.DataFrame, rates: list[str], a: str, b: str, boot: dict[str, Any]) -> pd.DataFrame:
+    """The ``rates`` over the whole frame, then Cohen's kappa between the labels in ``a`` and ``b``."""
     k = cohen_kappa_ci(frame, a=a, b=b, labels=[*LETTERS, NONE], **boot)
-    return {"metric": "kappa", "value": k["estimate"], "ci_low": k["low"], "ci_high": k["high"], "n": k["n"]}
+    kappa = {"metric": "kappa", "value": k["estimate"], "ci_low": k["low"], "ci_high": k["high"], "n": k["n"]}
+    return pd.concat([_rates(frame, {}, boot, rates), pd.DataFrame([kappa])], ignore_index=True)
 
 
 def agreement_table(
@@ -159,19 +161,16 @@ def agreement_table(
         counts ``n_judged``, ``n_unparsed``, ``n_failed``; a pair ``"a vs b"``: ``agreement``, ``kappa``.
     """
     boot = {"n_boot": n_boot, "seed": seed}
-    rates = ("agreement", "none_rate", "judge_accuracy", "scorer_accuracy")
+    rates = ["agreement", "none_rate", "judge_accuracy", "scorer_accuracy"]
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        counts = {**rows["status"].value_counts(), "judged": len(rows)}
-        extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)]
-        extra += [
-            {"metric": f"n_{k}", "value": int(counts.get(k, 0)), "n": len(rows)}
-            for k in ("unparsed", "failed", "judged")
-        ]
-        parts = [
-            p.assign(scope="all", group="all") for p in (_rates(rows, {}, boot, rates), pd.DataFrame(extra))
-        ]
+        counts = [(f"n_{k}", int((rows["status"] == k).sum())) for k in ("unparsed", "failed")]
+        counts = pd.DataFrame([*counts, ("n_judged", len(rows))], columns=["metric", "value"]).assign(
+            n=len(rows)
+        )
+        overall = pd.concat([_overall(rows, rates, "scorer_label", "judge_label", boot), counts])
+        parts = [overall.assign(scope="all", group="all")]
         if "category_name" in rows:
             parts.append(_rates(rows, {"group": "category_name"}, boot, rates).assign(scope="category"))
         frames.append(pd.concat(parts, ignore_index=True).assign(judge=name))
@@ -180,8 +179,7 @@ def agreement_table(
         both = ra[cols].merge(rb[cols], on=list(QUESTION_KEY), suffixes=("_a", "_b"))
         a, b = both["judge_label_a"], both["judge_label_b"]
         both["agreement"] = (a == b).astype(float).where(a.notna() & b.notna())
-        kappa = pd.DataFrame([_kappa_row(both, "judge_label_a", "judge_label_b", boot)])
-        pair = pd.concat([_rates(both, {}, boot, ["agreement"]), kappa], ignore_index=True)
+        pair = _overall(both, ["agreement"], "judge_label_a", "judge_label_b", boot)
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
@@ -195,12 +193,11 @@ def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
     ``share_picked``: the share of its readings naming that letter (NONE takes the rest).
     """
     columns = ["judge", "position", "n", "n_correct", "accuracy", "share_picked"]
-    frames = []
-    for name, rows in judgments.groupby("judge", sort=False):
-        read = rows[rows["status"].isin(_READ)]
-        own = [original_letter(p, o) for p, o in zip(read["answer_position"], read["order"], strict=True)]
-        read = read.assign(correct=[j == a for j, a in zip(read["judge_pick"], own, strict=True)])
-        frames.append(position_table(read).assign(judge=name))
+    read = judgments[judgments["status"].isin(_READ)]
+    read = read.assign(correct=read["shown_letter"] == read["answer_position"])  # the judge named the answer
+    frames = [
+        position_table(read[read["judge"] == name]).assign(judge=name) for name in judgments["judge"].unique()
+    ]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -453,12 +450,8 @@ def read_validity(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"run_dir: no {VALIDITY_DIR}/summary.json in {run_dir}; run `pv4kit validity` first"
         )
     found: dict[str, Any] = {"summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
-    if (out / "judgments.parquet").is_file():
-        found["judgments"] = pd.read_parquet(out / "judgments.parquet")
-    for name in ("agreement", "judge_positions", "sensitivity", "margins"):
-        if (out / f"{name}.csv").is_file():
-            found[name] = pd.read_csv(out / f"{name}.csv")
-    return found
+    found |= {p.stem: pd.read_parquet(p) for p in out.glob("judgments.parquet")}
+    return found | {p.stem: pd.read_csv(p) for p in sorted(out.glob("*.csv"))}
 
 
 def compare_agreed(
