@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pv4kit.schema import require_columns
 from pv4kit.scoring.stats import grouped_bootstrap_ci, wilson_interval
 
 INTERVALS = ("bootstrap", "wilson", "none")
@@ -58,10 +59,7 @@ def accuracy_table(
     columns = list(by.values()) if isinstance(by, Mapping) else names
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]
-    if missing := [c for c in dict.fromkeys(need) if c not in frame.columns]:
-        raise ValueError(
-            f"accuracy_table: column(s) {missing} not in frame; columns are {list(frame.columns)}"
-        )
+    require_columns(frame, list(dict.fromkeys(need)), name="frame")
     keys = names or [_ALL]
     base = frame[columns].set_axis(names, axis=1).reset_index(drop=True)
     base[_ALL] = 0  # the key of the whole frame, when no ``by`` column groups it

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 from pv4kit.scoring import runs
 from pv4kit.scoring.runs import data_fingerprint, differences_text, question_differences
 
@@ -58,8 +58,7 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: A scored question is not in ``questions`` or differs there (the data changed since
             scoring), or ``hard`` is missing for some rows only.
     """
-    if missing := [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]:
-        raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
+    require_columns(questions, [*QUESTION_KEY, "question", "answer"], name="data")
     keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
     if not keys.is_unique:
         raise ValueError("data: several questions share a (user_id, question_index) key")

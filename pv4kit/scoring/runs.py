@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory, sha256_file
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -62,11 +62,7 @@ def failed_rows(frame: pd.DataFrame) -> pd.Series:
 
 
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
-    if missing := [c for c in GENERATION_COLUMNS if c not in frame.columns]:
-        raise ValueError(
-            f"{where}: missing column(s) {missing}; a generations frame needs {list(GENERATION_COLUMNS)}, "
-            f"got {list(frame.columns)}"
-        )
+    require_columns(frame, GENERATION_COLUMNS, name=where)
     out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
     text = out["generation"].fillna("").astype(str).astype(object)

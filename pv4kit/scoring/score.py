@@ -22,7 +22,7 @@ from pv4kit._io import atomic_write_json, provenance, sha256_file
 from pv4kit._options import check_number
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
-from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.scoring import runs
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.choices import ORDER_COLUMN, original_letter, parse_choice, position_table, shown_letter
@@ -107,12 +107,8 @@ def clean_generation(text: str | None) -> str:
 
 def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     """The generations joined to their questions, with ``answer_letter`` and the cleaned generation."""
-    for name, frame, need in (
-        ("questions", questions, ["user_id", "question_index", "choices", "answer"]),
-        ("generations", generations, ["user_id", "question_index", "generation"]),
-    ):
-        if missing := [c for c in need if c not in frame.columns]:
-            raise ValueError(f"{name}: missing column(s) {missing}; got {list(frame.columns)}")
+    require_columns(questions, [*QUESTION_KEY, "choices", "answer"], name="questions")
+    require_columns(generations, [*QUESTION_KEY, "generation"], name="generations")
     q = questions.astype(dict.fromkeys(QUESTION_KEY, "int64"))
     g = generations[[c for c in (*QUESTION_KEY, "split", "generation", ORDER_COLUMN) if c in generations]]
     g = g.assign(**{key: runs._int_key(g[key], where="generations") for key in QUESTION_KEY})

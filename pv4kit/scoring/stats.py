@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._options import check_number
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 from pv4kit.scoring.runs import check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
@@ -31,9 +31,8 @@ def _check(frame: pd.DataFrame | None, columns: list[str], n_boot: int, seed: in
     check_number(seed, "seed", ge=0, integer=True)
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    for col in columns if frame is not None else ():
-        if col not in frame.columns:
-            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
+    if frame is not None:
+        require_columns(frame, columns, name="frame")
 
 
 def _boots(sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
