@@ -113,21 +113,19 @@ def export_reference(
     _check_form("metrics_form", metrics_form)
     run_dir = Path(run_dir)
     pred = runs.read_predictions(run_dir)
-    splits = sorted(set(pred["split"].astype(str))) if "split" in pred else []
-    if split is not None:
-        if split not in splits:
-            raise ValueError(f"split: the run {run_dir} has no {split!r} questions; it has {splits}")
-        pred = pred[pred["split"].astype(str) == split]
-    elif len(splits) > 1:
+    splits = sorted(set(pred["split"].astype(str)))
+    if split is not None and split not in splits:
+        raise ValueError(f"split: the run {run_dir} has no {split!r} questions; it has {splits}")
+    if split is None and len(splits) > 1:
         raise ValueError(
             f"split: the run {run_dir} covers the splits {splits} and the reference writes one split per "
             "folder; pass split=NAME"
         )
-    questions, _, fingerprint = runs.load_questions(
-        data, run_dir, splits=splits if split is None else [split]
-    )
-    if "split" in questions and "split" in pred and len(pred):
-        questions = questions[questions["split"].astype(str) == str(pred["split"].iloc[0])]
+    split = split if split is not None else next(iter(splits), None)
+    pred = pred[pred["split"].astype(str) == split]
+    questions, _, fingerprint = runs.load_questions(data, run_dir, splits=[split] if split else None)
+    if "split" in questions:
+        questions = questions[questions["split"].astype(str) == split]
     records = reference_records(pred, questions.reset_index(drop=True))
     if len(records) < len(questions):
         logger.warning(

@@ -120,22 +120,6 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _paired(a: np.ndarray, b: np.ndarray, users: np.ndarray, n_boot: int, seed: int, level: float) -> dict:
-    """``diff, low, high, p_boot, n, n_clusters`` of ``a - b`` with users resampled."""
-    uniq, inverse = np.unique(users, return_inverse=True)
-    out = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a), "n_clusters": len(uniq)}
-    if not len(a):
-        return out
-    sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
-    counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
-    boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
-    alpha = (1 - level) / 2
-    low, high = np.quantile(boots, [alpha, 1 - alpha])
-    p = min(1.0, 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0))))
-    diff = float(sums.sum() / counts.sum())
-    return {**out, "diff": diff, "low": float(low), "high": float(high), "p_boot": p}
-
-
 def paired_bootstrap(
     frame: pd.DataFrame,
     *,
@@ -152,9 +136,21 @@ def paired_bootstrap(
         ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
         replicates on the other side of zero (a rough check; use McNemar for the test).
     """
-    _check(None, [], n_boot, seed, level)
+    _check(frame, [a, b, cluster], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
-    return _paired(*(paired[c].to_numpy() for c in (a, b, cluster)), n_boot, seed, level)
+    a, b = (paired[c].to_numpy() for c in (a, b))
+    uniq, inverse = np.unique(paired[cluster].to_numpy(), return_inverse=True)
+    out = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a), "n_clusters": len(uniq)}
+    if not len(a):
+        return out
+    sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
+    counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
+    boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
+    alpha = (1 - level) / 2
+    low, high = np.quantile(boots, [alpha, 1 - alpha])
+    p = min(1.0, 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0))))
+    diff = float(sums.sum() / counts.sum())
+    return {**out, "diff": diff, "low": float(low), "high": float(high), "p_boot": p}
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
@@ -212,18 +208,17 @@ def compare(
         by_label = both.groupby(both[label].astype(object).fillna("(none)"), sort=True)
         groups += [("category", name, by_label.indices[name]) for name in by_label.size().index]
     ca, cb = (both[c].astype(bool).to_numpy() for c in ("correct_a", "correct_b"))
-    users = both["user_id"].to_numpy()
+    boot = {"n_boot": n_boot, "seed": seed, "level": level}
     rows = []
     for scope, group, idx in groups:
         a, b = ca[idx], cb[idx]
-        paired = _paired(a, b, users[idx], n_boot, seed, level)
+        paired = paired_bootstrap(both.iloc[idx], a="correct_a", b="correct_b", **boot)
         mc = mcnemar_exact(a, b) if len(idx) else {"a_only": 0, "b_only": 0, "pvalue": None}
         accuracy = [float(x.mean()) if len(idx) else None for x in (a, b)]
         figures = [paired["diff"], paired["low"], paired["high"], mc["a_only"], mc["b_only"], mc["pvalue"]]
         rows.append([scope, group, len(idx), paired["n_clusters"], *accuracy, *figures])
     out = pd.DataFrame(rows, columns=[*_COMPARE_COLUMNS, "diff", "diff_low", "diff_high", *_MCNEMAR_COLUMNS])
-    out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
-    out.attrs.update(data_differs=data_differs)
+    out.attrs.update(only_in_a=only_a, only_in_b=only_b, **boot, data_differs=data_differs)
     return out
 
 
