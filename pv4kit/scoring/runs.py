@@ -35,6 +35,8 @@ METRICS_FILE = "metrics.json"
 VALIDITY_DIR = "validity"
 #: the key under which predictions (``attrs``) and metrics record the generations they score
 GENERATIONS_SHA = "generations_sha256"
+#: a run folder, or its predictions frame
+Run = str | os.PathLike[str] | pd.DataFrame
 #: a generation's ``status``: a failed request (after its retries) has its ``error`` and no generation
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -295,7 +297,7 @@ def previous_answers(run_dir: Any) -> dict[str, tuple[str, Any]]:
     }
 
 
-def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
+def data_fingerprint(run: Run) -> str | None:
     """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
     if isinstance(run, pd.DataFrame):
         return run.attrs.get("data_fingerprint")
@@ -332,14 +334,7 @@ def differences_text(diff: pd.DataFrame) -> str:
     return "; ".join(shown) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
 
 
-def check_same_data(
-    run_a: str | os.PathLike[str] | pd.DataFrame,
-    run_b: str | os.PathLike[str] | pd.DataFrame,
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    *,
-    force: bool = False,
-) -> bool:
+def check_same_data(run_a: Run, run_b: Run, a: pd.DataFrame, b: pd.DataFrame, *, force: bool = False) -> bool:
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
     ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the

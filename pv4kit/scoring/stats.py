@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ import pandas as pd
 
 from pv4kit._options import check_number
 from pv4kit.schema import QUESTION_KEY, require_columns
-from pv4kit.scoring.runs import check_same_data, read_predictions
+from pv4kit.scoring.runs import Run, check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -167,13 +166,7 @@ def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[
 
 
 def compare(
-    run_a: str | os.PathLike[str] | pd.DataFrame,
-    run_b: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    n_boot: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-    force: bool = False,
+    run_a: Run, run_b: Run, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95, force: bool = False
 ) -> pd.DataFrame:
     """Paired comparison of two scored runs (directories or predictions frames): overall, hard, per category.
 
