@@ -55,7 +55,7 @@ def accuracy_table(
         raise ValueError(f"interval: expected one of {list(INTERVALS)}, got {interval!r}")
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    names = list(by) if isinstance(by, Mapping) else [by] if isinstance(by, str) else list(by)
+    names = [by] if isinstance(by, str) else list(by)  # a mapping's keys
     columns = list(by.values()) if isinstance(by, Mapping) else names
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]

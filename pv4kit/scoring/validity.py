@@ -217,7 +217,7 @@ def sensitivity_table(
         accuracy, ci_low, ci_high, n_flips, flip_rate`` (predictions naming another letter), ``diff,
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
-    base = _kept(predictions).reset_index(drop=True)
+    base = _kept(predictions).sort_values(list(QUESTION_KEY)).reset_index(drop=True)  # as score_frame sorts
     questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
     generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
@@ -233,12 +233,10 @@ def sensitivity_table(
         row = {"variant": name, "embedder": getattr(embedder, "name", None), "numerics": numerics}
         row |= {"n": int(acc["n"]), **{k: float(acc[k]) for k in ("accuracy", "ci_low", "ci_high")}}
         if embedder is not None:
-            cols = [*QUESTION_KEY, "predicted_letter"]
-            merged = base[cols].merge(other[cols], on=list(QUESTION_KEY), suffixes=("", "_v"))
-            flips = int((merged["predicted_letter"] != merged["predicted_letter_v"]).sum())
+            flips = int((base["predicted_letter"] != other["predicted_letter"]).sum())
             paired = compare(other, base, **boot).iloc[0]  # the "overall" row: variant minus the run
             paired = paired.rename({"a_only": "variant_only", "b_only": "run_only"})
-            row |= {"n_flips": flips, "flip_rate": flips / len(merged) if len(merged) else float("nan")}
+            row |= {"n_flips": flips, "flip_rate": flips / len(base) if len(base) else float("nan")}
             row |= paired[list(_PAIRED)].to_dict()
         rows.append(row)
     return pd.DataFrame(rows)
