@@ -136,10 +136,8 @@ def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _rates(
-    frame: pd.DataFrame, by: dict[str, str], boot: dict[str, Any], metrics: Sequence[str]
-) -> pd.DataFrame:
-    t = accuracy_table(frame, by=by, value=list(metrics), **boot)
+def _rates(frame: pd.DataFrame, by: dict[str, str], boot: dict[str, Any], metrics: list[str]) -> pd.DataFrame:
+    t = accuracy_table(frame, by=by, value=metrics, **boot)
     return t.rename(columns={"accuracy": "value"}).drop(columns="n_correct")
 
 
@@ -165,10 +163,8 @@ def agreement_table(
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        counts = [(f"n_{k}", int((rows["status"] == k).sum())) for k in ("unparsed", "failed")]
-        counts = pd.DataFrame([*counts, ("n_judged", len(rows))], columns=["metric", "value"]).assign(
-            n=len(rows)
-        )
+        n = [int((rows["status"] == k).sum()) for k in ("unparsed", "failed")] + [len(rows)]
+        counts = pd.DataFrame({"metric": ["n_unparsed", "n_failed", "n_judged"], "value": n, "n": len(rows)})
         overall = pd.concat([_overall(rows, rates, "scorer_label", "judge_label", boot), counts])
         parts = [overall.assign(scope="all", group="all")]
         if "category_name" in rows:
