@@ -100,7 +100,6 @@ def grouped_bootstrap_ci(
         low[members], high[members] = np.quantile(boots, [alpha, 1 - alpha], axis=1)
     found = totals[by].iloc[starts[:-1]].assign(estimate=est, low=low, high=high, n_clusters=sizes_k)
     out = sizes.reset_index().merge(found, on=by, how="left")  # NaN keys match NaN keys
-    out["n"] = out["n"].astype("int64")
     out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
 
