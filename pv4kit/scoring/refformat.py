@@ -43,11 +43,11 @@ def reference_metrics(predictions: pd.DataFrame, *, form: str = "baselines") -> 
     if not len(predictions):
         raise ValueError("predictions: no scored question to report")
     correct = np.asarray(predictions["correct"], dtype=bool)
-    hard = predictions["hard"] if "hard" in predictions else None
-    hard = None if hard is None or hard.isna().all() else np.asarray(hard.fillna(False), dtype=bool)
+    hard = predictions.get("hard", pd.Series(False, index=predictions.index))
+    hard = np.asarray(hard.fillna(False), dtype=bool)  # no column, or no flag: no hard question
     scores = {"accuracy": float(correct.mean())}
-    if form == "baselines" or (hard is not None and hard.any()):
-        scores["accuracy_hard"] = float(correct[hard].mean()) if hard is not None and hard.any() else 0.0
+    if form == "baselines" or hard.any():
+        scores["accuracy_hard"] = float(correct[hard].mean()) if hard.any() else 0.0
     return {**{k: round(100 * v, 2) for k, v in scores.items()}, "num_examples": int(len(predictions))}
 
 
