@@ -67,9 +67,8 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     require_columns(frame, GENERATION_COLUMNS, name=where)
     out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
-    text = out["generation"].fillna("").astype(str).astype(object)
-    text[failed_rows(out).to_numpy()] = None  # a failed request has no generation
-    out["generation"] = text
+    # a missing generation reads "", a failed request has none
+    out["generation"] = out["generation"].fillna("").astype(str).astype(object).where(~failed_rows(out), None)
     dup = out.duplicated(QUESTION_KEY, keep=False)
     if dup.any():
         first = out.loc[dup, QUESTION_KEY].head(5).to_dict("records")
