@@ -372,10 +372,9 @@ def score_run(
         embedder = resolve_embedder(embedder)
         encode = {"cache": cache, "batch_size": batch_size, "progress": progress, "numerics": numerics}
         predictions = score_frame(questions, generations, embedder=embedder, **encode)
-        describe = getattr(embedder, "describe", None)
-        described = (
-            describe() if callable(describe) else {"name": embedder.name, "cache_key": embedder.cache_key}
-        )
+        described = {"name": embedder.name, "cache_key": embedder.cache_key}
+        if hasattr(embedder, "describe"):  # the backends' fuller provenance
+            described = embedder.describe()
     predictions = _mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
     metrics.update(n_failed=int(failed_rows.sum()), failed_policy=failed if failed_rows.any() else None)
@@ -386,14 +385,13 @@ def score_run(
             logger.warning("%s: %d replies name no option; scored wrong (unparsed)", run_dir, n_unparsed)
         by_position = position_table(predictions[~predictions["failed"]]).to_dict("records")
         metrics.update(scored_by="letter", n_unparsed=n_unparsed, by_position=by_position)
-    in_splits = questions["split"].isin(set(generations["split"])).sum() if "split" in questions else None
+    in_splits = questions["split"].isin(splits).sum() if "split" in questions else None
     info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
         "n_missing_generations": None if in_splits is None else int(in_splits - len(predictions)),
         "run": str(run_dir),
-        "method": config.get("method"),
-        "model": config.get("model"),
+        **{key: config.get(key) for key in ("method", "model")},
         "embedder": described,
         "numerics": None if by_letter else numerics,
         runs.GENERATIONS_SHA: scored_sha,
