@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance
-from pv4kit.embeddings.models import Embedder, get_embedder, resolve_embedder
+from pv4kit.embeddings.models import Embedder, resolve_embedder
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig
 from pv4kit.schema import LETTERS, QUESTION_KEY
@@ -332,7 +332,7 @@ def validity(
         other = "float32" if run_numerics == "float16" else "float16"
         variants[other] = (resolve_embedder(name), other)
     for item in against:
-        emb = get_embedder(item) if isinstance(item, str) else item
+        emb = resolve_embedder(item)
         label = item if isinstance(item, str) else getattr(emb, "name", str(emb))
         if getattr(emb, "instruction", None):
             label += f" + instruction {emb.instruction!r}"
