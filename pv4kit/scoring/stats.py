@@ -199,7 +199,8 @@ def compare(
         label = "category_name" if "category_name" in both.columns else "category"
         by_label = both.groupby(both[label].astype(object).fillna("(none)"), sort=True)
         groups += [("category", name, by_label.indices[name]) for name in by_label.size().index]
-    ca, cb = (both[c].astype(bool).to_numpy() for c in ("correct_a", "correct_b"))
+    both = both.astype({"correct_a": bool, "correct_b": bool})  # the bootstrap pairs the same booleans
+    ca, cb = (both[c].to_numpy() for c in ("correct_a", "correct_b"))
     boot = {"n_boot": n_boot, "seed": seed, "level": level}
     rows = []
     for scope, group, idx in groups:
