@@ -201,7 +201,7 @@ def test_accuracy_table_rows_columns_and_options():
     assert empty["n"].tolist() == [0] and np.isnan(empty["accuracy"].iloc[0])
     per_user = accuracy_table(preds, by="user_id", n_boot=50)  # the cluster is also the key: one user each
     assert (per_user["ci_low"] == per_user["accuracy"]).all()
-    with pytest.raises(ValueError, match=r"column\(s\) \['corect'\] not in frame"):
+    with pytest.raises(ValueError, match=r"frame: missing column\(s\) \['corect'\]"):
         accuracy_table(preds, value="corect")
     with pytest.raises(ValueError, match="interval: expected one of"):
         accuracy_table(preds, interval="normal")

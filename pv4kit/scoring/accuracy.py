@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from pv4kit.schema import require_columns
 from pv4kit.scoring.stats import grouped_bootstrap_ci, wilson_interval
 
 INTERVALS = ("bootstrap", "wilson", "none")
@@ -54,14 +55,11 @@ def accuracy_table(
         raise ValueError(f"interval: expected one of {list(INTERVALS)}, got {interval!r}")
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    names = list(by) if isinstance(by, Mapping) else [by] if isinstance(by, str) else list(by)
+    names = [by] if isinstance(by, str) else list(by)  # a mapping's keys
     columns = list(by.values()) if isinstance(by, Mapping) else names
     values = [value] if isinstance(value, str) else list(value)
     need = [*columns, *values, *([cluster] if interval == "bootstrap" else [])]
-    if missing := [c for c in dict.fromkeys(need) if c not in frame.columns]:
-        raise ValueError(
-            f"accuracy_table: column(s) {missing} not in frame; columns are {list(frame.columns)}"
-        )
+    require_columns(frame, list(dict.fromkeys(need)), name="frame")
     keys = names or [_ALL]
     base = frame[columns].set_axis(names, axis=1).reset_index(drop=True)
     base[_ALL] = 0  # the key of the whole frame, when no ``by`` column groups it

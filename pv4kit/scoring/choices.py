@@ -99,9 +99,7 @@ def _parse_one(text: str, shown: Sequence[str], *, none: bool) -> str | None:
 
 def original_letter(shown_letter: str | None, order: Sequence[int]) -> str | None:
     """The question's own letter of a shown letter (``NONE`` and ``None`` pass through)."""
-    if shown_letter is None or shown_letter == NONE:
-        return shown_letter
-    return LETTERS[int(order[LETTERS.index(shown_letter)])]
+    return shown_letter if shown_letter in (None, NONE) else LETTERS[int(order[LETTERS.index(shown_letter)])]
 
 
 def shown_letter(letter: object, order: Sequence[int]) -> str | None:

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, iter_jsonl, sha256_file
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 from pv4kit.scoring import runs
 from pv4kit.scoring.runs import data_fingerprint, differences_text, question_differences
 
@@ -43,11 +43,11 @@ def reference_metrics(predictions: pd.DataFrame, *, form: str = "baselines") -> 
     if not len(predictions):
         raise ValueError("predictions: no scored question to report")
     correct = np.asarray(predictions["correct"], dtype=bool)
-    hard = predictions["hard"] if "hard" in predictions else None
-    hard = None if hard is None or hard.isna().all() else np.asarray(hard.fillna(False), dtype=bool)
+    hard = predictions.get("hard", pd.Series(False, index=predictions.index))
+    hard = np.asarray(hard.fillna(False), dtype=bool)  # no column, or no flag: no hard question
     scores = {"accuracy": float(correct.mean())}
-    if form == "baselines" or (hard is not None and hard.any()):
-        scores["accuracy_hard"] = float(correct[hard].mean()) if hard is not None and hard.any() else 0.0
+    if form == "baselines" or hard.any():
+        scores["accuracy_hard"] = float(correct[hard].mean()) if hard.any() else 0.0
     return {**{k: round(100 * v, 2) for k, v in scores.items()}, "num_examples": int(len(predictions))}
 
 
@@ -58,8 +58,7 @@ def reference_records(predictions: pd.DataFrame, questions: pd.DataFrame) -> lis
         ValueError: A scored question is not in ``questions`` or differs there (the data changed since
             scoring), or ``hard`` is missing for some rows only.
     """
-    if missing := [c for c in (*QUESTION_KEY, "question", "answer") if c not in questions.columns]:
-        raise ValueError(f"data: the questions lack column(s) {missing}; got {list(questions.columns)}")
+    require_columns(questions, [*QUESTION_KEY, "question", "answer"], name="data")
     keys = pd.MultiIndex.from_frame(questions[QUESTION_KEY].astype("int64"))
     if not keys.is_unique:
         raise ValueError("data: several questions share a (user_id, question_index) key")
@@ -114,21 +113,19 @@ def export_reference(
     _check_form("metrics_form", metrics_form)
     run_dir = Path(run_dir)
     pred = runs.read_predictions(run_dir)
-    splits = sorted(set(pred["split"].astype(str))) if "split" in pred else []
-    if split is not None:
-        if split not in splits:
-            raise ValueError(f"split: the run {run_dir} has no {split!r} questions; it has {splits}")
-        pred = pred[pred["split"].astype(str) == split]
-    elif len(splits) > 1:
+    splits = sorted(set(pred["split"].astype(str)))
+    if split is not None and split not in splits:
+        raise ValueError(f"split: the run {run_dir} has no {split!r} questions; it has {splits}")
+    if split is None and len(splits) > 1:
         raise ValueError(
             f"split: the run {run_dir} covers the splits {splits} and the reference writes one split per "
             "folder; pass split=NAME"
         )
-    questions, _, fingerprint = runs.load_questions(
-        data, run_dir, splits=splits if split is None else [split]
-    )
-    if "split" in questions and "split" in pred and len(pred):
-        questions = questions[questions["split"].astype(str) == str(pred["split"].iloc[0])]
+    split = split if split is not None else next(iter(splits), None)
+    pred = pred[pred["split"].astype(str) == split]
+    questions, _, fingerprint = runs.load_questions(data, run_dir, splits=[split] if split else None)
+    if "split" in questions:
+        questions = questions[questions["split"].astype(str) == split]
     records = reference_records(pred, questions.reset_index(drop=True))
     if len(records) < len(questions):
         logger.warning(

@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance, replace_directory, sha256_file
-from pv4kit.schema import QUESTION_KEY
+from pv4kit.schema import QUESTION_KEY, require_columns
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,8 @@ METRICS_FILE = "metrics.json"
 VALIDITY_DIR = "validity"
 #: the key under which predictions (``attrs``) and metrics record the generations they score
 GENERATIONS_SHA = "generations_sha256"
+#: a run folder, or its predictions frame
+Run = str | os.PathLike[str] | pd.DataFrame
 #: a generation's ``status``: a failed request (after its retries) has its ``error`` and no generation
 STATUS_OK = "ok"
 STATUS_FAILED = "failed"
@@ -62,16 +64,11 @@ def failed_rows(frame: pd.DataFrame) -> pd.Series:
 
 
 def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
-    if missing := [c for c in GENERATION_COLUMNS if c not in frame.columns]:
-        raise ValueError(
-            f"{where}: missing column(s) {missing}; a generations frame needs {list(GENERATION_COLUMNS)}, "
-            f"got {list(frame.columns)}"
-        )
+    require_columns(frame, GENERATION_COLUMNS, name=where)
     out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
-    text = out["generation"].fillna("").astype(str).astype(object)
-    text[failed_rows(out).to_numpy()] = None  # a failed request has no generation
-    out["generation"] = text
+    # a missing generation reads "", a failed request has none
+    out["generation"] = out["generation"].fillna("").astype(str).astype(object).where(~failed_rows(out), None)
     dup = out.duplicated(QUESTION_KEY, keep=False)
     if dup.any():
         first = out.loc[dup, QUESTION_KEY].head(5).to_dict("records")
@@ -299,7 +296,7 @@ def previous_answers(run_dir: Any) -> dict[str, tuple[str, Any]]:
     }
 
 
-def data_fingerprint(run: str | os.PathLike[str] | pd.DataFrame) -> str | None:
+def data_fingerprint(run: Run) -> str | None:
     """The ``data_fingerprint`` a scored run recorded (``None`` when unknown)."""
     if isinstance(run, pd.DataFrame):
         return run.attrs.get("data_fingerprint")
@@ -336,14 +333,7 @@ def differences_text(diff: pd.DataFrame) -> str:
     return "; ".join(shown) + (f" and {len(diff) - 5} more" if len(diff) > 5 else "")
 
 
-def check_same_data(
-    run_a: str | os.PathLike[str] | pd.DataFrame,
-    run_b: str | os.PathLike[str] | pd.DataFrame,
-    a: pd.DataFrame,
-    b: pd.DataFrame,
-    *,
-    force: bool = False,
-) -> bool:
+def check_same_data(run_a: Run, run_b: Run, a: pd.DataFrame, b: pd.DataFrame, *, force: bool = False) -> bool:
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
     ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the

@@ -22,7 +22,7 @@ from pv4kit._io import atomic_write_json, provenance, sha256_file
 from pv4kit._options import check_number
 from pv4kit.embeddings.cache import EmbeddingCache
 from pv4kit.embeddings.models import Embedder, embed_texts, resolve_embedder
-from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices
+from pv4kit.schema import LETTERS, QUESTION_KEY, answer_indices, require_columns
 from pv4kit.scoring import runs
 from pv4kit.scoring.accuracy import accuracy_table
 from pv4kit.scoring.choices import ORDER_COLUMN, original_letter, parse_choice, position_table, shown_letter
@@ -107,12 +107,8 @@ def clean_generation(text: str | None) -> str:
 
 def _join(questions: pd.DataFrame, generations: pd.DataFrame) -> pd.DataFrame:
     """The generations joined to their questions, with ``answer_letter`` and the cleaned generation."""
-    for name, frame, need in (
-        ("questions", questions, ["user_id", "question_index", "choices", "answer"]),
-        ("generations", generations, ["user_id", "question_index", "generation"]),
-    ):
-        if missing := [c for c in need if c not in frame.columns]:
-            raise ValueError(f"{name}: missing column(s) {missing}; got {list(frame.columns)}")
+    require_columns(questions, [*QUESTION_KEY, "choices", "answer"], name="questions")
+    require_columns(generations, [*QUESTION_KEY, "generation"], name="generations")
     q = questions.astype(dict.fromkeys(QUESTION_KEY, "int64"))
     g = generations[[c for c in (*QUESTION_KEY, "split", "generation", ORDER_COLUMN) if c in generations]]
     g = g.assign(**{key: runs._int_key(g[key], where="generations") for key in QUESTION_KEY})
@@ -376,10 +372,9 @@ def score_run(
         embedder = resolve_embedder(embedder)
         encode = {"cache": cache, "batch_size": batch_size, "progress": progress, "numerics": numerics}
         predictions = score_frame(questions, generations, embedder=embedder, **encode)
-        describe = getattr(embedder, "describe", None)
-        described = (
-            describe() if callable(describe) else {"name": embedder.name, "cache_key": embedder.cache_key}
-        )
+        described = {"name": embedder.name, "cache_key": embedder.cache_key}
+        if hasattr(embedder, "describe"):  # the backends' fuller provenance
+            described = embedder.describe()
     predictions = _mark_failed(predictions, failed_keys)
     metrics = compute_metrics(predictions, n_boot=n_boot, seed=seed)
     metrics.update(n_failed=int(failed_rows.sum()), failed_policy=failed if failed_rows.any() else None)
@@ -390,14 +385,13 @@ def score_run(
             logger.warning("%s: %d replies name no option; scored wrong (unparsed)", run_dir, n_unparsed)
         by_position = position_table(predictions[~predictions["failed"]]).to_dict("records")
         metrics.update(scored_by="letter", n_unparsed=n_unparsed, by_position=by_position)
-    in_splits = questions["split"].isin(set(generations["split"])).sum() if "split" in questions else None
+    in_splits = questions["split"].isin(splits).sum() if "split" in questions else None
     info = {"data": source} | ({} if isinstance(data, pd.DataFrame) else {"data_fingerprint": fingerprint})
     metrics = {
         **metrics,
         "n_missing_generations": None if in_splits is None else int(in_splits - len(predictions)),
         "run": str(run_dir),
-        "method": config.get("method"),
-        "model": config.get("model"),
+        **{key: config.get(key) for key in ("method", "model")},
         "embedder": described,
         "numerics": None if by_letter else numerics,
         runs.GENERATIONS_SHA: scored_sha,

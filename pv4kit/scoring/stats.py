@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -17,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._options import check_number
-from pv4kit.schema import QUESTION_KEY
-from pv4kit.scoring.runs import check_same_data, read_predictions
+from pv4kit.schema import QUESTION_KEY, require_columns
+from pv4kit.scoring.runs import Run, check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
@@ -31,9 +30,8 @@ def _check(frame: pd.DataFrame | None, columns: list[str], n_boot: int, seed: in
     check_number(seed, "seed", ge=0, integer=True)
     if not 0 < level < 1:
         raise ValueError(f"level: expected a number in (0, 1), got {level!r}")
-    for col in columns if frame is not None else ():
-        if col not in frame.columns:
-            raise ValueError(f"column {col!r} not in frame; columns are {list(frame.columns)}")
+    if frame is not None:
+        require_columns(frame, columns, name="frame")
 
 
 def _boots(sums: np.ndarray, counts: np.ndarray, *, n_boot: int, seed: int) -> np.ndarray:
@@ -102,7 +100,6 @@ def grouped_bootstrap_ci(
         low[members], high[members] = np.quantile(boots, [alpha, 1 - alpha], axis=1)
     found = totals[by].iloc[starts[:-1]].assign(estimate=est, low=low, high=high, n_clusters=sizes_k)
     out = sizes.reset_index().merge(found, on=by, how="left")  # NaN keys match NaN keys
-    out["n"] = out["n"].astype("int64")
     out["n_clusters"] = out["n_clusters"].fillna(0).astype("int64")
     return out[[*by, "estimate", "low", "high", "n", "n_clusters"]]
 
@@ -121,22 +118,6 @@ def wilson_interval(successes: int, n: int, *, confidence: float = 0.95) -> tupl
     return max(0.0, centre - half), min(1.0, centre + half)
 
 
-def _paired(a: np.ndarray, b: np.ndarray, users: np.ndarray, n_boot: int, seed: int, level: float) -> dict:
-    """``diff, low, high, p_boot, n, n_clusters`` of ``a - b`` with users resampled."""
-    uniq, inverse = np.unique(users, return_inverse=True)
-    out = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a), "n_clusters": len(uniq)}
-    if not len(a):
-        return out
-    sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
-    counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
-    boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
-    alpha = (1 - level) / 2
-    low, high = np.quantile(boots, [alpha, 1 - alpha])
-    p = min(1.0, 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0))))
-    diff = float(sums.sum() / counts.sum())
-    return {**out, "diff": diff, "low": float(low), "high": float(high), "p_boot": p}
-
-
 def paired_bootstrap(
     frame: pd.DataFrame,
     *,
@@ -153,9 +134,21 @@ def paired_bootstrap(
         ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
         replicates on the other side of zero (a rough check; use McNemar for the test).
     """
-    _check(None, [], n_boot, seed, level)
+    _check(frame, [a, b, cluster], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
-    return _paired(*(paired[c].to_numpy() for c in (a, b, cluster)), n_boot, seed, level)
+    a, b = (paired[c].to_numpy() for c in (a, b))
+    uniq, inverse = np.unique(paired[cluster].to_numpy(), return_inverse=True)
+    out = {"diff": None, "low": None, "high": None, "p_boot": None, "n": len(a), "n_clusters": len(uniq)}
+    if not len(a):
+        return out
+    sums = np.bincount(inverse, weights=a.astype(float) - b.astype(float), minlength=len(uniq))
+    counts = np.bincount(inverse, minlength=len(uniq)).astype(np.float64)
+    boots = _boots(sums[None], counts[None], n_boot=n_boot, seed=seed)[0]
+    alpha = (1 - level) / 2
+    low, high = np.quantile(boots, [alpha, 1 - alpha])
+    p = min(1.0, 2 * min(float(np.mean(boots <= 0)), float(np.mean(boots >= 0))))
+    diff = float(sums.sum() / counts.sum())
+    return {**out, "diff": diff, "low": float(low), "high": float(high), "p_boot": p}
 
 
 def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[str, Any]:
@@ -172,13 +165,7 @@ def mcnemar_exact(a: np.ndarray | pd.Series, b: np.ndarray | pd.Series) -> dict[
 
 
 def compare(
-    run_a: str | os.PathLike[str] | pd.DataFrame,
-    run_b: str | os.PathLike[str] | pd.DataFrame,
-    *,
-    n_boot: int = 2000,
-    seed: int = 0,
-    level: float = 0.95,
-    force: bool = False,
+    run_a: Run, run_b: Run, *, n_boot: int = 2000, seed: int = 0, level: float = 0.95, force: bool = False
 ) -> pd.DataFrame:
     """Paired comparison of two scored runs (directories or predictions frames): overall, hard, per category.
 
@@ -212,19 +199,19 @@ def compare(
         label = "category_name" if "category_name" in both.columns else "category"
         by_label = both.groupby(both[label].astype(object).fillna("(none)"), sort=True)
         groups += [("category", name, by_label.indices[name]) for name in by_label.size().index]
-    ca, cb = (both[c].astype(bool).to_numpy() for c in ("correct_a", "correct_b"))
-    users = both["user_id"].to_numpy()
+    both = both.astype({"correct_a": bool, "correct_b": bool})  # the bootstrap pairs the same booleans
+    ca, cb = (both[c].to_numpy() for c in ("correct_a", "correct_b"))
+    boot = {"n_boot": n_boot, "seed": seed, "level": level}
     rows = []
     for scope, group, idx in groups:
         a, b = ca[idx], cb[idx]
-        paired = _paired(a, b, users[idx], n_boot, seed, level)
+        paired = paired_bootstrap(both.iloc[idx], a="correct_a", b="correct_b", **boot)
         mc = mcnemar_exact(a, b) if len(idx) else {"a_only": 0, "b_only": 0, "pvalue": None}
         accuracy = [float(x.mean()) if len(idx) else None for x in (a, b)]
         figures = [paired["diff"], paired["low"], paired["high"], mc["a_only"], mc["b_only"], mc["pvalue"]]
         rows.append([scope, group, len(idx), paired["n_clusters"], *accuracy, *figures])
     out = pd.DataFrame(rows, columns=[*_COMPARE_COLUMNS, "diff", "diff_low", "diff_high", *_MCNEMAR_COLUMNS])
-    out.attrs.update(only_in_a=only_a, only_in_b=only_b, n_boot=n_boot, seed=seed, level=level)
-    out.attrs.update(data_differs=data_differs)
+    out.attrs.update(only_in_a=only_a, only_in_b=only_b, **boot, data_differs=data_differs)
     return out
 
 

@@ -21,7 +21,7 @@ import numpy as np
 import pandas as pd
 
 from pv4kit._io import atomic_write_json, atomic_write_text, provenance
-from pv4kit.embeddings.models import Embedder, get_embedder, resolve_embedder
+from pv4kit.embeddings.models import Embedder, resolve_embedder
 from pv4kit.llm.client import complete
 from pv4kit.llm.config import LLMConfig
 from pv4kit.schema import LETTERS, QUESTION_KEY
@@ -91,7 +91,7 @@ def judge_predictions(
     rows = _kept(predictions).reset_index(drop=True)
     orders = [choice_order(u, i, seed=seed) for u, i in rows[list(QUESTION_KEY)].itertuples(index=False)]
     shown = [[list(c)[i] for i in o] for c, o in zip(rows["choices"], orders, strict=True)]
-    questions = rows["question"] if "question" in rows else [""] * len(rows)
+    questions = rows.get("question", [""] * len(rows))
     messages = [judge_messages(q, g, s) for q, g, s in zip(questions, rows["generation"], shown, strict=True)]
     config = dataclasses.replace(llm, temperature=0.0)
     replies = complete(
@@ -136,16 +136,16 @@ def _judged(predictions: pd.DataFrame, judgments: pd.DataFrame) -> pd.DataFrame:
     return rows
 
 
-def _rates(
-    frame: pd.DataFrame, by: dict[str, str], boot: dict[str, Any], metrics: Sequence[str]
-) -> pd.DataFrame:
-    t = accuracy_table(frame, by=by, value=list(metrics), **boot)
+def _rates(frame: pd.DataFrame, by: dict[str, str], boot: dict[str, Any], metrics: list[str]) -> pd.DataFrame:
+    t = accuracy_table(frame, by=by, value=metrics, **boot)
     return t.rename(columns={"accuracy": "value"}).drop(columns="n_correct")
 
 
-def _kappa_row(frame: pd.DataFrame, a: str, b: str, boot: dict[str, Any]) -> dict[str, Any]:
+def _overall(frame: pd.DataFrame, rates: list[str], a: str, b: str, boot: dict[str, Any]) -> pd.DataFrame:
+    """The ``rates`` over the whole frame, then Cohen's kappa between the labels in ``a`` and ``b``."""
     k = cohen_kappa_ci(frame, a=a, b=b, labels=[*LETTERS, NONE], **boot)
-    return {"metric": "kappa", "value": k["estimate"], "ci_low": k["low"], "ci_high": k["high"], "n": k["n"]}
+    kappa = {"metric": "kappa", "value": k["estimate"], "ci_low": k["low"], "ci_high": k["high"], "n": k["n"]}
+    return pd.concat([_rates(frame, {}, boot, rates), pd.DataFrame([kappa])], ignore_index=True)
 
 
 def agreement_table(
@@ -159,19 +159,14 @@ def agreement_table(
         counts ``n_judged``, ``n_unparsed``, ``n_failed``; a pair ``"a vs b"``: ``agreement``, ``kappa``.
     """
     boot = {"n_boot": n_boot, "seed": seed}
-    rates = ("agreement", "none_rate", "judge_accuracy", "scorer_accuracy")
+    rates = ["agreement", "none_rate", "judge_accuracy", "scorer_accuracy"]
     frames = []
     per_judge = {name: _judged(predictions, j) for name, j in judgments.groupby("judge", sort=False)}
     for name, rows in per_judge.items():
-        counts = {**rows["status"].value_counts(), "judged": len(rows)}
-        extra = [_kappa_row(rows, "scorer_label", "judge_label", boot)]
-        extra += [
-            {"metric": f"n_{k}", "value": int(counts.get(k, 0)), "n": len(rows)}
-            for k in ("unparsed", "failed", "judged")
-        ]
-        parts = [
-            p.assign(scope="all", group="all") for p in (_rates(rows, {}, boot, rates), pd.DataFrame(extra))
-        ]
+        n = [int((rows["status"] == k).sum()) for k in ("unparsed", "failed")] + [len(rows)]
+        counts = pd.DataFrame({"metric": ["n_unparsed", "n_failed", "n_judged"], "value": n, "n": len(rows)})
+        overall = pd.concat([_overall(rows, rates, "scorer_label", "judge_label", boot), counts])
+        parts = [overall.assign(scope="all", group="all")]
         if "category_name" in rows:
             parts.append(_rates(rows, {"group": "category_name"}, boot, rates).assign(scope="category"))
         frames.append(pd.concat(parts, ignore_index=True).assign(judge=name))
@@ -180,8 +175,7 @@ def agreement_table(
         both = ra[cols].merge(rb[cols], on=list(QUESTION_KEY), suffixes=("_a", "_b"))
         a, b = both["judge_label_a"], both["judge_label_b"]
         both["agreement"] = (a == b).astype(float).where(a.notna() & b.notna())
-        kappa = pd.DataFrame([_kappa_row(both, "judge_label_a", "judge_label_b", boot)])
-        pair = pd.concat([_rates(both, {}, boot, ["agreement"]), kappa], ignore_index=True)
+        pair = _overall(both, ["agreement"], "judge_label_a", "judge_label_b", boot)
         frames.append(pair.assign(judge=f"{na} vs {nb}", scope="all", group="all"))
     if not frames:
         return pd.DataFrame(columns=_COLUMNS)
@@ -195,12 +189,11 @@ def judge_positions(judgments: pd.DataFrame) -> pd.DataFrame:
     ``share_picked``: the share of its readings naming that letter (NONE takes the rest).
     """
     columns = ["judge", "position", "n", "n_correct", "accuracy", "share_picked"]
-    frames = []
-    for name, rows in judgments.groupby("judge", sort=False):
-        read = rows[rows["status"].isin(_READ)]
-        own = [original_letter(p, o) for p, o in zip(read["answer_position"], read["order"], strict=True)]
-        read = read.assign(correct=[j == a for j, a in zip(read["judge_pick"], own, strict=True)])
-        frames.append(position_table(read).assign(judge=name))
+    read = judgments[judgments["status"].isin(_READ)]
+    read = read.assign(correct=read["shown_letter"] == read["answer_position"])  # the judge named the answer
+    frames = [
+        position_table(read[read["judge"] == name]).assign(judge=name) for name in judgments["judge"].unique()
+    ]
     return pd.concat(frames, ignore_index=True)[columns] if frames else pd.DataFrame(columns=columns)
 
 
@@ -220,7 +213,7 @@ def sensitivity_table(
         accuracy, ci_low, ci_high, n_flips, flip_rate`` (predictions naming another letter), ``diff,
         diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
-    base = _kept(predictions).reset_index(drop=True)
+    base = _kept(predictions).sort_values(list(QUESTION_KEY)).reset_index(drop=True)  # as score_frame sorts
     questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
     generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
@@ -236,12 +229,10 @@ def sensitivity_table(
         row = {"variant": name, "embedder": getattr(embedder, "name", None), "numerics": numerics}
         row |= {"n": int(acc["n"]), **{k: float(acc[k]) for k in ("accuracy", "ci_low", "ci_high")}}
         if embedder is not None:
-            cols = [*QUESTION_KEY, "predicted_letter"]
-            merged = base[cols].merge(other[cols], on=list(QUESTION_KEY), suffixes=("", "_v"))
-            flips = int((merged["predicted_letter"] != merged["predicted_letter_v"]).sum())
+            flips = int((base["predicted_letter"] != other["predicted_letter"]).sum())
             paired = compare(other, base, **boot).iloc[0]  # the "overall" row: variant minus the run
             paired = paired.rename({"a_only": "variant_only", "b_only": "run_only"})
-            row |= {"n_flips": flips, "flip_rate": flips / len(merged) if len(merged) else float("nan")}
+            row |= {"n_flips": flips, "flip_rate": flips / len(base) if len(base) else float("nan")}
             row |= paired[list(_PAIRED)].to_dict()
         rows.append(row)
     return pd.DataFrame(rows)
@@ -341,7 +332,7 @@ def validity(
         other = "float32" if run_numerics == "float16" else "float16"
         variants[other] = (resolve_embedder(name), other)
     for item in against:
-        emb = get_embedder(item) if isinstance(item, str) else item
+        emb = resolve_embedder(item)
         label = item if isinstance(item, str) else getattr(emb, "name", str(emb))
         if getattr(emb, "instruction", None):
             label += f" + instruction {emb.instruction!r}"
@@ -453,12 +444,8 @@ def read_validity(run_dir: str | os.PathLike[str]) -> dict[str, Any]:
             f"run_dir: no {VALIDITY_DIR}/summary.json in {run_dir}; run `pv4kit validity` first"
         )
     found: dict[str, Any] = {"summary": json.loads((out / "summary.json").read_text(encoding="utf-8"))}
-    if (out / "judgments.parquet").is_file():
-        found["judgments"] = pd.read_parquet(out / "judgments.parquet")
-    for name in ("agreement", "judge_positions", "sensitivity", "margins"):
-        if (out / f"{name}.csv").is_file():
-            found[name] = pd.read_csv(out / f"{name}.csv")
-    return found
+    found |= {p.stem: pd.read_parquet(p) for p in out.glob("judgments.parquet")}
+    return found | {p.stem: pd.read_csv(p) for p in sorted(out.glob("*.csv"))}
 
 
 def compare_agreed(
