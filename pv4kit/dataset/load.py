@@ -289,8 +289,8 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
 def _load_parquet(
     root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
 ) -> PV4Data:
-    manifests = [p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()]
-    manifest = json.loads(manifests[0].read_text()) if manifests else {}
+    manifests = (root / "manifest.json", root / "data" / "manifest.json")
+    manifest = next((json.loads(p.read_text()) for p in manifests if p.is_file()), {})
     fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
     frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
