@@ -195,22 +195,19 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
 
 
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
-    """One row's documents per user, reading a single row per row group where possible."""
+    """Each user's documents from its first row, reading each row group only up to the last row needed."""
     import pyarrow.parquet as pq
 
     docs: dict[int, list[str]] = {}
     for path in files:
         pf = pq.ParquetFile(path)  # read once already by _read_splits, which names a damaged file
         for g in range(pf.num_row_groups):
-            ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
-            need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
-            if len(need) == 1 and (ids == need[0]).all():
-                batch = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"]))
-                docs[need[0]] = batch.column(0)[0].as_py()
-            elif need:  # a row group shared by several users: read it and take each user's first row
-                col = pf.read_row_group(g, columns=["documents"]).column(0)
-                for u in need:
-                    docs[u] = col[int(np.flatnonzero(ids == u)[0])].as_py()
+            ids, first = np.unique(pf.read_row_group(g, columns=[id_column]).column(0), return_index=True)
+            rows = {int(u): int(i) for u, i in zip(ids, first, strict=True) if u in wanted and u not in docs}
+            if rows:  # one user's row group (as build writes them) reads a single row
+                size = max(rows.values()) + 1
+                col = next(pf.iter_batches(batch_size=size, row_groups=[g], columns=["documents"])).column(0)
+                docs.update({u: col[i].as_py() for u, i in rows.items()})
         if len(docs) == len(wanted):
             break
     return docs
