@@ -56,13 +56,11 @@ def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | Non
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
     lists = []
     for name, what in (("categories.txt", "category"), ("chat_topics.txt", "topic")):
-        path = user_dir / name
-        items = r.read(read_list, path) if path.exists() else None
+        path, items = user_dir / name, None
         if not path.exists():
-            r.add(
-                path, None, "missing_file", f"{name} is missing", "error" if what == "category" else "warning"
-            )
-        elif items == [""] and what == "category":
+            severity = "error" if what == "category" else "warning"
+            r.add(path, None, "missing_file", f"{name} is missing", severity)
+        elif (items := r.read(read_list, path)) == [""] and what == "category":
             r.add(path, None, "empty_file", "categories.txt lists no category")
             items = None
         # the reference reads a blank line as an item
@@ -116,15 +114,15 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         message = f"categories.txt lists {len(categories)} categories but qa/ also has {also}"
         r.add(qa_dir, None, "count_mismatch", message)
     texts = {}
-    for c in sorted(qa_files):
-        text = texts[c] = r.read(read_text, qa_files[c])
+    for c, path in sorted(qa_files.items()):
+        text = texts[c] = r.read(read_text, path)
         for tag in check_tags(text) if text is not None else []:
-            r.add(qa_files[c], tag.line, tag.code, tag.message)
+            r.add(path, tag.line, tag.code, tag.message)
         if text is not None and "<QUESTION>" not in text:
             empty = not text.strip()
             what = "is empty" if empty else "holds no <QUESTION> block"
             message = f"{what}: step 5 gives category {c} no questions"
-            r.add(qa_files[c], None, "empty_file" if empty else "no_questions", message)
+            r.add(path, None, "empty_file" if empty else "no_questions", message)
     if not categories or any(texts.get(c) is None for c in range(len(categories))):
         return None
     table, drops = build_question_table(user_dir)
