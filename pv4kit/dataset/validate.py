@@ -196,10 +196,10 @@ def validate_raw(
     if not ids:
         r.add(users_dir, None, "no_users", "no user_N folders found")
     words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
-    questions = {}
+    ranges, questions = {"train_users": train_users, "test_users": test_users}, {}
     for uid in ids:
         user_dir = users_dir / f"user_{uid}"
-        if user_role(uid, train_users=train_users, test_users=test_users) is None:
+        if user_role(uid, **ranges) is None:
             message = f"user {uid} is outside both ranges ({words}); build and load leave it out"
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
@@ -210,18 +210,15 @@ def validate_raw(
         for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
             r.add(path, None, "missing_persona", f"no persona profile for user {uid}", "warning")
-    if (root / "persona_seeds.csv").is_file():
-        try:
-            read_persona_seeds(root)
-        except (ValueError, KeyError) as exc:
-            r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-    if (root / "hard_subset.csv").is_file():
-        try:
-            r += hard_problems(
-                root / "hard_subset.csv", ids, questions.get, train_users=train_users, test_users=test_users
-            )
-        except ValueError as exc:
-            r.add(root / "hard_subset.csv", 1, "hard_format", str(exc))
+    try:
+        read_persona_seeds(root)  # {} without the file
+    except (ValueError, KeyError) as exc:
+        r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
+    hard = root / "hard_subset.csv"
+    try:
+        r += hard_problems(hard if hard.is_file() else None, ids, questions.get, **ranges)
+    except ValueError as exc:
+        r.add(hard, 1, "hard_format", str(exc))
     return pd.DataFrame(r, columns=REPORT_COLUMNS)
 
 
