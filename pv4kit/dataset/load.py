@@ -154,8 +154,7 @@ def _load_raw(
     hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
-    sizes = {u.user_id: len(u.qa) for u in raw_users}
-    plan = assign_splits(sizes, **ranges, fraction=fraction, seed=seed)
+    plan = assign_splits({u.user_id: len(u.qa) for u in raw_users}, **ranges, fraction=fraction, seed=seed)
     q = plan.merge(qa, left_on=QUESTION_KEY, right_on=["user_id", "position"], how="left")
     choices, letters = q[CHOICE_COLUMNS].to_numpy(), q["correct_choice"].str.strip().str.upper()
     q = q.assign(
