@@ -184,9 +184,8 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
                 reason = "untagged_first_empty_question" if blk.leading else "empty_question"
                 drops.append({"category": c, "block": blk.block, "line": blk.line, "reason": reason})
     rows, shuffle_drops = shuffle_records(records, seed=seed)
-    drops.extend(shuffle_drops)
     table = pd.DataFrame(rows, columns=QA_COLUMNS)
-    report = pd.DataFrame(drops, columns=["category", "block", "line", "reason"])
+    report = pd.DataFrame(drops + shuffle_drops, columns=["category", "block", "line", "reason"])
     report.insert(0, "file", [str(user_dir / "qa" / f"{c}.txt") for c in report["category"]])
     report["kept"] = report["reason"] == KEPT_UNTAGGED
     report = report.sort_values(["category", "block"], kind="stable").reset_index(drop=True)

@@ -7,7 +7,6 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,10 +41,10 @@ class _Report(list):
     def add(self, path: Path, line: int | None, code: str, message: str, severity: str = "error") -> None:
         self.append(problem(path, line, code, message, severity))
 
-    def read(self, read: Callable[[Path], Any], path: Path) -> Any:
-        """``read(path)``, or ``None`` with the file's problem reported."""
+    def read(self, read: Callable[..., Any], path: Path, **kwargs: Any) -> Any:
+        """``read(path, **kwargs)``, or ``None`` with the file's problem reported."""
         try:
-            return read(path)
+            return read(path, **kwargs)
         except FileFormatError as exc:
             code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
             self.add(exc.path, exc.line, code, exc.reason)
@@ -146,9 +145,7 @@ def _check_qa_csv(
     if not qa_csv.exists():
         r.add(qa_csv, None, "missing_file", "qa.csv is missing (run `pv4kit qa-table`)", "warning")
         return None
-    frame = r.read(
-        functools.partial(read_csv, expected="a qa.csv file", dtype=str, keep_default_na=False), qa_csv
-    )
+    frame = r.read(read_csv, qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
     qa_text = r.read(read_text, qa_csv) if frame is not None else None
     if qa_text is None:
         return None
