@@ -368,8 +368,7 @@ def load(
         root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision)
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
-    found = _find_parquet(root)
-    if found is not None:
+    if found := _find_parquet(root):
         data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
     elif raw := next((r for r in (root, root / "raw") if (r / "users").is_dir()), None):
         ranges = {"train_users": train_users, "test_users": test_users}
