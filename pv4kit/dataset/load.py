@@ -194,7 +194,7 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
 
 
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
-    """Each user's documents from its first row, reading each row group only up to the last row needed."""
+    """Each user's documents, from the user's first row."""
     import pyarrow.parquet as pq
 
     docs: dict[int, list[str]] = {}
@@ -203,10 +203,13 @@ def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict
         for g in range(pf.num_row_groups):
             ids, first = np.unique(pf.read_row_group(g, columns=[id_column]).column(0), return_index=True)
             rows = {int(u): int(i) for u, i in zip(ids, first, strict=True) if u in wanted and u not in docs}
-            if rows:  # one user's row group (as build writes them) reads a single row
-                size = max(rows.values()) + 1
-                col = next(pf.iter_batches(batch_size=size, row_groups=[g], columns=["documents"])).column(0)
-                docs.update({u: col[i].as_py() for u, i in rows.items()})
+            if not rows:
+                continue
+            if max(rows.values()) == 0:  # a row group that starts with the one user needed: read one row
+                col = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"])).column(0)
+            else:
+                col = pf.read_row_group(g, columns=["documents"]).column(0)
+            docs.update({u: col[i].as_py() for u, i in rows.items()})
         if len(docs) == len(wanted):
             break
     return docs
