@@ -8,6 +8,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from pathlib import Path
@@ -162,9 +163,8 @@ def build_dataset(
     tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
     raise_first(hard_problems(hard_subset, [*roles, *outside], lambda u: set(tables[u]["index"]), **ranges))
     hard = read_hard_subset(hard_subset).groupby("user_id")["question_index"].agg(set)
-    plan = assign_splits(
-        {u: len(t) for u, t in tables.items()}, **ranges, fraction=validation_fraction, seed=seed
-    )
+    sizes = {u: len(t) for u, t in tables.items()}
+    plan = assign_splits(sizes, **ranges, fraction=validation_fraction, seed=seed)
     positions = dict(iter(plan.groupby(["user_id", "split"], sort=False)["question_index"]))
     strings = pa.list_(pa.string())
     schema = pa.schema(
@@ -177,17 +177,16 @@ def build_dataset(
         | {"hard": len(hard.get(u, ()))}
         for u, role in roles.items()
     ]
-    with replace_directory(output_dir) as tmp:
-        writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
-        try:
-            for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
-                chats = read_chats(users_dir / f"user_{uid}")
-                for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
-                    rows = tables[uid].iloc[positions.get((uid, split), [])]
-                    writers[split].write_table(_user_table(rows, chats, hard.get(uid, set()), uid, schema))
-        finally:
-            for w in writers.values():
-                w.close()
+    # the writers close (inner context) before the new folder is swapped in (outer)
+    with replace_directory(output_dir) as tmp, contextlib.ExitStack() as open_files:
+        writers = {
+            s: open_files.enter_context(pq.ParquetWriter(tmp / f"{s}.parquet", schema)) for s in SPLITS
+        }
+        for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
+            chats = read_chats(users_dir / f"user_{uid}")
+            for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
+                rows = tables[uid].iloc[positions.get((uid, split), [])]
+                writers[split].write_table(_user_table(rows, chats, hard.get(uid, set()), uid, schema))
         frame = pd.DataFrame(summary)
         atomic_write_text(tmp / "user_splits.csv", frame.to_csv(index=False, lineterminator="\n"))
         manifest = provenance(
