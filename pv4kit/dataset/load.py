@@ -164,14 +164,9 @@ def _load_raw(
         answer_letter=letters,
         hard=[key in hard_keys for key in zip(q["user_id"], q["index"], strict=True)],
     )
-    return PV4Data(
-        questions=_finish_questions(q),
-        users=_users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users),
-        source=str(raw_dir),
-        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path),
-        kind="raw",
-        users_outside=outside,
-    )
+    users = _users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users)
+    fingerprint = input_fingerprint(users_dir, hard_subset=hard_path)
+    return PV4Data(_finish_questions(q), users, str(raw_dir), fingerprint, "raw", users_outside=outside)
 
 
 def _users_frame(

@@ -178,10 +178,8 @@ def build_dataset(
         for u, role in roles.items()
     ]
     # the writers close (inner context) before the new folder is swapped in (outer)
-    with replace_directory(output_dir) as tmp, contextlib.ExitStack() as open_files:
-        writers = {
-            s: open_files.enter_context(pq.ParquetWriter(tmp / f"{s}.parquet", schema)) for s in SPLITS
-        }
+    with replace_directory(output_dir) as tmp, contextlib.ExitStack() as stack:
+        writers = {s: stack.enter_context(pq.ParquetWriter(tmp / f"{s}.parquet", schema)) for s in SPLITS}
         for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
             chats = read_chats(users_dir / f"user_{uid}")
             for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
