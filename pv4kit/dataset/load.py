@@ -126,18 +126,16 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reindex(columns=QUESTION_COLUMNS).astype(types).reset_index(drop=True)
 
 
-def _read_raw(
-    raw_root: Path, user_ids: list[int], *, whole: bool
-) -> tuple[list[RawUser], pd.DataFrame | None]:
+def _read_raw(root: Path, user_ids: list[int], *, whole: bool) -> tuple[list[RawUser], pd.DataFrame | None]:
     """The users of ``user_ids`` with a folder in the raw tree, and all their ``qa.csv`` rows (or ``None``).
 
     Each row carries ``user_id``, ``position`` (its row in ``qa.csv``) and ``category_name``. ``whole``
     (loading the tree itself) reads the chats and requires a ``qa.csv`` with good letters from every user.
     """
-    seeds, users, tables = read_persona_seeds(raw_root), [], []
+    seeds, users, tables = read_persona_seeds(root), [], []
     for uid in user_ids:
-        if (udir := raw_root / "users" / f"user_{uid}").is_dir():
-            u = read_user(udir, raw_dir=raw_root, chats=whole, seeds=seeds, require_qa=whole)
+        if (udir := root / "users" / f"user_{uid}").is_dir():
+            u = read_user(udir, raw_dir=root, chats=whole, seeds=seeds, require_qa=whole)
             users.append(u)
             if u.qa is not None:
                 names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
@@ -145,10 +143,8 @@ def _read_raw(
     return users, pd.concat(tables, ignore_index=True) if tables else None
 
 
-def _load_raw(
-    raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
-) -> PV4Data:
-    users_dir, ranges = raw_dir / "users", {"train_users": train_users, "test_users": test_users}
+def _load_raw(raw_dir: Path, ranges: dict[str, tuple[int, int]], *, fraction: float, seed: int) -> PV4Data:
+    users_dir = raw_dir / "users"
     roles, outside = user_roles(users_dir, **ranges)
     raw_users, qa = _read_raw(raw_dir, list(roles), whole=True)
     hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
@@ -169,12 +165,10 @@ def _load_raw(
     return PV4Data(_finish_questions(q), users, str(raw_dir), fingerprint, "raw", users_outside=outside)
 
 
-def _users_frame(
-    roles: dict[int, str], documents: dict[int, list[str]], raw_users: list[RawUser]
-) -> pd.DataFrame:
+def _users_frame(roles: dict[int, str], docs: dict[int, list[str]], raw_users: list[RawUser]) -> pd.DataFrame:
     """The users frame: each user's role and documents, and what the raw tree holds of it."""
     raw = {u.user_id: (u.persona, u.seed, u.categories or None, u.topics or None) for u in raw_users}
-    rows = [(u, role, documents[u], *raw.get(u, (None,) * 4)) for u, role in roles.items()]
+    rows = [(u, role, docs[u], *raw.get(u, (None,) * 4)) for u, role in roles.items()]
     return pd.DataFrame(rows, columns=USER_COLUMNS)
 
 
@@ -280,9 +274,7 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
-def _load_parquet(
-    root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
-) -> PV4Data:
+def _load_parquet(root: Path, found: dict[str, list[Path]], kind: str, fraction: float, seed: int) -> PV4Data:
     manifests = (root / "manifest.json", root / "data" / "manifest.json")
     manifest = next((json.loads(p.read_text()) for p in manifests if p.is_file()), {})
     fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
@@ -370,7 +362,7 @@ def load(
         data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
     elif raw := next((r for r in (root, root / "raw") if (r / "users").is_dir()), None):
         ranges = {"train_users": train_users, "test_users": test_users}
-        data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
+        data = _load_raw(raw, ranges, fraction=validation_fraction, seed=seed)
     else:
         raise FileNotFoundError(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "
