@@ -83,8 +83,7 @@ def read_qa_csv(path: str | Path, *, check_answers: bool = False) -> pd.DataFram
         width = len(frame.columns)
         reason = f"not a readable CSV (Expected {width} fields in line 2, saw {width + frame.index.nlevels})"
         raise FileFormatError(path, 2, "unreadable", reason)
-    missing = [c for c in QA_COLUMNS if c not in frame.columns]
-    if missing:
+    if missing := [c for c in QA_COLUMNS if c not in frame.columns]:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
     for col in ("index", "category"):
         bad = ~frame[col].str.fullmatch("[0-9]+")  # ASCII digits only, as int64 reads them

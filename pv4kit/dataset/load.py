@@ -245,8 +245,7 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
                     f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
                     "Rebuild it with `pv4kit build` or download it again"
                 ) from None
-            missing = [c for c in need if c not in names]
-            if missing:
+            if missing := [c for c in need if c not in names]:
                 raise ValueError(f"{path}: parquet lacks columns {missing}; found {names}")
             _check_rows(t, path, id_column)
             parts.append(t.rename(columns={id_column: "user_id"}).assign(split=split))
