@@ -76,8 +76,7 @@ def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[st
 
 def require_columns(frame: pd.DataFrame, columns: Sequence[str], *, name: str) -> None:
     """Raise ``ValueError`` naming the frame (``name``, its parameter) and the ``columns`` it lacks."""
-    missing = [c for c in columns if c not in frame.columns]
-    if missing:
+    if missing := [c for c in columns if c not in frame.columns]:
         raise ValueError(f"{name}: missing column(s) {missing}; found {list(frame.columns)}")
 
 

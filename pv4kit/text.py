@@ -68,9 +68,6 @@ def list_items(text: str, *, loose: bool = False, marked_only: bool = False) -> 
     if not loose:
         lines = [line.strip() for line in text.strip().split("\n")]
         return [_REFERENCE_MARKER.sub("", line) for line in lines if line]
-    items = []
-    for line in text.splitlines():
-        marker = LIST_MARKER.match(line)
-        if marker or not marked_only:
-            items.append(line[marker.end() :].strip() if marker else line.strip())
+    lines = [line for line in text.splitlines() if LIST_MARKER.match(line) or not marked_only]
+    items = [LIST_MARKER.sub("", line, count=1).strip() for line in lines]
     return [item for item in items if item]

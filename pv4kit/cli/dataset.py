@@ -49,13 +49,8 @@ def _build(args: argparse.Namespace) -> int:
     from pv4kit.dataset.splits import build_dataset
 
     check_output_dir(args.output_dir, option="--output-dir")
-    frame = build_dataset(
-        args.users_dir,
-        args.output_dir,
-        **user_ranges(args),
-        **pick(args, *BUILD_OPTIONS),
-        progress=not args.quiet,
-    )
+    settings = {**user_ranges(args), **pick(args, *BUILD_OPTIONS)}
+    frame = build_dataset(args.users_dir, args.output_dir, **settings, progress=not args.quiet)
     print(frame.to_string(index=False))
     totals = {s: int(frame[s].sum()) for s in ("train", "validation", "test", "hard")}
     print(f"\nwrote {args.output_dir}: " + ", ".join(f"{k} {v}" for k, v in totals.items()))

@@ -81,14 +81,9 @@ def read_qa_csv(path: str | Path, *, check_answers: bool = False) -> pd.DataFram
     frame = read_csv(path, expected="a qa.csv file", dtype=str, keep_default_na=False, na_filter=False)
     if not isinstance(frame.index, pd.RangeIndex):  # pandas made a long first row's leading fields an index
         width = len(frame.columns)
-        raise FileFormatError(
-            path,
-            2,
-            "unreadable",
-            f"not a readable CSV (Expected {width} fields in line 2, saw {width + frame.index.nlevels})",
-        )
-    missing = [c for c in QA_COLUMNS if c not in frame.columns]
-    if missing:
+        reason = f"not a readable CSV (Expected {width} fields in line 2, saw {width + frame.index.nlevels})"
+        raise FileFormatError(path, 2, "unreadable", reason)
+    if missing := [c for c in QA_COLUMNS if c not in frame.columns]:
         raise ValueError(f"{path}: qa.csv lacks columns {missing}; expected {QA_COLUMNS}")
     for col in ("index", "category"):
         bad = ~frame[col].str.fullmatch("[0-9]+")  # ASCII digits only, as int64 reads them

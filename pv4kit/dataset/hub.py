@@ -6,6 +6,7 @@ raises one :class:`HubError` subclass per failure (gated, not found, offline, un
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Sequence
@@ -91,15 +92,11 @@ def _explain(repo_id: str, exc: BaseException, *, revision: str | None) -> HubEr
     if first(errors.RevisionNotFoundError):
         return HubNotFoundError(f"{head}: it has no revision {revision!r} on {endpoint}")
     if first(errors.RepositoryNotFoundError):
-
-        def exists(other: str) -> bool:
-            try:
-                return bool(HfApi().repo_exists(other, repo_type="dataset"))
-            except Exception:  # noqa: BLE001 - only a hint for a message
-                return False
-
-        also = PV4_HUB_IDS if repo_id.lower() in {i.lower() for i in PV4_HUB_IDS} else ()  # the same dataset
-        found = next((a for a in also if a.lower() != repo_id.lower() and exists(a)), None)
+        found = None
+        for other in PV4_HUB_IDS if repo_id.lower() in {i.lower() for i in PV4_HUB_IDS} else ():
+            with contextlib.suppress(Exception):  # the other id of the same dataset: only a hint
+                if other.lower() != repo_id.lower() and HfApi().repo_exists(other, repo_type="dataset"):
+                    found = other
         hint = f' The same dataset exists as {found!r}: pv4kit.load("{found}").' if found else ""
         return HubNotFoundError(
             f"{head}: {repo_id!r} was not found on {endpoint} (or it is private and this machine's token "

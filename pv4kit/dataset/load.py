@@ -126,18 +126,16 @@ def _finish_questions(frame: pd.DataFrame) -> pd.DataFrame:
     return frame.reindex(columns=QUESTION_COLUMNS).astype(types).reset_index(drop=True)
 
 
-def _read_raw(
-    raw_root: Path, user_ids: list[int], *, whole: bool
-) -> tuple[list[RawUser], pd.DataFrame | None]:
+def _read_raw(root: Path, user_ids: list[int], *, whole: bool) -> tuple[list[RawUser], pd.DataFrame | None]:
     """The users of ``user_ids`` with a folder in the raw tree, and all their ``qa.csv`` rows (or ``None``).
 
     Each row carries ``user_id``, ``position`` (its row in ``qa.csv``) and ``category_name``. ``whole``
     (loading the tree itself) reads the chats and requires a ``qa.csv`` with good letters from every user.
     """
-    seeds, users, tables = read_persona_seeds(raw_root), [], []
+    seeds, users, tables = read_persona_seeds(root), [], []
     for uid in user_ids:
-        if (udir := raw_root / "users" / f"user_{uid}").is_dir():
-            u = read_user(udir, raw_dir=raw_root, chats=whole, seeds=seeds, require_qa=whole)
+        if (udir := root / "users" / f"user_{uid}").is_dir():
+            u = read_user(udir, raw_dir=root, chats=whole, seeds=seeds, require_qa=whole)
             users.append(u)
             if u.qa is not None:
                 names = [u.categories[c] if c < len(u.categories) else None for c in u.qa["category"]]
@@ -145,17 +143,14 @@ def _read_raw(
     return users, pd.concat(tables, ignore_index=True) if tables else None
 
 
-def _load_raw(
-    raw_dir: Path, *, train_users: tuple[int, int], test_users: tuple[int, int], fraction: float, seed: int
-) -> PV4Data:
-    users_dir, ranges = raw_dir / "users", {"train_users": train_users, "test_users": test_users}
+def _load_raw(raw_dir: Path, ranges: dict[str, tuple[int, int]], *, fraction: float, seed: int) -> PV4Data:
+    users_dir = raw_dir / "users"
     roles, outside = user_roles(users_dir, **ranges)
     raw_users, qa = _read_raw(raw_dir, list(roles), whole=True)
     hard_path = raw_dir / "hard_subset.csv" if (raw_dir / "hard_subset.csv").is_file() else None
     hard = read_hard_subset(hard_path)
     hard_keys = set(zip(hard["user_id"], hard["question_index"], strict=True))
-    sizes = {u.user_id: len(u.qa) for u in raw_users}
-    plan = assign_splits(sizes, **ranges, fraction=fraction, seed=seed)
+    plan = assign_splits({u.user_id: len(u.qa) for u in raw_users}, **ranges, fraction=fraction, seed=seed)
     q = plan.merge(qa, left_on=QUESTION_KEY, right_on=["user_id", "position"], how="left")
     choices, letters = q[CHOICE_COLUMNS].to_numpy(), q["correct_choice"].str.strip().str.upper()
     q = q.assign(
@@ -165,22 +160,15 @@ def _load_raw(
         answer_letter=letters,
         hard=[key in hard_keys for key in zip(q["user_id"], q["index"], strict=True)],
     )
-    return PV4Data(
-        questions=_finish_questions(q),
-        users=_users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users),
-        source=str(raw_dir),
-        fingerprint=input_fingerprint(users_dir, hard_subset=hard_path),
-        kind="raw",
-        users_outside=outside,
-    )
+    users = _users_frame(roles, {u.user_id: u.chats for u in raw_users}, raw_users)
+    fingerprint = input_fingerprint(users_dir, hard_subset=hard_path)
+    return PV4Data(_finish_questions(q), users, str(raw_dir), fingerprint, "raw", users_outside=outside)
 
 
-def _users_frame(
-    roles: dict[int, str], documents: dict[int, list[str]], raw_users: list[RawUser]
-) -> pd.DataFrame:
+def _users_frame(roles: dict[int, str], docs: dict[int, list[str]], raw_users: list[RawUser]) -> pd.DataFrame:
     """The users frame: each user's role and documents, and what the raw tree holds of it."""
     raw = {u.user_id: (u.persona, u.seed, u.categories or None, u.topics or None) for u in raw_users}
-    rows = [(u, role, documents[u], *raw.get(u, (None,) * 4)) for u, role in roles.items()]
+    rows = [(u, role, docs[u], *raw.get(u, (None,) * 4)) for u, role in roles.items()]
     return pd.DataFrame(rows, columns=USER_COLUMNS)
 
 
@@ -195,22 +183,22 @@ def _find_parquet(root: Path) -> tuple[dict[str, list[Path]], str] | None:
 
 
 def _read_documents(files: list[Path], id_column: str, wanted: set[int]) -> dict[int, list[str]]:
-    """One row's documents per user, reading a single row per row group where possible."""
+    """Each user's documents, from the user's first row."""
     import pyarrow.parquet as pq
 
     docs: dict[int, list[str]] = {}
     for path in files:
         pf = pq.ParquetFile(path)  # read once already by _read_splits, which names a damaged file
         for g in range(pf.num_row_groups):
-            ids = pf.read_row_group(g, columns=[id_column]).column(0).to_numpy()
-            need = [u for u in dict.fromkeys(ids.tolist()) if u in wanted and u not in docs]
-            if len(need) == 1 and (ids == need[0]).all():
-                batch = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"]))
-                docs[need[0]] = batch.column(0)[0].as_py()
-            elif need:  # a row group shared by several users: read it and take each user's first row
+            ids, first = np.unique(pf.read_row_group(g, columns=[id_column]).column(0), return_index=True)
+            rows = {int(u): int(i) for u, i in zip(ids, first, strict=True) if u in wanted and u not in docs}
+            if not rows:
+                continue
+            if max(rows.values()) == 0:  # a row group that starts with the one user needed: read one row
+                col = next(pf.iter_batches(batch_size=1, row_groups=[g], columns=["documents"])).column(0)
+            else:
                 col = pf.read_row_group(g, columns=["documents"]).column(0)
-                for u in need:
-                    docs[u] = col[int(np.flatnonzero(ids == u)[0])].as_py()
+            docs.update({u: col[i].as_py() for u, i in rows.items()})
         if len(docs) == len(wanted):
             break
     return docs
@@ -257,8 +245,7 @@ def _read_splits(found: dict[str, list[Path]]) -> tuple[pd.DataFrame, str]:
                     f"{path}: not a readable parquet file ({exc}); a truncated or damaged download or build? "
                     "Rebuild it with `pv4kit build` or download it again"
                 ) from None
-            missing = [c for c in need if c not in names]
-            if missing:
+            if missing := [c for c in need if c not in names]:
                 raise ValueError(f"{path}: parquet lacks columns {missing}; found {names}")
             _check_rows(t, path, id_column)
             parts.append(t.rename(columns={id_column: "user_id"}).assign(split=split))
@@ -286,11 +273,9 @@ def _check_rows(table: pd.DataFrame, path: Path, id_column: str) -> None:
         )
 
 
-def _load_parquet(
-    root: Path, found: dict[str, list[Path]], kind: str, *, fraction: float, seed: int
-) -> PV4Data:
-    manifests = [p for p in (root / "manifest.json", root / "data" / "manifest.json") if p.is_file()]
-    manifest = json.loads(manifests[0].read_text()) if manifests else {}
+def _load_parquet(root: Path, found: dict[str, list[Path]], kind: str, fraction: float, seed: int) -> PV4Data:
+    manifests = (root / "manifest.json", root / "data" / "manifest.json")
+    manifest = next((json.loads(p.read_text()) for p in manifests if p.is_file()), {})
     fraction, seed = manifest.get("validation_fraction", fraction), manifest.get("seed", seed)
     frame, id_column = _read_splits(found)
     frame["choices"] = [list(c) for c in frame["choices"]]
@@ -372,12 +357,11 @@ def load(
         root = download_dataset(str(source), allow_patterns=_HUB_PATTERNS, revision=revision)
     if not root.exists():
         raise FileNotFoundError(f"{source}: no such folder (expected a data/ folder, a raw tree or a hub id)")
-    found = _find_parquet(root)
-    if found is not None:
+    if found := _find_parquet(root):
         data = _load_parquet(root, *found, fraction=validation_fraction, seed=seed)
     elif raw := next((r for r in (root, root / "raw") if (r / "users").is_dir()), None):
         ranges = {"train_users": train_users, "test_users": test_users}
-        data = _load_raw(raw, **ranges, fraction=validation_fraction, seed=seed)
+        data = _load_raw(raw, ranges, fraction=validation_fraction, seed=seed)
     else:
         raise FileNotFoundError(
             f"{root}: found neither {{train,validation,test}}.parquet, data/pv4/<split>-*.parquet, nor a raw "

@@ -69,31 +69,30 @@ def check_tags(text: str) -> list[TagProblem]:
         problems.append(TagProblem(text.count("\n", 0, pos) + 1, number, code, message))
 
     for k, (lo, hi) in enumerate(itertools.pairwise(bounds)):
-        number, body_lo = (k - 1 if k else None), lo + len("<QUESTION>") if k else lo
-        body = text[body_lo:hi]
-        if k and not body.strip():
+        number, start, q = (k - 1 if k else None), lo + len("<QUESTION>") if k else lo, f"question {k}"
+        if k and not text[start:hi].strip():
             continue
-        well = {m.start() + body_lo: m for m in _WELL_FORMED.finditer(body)}  # the tags the parse sees
+        well = {m.start(): m for m in _WELL_FORMED.finditer(text, start, hi)}  # the tags the parse sees
         found: dict[str, list[int]] = {}
         for pos, m in well.items():
             found.setdefault(_canonical(m.group(0).split()[0]), []).append(pos)
         malformed: set[str] = set()
-        for m in _LOOSE.finditer(body):
-            pos = m.start() + body_lo
-            if pos in well and well[pos].end() - well[pos].start() >= m.end() - m.start():
+        for m in _LOOSE.finditer(text, start, hi):
+            pos = m.start()
+            if pos in well and well[pos].end() >= m.end():
                 continue
             tag = _canonical(m.group(0))
             malformed.add(tag)
             if tag == "WORD_COUNTS":  # inside the rationale, which runs to the end of the block anyway
                 continue
-            before = [_canonical(w.group(0).split()[0]) for q, w in well.items() if q < pos]
+            before = [_canonical(w.group(0).split()[0]) for at, w in well.items() if at < pos]
             field = _field_name(before[-1] if before else ("QUESTION" if k else ""))
             effect = (
                 "the rationale is read from the next '>' on, or is empty"
                 if tag == "RATIONALE"
                 else f"{field} runs on through it"
             )
-            where = f"question {number + 1}: " if k else ""
+            where = f"{q}: " if k else ""
             message = (
                 f"{where}{m.group(0).strip()!r} is not a well-formed tag (expected '<{tag}>'); "
                 f"the parse does not see it, so {effect}"
@@ -108,7 +107,6 @@ def check_tags(text: str) -> list[TagProblem]:
                 )
                 add(min(p for ps in found.values() for p in ps), None, "tag_outside", message)
             continue
-        q = f"question {number + 1}"
         for tag in REQUIRED:
             if tag not in found and tag not in malformed:
                 message = (

@@ -25,11 +25,6 @@ from pv4kit.schema import LETTERS, QA_COLUMNS
 logger = logging.getLogger(__name__)
 
 _SEQUENCE = ["QUESTION", "CHOICE_A", "CHOICE_B", "CHOICE_C", "CHOICE_D", "CHOICE_E", "CORRECT_CHOICE"]
-_FIELD_RE = {
-    tag: re.compile(rf"<{tag}>(.*?)(?=<{nxt}>|$)", re.DOTALL)
-    for tag, nxt in zip(_SEQUENCE[:-1], _SEQUENCE[1:], strict=True)
-}
-_FIELD_RE["QUESTION"] = re.compile(r"^(.*?)(?=<CHOICE_A>|$)", re.DOTALL)  # a block starts after its tag
 _LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-E])\b")
 _LOOSE_LETTER_RE = re.compile(r"<CORRECT_CHOICE>\s*([A-Ea-e])\b")
 _RATIONALE_RE = re.compile(r"<RATIONALE[^>]*>(.*)", re.DOTALL)
@@ -60,7 +55,9 @@ class QABlock:
 
 
 def _field(tag: str, block: str) -> str:
-    match = _FIELD_RE[tag].search(block)
+    """The stripped text from ``<tag>`` (a block starts after ``<QUESTION>``) to the next tag in order."""
+    start, end = "^" if tag == "QUESTION" else f"<{tag}>", _SEQUENCE[_SEQUENCE.index(tag) + 1]
+    match = re.search(rf"{start}(.*?)(?=<{end}>|$)", block, re.DOTALL)
     return match.group(1).strip() if match else ""
 
 
@@ -187,9 +184,8 @@ def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.Da
                 reason = "untagged_first_empty_question" if blk.leading else "empty_question"
                 drops.append({"category": c, "block": blk.block, "line": blk.line, "reason": reason})
     rows, shuffle_drops = shuffle_records(records, seed=seed)
-    drops.extend(shuffle_drops)
     table = pd.DataFrame(rows, columns=QA_COLUMNS)
-    report = pd.DataFrame(drops, columns=["category", "block", "line", "reason"])
+    report = pd.DataFrame(drops + shuffle_drops, columns=["category", "block", "line", "reason"])
     report.insert(0, "file", [str(user_dir / "qa" / f"{c}.txt") for c in report["category"]])
     report["kept"] = report["reason"] == KEPT_UNTAGGED
     report = report.sort_values(["category", "block"], kind="stable").reset_index(drop=True)
@@ -252,7 +248,7 @@ def write_qa_tables(
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.
     """
     users_dir = Path(users_dir)
-    reports, summary, pending, shrinking = [], [], [], []
+    reports, summary, pending = [], [], []
     for uid in list_users(users_dir) if user_ids is None else list(user_ids):
         user_dir, target = users_dir / f"user_{uid}", users_dir / f"user_{uid}" / "qa.csv"
         table, drops = build_question_table(user_dir, seed=seed)
@@ -273,8 +269,7 @@ def write_qa_tables(
         reports.append(drops.assign(user_id=uid)[["user_id", *drops.columns]])
         if written:
             pending.append((target, table))
-        if written and (message := _shrink_message(target, table)):
-            shrinking.append(message)
+    shrinking = [message for target, table in pending if (message := _shrink_message(target, table))]
     if shrinking and not force:
         raise ValueError(
             "refusing to replace qa.csv with a smaller table; nothing was written:\n  "

@@ -8,6 +8,7 @@ byte for byte.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import math
 from pathlib import Path
@@ -89,16 +90,16 @@ def _user_table(rows: pd.DataFrame, chats: list[str], hard: set[int], uid: int, 
 
     choices = rows[CHOICE_COLUMNS].to_numpy()
     answers = [c[LETTERS.index(x)] for c, x in zip(choices, rows["correct_choice"], strict=True)]
-    strings = pa.list_(pa.string())
-    columns = {
-        schema.names[0]: pa.array(np.full(len(rows), uid, dtype=np.int64)),
-        "question": pa.array(rows["question"].tolist(), type=pa.string()),
-        "answer": pa.array(answers, type=pa.string()),
-        "choices": pa.array([list(c) for c in choices], type=strings),
-        "documents": pc.take(pa.array([chats], type=strings), pa.array(np.zeros(len(rows), dtype=np.int64))),
-        "hard": pa.array([int(i) in hard for i in rows["index"]], type=pa.bool_()),
-    }
-    return pa.table(columns, schema=schema)
+    documents = pa.array([chats], type=schema.field("documents").type)  # one list, taken once per row
+    columns = [
+        np.full(len(rows), uid, dtype=np.int64),
+        rows["question"].tolist(),
+        answers,
+        [list(c) for c in choices],
+        pc.take(documents, np.zeros(len(rows), dtype=np.int64)),
+        [int(i) in hard for i in rows["index"]],
+    ]
+    return pa.Table.from_pydict(dict(zip(schema.names, columns, strict=True)), schema=schema)
 
 
 def _read_table(users_dir: Path, uid: int, role: str) -> pd.DataFrame:
@@ -162,12 +163,9 @@ def build_dataset(
     tables = {uid: _read_table(users_dir, uid, role) for uid, role in roles.items()}
     raise_first(hard_problems(hard_subset, [*roles, *outside], lambda u: set(tables[u]["index"]), **ranges))
     hard = read_hard_subset(hard_subset).groupby("user_id")["question_index"].agg(set)
-    plan = assign_splits(
-        {u: len(t) for u, t in tables.items()}, **ranges, fraction=validation_fraction, seed=seed
-    )
-    positions = {
-        key: g["question_index"].to_numpy() for key, g in plan.groupby(["user_id", "split"], sort=False)
-    }
+    sizes = {u: len(t) for u, t in tables.items()}
+    plan = assign_splits(sizes, **ranges, fraction=validation_fraction, seed=seed)
+    positions = dict(iter(plan.groupby(["user_id", "split"], sort=False)["question_index"]))
     strings = pa.list_(pa.string())
     schema = pa.schema(
         [(id_column, pa.int64()), ("question", pa.string()), ("answer", pa.string()), ("choices", strings)]
@@ -179,17 +177,14 @@ def build_dataset(
         | {"hard": len(hard.get(u, ()))}
         for u, role in roles.items()
     ]
-    with replace_directory(output_dir) as tmp:
-        writers = {s: pq.ParquetWriter(tmp / f"{s}.parquet", schema) for s in SPLITS}
-        try:
-            for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
-                chats = read_chats(users_dir / f"user_{uid}")
-                for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
-                    rows = tables[uid].iloc[positions.get((uid, split), np.zeros(0, dtype=np.int64))]
-                    writers[split].write_table(_user_table(rows, chats, hard.get(uid, set()), uid, schema))
-        finally:
-            for w in writers.values():
-                w.close()
+    # the writers close (inner context) before the new folder is swapped in (outer)
+    with replace_directory(output_dir) as tmp, contextlib.ExitStack() as stack:
+        writers = {s: stack.enter_context(pq.ParquetWriter(tmp / f"{s}.parquet", schema)) for s in SPLITS}
+        for uid in tqdm(list(roles), desc="build", unit="user", disable=not progress):
+            chats = read_chats(users_dir / f"user_{uid}")
+            for split in ROLE_SPLITS[roles[uid]]:  # an empty row group too, as the reference
+                rows = tables[uid].iloc[positions.get((uid, split), [])]
+                writers[split].write_table(_user_table(rows, chats, hard.get(uid, set()), uid, schema))
         frame = pd.DataFrame(summary)
         atomic_write_text(tmp / "user_splits.csv", frame.to_csv(index=False, lineterminator="\n"))
         manifest = provenance(

@@ -7,7 +7,6 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -42,10 +41,10 @@ class _Report(list):
     def add(self, path: Path, line: int | None, code: str, message: str, severity: str = "error") -> None:
         self.append(problem(path, line, code, message, severity))
 
-    def read(self, read: Callable[[Path], Any], path: Path) -> Any:
-        """``read(path)``, or ``None`` with the file's problem reported."""
+    def read(self, read: Callable[..., Any], path: Path, **kwargs: Any) -> Any:
+        """``read(path, **kwargs)``, or ``None`` with the file's problem reported."""
         try:
-            return read(path)
+            return read(path, **kwargs)
         except FileFormatError as exc:
             code = "qa_unreadable" if exc.code == "unreadable" and exc.path.name == "qa.csv" else exc.code
             self.add(exc.path, exc.line, code, exc.reason)
@@ -56,13 +55,11 @@ def _check_lists(user_dir: Path, r: _Report) -> tuple[list[str], list[str] | Non
     """``categories.txt`` (an error when missing or empty), ``chat_topics.txt`` (a warning); their items."""
     lists = []
     for name, what in (("categories.txt", "category"), ("chat_topics.txt", "topic")):
-        path = user_dir / name
-        items = r.read(read_list, path) if path.exists() else None
+        path, items = user_dir / name, None
         if not path.exists():
-            r.add(
-                path, None, "missing_file", f"{name} is missing", "error" if what == "category" else "warning"
-            )
-        elif items == [""] and what == "category":
+            severity = "error" if what == "category" else "warning"
+            r.add(path, None, "missing_file", f"{name} is missing", severity)
+        elif (items := r.read(read_list, path)) == [""] and what == "category":
             r.add(path, None, "empty_file", "categories.txt lists no category")
             items = None
         # the reference reads a blank line as an item
@@ -116,15 +113,15 @@ def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.Da
         message = f"categories.txt lists {len(categories)} categories but qa/ also has {also}"
         r.add(qa_dir, None, "count_mismatch", message)
     texts = {}
-    for c in sorted(qa_files):
-        text = texts[c] = r.read(read_text, qa_files[c])
+    for c, path in sorted(qa_files.items()):
+        text = texts[c] = r.read(read_text, path)
         for tag in check_tags(text) if text is not None else []:
-            r.add(qa_files[c], tag.line, tag.code, tag.message)
+            r.add(path, tag.line, tag.code, tag.message)
         if text is not None and "<QUESTION>" not in text:
             empty = not text.strip()
             what = "is empty" if empty else "holds no <QUESTION> block"
             message = f"{what}: step 5 gives category {c} no questions"
-            r.add(qa_files[c], None, "empty_file" if empty else "no_questions", message)
+            r.add(path, None, "empty_file" if empty else "no_questions", message)
     if not categories or any(texts.get(c) is None for c in range(len(categories))):
         return None
     table, drops = build_question_table(user_dir)
@@ -148,9 +145,7 @@ def _check_qa_csv(
     if not qa_csv.exists():
         r.add(qa_csv, None, "missing_file", "qa.csv is missing (run `pv4kit qa-table`)", "warning")
         return None
-    frame = r.read(
-        functools.partial(read_csv, expected="a qa.csv file", dtype=str, keep_default_na=False), qa_csv
-    )
+    frame = r.read(read_csv, qa_csv, expected="a qa.csv file", dtype=str, keep_default_na=False)
     qa_text = r.read(read_text, qa_csv) if frame is not None else None
     if qa_text is None:
         return None
@@ -198,10 +193,10 @@ def validate_raw(
     if not ids:
         r.add(users_dir, None, "no_users", "no user_N folders found")
     words = f"train users {train_users[0]}-{train_users[1]}, test users {test_users[0]}-{test_users[1]}"
-    questions = {}
+    ranges, questions = {"train_users": train_users, "test_users": test_users}, {}
     for uid in ids:
         user_dir = users_dir / f"user_{uid}"
-        if user_role(uid, train_users=train_users, test_users=test_users) is None:
+        if user_role(uid, **ranges) is None:
             message = f"user {uid} is outside both ranges ({words}); build and load leave it out"
             r.add(user_dir, None, "user_outside", message, "warning")
         categories, topics = _check_lists(user_dir, r)
@@ -212,18 +207,15 @@ def validate_raw(
         for uid in sorted(set(ids) - set(list_personas(root / "personas"))):
             path = root / "personas" / f"user_{uid}.txt"
             r.add(path, None, "missing_persona", f"no persona profile for user {uid}", "warning")
-    if (root / "persona_seeds.csv").is_file():
-        try:
-            read_persona_seeds(root)
-        except (ValueError, KeyError) as exc:
-            r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
-    if (root / "hard_subset.csv").is_file():
-        try:
-            r += hard_problems(
-                root / "hard_subset.csv", ids, questions.get, train_users=train_users, test_users=test_users
-            )
-        except ValueError as exc:
-            r.add(root / "hard_subset.csv", 1, "hard_format", str(exc))
+    try:
+        read_persona_seeds(root)  # {} without the file
+    except (ValueError, KeyError) as exc:
+        r.add(root / "persona_seeds.csv", 1, "seeds_format", str(exc))
+    hard = root / "hard_subset.csv"
+    try:
+        r += hard_problems(hard if hard.is_file() else None, ids, questions.get, **ranges)
+    except ValueError as exc:
+        r.add(hard, 1, "hard_format", str(exc))
     return pd.DataFrame(r, columns=REPORT_COLUMNS)
 
 
