@@ -253,8 +253,7 @@ def answer(
         raise ValueError(
             f"method {m.name!r}: its plan function returned {len(plans)} plans for {len(questions)} questions"
         )
-    asked = list(questions["question"])
-    orders = None
+    asked, orders = list(questions["question"]), None
     if mcq:  # the candidates follow the question, lettered in a seeded order
         keys = zip(questions["user_id"], questions["question_index"], strict=True)
         orders = [choice_order(u, i, seed=mcq_seed) for u, i in keys]
@@ -297,9 +296,8 @@ def answer(
     failed = [r.error is not None for r in responses]
     empty = [r.error is None and not (r.text or "").strip() for r in responses]
     if errors:
-        logger.warning(
-            "%s: %d requests failed after retries (status failed); rerun to resume", m.name, errors
-        )
+        msg = "%s: %d requests failed after retries (status failed); rerun to resume"
+        logger.warning(msg, m.name, errors)
     if any(empty):
         msg = "%s: %d answers came back empty or whitespace (scored as the reference does)"
         logger.warning(msg, m.name, sum(empty))
@@ -441,24 +439,22 @@ def front_requests(
     bar = {"desc": "prompt tokens", "disable": not progress, "leave": False}
     for question, plan in tqdm(list(zip(questions, plans, strict=True)), **bar):
         chat, every = build_messages(question, plan.documents, system=system), range(len(plan.documents))
-        if not tokenizer.exact:
-            full = tokenizer.length(chat)
-            cut = chat if full <= budget else tokenizer.truncate_messages(chat, budget)
-            sent_as = "chat" if full <= budget else "messages (estimate)"
-            out.append(Request(cut, False, full, tokenizer.length(cut), sent_as, every))
-            continue
-        ids = tokenizer.encode_chat(chat)
-        kept = ids[-budget:]  # the reference's cut: the last ``budget`` ids
-        if len(ids) <= budget:
-            out.append(Request(chat, False, len(ids), len(ids), "chat", every))
+        ids = tokenizer.encode_chat(chat) if tokenizer.exact else []
+        full = len(ids) if tokenizer.exact else tokenizer.length(chat)
+        if full <= budget:
+            out.append(Request(chat, False, full, full, "chat", every))
+        elif not tokenizer.exact:
+            cut = tokenizer.truncate_messages(chat, budget)
+            out.append(Request(cut, False, full, tokenizer.length(cut), "messages (estimate)", every))
         elif protocol == "chat" and server_kind in ("vllm", "llama.cpp"):  # completions take token ids
-            message = {"role": "user", "content": "", "prompt_token_ids": kept}
-            out.append(Request([message], True, len(ids), len(kept), "token ids", every))
+            # the reference's cut: the last ``budget`` ids
+            message = {"role": "user", "content": "", "prompt_token_ids": ids[-budget:]}
+            out.append(Request([message], True, full, budget, "token ids", every))
         elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):
-            message = {"role": "user", "content": tokenizer.decode(kept)}
-            out.append(Request([message], True, len(ids), len(kept), "text", every))
+            message = {"role": "user", "content": tokenizer.decode(ids[-budget:])}
+            out.append(Request([message], True, full, budget, "text", every))
         else:
-            out.append(Request(chat, False, len(ids), len(ids), "unsendable", every))
+            out.append(Request(chat, False, full, full, "unsendable", every))
     unsendable = [r.full_tokens for r in out if r.sent_as == "unsendable"]
     if unsendable:
         raise ValueError(
