@@ -180,15 +180,19 @@ def answer(
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
         embedder: Embedder of dense retrieval (default: the reference's Qwen3-Embedding-4B).
-        dense_ranking: ``"reference"`` or ``"stable"`` (:func:`~pv4kit.baselines.retrieve.rank_questions`).
+        dense_ranking: ``reference``: float16, ranked by torch as the reference; ``stable``: float32, ties in
+            chat order (:func:`~pv4kit.baselines.retrieve.rank_questions`).
         embed_cache: Embedding cache (:func:`pv4kit.embeddings.models.embed_texts`).
         cache: Response cache of :func:`pv4kit.llm.client.complete` (``True``: the shared one; ``None``: off).
-        max_model_len: Model context length (default: :func:`default_max_model_len`).
+        max_model_len: Context length (default: :func:`default_max_model_len`: local 8192; full 65536, the
+            reference's YaRN x2 window; else 32768).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (the reference's 32).
         token_counter: ``truncation="relevance"`` and ``attributes``: the text counter (default chars/4).
-        tokenizer: ``truncation="front"``: the prompt tokenizer
-            (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`; default: the server's, else an estimate).
+        tokenizer: The prompt tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`): the decoder's
+            Hugging Face tokenizer (name/path; its chat template, thinking off), ``server`` (vLLM /tokenize,
+            llama.cpp /apply-template + /tokenize) or ``chars`` (ceil(chars/4), logged); default: the
+            server's, else the estimate.
         truncation: ``"front"`` (the reference: the prompt's last tokens, sent as token ids where the server
             takes them, refused before sending where not) or ``"relevance"`` (drop the least relevant chats).
         check_server: Ask the endpoint what it is and its ``max_model_len`` first; another length is refused.

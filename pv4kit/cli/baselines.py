@@ -140,21 +140,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", type=run_name, help="run name [<model>_<method>[_top<k>]]")
     p.add_argument("--runs-dir", default="runs", help="the folder of the runs [runs]")
     add_llm_cache(p)
-    ranking_help = "reference: float16, ranked by torch as the reference; stable: float32, ties in chat order"
-    tokenizer_help = (
-        "the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' (vLLM "
-        "/tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged) [the server's]"
-    )
-    length_help = "context length [local: 8192; full: 65536, the reference's YaRN x2 window; else 32768]"
     add_options(
         p,
         answer,
         *ANSWER_OPTIONS,
         split={"choices": list(SPLITS)},
         retriever={"choices": ["dense", "bm25"]},
-        dense_ranking={"choices": ["reference", "stable"], "help": ranking_help},
-        max_model_len={"help": length_help},
-        tokenizer={"help": tokenizer_help},
+        dense_ranking={"choices": ["reference", "stable"]},
         truncation={"choices": ["front", "relevance"]},
         users={"type": user_ids, "help": "comma-separated user ids (default: all)"},
     )
