@@ -9,7 +9,6 @@ in process), one run scored again through vLLM's ``/v1/embeddings``, ``hard`` (`
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -213,7 +212,7 @@ def _validity(report_dir: Path, embedder: Any, *, cache: Any, progress: bool) ->
     if (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
         return summary_text(read_validity(report_dir)["summary"])
     with resolve_endpoint("local") as endpoint:
-        judge = dataclasses.replace(local_llm_config(endpoint), max_output_tokens=8)
+        judge = local_llm_config(endpoint, max_output_tokens=8)
         minilm = get_embedder("minilm", device="cpu", instruction="Represent the meaning of this answer: ")
         options = {"llm_cache": cache, "progress": progress}
         report = validity(report_dir, judges=[judge], against=[minilm], embedder=embedder, **options)
