@@ -459,15 +459,13 @@ def front_requests(
             out.append(Request([message], True, full, budget, "text", every))
         else:
             out.append(Request(chat, False, full, full, "unsendable", every))
-    unsendable = [r.full_tokens for r in out if r.sent_as == "unsendable"]
-    if unsendable:
+    if unsendable := [r.full_tokens for r in out if r.sent_as == "unsendable"]:
         raise ValueError(
-            f"{len(unsendable)} of {len(out)} prompts are over the budget of {budget} tokens "
-            f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
-            f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
-            "a prompt of token ids (vLLM and llama.cpp can); pass truncation='relevance' (drop the least "
-            f"relevant chats) or a max_model_len=N that fits {max(unsendable)} tokens and the answer; "
-            "nothing was sent"
+            f"{len(unsendable)} of {len(out)} prompts are over the budget of {budget} tokens (max_model_len -"
+            f" max_new_tokens - margin; the longest has {max(unsendable)}): the reference cuts them from the"
+            f" front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take token ids (vLLM,"
+            " llama.cpp can); pass truncation='relevance' (drop the least relevant chats) or max_model_len=N"
+            f" that fits {max(unsendable)} tokens and the answer; nothing was sent"
         )
     return out
 
@@ -512,9 +510,7 @@ def _served_model(
         before = read_run_config(resumed_from).get("served_model")
         names.update([before] if isinstance(before, str) else before or [])
     snapshot = re.compile(re.escape(model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
-    other = sorted(n for n in names if not snapshot.fullmatch(n))
-    if other:
+    if other := sorted(n for n in names if not snapshot.fullmatch(n)):
         msg = "%s: the server answered as %s, not the requested model %r (recorded as served_model)"
         logger.warning(msg, method, other, model)
-    ordered = sorted(names)
-    return ordered[0] if len(ordered) == 1 else (ordered or None)
+    return min(names) if len(names) == 1 else (sorted(names) or None)
