@@ -137,9 +137,10 @@ def attribute_contexts(
         info["attributes"][str(uid)] = attrs
         if not attrs:
             logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
-        stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]] if attrs else []
-        replies = [r.text for r in call(stage2, "attributes:select", uid)] if attrs else [""] * len(rows)
-        for i, text in zip(rows["question_index"], replies, strict=True):
+        # stage 2 (users with attributes): which of them matter for each question
+        stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
+        selections = [r.text for r in call(stage2, "attributes:select", uid)] if attrs else [""] * len(rows)
+        for i, text in zip(rows["question_index"], selections, strict=True):
             picked = parse_selection(text, len(attrs)) if attrs else []  # None: unparseable, every attribute
             kept = attrs if picked is None else [attrs[j] for j in picked]
             chosen[uid, int(i)], docs[uid, int(i)] = (len(kept), picked is None), attribute_document(kept)
