@@ -59,11 +59,9 @@ def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
     """Time the ``with`` block as stage ``name`` into ``timings`` (logged at start and end)."""
     logger.info("== %s", name)
     start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-        logger.info("== %s done in %.1fs", name, timings[name])
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+    logger.info("== %s done in %.1fs", name, timings[name])
 
 
 def _newest_mtime(paths: list[Path]) -> float:
