@@ -128,10 +128,9 @@ def select_questions(
     """
     q = data.split(split)
     if users is not None:
-        if unknown := sorted(set(users) - set(q["user_id"])):
-            raise ValueError(
-                f"users: {unknown} have no {split!r} questions; have {sorted(set(q['user_id']))}"
-            )
+        have = sorted(set(q["user_id"]))
+        if unknown := sorted(set(users) - set(have)):
+            raise ValueError(f"users: {unknown} have no {split!r} questions; have {have}")
         q = q[q["user_id"].isin(users)]
     q = q.sort_values(QUESTION_KEY, kind="stable").iloc[:limit].reset_index(drop=True)
     if q.empty:
