@@ -135,17 +135,15 @@ def attribute_contexts(
         replies = "\n".join(r.text or "" for r in call(stage1, "attributes:extract", uid))
         attrs = parse_attributes(replies, max_attributes=max_attributes)
         info["attributes"][str(uid)] = attrs
-        keys = [(uid, int(i)) for i in rows["question_index"]]
         if not attrs:
             logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
-            docs.update(dict.fromkeys(keys, ""))
-            chosen.update(dict.fromkeys(keys, (0, False)))
-            continue
+        # stage 2 (users with attributes): which of them matter for each question
         stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
-        for k, r in zip(keys, call(stage2, "attributes:select", uid), strict=True):
-            picked = parse_selection(r.text, len(attrs))  # None: unparseable, every attribute
+        selections = [r.text for r in call(stage2, "attributes:select", uid)] if attrs else [""] * len(rows)
+        for i, text in zip(rows["question_index"], selections, strict=True):
+            picked = parse_selection(text, len(attrs)) if attrs else []  # None: unparseable, every attribute
             kept = attrs if picked is None else [attrs[j] for j in picked]
-            chosen[k], docs[k] = (len(kept), picked is None), attribute_document(kept)
+            chosen[uid, int(i)], docs[uid, int(i)] = (len(kept), picked is None), attribute_document(kept)
     info["n_fallback"] = sum(fell_back for _, fell_back in chosen.values())
     if info["n_fallback"]:
         msg = "attributes: %d of %d selections were unparseable; used all attributes for them"

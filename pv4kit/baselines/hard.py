@@ -63,7 +63,11 @@ def derive_hard_subset(
 ) -> pd.DataFrame:
     """The hard questions (``user_id, question_index``, sorted) under ``rule``: see :func:`hard_flags`.
 
-    ``rule``: ``"any"``, wrong in at least one run (the dataset card's wording), or ``"all"``, in both.
+    Args:
+        no_docs: The closed-book run.
+        rag: The ``rag`` ``top_k=1`` run of the same decoder.
+        rule: Wrong in at least one run (``"any"``, the dataset card's wording), or in both (``"all"``).
+        force: See :func:`hard_flags`.
     """
     if rule not in RULES:
         raise ValueError(f"rule must be one of {RULES}, got {rule!r}")
@@ -140,7 +144,13 @@ def hard_report(
     """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
 
     One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
-    ``existing``, the columns of :func:`overlap` (``force``: see :func:`hard_flags`).
+    ``existing``, the columns of :func:`overlap`.
+
+    Args:
+        no_docs: The scored no_docs run directory.
+        rag: The scored ``rag --top-k 1`` run directory of the same decoder.
+        existing: An existing ``hard_subset.csv`` to compare with.
+        force: Use runs scored on different data (refused by default).
     """
     flags = hard_flags(no_docs, rag, force=force)
     if existing is not None and not isinstance(existing, pd.DataFrame):

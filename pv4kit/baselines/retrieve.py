@@ -66,11 +66,9 @@ def reference_ranking(
 
 def bm25_matrix(queries: Sequence[str], documents: Sequence[str], **kwargs: Any) -> np.ndarray:
     """BM25 scores of each query against the documents: ``(n_queries, n_docs)``."""
-    out = np.zeros((len(queries), len(documents)), dtype=np.float32)
     index = BM25Index([tokenize(d) for d in documents], **kwargs)
-    for i, q in enumerate(queries):
-        out[i] = index.scores(tokenize(q))
-    return out
+    rows = [index.scores(tokenize(q)) for q in queries]
+    return np.array(rows, dtype=np.float32).reshape(len(queries), len(documents))
 
 
 def rank_questions(

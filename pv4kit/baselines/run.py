@@ -128,10 +128,9 @@ def select_questions(
     """
     q = data.split(split)
     if users is not None:
-        if unknown := sorted(set(users) - set(q["user_id"])):
-            raise ValueError(
-                f"users: {unknown} have no {split!r} questions; have {sorted(set(q['user_id']))}"
-            )
+        have = sorted(set(q["user_id"]))
+        if unknown := sorted(set(users) - set(have)):
+            raise ValueError(f"users: {unknown} have no {split!r} questions; have {have}")
         q = q[q["user_id"].isin(users)]
     q = q.sort_values(QUESTION_KEY, kind="stable").iloc[:limit].reset_index(drop=True)
     if q.empty:
@@ -180,15 +179,19 @@ def answer(
         top_k: Chats per question for ``rag``.
         retriever: ``"dense"`` or ``"bm25"`` (``rag``; ``full`` uses it to choose what to drop).
         embedder: Embedder of dense retrieval (default: the reference's Qwen3-Embedding-4B).
-        dense_ranking: ``"reference"`` or ``"stable"`` (:func:`~pv4kit.baselines.retrieve.rank_questions`).
+        dense_ranking: ``reference``: float16, ranked by torch as the reference; ``stable``: float32, ties in
+            chat order (:func:`~pv4kit.baselines.retrieve.rank_questions`).
         embed_cache: Embedding cache (:func:`pv4kit.embeddings.models.embed_texts`).
         cache: Response cache of :func:`pv4kit.llm.client.complete` (``True``: the shared one; ``None``: off).
-        max_model_len: Model context length (default: :func:`default_max_model_len`).
+        max_model_len: Context length (default: :func:`default_max_model_len`: local 8192; full 65536, the
+            reference's YaRN x2 window; else 32768).
         max_new_tokens: Output token cap.
         margin: Tokens kept free besides the output (the reference's 32).
         token_counter: ``truncation="relevance"`` and ``attributes``: the text counter (default chars/4).
-        tokenizer: ``truncation="front"``: the prompt tokenizer
-            (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`; default: the server's, else an estimate).
+        tokenizer: The prompt tokenizer (:func:`~pv4kit.baselines.tokens.get_chat_tokenizer`): the decoder's
+            Hugging Face tokenizer (name/path; its chat template, thinking off), ``server`` (vLLM /tokenize,
+            llama.cpp /apply-template + /tokenize) or ``chars`` (ceil(chars/4), logged); default: the
+            server's, else the estimate.
         truncation: ``"front"`` (the reference: the prompt's last tokens, sent as token ids where the server
             takes them, refused before sending where not) or ``"relevance"`` (drop the least relevant chats).
         check_server: Ask the endpoint what it is and its ``max_model_len`` first; another length is refused.
@@ -253,8 +256,7 @@ def answer(
         raise ValueError(
             f"method {m.name!r}: its plan function returned {len(plans)} plans for {len(questions)} questions"
         )
-    asked = list(questions["question"])
-    orders = None
+    asked, orders = list(questions["question"]), None
     if mcq:  # the candidates follow the question, lettered in a seeded order
         keys = zip(questions["user_id"], questions["question_index"], strict=True)
         orders = [choice_order(u, i, seed=mcq_seed) for u, i in keys]
@@ -297,9 +299,8 @@ def answer(
     failed = [r.error is not None for r in responses]
     empty = [r.error is None and not (r.text or "").strip() for r in responses]
     if errors:
-        logger.warning(
-            "%s: %d requests failed after retries (status failed); rerun to resume", m.name, errors
-        )
+        msg = "%s: %d requests failed after retries (status failed); rerun to resume"
+        logger.warning(msg, m.name, errors)
     if any(empty):
         msg = "%s: %d answers came back empty or whitespace (scored as the reference does)"
         logger.warning(msg, m.name, sum(empty))
@@ -441,33 +442,29 @@ def front_requests(
     bar = {"desc": "prompt tokens", "disable": not progress, "leave": False}
     for question, plan in tqdm(list(zip(questions, plans, strict=True)), **bar):
         chat, every = build_messages(question, plan.documents, system=system), range(len(plan.documents))
-        if not tokenizer.exact:
-            full = tokenizer.length(chat)
-            cut = chat if full <= budget else tokenizer.truncate_messages(chat, budget)
-            sent_as = "chat" if full <= budget else "messages (estimate)"
-            out.append(Request(cut, False, full, tokenizer.length(cut), sent_as, every))
-            continue
-        ids = tokenizer.encode_chat(chat)
-        kept = ids[-budget:]  # the reference's cut: the last ``budget`` ids
-        if len(ids) <= budget:
-            out.append(Request(chat, False, len(ids), len(ids), "chat", every))
+        ids = tokenizer.encode_chat(chat) if tokenizer.exact else []
+        full = len(ids) if tokenizer.exact else tokenizer.length(chat)
+        if full <= budget:
+            out.append(Request(chat, False, full, full, "chat", every))
+        elif not tokenizer.exact:
+            cut = tokenizer.truncate_messages(chat, budget)
+            out.append(Request(cut, False, full, tokenizer.length(cut), "messages (estimate)", every))
         elif protocol == "chat" and server_kind in ("vllm", "llama.cpp"):  # completions take token ids
-            message = {"role": "user", "content": "", "prompt_token_ids": kept}
-            out.append(Request([message], True, len(ids), len(kept), "token ids", every))
+            # the reference's cut: the last ``budget`` ids
+            message = {"role": "user", "content": "", "prompt_token_ids": ids[-budget:]}
+            out.append(Request([message], True, full, budget, "token ids", every))
         elif protocol == "chat" and server_kind == "llama-cpp-python" and hasattr(tokenizer, "decode"):
-            message = {"role": "user", "content": tokenizer.decode(kept)}
-            out.append(Request([message], True, len(ids), len(kept), "text", every))
+            message = {"role": "user", "content": tokenizer.decode(ids[-budget:])}
+            out.append(Request([message], True, full, budget, "text", every))
         else:
-            out.append(Request(chat, False, len(ids), len(ids), "unsendable", every))
-    unsendable = [r.full_tokens for r in out if r.sent_as == "unsendable"]
-    if unsendable:
+            out.append(Request(chat, False, full, full, "unsendable", every))
+    if unsendable := [r.full_tokens for r in out if r.sent_as == "unsendable"]:
         raise ValueError(
-            f"{len(unsendable)} of {len(out)} prompts are over the budget of {budget} tokens "
-            f"(max_model_len - max_new_tokens - margin; the longest has {max(unsendable)}) and the reference "
-            f"cuts them from the front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take "
-            "a prompt of token ids (vLLM and llama.cpp can); pass truncation='relevance' (drop the least "
-            f"relevant chats) or a max_model_len=N that fits {max(unsendable)} tokens and the answer; "
-            "nothing was sent"
+            f"{len(unsendable)} of {len(out)} prompts are over the budget of {budget} tokens (max_model_len -"
+            f" max_new_tokens - margin; the longest has {max(unsendable)}): the reference cuts them from the"
+            f" front, but this endpoint ({server_kind}, protocol {protocol!r}) cannot take token ids (vLLM,"
+            " llama.cpp can); pass truncation='relevance' (drop the least relevant chats) or max_model_len=N"
+            f" that fits {max(unsendable)} tokens and the answer; nothing was sent"
         )
     return out
 
@@ -512,9 +509,7 @@ def _served_model(
         before = read_run_config(resumed_from).get("served_model")
         names.update([before] if isinstance(before, str) else before or [])
     snapshot = re.compile(re.escape(model) + r"(-\d{4}-\d{2}-\d{2}|-\d{4})?")
-    other = sorted(n for n in names if not snapshot.fullmatch(n))
-    if other:
+    if other := sorted(n for n in names if not snapshot.fullmatch(n)):
         msg = "%s: the server answered as %s, not the requested model %r (recorded as served_model)"
         logger.warning(msg, method, other, model)
-    ordered = sorted(names)
-    return ordered[0] if len(ordered) == 1 else (ordered or None)
+    return min(names) if len(names) == 1 else (sorted(names) or None)

@@ -348,22 +348,14 @@ def get_chat_tokenizer(
         return tokenizer
     if tokenizer not in (None, "", "chars", "server"):
         return HFChatTokenizer(tokenizer)
-    if tokenizer == "chars":
-        logger.warning(
-            "tokenizer='chars': prompt tokens are estimated as ceil(chars / 4) plus template overhead"
-        )
-        return EstimateChatTokenizer()
-    if server is None and base_url:
+    if server is None and base_url and tokenizer != "chars":
         server = probe_server(base_url, model, api_key_env=api_key_env)
-    kind = server.kind if server and base_url else "other"
+    kind = server.kind if server and base_url and tokenizer != "chars" else "other"
     if (kind == "vllm" and model) or kind == "llama.cpp":
         return ServerChatTokenizer(base_url, model, kind, api_key_env=api_key_env)
-    if kind == "llama-cpp-python":
-        logger.warning(
-            "llama-cpp-python cannot render its chat template over HTTP: prompt tokens are its "
-            "/extras/tokenize counts of the contents plus an estimated template overhead (pass "
-            "tokenizer=NAME_OR_PATH for exact counts)"
-        )
+    if kind == "llama-cpp-python":  # it tokenizes text but cannot render its chat template over HTTP
+        msg = "llama-cpp-python: prompt tokens are its /extras/tokenize counts plus an estimated template "
+        logger.warning(msg + "overhead (pass tokenizer=NAME_OR_PATH for exact counts)")
         return EstimateChatTokenizer(LlamaServerCounter(base_url))
     if tokenizer == "server":
         raise ValueError(
@@ -372,7 +364,8 @@ def get_chat_tokenizer(
             "tokenizer=NAME_OR_PATH"
         )
     logger.warning(
-        "no tokenizer: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass "
-        "tokenizer=NAME_OR_PATH (the decoder's Hugging Face tokenizer) for the reference's exact counts"
+        "tokenizer=%r: prompt tokens are estimated as ceil(chars / 4) plus template overhead; pass tokenizer="
+        "NAME_OR_PATH (the decoder's Hugging Face tokenizer) for the reference's exact counts",
+        tokenizer,
     )
     return EstimateChatTokenizer()

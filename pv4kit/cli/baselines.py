@@ -15,7 +15,6 @@ from pv4kit.cli._args import (
     command,
     llm_cache_arg,
     pick,
-    positive_int,
     run_name,
     user_ids,
 )
@@ -69,16 +68,9 @@ def _answer_command(args: argparse.Namespace) -> int:
         if args.truncation == "relevance":
             tokenizer = args.tokenizer or (str(smollm2_dir()) if endpoint.local else None)
             counter = get_token_counter(tokenizer, base_url=endpoint.base_url)
-        run = answer(
-            data,
-            llm=llm,
-            run_dir=Path(args.runs_dir) / name,
-            embedder=embedder,
-            cache=llm_cache_arg(args.cache),
-            token_counter=counter,
-            progress=not args.quiet,
-            **pick(args, "method", "mcq", *ANSWER_OPTIONS),
-        )
+        options = pick(args, "method", "mcq", *ANSWER_OPTIONS)
+        options |= {"cache": llm_cache_arg(args.cache), "progress": not args.quiet, "token_counter": counter}
+        run = answer(data, llm=llm, run_dir=Path(args.runs_dir) / name, embedder=embedder, **options)
     c = run.context
     print(
         f"{run.run_dir}: {len(run.generations)} answers ({run.calls} called, {run.cached} cached, "
@@ -128,8 +120,10 @@ def _demo(args: argparse.Namespace) -> int:
 
 def register(sub: argparse._SubParsersAction) -> None:
     """Add ``answer``, ``hard`` and ``demo`` to the ``pv4kit`` command line."""
+    from pv4kit.baselines.hard import RULES, derive_hard_subset, hard_report
     from pv4kit.baselines.run import answer
     from pv4kit.llm.config import LLMConfig
+    from pv4kit.pipeline.demo import run_demo
 
     p = command(sub, "answer", _answer_command)
     p.add_argument("--data", default="data", help="data source (data/ folder, raw tree or hub id)")
@@ -146,21 +140,13 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--name", type=run_name, help="run name [<model>_<method>[_top<k>]]")
     p.add_argument("--runs-dir", default="runs", help="the folder of the runs [runs]")
     add_llm_cache(p)
-    ranking_help = "reference: float16, ranked by torch as the reference; stable: float32, ties in chat order"
-    tokenizer_help = (
-        "the decoder's Hugging Face tokenizer (name/path; its chat template, thinking off), 'server' (vLLM "
-        "/tokenize, llama.cpp /apply-template + /tokenize) or 'chars' (ceil(chars/4), logged) [the server's]"
-    )
-    length_help = "context length [local: 8192; full: 65536, the reference's YaRN x2 window; else 32768]"
     add_options(
         p,
         answer,
         *ANSWER_OPTIONS,
         split={"choices": list(SPLITS)},
         retriever={"choices": ["dense", "bm25"]},
-        dense_ranking={"choices": ["reference", "stable"], "help": ranking_help},
-        max_model_len={"help": length_help},
-        tokenizer={"help": tokenizer_help},
+        dense_ranking={"choices": ["reference", "stable"]},
         truncation={"choices": ["front", "relevance"]},
         users={"type": user_ids, "help": "comma-separated user ids (default: all)"},
     )
@@ -169,23 +155,15 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--score-embedder", default=None, help=score_help)
 
     h = command(sub, "hard", _hard)
-    h.add_argument("--no-docs", required=True, help="scored no_docs run directory")
-    h.add_argument("--rag", required=True, help="scored rag --top-k 1 run directory of the same decoder")
-    h.add_argument("--rule", default="any", choices=["any", "all"], help="wrong in any run, or in all [any]")
+    required = {"required": True}
+    add_options(h, hard_report, "no_docs", "rag", "existing", "force", no_docs=required, rag=required)
+    add_options(h, derive_hard_subset, "rule", rule={"choices": list(RULES)})
     h.add_argument("--output", default=None, help="write user_id,question_index here (raw/hard_subset.csv)")
-    h.add_argument("--existing", default=None, help="an existing hard_subset.csv to compare with")
-    force_help = "use runs scored on different data (refused by default)"
-    h.add_argument("--force", action="store_true", help=force_help)
 
     d = command(sub, "demo", _demo)
-    d.add_argument("--raw", default="raw", help="raw tree to build data/ from [raw]")
-    d.add_argument("--data", default="data", help="dataset folder, rebuilt when stale [data]")
-    d.add_argument("--runs-dir", default="runs", help="where the answer runs go [runs]")
-    d.add_argument("--split", default="test", choices=list(SPLITS), help="[test]")
+    demo_options = ("raw", "data", "runs_dir", "split", "max_new_tokens", "limit")
+    add_options(d, run_demo, *demo_options, split={"choices": list(SPLITS)})
     add_llm_cache(d)
-    tokens_help = "output cap [32, for speed; the reference uses 256]"
-    d.add_argument("--max-new-tokens", type=positive_int, default=32, help=tokens_help)
     no_scoring_help = "do not score a run again through vLLM's embeddings endpoint"
     d.add_argument("--no-endpoint-scoring", action="store_true", help=no_scoring_help)
-    d.add_argument("--limit", type=positive_int, default=None, help="only the first N questions per run")
     d.add_argument("--no-notebooks", action="store_true", help="do not execute the notebooks afterwards")

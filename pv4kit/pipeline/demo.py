@@ -9,7 +9,6 @@ in process), one run scored again through vLLM's ``/v1/embeddings``, ``hard`` (`
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import logging
 import os
 import shutil
@@ -60,11 +59,9 @@ def _stage(timings: dict[str, float], name: str) -> Iterator[None]:
     """Time the ``with`` block as stage ``name`` into ``timings`` (logged at start and end)."""
     logger.info("== %s", name)
     start = time.perf_counter()
-    try:
-        yield
-    finally:
-        timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
-        logger.info("== %s done in %.1fs", name, timings[name])
+    yield
+    timings[name] = timings.get(name, 0.0) + time.perf_counter() - start
+    logger.info("== %s done in %.1fs", name, timings[name])
 
 
 def _newest_mtime(paths: list[Path]) -> float:
@@ -87,13 +84,12 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bo
     if fresh and _newest_mtime(sources) <= manifest.stat().st_mtime:
         logger.info("data: %s is up to date with %s", data, raw)
         return False
-    stale_qa = []  # users whose qa.csv is older than one of their qa/*.txt
-    for uid in list_users(users_dir):
-        csv = users_dir / f"user_{uid}" / "qa.csv"
-        if csv.is_file() and _newest_mtime([*csv.parent.glob("qa/*.txt")]) > csv.stat().st_mtime:
-            stale_qa.append(uid)
-    write_qa_tables(users_dir)  # missing ones
-    if stale_qa:
+    write_qa_tables(users_dir)  # missing ones; then those older than one of their qa/*.txt
+
+    def stale(user: Path) -> bool:
+        return _newest_mtime([*user.glob("qa/*.txt")]) > _newest_mtime([user / "qa.csv"])
+
+    if stale_qa := [uid for uid in list_users(users_dir) if stale(users_dir / f"user_{uid}")]:
         write_qa_tables(users_dir, overwrite=True, user_ids=stale_qa)
     summary = build_dataset(users_dir, data, hard_subset=hard if hard.is_file() else None)
     logger.info("data: built %s\n%s", data, summary.to_string(index=False))
@@ -101,26 +97,25 @@ def ensure_data(raw: str | os.PathLike[str], data: str | os.PathLike[str]) -> bo
 
 
 def _interval(value: Any, ci: Any) -> str:
-    """``value [ci_low, ci_high]`` in percent (``n/a`` for a missing number)."""
-    value, low, high = ("n/a" if pd.isna(v) else f"{100 * v:.1f}" for v in (value, *(ci or (None, None))))
-    return f"{value} [{low}, {high}]"
+    """``value [ci_low, ci_high]`` in percent (``n/a`` for a missing value, alone, or bound)."""
+    if pd.isna(value):
+        return "n/a"
+    low, high = ("n/a" if pd.isna(v) else f"{100 * v:.1f}" for v in ci or (None, None))
+    return f"{100 * value:.1f} [{low}, {high}]"
 
 
 def results_table(metrics: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """One row per run: ``method, accuracy [95% CI], accuracy_hard [95% CI], n, n_hard`` (percent)."""
-    rows = []
-    for name, m in metrics.items():
-        hard = m.get("accuracy_hard")
-        hard_text = "n/a" if pd.isna(hard) else _interval(hard, m.get("accuracy_hard_ci"))
-        rows.append(
-            {
-                "method": name,
-                "accuracy [95% CI]": _interval(m["accuracy"], m.get("accuracy_ci")),
-                "accuracy_hard [95% CI]": hard_text,
-                "n": int(m["n"]),
-                "n_hard": int(m["n_hard"]) if "accuracy_hard" in m else None,
-            }
-        )
+    rows = [
+        {
+            "method": name,
+            "accuracy [95% CI]": _interval(m["accuracy"], m.get("accuracy_ci")),
+            "accuracy_hard [95% CI]": _interval(m.get("accuracy_hard"), m.get("accuracy_hard_ci")),
+            "n": int(m["n"]),
+            "n_hard": int(m["n_hard"]) if "accuracy_hard" in m else None,
+        }
+        for name, m in metrics.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -206,7 +201,7 @@ def _score_through_endpoint(runs_dir: Path, dataset: Any, progress: bool) -> dic
     }
 
 
-def _validity(report_dir: Path, embedder: Any, settings: dict[str, Any]) -> str:
+def _validity(report_dir: Path, embedder: Any, *, cache: Any, progress: bool) -> str:
     """The text of ``report_dir``'s scorer-validity report, written first when missing.
 
     The local model judges which candidate each answer expresses (the tiny model shows the machinery, not a
@@ -215,16 +210,10 @@ def _validity(report_dir: Path, embedder: Any, settings: dict[str, Any]) -> str:
     if (report_dir / VALIDITY_DIR / "summary.json").is_file():  # warm: no server
         return summary_text(read_validity(report_dir)["summary"])
     with resolve_endpoint("local") as endpoint:
-        judge = dataclasses.replace(local_llm_config(endpoint), max_output_tokens=8)
-        against = get_embedder("minilm", device="cpu", instruction="Represent the meaning of this answer: ")
-        report = validity(
-            report_dir,
-            judges=[judge],
-            against=[against],
-            embedder=embedder,
-            llm_cache=settings["cache"],
-            progress=settings["progress"],
-        )
+        judge = local_llm_config(endpoint, max_output_tokens=8)
+        minilm = get_embedder("minilm", device="cpu", instruction="Represent the meaning of this answer: ")
+        options = {"llm_cache": cache, "progress": progress}
+        report = validity(report_dir, judges=[judge], against=[minilm], embedder=embedder, **options)
     return summary_text(report)
 
 
@@ -243,11 +232,17 @@ def run_demo(
 ) -> dict[str, Any]:
     """Run the demo pipeline; its results table and timings (:func:`demo_report` formats them).
 
-    ``data`` is built from the ``raw`` tree (``users/``, ``personas/``, ``hard_subset.csv``) when stale; the
-    ``demo_*`` runs and ``demo_hard_subset.csv`` go to ``runs_dir``; ``cache`` defaults to
-    :func:`~pv4kit._io.default_llm_cache`. ``max_new_tokens`` caps each answer (32 keeps the demo to minutes;
-    the reference uses 256), ``limit`` keeps the first N questions, ``endpoint_scoring`` scores one run again
-    through vLLM's embeddings endpoint and compares.
+    Args:
+        raw: Raw tree to build data/ from (``users/``, ``personas/``, ``hard_subset.csv``).
+        data: Dataset folder, rebuilt when stale.
+        runs_dir: Where the ``demo_*`` runs and ``demo_hard_subset.csv`` go.
+        split: The split answered.
+        cache: LLM response cache (default: :func:`~pv4kit._io.default_llm_cache`).
+        max_new_tokens: Output cap (32 keeps the demo to minutes; the reference uses 256).
+        endpoint_scoring: Score one run again through vLLM's embeddings endpoint and compare.
+        limit: Only the first N questions per run.
+        notebooks: Execute the notebooks afterwards.
+        progress: Progress bars.
 
     Returns:
         ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
@@ -288,7 +283,7 @@ def run_demo(
         existing = raw / "hard_subset.csv"
         report = hard_report(no_docs, rag1, existing=existing if existing.is_file() else None)
     with _stage(timings, "validity"):
-        text = _validity(no_docs, embedder, settings)
+        text = _validity(no_docs, embedder, cache=settings["cache"], progress=progress)
     results = results_table(metrics)
     notebook_error = None
     if notebooks:  # the notebooks take minutes: show the results first
