@@ -149,14 +149,13 @@ def _pairs(seed=0, n=400):
 def test_related_accuracy_table_gives_the_numbers_of_the_old_loop(interval, outer):
     frame = _pairs()
     kw = {
-        "by": ["set", "tier"],
         "outer": outer,
         "extra_counts": ["unparsed"],
         "interval": interval,
         "seed": 2,
     }
     got = related_accuracy_table(frame, **kw)
-    want = _old_related(frame, **kw)
+    want = _old_related(frame, by=["set", "tier"], **kw)
     assert list(got.columns) == list(want.columns)
     pd.testing.assert_frame_equal(got, want, check_exact=True)
 
