@@ -168,9 +168,8 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
     """Counts of the correct letter with a chi-square test against a uniform A-E.
 
-    Returns:
-        One row per group (``"all"`` without ``by``) and letter: ``group, letter, n, share,
-        expected_share, chi2, pvalue`` (``chi2``/``pvalue`` repeat within a group).
+    One row per group (``"all"`` without ``by``) and letter: ``group, letter, n, share, expected_share, chi2,
+    pvalue`` (``chi2``/``pvalue`` repeat within a group).
     """
     from scipy.stats import chisquare
 
@@ -243,9 +242,8 @@ def letter_sequence_audit(questions: pd.DataFrame) -> pd.DataFrame:
 def row_letter_predictions(questions: pd.DataFrame) -> pd.DataFrame:
     """A solver that answers with the letter most *other* users have at the same row index.
 
-    Returns:
-        Key columns plus ``solver`` (``"row_letter"``), ``predicted_letter`` (missing when no other user
-        has a question at that row) and ``correct``.
+    Key columns plus ``solver`` (``"row_letter"``), ``predicted_letter`` (missing when no other user has a
+    question at that row) and ``correct``.
     """
     letters, rows, values = _row_codes(questions)
     pick = _sequence_stats(letters, rows, len(values))[2]
@@ -298,10 +296,8 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     """Predictions of four solvers that see neither the user's chats nor a model answer.
 
     ``nearest_to_question`` (cosine), ``nearest_to_centroid`` (nearest the mean of the five), ``longest`` /
-    ``shortest`` (by words, then characters; ties go to the earliest letter).
-
-    Returns:
-        Long frame: key columns plus ``solver, predicted_letter, correct`` and the ``embedder``'s name.
+    ``shortest`` (by words, then characters; ties go to the earliest letter). Long frame: key columns plus
+    ``solver, predicted_letter, correct`` and the ``embedder``'s name.
     """
     require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
@@ -474,9 +470,8 @@ def duplicate_questions(
 ) -> pd.DataFrame:
     """Pairs of questions of the same user whose cosine is at least ``threshold`` (default: :func:`cutoffs`).
 
-    Returns:
-        ``user_id, question_index_a, question_index_b, similarity, question_a, question_b, embedder``,
-        highest similarity first.
+    ``user_id, question_index_a, question_index_b, similarity, question_a, question_b, embedder``, highest
+    similarity first.
     """
     require_columns(questions, [*QUESTION_KEY, "question"], name="questions")
     threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
@@ -508,9 +503,8 @@ def duplicate_questions(
 def leakage_audit(questions: pd.DataFrame, users: pd.DataFrame) -> pd.DataFrame:
     """Share of each candidate's content words (:func:`pv4kit.text.content_words`) found in the user's chats.
 
-    Returns:
-        One row per question and candidate: key columns plus ``letter, is_reference, n_words, overlap``
-        (NaN without content words) and ``top_overlap`` (the question's highest, ties included).
+    One row per question and candidate: key columns plus ``letter, is_reference, n_words, overlap`` (NaN
+    without content words) and ``top_overlap`` (the question's highest, ties included).
     """
     require_columns(users, ["user_id", "documents"], name="users")
     vocab = {
@@ -681,7 +675,7 @@ def run_audit(
     """Run every audit on a :class:`~pv4kit.dataset.load.PV4Data` and summarise the findings.
 
     Args:
-        data: The loaded dataset.
+        data: The dataset.
         embedder: An embedder or a name (default :func:`~pv4kit.embeddings.models.get_audit_embedder`'s:
             Qwen3-Embedding-4B with CUDA, else the static model distilled from MiniLM).
         cache: The embedding cache.
@@ -692,9 +686,8 @@ def run_audit(
         seed: Bootstrap seed.
         store: A folder keeping finished audits (e.g. ``.cache/pv4kit/audits``): a result computed before
             for the same questions, data files, embedder, options and audit code is read back (not with
-            ``llm_config``). At release size on 2 cores the audit took 142.5 s to compute and 0.2 s to read
-            back, embedding left out (``benchmarks/bench_audit_store.py``, load average ~9); notebooks 02,
-            03 and 07 share one result.
+            ``llm_config``); notebooks 02, 03 and 07 share one. It saves 142 s at release size on 2 cores
+            (``benchmarks/bench_audit_store.py``).
 
     Returns:
         An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
@@ -896,8 +889,8 @@ def hard_subset_tables(
     The flags are the data's, else ``derived``'s (:func:`~pv4kit.baselines.hard.with_fallback_subset`).
 
     With ``store`` (notebook 02's :func:`run_audit` store, its ``n_boot`` and ``seed``) holding the audit of
-    these questions and ``embedder``, the tables are read from it (the same as computing them); at release
-    size on 2 cores notebook 03 then takes 9.8 s instead of 19.8 s (``benchmarks/bench_notebooks.py``).
+    these questions and ``embedder``, the tables are read from it; this saves 10 s in notebook 03 at release
+    size on 2 cores (``benchmarks/bench_notebooks.py``).
 
     Returns:
         ``{"questions", "note", "categories", "lengths", "solvers", "source"}``: ``note`` says where the flags

@@ -71,9 +71,6 @@ def load_notebook_data(
     When ``source`` (default: the release's hub id) is a hub id that cannot be had, a warning names why and
     ``fallback`` is loaded (default :func:`project_paths`' ``DATA``); ``data.source`` says which.
     ``start``: where to look for the project root.
-
-    Returns:
-        A :class:`~pv4kit.dataset.load.PV4Data`.
     """
     if os.environ.get("PV4KIT_DATA"):
         return load(os.environ["PV4KIT_DATA"])
