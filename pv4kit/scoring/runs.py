@@ -1,10 +1,8 @@
 """The run directory ``runs/<name>/``: generations, config and (once scored) predictions and metrics.
 
 ``predictions.parquet`` and ``metrics.json`` record the SHA-256 of the ``generations.parquet`` they score and
-are refused once the generations are others.
-
-A run is written as one unit (:func:`rewrite_run`): under a lock beside it, into a folder that replaces it
-whole. Any directory with a ``generations.parquet`` holding the four required columns can be scored.
+are refused once the generations are others. A run is written as one unit (:func:`rewrite_run`): under a
+lock beside it, into a folder that replaces it whole.
 """
 
 from __future__ import annotations
@@ -337,10 +335,8 @@ def check_same_data(run_a: Run, run_b: Run, a: pd.DataFrame, b: pd.DataFrame, *,
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
     ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the
-    recorded fingerprints differ, or a question in both has another text, choices or answer.
-
-    Returns:
-        Whether the data differ (``True`` only with ``force``, which warns instead of raising).
+    recorded fingerprints differ, or a question in both has another text, choices or answer. Returns whether
+    they differ (``True`` only with ``force``, which warns instead of raising).
 
     Raises:
         ValueError: The data differ, naming the questions, and ``force`` is false.

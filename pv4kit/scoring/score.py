@@ -329,7 +329,7 @@ def score_run(
     progress: bool | None = None,
     failed: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
+    """Score ``run_dir``, write ``predictions.parquet`` and ``metrics.json`` into it and return both.
 
     Args:
         run_dir: A run directory with ``generations.parquet``.
@@ -346,9 +346,6 @@ def score_run(
         progress: Progress bar while encoding.
         failed: How to count failed requests (:data:`FAILED_POLICIES`): ``None`` refuses a run with
             failed rows, ``"wrong"`` counts them wrong, ``"exclude"`` leaves them out.
-
-    Returns:
-        ``(predictions, metrics)`` as written.
     """
     check_numerics(numerics)  # before any data or model is loaded
     check_number(n_boot, "n_boot", ge=1, integer=True)
