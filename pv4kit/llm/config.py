@@ -1,7 +1,4 @@
-"""What an LLM call needs and gives back (:class:`LLMConfig`, :class:`LLMResponse`, the errors).
-
-Also the endpoint policy the CLI, the notebooks and the library share (:func:`endpoint_config`).
-"""
+"""What an LLM call needs and gives back (:class:`LLMConfig`, :class:`LLMResponse`, errors, the policy)."""
 
 from __future__ import annotations
 

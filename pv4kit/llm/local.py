@@ -1,9 +1,8 @@
 """Start and stop a vLLM server on 127.0.0.1 (``--model local``, ``make demo``, the ``vllm`` tests).
 
 vLLM runs from its own environment (``.venv-vllm``, ``make vllm``) with SmolLM2-135M-Instruct (dequantized by
-``pv4kit/llm/smollm2.py``) and all-MiniLM-L6-v2 (pooling runner). The server is polled on ``/health``, logs
-to ``<cache root>/logs/`` and never outlives its parent (``PR_SET_PDEATHSIG`` on Linux; a SIGTERM within
-:func:`vllm_server` raises ``SystemExit(143)``). Other servers: ``base_url``.
+``pv4kit/llm/smollm2.py``) and all-MiniLM-L6-v2 (pooling runner). The server logs to ``<cache root>/logs/``
+and never outlives its parent (``PR_SET_PDEATHSIG`` on Linux).
 """
 
 from __future__ import annotations
@@ -282,9 +281,8 @@ class Endpoint:
 def local_llm_config(endpoint: Endpoint, **options: Any) -> LLMConfig:
     """The :class:`~pv4kit.llm.config.LLMConfig` of an endpoint from :func:`resolve_endpoint`.
 
-    ``options`` are other :class:`~pv4kit.llm.config.LLMConfig` fields, as the CLI and the notebooks pass
-    them for a remote server; on the local server its protocol (chat) and :data:`LOCAL_SERVER_OPTIONS`
-    replace them. The protocol defaults to :func:`~pv4kit.llm.config.default_protocol`.
+    ``options`` are other :class:`~pv4kit.llm.config.LLMConfig` fields; on the local server its protocol
+    (chat) and :data:`LOCAL_SERVER_OPTIONS` replace them.
     """
     options |= {"protocol": endpoint.protocol, **LOCAL_SERVER_OPTIONS} if endpoint.local else {}
     options["protocol"] = options.get("protocol") or default_protocol(endpoint.base_url)
