@@ -56,11 +56,9 @@ def _field_name(tag: str) -> str:
 
 
 def check_tags(text: str) -> list[TagProblem]:
-    """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text.
+    """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text, in file order.
 
-    Returns:
-        The problems in file order; empty for a well-formed file. A block holding only whitespace is
-        skipped (step 5's drop report already names it).
+    A block holding only whitespace is skipped (step 5's drop report already names it).
     """
     problems: list[TagProblem] = []
     bounds = [0, *(m.start() for m in re.finditer("<QUESTION>", text)), len(text)]

@@ -104,12 +104,9 @@ def shuffle_records(
     One ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
     choice is dropped without drawing; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
     text is removed from the five choices (first equal one), the four left are shuffled and the correct
-    text is inserted at the new letter.
-
-    Returns:
-        ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
-        dropped record (``category, block, line, reason``), plus one with reason :data:`KEPT_UNTAGGED` for
-        a kept untagged first block (a note: that row is in ``rows``).
+    text is inserted at the new letter. Returns ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by
+    :data:`QA_COLUMNS`) and one dict per dropped record (``category, block, line, reason``), plus one with
+    reason :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
     """
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []

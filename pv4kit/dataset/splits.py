@@ -66,9 +66,8 @@ def assign_splits(
 ) -> pd.DataFrame:
     """Assign every question of ``sizes`` (``{user_id: number of questions}``) to a split.
 
-    Returns:
-        Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
-        both ranges are left out.
+    Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
+    both ranges are left out.
     """
     check_ranges(train_users, test_users)
     rows = []
@@ -127,9 +126,9 @@ def build_dataset(
 ) -> pd.DataFrame:
     """Build ``{train,validation,test}.parquet``, ``user_splits.csv`` and ``manifest.json`` from raw users.
 
-    Every input is checked before anything is written; the files go to a temporary folder that replaces
-    ``output_dir`` as a whole (other files in it are carried over), so a failure or a kill leaves the
-    previous output or the new one, never a mix. Users outside both ranges are skipped.
+    Every input is checked before anything is written; ``output_dir`` is replaced as a whole (other files in
+    it are carried over), never left half-written. Users outside both ranges are skipped. Returns the
+    ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
@@ -141,9 +140,6 @@ def build_dataset(
         seed: Seed of the per-user permutation.
         id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
         progress: Show a progress bar.
-
-    Returns:
-        The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq
