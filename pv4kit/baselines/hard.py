@@ -120,9 +120,8 @@ def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
 def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataFrame | None = None) -> dict:
     """Counts and Jaccard index of two subsets, within ``universe`` (the questions both runs scored).
 
-    Returns:
-        ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both
-        are empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
+    ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both are
+    empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
     """
     a, b_all = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (derived, existing))
     b = b_all & set(map(tuple, universe[QUESTION_KEY].to_numpy().tolist())) if universe is not None else b_all

@@ -1,8 +1,7 @@
 """The memory settings of :func:`pv4kit.baselines.run.answer` as a table.
 
 A method is a :class:`Method` row in :data:`METHODS`: a *plan* function that says, for every question, which
-documents go before it, plus what the run needs around it (a ranking of the chats, ``top_k``, the context
-length, the reference's name). Adding one is a plan function and :func:`register_method` (docs/baselines.md).
+documents go before it, plus what the run needs around it. Adding one: :func:`register_method`.
 """
 
 from __future__ import annotations

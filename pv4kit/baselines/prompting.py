@@ -1,8 +1,7 @@
 """Answer prompts: the reference's message layout and pv4kit's fit of documents to a budget.
 
 The layout is ``evaluate_baselines.py``'s: a system turn, then one user turn of the documents joined by blank
-lines, a blank line and the question (not stripped). ``truncation="relevance"`` counts a prompt as the sum of
-its parts plus :data:`TEMPLATE_OVERHEAD` tokens per message and drops the least relevant documents.
+lines, a blank line and the question (not stripped).
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Answer runs: the PV4 baselines over five memory settings, on any OpenAI-compatible endpoint.
 
-:func:`answer` reads top to bottom: check the arguments and the endpoint, pick the questions, **plan** each
-prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget
-(:func:`front_requests`, the reference's cut, or :func:`relevance_requests`), **call**
-:func:`pv4kit.llm.client.complete` and **write** ``runs/<name>/`` plus ``context.json``.
+:func:`answer` checks the arguments and the endpoint, picks the questions, **plans** each prompt
+(:data:`~pv4kit.baselines.methods.METHODS`), **fits** it to the budget, **calls** the model and **writes**
+``runs/<name>/``.
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Prompt tokens: the reference's budget and ``context.json``, the server probe, and one family of tokenizers.
 
 Every tokenizer has a ``name`` (recorded in ``context.json``), ``exact``, and ``count(texts)`` for plain text
-(:func:`get_token_counter`: ``truncation="relevance"``, attributes) and/or ``length(messages)`` for a whole
-chat (:func:`get_chat_tokenizer`: ``truncation="front"``); exact ones also ``encode_chat``.
+and/or ``length(messages)`` for a whole chat; exact ones also ``encode_chat``.
 """
 
 from __future__ import annotations
