@@ -95,13 +95,12 @@ def _candidate_vectors(questions: pd.DataFrame, *, embedder: Any, cache: Any) ->
 def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """Length and structure of the reference against its distractors, one row per question.
 
-    Returns:
-        The key columns plus ``answer_letter, ref_words, ref_chars, distractor_words_mean,
-        distractor_words_min, distractor_words_max, distractor_chars_mean, word_spread`` (max minus min
-        words over the five), ``within_2_words``, ``ref_word_rank`` (1 = longest, ties share the best
-        rank), ``ref_longest`` / ``ref_shortest`` (uniquely, by words then characters),
-        ``ref_longest_chars`` / ``ref_shortest_chars`` (uniquely, by characters), ``shared_first_word``
-        and ``shared_first_two`` (how many of the four distractors start like the reference).
+    The key columns plus ``answer_letter, ref_words, ref_chars, distractor_words_mean, distractor_words_min,
+    distractor_words_max, distractor_chars_mean, word_spread`` (max minus min words over the five),
+    ``within_2_words``, ``ref_word_rank`` (1 = longest, ties share the best rank), ``ref_longest`` /
+    ``ref_shortest`` (uniquely, by words then characters), ``ref_longest_chars`` / ``ref_shortest_chars``
+    (uniquely, by characters), ``shared_first_word`` and ``shared_first_two`` (how many of the four
+    distractors start like the reference).
     """
     a = answer_indices(questions)
     n = len(a)
@@ -221,9 +220,8 @@ def _sequence_stats(letters: np.ndarray, rows: np.ndarray, n_rows: int) -> tuple
 def letter_sequence_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """The correct letter at each row index (``question_index``) across users.
 
-    Returns:
-        One row per row index: ``question_index, n_users``, ``modal_letter`` (ties go to the earliest
-        letter), ``modal_share`` (share of those users with the modal letter) and ``n_letters``.
+    One row per row index: ``question_index, n_users``, ``modal_letter`` (ties go to the earliest letter),
+    ``modal_share`` (share of those users with the modal letter) and ``n_letters``.
     """
     letters, rows, values = _row_codes(questions)
     counts = _letter_counts(letters, rows, len(values))
@@ -260,11 +258,10 @@ def letter_sequence_summary(questions: pd.DataFrame, *, n_perm: int = 200, seed:
     The baseline shuffles each user's letters over that user's rows ``n_perm`` times (seeded), keeping each
     user's letter counts and breaking only the alignment of rows across users.
 
-    Returns:
-        Two rows ``metric, rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions
-        in rows with two or more users whose letter is their row's modal letter) and ``row_letter``
-        (accuracy of :func:`row_letter_predictions`). ``chance`` is the permutation mean, ``pvalue`` the
-        one-sided ``(1 + k) / (1 + n_perm)`` (NaN for both when ``n`` is 0).
+    Two rows ``metric, rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions in
+    rows with two or more users whose letter is their row's modal letter) and ``row_letter`` (accuracy of
+    :func:`row_letter_predictions`). ``chance`` is the permutation mean, ``pvalue`` the one-sided
+    ``(1 + k) / (1 + n_perm)`` (NaN for both when ``n`` is 0).
     """
     letters, rows, values = _row_codes(questions)
     modal, accuracy, pick = _sequence_stats(letters, rows, len(values))
@@ -349,10 +346,8 @@ def llm_candidate_only(
     """An LLM (``config``, an :class:`~pv4kit.llm.config.LLMConfig`) shown only the question and the choices.
 
     Asked through :func:`pv4kit.llm.client.complete` (``cache``: its response cache; ``client``: injected).
-
-    Returns:
-        Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
-        letter), ``correct``, ``reply``.
+    Returns key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has
+    no letter), ``correct``, ``reply``.
 
     Raises:
         RuntimeError: Some requests failed after their retries (the answers that came are cached).
@@ -394,10 +389,9 @@ def solver_accuracy(
 ) -> pd.DataFrame:
     """Accuracy of each solver in ``predictions`` (overall, or per ``by`` group) against ``chance``.
 
-    Returns:
-        ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test
-        of accuracy > chance), ``above_chance`` (the interval lies above chance), and ``embedder`` when
-        the predictions name one (their distinct names, comma-joined).
+    ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test of
+    accuracy > chance), ``above_chance`` (the interval lies above chance), and ``embedder`` when the
+    predictions name one (their distinct names, comma-joined).
     """
     require_columns(predictions, ["user_id", "solver", "correct", *([by] if by else [])], name="predictions")
     from scipy.stats import binom
@@ -425,13 +419,10 @@ def similarity_audit(
     """How close the distractors sit to the reference and to each other; the rationale as a generation.
 
     ``near_duplicate``: the cosine at which two candidates count as near-duplicates (default: the
-    embedder's, :func:`cutoffs`).
-
-    Returns:
-        Key columns plus ``ref_nearest_distractor``, ``nearest_distractor_letter``, ``ref_mean_distractor``,
-        ``max_pair`` (closest pair of any two candidates), ``max_pair_letters``,
-        ``near_duplicate_candidates``, ``ref_near_duplicate``, and, with rationales, ``rationale_pick``,
-        ``rationale_correct``, ``rationale_margin``; and the ``embedder``'s name.
+    embedder's, :func:`cutoffs`). Returns key columns plus ``ref_nearest_distractor``,
+    ``nearest_distractor_letter``, ``ref_mean_distractor``, ``max_pair`` (closest pair of any two
+    candidates), ``max_pair_letters``, ``near_duplicate_candidates``, ``ref_near_duplicate``, and, with
+    rationales, ``rationale_pick``, ``rationale_correct``, ``rationale_margin``; and the ``embedder``'s name.
     """
     near_duplicate = cutoffs(embedder)["near_duplicate"] if near_duplicate is None else near_duplicate
     idx = answer_indices(questions)
@@ -558,10 +549,8 @@ def category_groups(
     Agglomerative clustering (average linkage, cosine distance below ``distance``, default the embedder's
     ``category_distance`` of :func:`cutoffs`) of the distinct ``(user_id, category_name)``; each group is
     labelled by its member nearest the group mean. A name with a zero vector is a group of its own.
-
-    Returns:
-        One row per user and category: ``user_id, category, category_name, n_questions, group,
-        group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
+    Returns one row per user and category: ``user_id, category, category_name, n_questions, group,
+    group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
     """
     require_columns(questions, ["user_id", "category", "category_name"], name="questions")
     named = questions.dropna(subset=["category_name"])
@@ -892,10 +881,9 @@ def hard_subset_tables(
     these questions and ``embedder``, the tables are read from it; this saves 10 s in notebook 03 at release
     size on 2 cores (``benchmarks/bench_notebooks.py``).
 
-    Returns:
-        ``{"questions", "note", "categories", "lengths", "solvers", "source"}``: ``note`` says where the flags
-        came from, ``solvers`` holds the :data:`SOLVERS`, ``source`` is ``"stored audit <store>"`` or
-        ``"computed"``.
+    Returns ``{"questions", "note", "categories", "lengths", "solvers", "source"}``: ``note`` says where the
+    flags came from, ``solvers`` holds the :data:`SOLVERS`, ``source`` is ``"stored audit <store>"`` or
+    ``"computed"``.
     """
     questions, note = with_fallback_subset(data.questions, derived)
     embedder = resolve_embedder(embedder, audit=True)

@@ -121,17 +121,11 @@ def save_figure(
     height: int | None = None,
     scale: float = 2.0,
 ) -> list[Path]:
-    """Write ``fig`` as ``figures_dir/name.{html,png,pdf}``.
+    """Write the plotly ``fig`` as ``figures_dir/name.{html,png,pdf}`` (``name`` without extension).
 
-    Args:
-        fig: A plotly ``Figure``.
-        name: File stem (no extension), e.g. ``"category_balance"``.
-        figures_dir: Output folder (created if needed).
-        formats: Any of ``html``, ``png``, ``pdf``, ``svg``. Without kaleido and Chromium only HTML is
-            written, with a warning.
-        width: Static export width in px (default: the figure's layout width, else 900).
-        height: Static export height in px (default: the figure's layout height, else 500).
-        scale: PNG pixel scale.
+    ``formats``: any of ``html``, ``png``, ``pdf``, ``svg`` (without kaleido and Chromium only HTML, with a
+    warning). ``width``/``height``: static export size in px (default: the figure's layout, else 900 x 500);
+    ``scale``: PNG pixel scale.
     """
     return _save({name: fig}, figures_dir, formats, width=width, height=height, scale=scale, force=None)
 

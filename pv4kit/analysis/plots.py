@@ -543,11 +543,9 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
 
 
 def reward_model_accuracy(accuracy: pd.DataFrame, *, chance: float = 0.5) -> Any:
-    """Held-out accuracy per tier, method and set with intervals, against the pairwise chance line.
+    """Held-out accuracy per tier, method and set with intervals, against the pairwise ``chance`` line.
 
-    Args:
-        accuracy: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
-        chance: The chance rate of a two-way choice.
+    ``accuracy``: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
     """
     plot = accuracy[accuracy["tier"] != "all"].assign(
         err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]

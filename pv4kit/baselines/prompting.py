@@ -68,12 +68,9 @@ def fit_documents(
 ) -> FitResult:
     """Drop the least relevant documents until the prompt fits ``budget`` (pure).
 
-    Args:
-        doc_tokens: Token count of each document, in display order.
-        fixed_tokens: Tokens always kept: system prompt, question and template overhead.
-        budget: Largest prompt size in tokens.
-        priority: Positions from most to least relevant (default: display order, the last dropped first).
-        separator_tokens: Tokens of one blank-line separator (one per document).
+    ``doc_tokens``: each document's tokens, in display order; ``fixed_tokens``: always kept (system prompt,
+    question, template); ``priority``: positions most relevant first (default: the last dropped first);
+    ``separator_tokens``: one blank-line separator's tokens (one per document).
     """
     n = len(doc_tokens)
     order = list(range(n)) if priority is None else [int(i) for i in priority]

@@ -124,10 +124,8 @@ def _quantize_int8(src: Path, dest: Path) -> None:
 def export_model(model_dir: StrPath, *, variant: str, export_dir: StrPath | None = None) -> Path:
     """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once; its folder.
 
-    Args:
-        model_dir: The model folder.
-        variant: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 export's weights).
-        export_dir: Root of the exports (default ``cache_root() / "onnx"``).
+    ``variant``: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 weights); ``export_dir``: root of
+    the exports (default ``cache_root() / "onnx"``).
     """
     if variant not in ("fp32", "int8"):
         raise ValueError(f"variant: expected 'fp32' or 'int8', got {variant!r}")
