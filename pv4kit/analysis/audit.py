@@ -678,12 +678,10 @@ def run_audit(
             ``llm_config``); notebooks 02, 03 and 07 share one. It saves 142 s at release size on 2 cores
             (``benchmarks/bench_audit_store.py``).
 
-    Returns:
-        An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
-        letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category,
-        similarity, leakage, leakage_summary, duplicates, categories, flags`` (with
-        ``solved_by_row_letter``) and a text summary; the tables drawn from embeddings name it in an
-        ``embedder`` column.
+    Returns an :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
+    letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category, similarity,
+    leakage, leakage_summary, duplicates, categories, flags`` (with ``solved_by_row_letter``) and a text
+    summary; the tables drawn from embeddings name it in an ``embedder`` column.
     """
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)

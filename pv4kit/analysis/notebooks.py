@@ -165,8 +165,7 @@ def execute_notebooks(
         params: Values passed to the notebooks as ``PV4KIT_<NAME>`` environment variables.
         kernel_name: Jupyter kernel to run.
 
-    Returns:
-        One row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
+    Returns one row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
 
     Raises:
         FileNotFoundError: For an unknown notebook name (the message lists the available ones).

@@ -85,8 +85,7 @@ def umap_2d(
             A fit read back saves 15.1 s (test questions) and 9.4 s (category names) at release size on 2
             cores (``benchmarks/bench_fits.py``).
 
-    Returns:
-        ``(n, 2)`` float array.
+    Returns an ``(n, 2)`` float array.
     """
     x = np.asarray(vectors, dtype=np.float32)
     if x.ndim != 2:

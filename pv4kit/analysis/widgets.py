@@ -149,9 +149,8 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
             empty.
         user_id: User selected at start (default: the first).
 
-    Returns:
-        An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
-        ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
+    Returns an ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
+    ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
     """
     import ipywidgets as w
 

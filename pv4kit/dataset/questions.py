@@ -158,10 +158,9 @@ def missing_question_files(user_dir: Path, categories: list[str]) -> list[dict]:
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt`` (``user_dir``).
 
-    Returns:
-        ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
-        per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an
-        untagged first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
+    Returns ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
+    per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an untagged
+    first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
 
     Raises:
         FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing (a blank line of
@@ -235,11 +234,10 @@ def write_qa_tables(
         user_ids: Only these users (default: all).
         force: Write a table with fewer questions than the ``qa.csv`` it replaces.
 
-    Returns:
-        The drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
-        dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag
-        (reason ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]``
-        (``user_id, kept, dropped, malformed, written``).
+    Returns the drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
+    dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag (reason
+    ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]`` (``user_id, kept,
+    dropped, malformed, written``).
 
     Raises:
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.

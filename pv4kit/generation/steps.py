@@ -447,10 +447,9 @@ def generate_users(
         client: Injected OpenAI-like client (tests).
         progress: Show progress bars.
 
-    Returns:
-        One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
-        malformed, untracked, errors, repairs, notes`` (the last seven are lists; ``repairs`` names each
-        pv4kit repair that acted, ``notes`` what the reference would keep silently).
+    Returns one row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale, malformed,
+    untracked, errors, repairs, notes`` (the last seven are lists; ``repairs`` names each pv4kit repair that
+    acted, ``notes`` what the reference would keep silently).
 
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.

@@ -209,8 +209,7 @@ def call_with_retries(
         rng: Randomness of the backoff jitter.
         parse: Raw answer -> response (its errors count as ``send``'s); default :func:`parse_response`.
 
-    Returns:
-        The response with ``attempts`` set, or one with ``.error`` set when the request failed for good.
+    Returns the response with ``attempts`` set, or one with ``.error`` set when the request failed for good.
 
     Raises:
         LLMConfigError: On 401, 403 or 404 (bad key, no access, unknown model or endpoint).

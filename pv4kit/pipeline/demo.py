@@ -242,11 +242,10 @@ def run_demo(
         notebooks: Execute the notebooks afterwards.
         progress: Progress bars.
 
-    Returns:
-        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``, ``kept``), ``endpoint_scoring`` (the comparison, or
-        ``None``), ``notebook_error`` (``None`` when they ran or were skipped), ``validity`` (the report's
-        text), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
+    Returns ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
+    requests ``called``, ``cached``, ``errors``, ``kept``), ``endpoint_scoring`` (the comparison, or
+    ``None``), ``notebook_error`` (``None`` when they ran or were skipped), ``validity`` (the report's text),
+    ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
 
     Raises:
         FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).

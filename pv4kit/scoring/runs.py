@@ -234,10 +234,9 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         runs: A folder of run directories (unscored ones left out with a warning; the folder itself when
             it is a scored run), or a list of run directories (each must be scored).
 
-    Returns:
-        ``run, method, model, split`` (splits joined by ``+``), ``subset`` (``all``, ``hard``,
-        ``category``), ``group``, ``metric`` (``accuracy`` or a count of :data:`COUNT_METRICS`), ``value,
-        ci_low, ci_high, n``.
+    Returns ``run, method, model, split`` (splits joined by ``+``), ``subset`` (``all``, ``hard``,
+    ``category``), ``group``, ``metric`` (``accuracy`` or a count of :data:`COUNT_METRICS`), ``value, ci_low,
+    ci_high, n``.
     """
     if isinstance(runs, str | os.PathLike):
         root = Path(runs)

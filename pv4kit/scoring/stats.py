@@ -169,10 +169,9 @@ def compare(
     Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
     made on different data with a warning (:func:`pv4kit.scoring.runs.check_same_data`).
 
-    Returns:
-        One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
-        accuracy_a, accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``, on the questions
-        scored in both runs; ``attrs`` holds ``only_in_a``, ``only_in_b`` and ``data_differs``.
+    Returns one row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users, accuracy_a,
+    accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``, on the questions scored in both runs;
+    ``attrs`` holds ``only_in_a``, ``only_in_b`` and ``data_differs``.
     """
     _check(None, [], n_boot, seed, level)
     pa, pb = (r if isinstance(r, pd.DataFrame) else read_predictions(Path(r)) for r in (run_a, run_b))
@@ -237,9 +236,8 @@ def cohen_kappa_ci(
     kappa from the pooled confusion table. ``labels``: every label either rater may use (another is a
     ``ValueError``).
 
-    Returns:
-        ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
-        both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
+    Returns ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
+    both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
     """
     _check(None, [], n_boot, seed, level)
     both = frame[[a, b, cluster]].dropna()
