@@ -1,7 +1,4 @@
-"""The shapes every stage agrees on: answer letters, the question key, split names, user-id ranges, columns.
-
-Nothing here reads or writes a file. A question is keyed by :data:`QUESTION_KEY` everywhere.
-"""
+"""The shapes every stage agrees on: answer letters, the question key, split names, id ranges, columns."""
 
 from __future__ import annotations
 

@@ -256,10 +256,9 @@ def letter_sequence_summary(questions: pd.DataFrame, *, n_perm: int = 200, seed:
     """How far users share one letter sequence, against a within-user permutation baseline.
 
     The baseline shuffles each user's letters over that user's rows ``n_perm`` times (seeded), keeping each
-    user's letter counts and breaking only the alignment of rows across users.
-
-    Two rows ``metric, rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions in
-    rows with two or more users whose letter is their row's modal letter) and ``row_letter`` (accuracy of
+    user's letter counts and breaking only the alignment of rows across users. Returns two rows ``metric,
+    rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions in rows with two or more
+    users whose letter is their row's modal letter) and ``row_letter`` (accuracy of
     :func:`row_letter_predictions`). ``chance`` is the permutation mean, ``pvalue`` the one-sided
     ``(1 + k) / (1 + n_perm)`` (NaN for both when ``n`` is 0).
     """

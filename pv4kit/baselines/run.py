@@ -109,10 +109,7 @@ class Request:
 
 
 def default_max_model_len(model: str, *, method: str | None = None) -> int:
-    """The context length of a run: 8192 for the local model, else the method's window.
-
-    65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other methods.
-    """
+    """The context length of a run: 8192 for the local model, else the method's (see :func:`answer`)."""
     if model in (LOCAL_MODEL_ID, LOCAL_ALIAS):
         return LOCAL_MAX_MODEL_LEN
     return METHODS[method].max_model_len if method in METHODS else DEFAULT_MAX_MODEL_LEN

@@ -124,10 +124,7 @@ class UserResult:
 
 @dataclass
 class _UserRun:
-    """One user's steps 1-5 and ``manifest.json`` (flushed atomically at most once a second and at the end).
-
-    The fields are :func:`generate_user`'s parameters.
-    """
+    """One user's steps 1-5 and ``manifest.json``; the fields are :func:`generate_user`'s parameters."""
 
     persona_path: Path
     user_dir: Path

@@ -35,8 +35,7 @@ LOCAL_MAX_MODEL_LEN = 8192
 #: the environment variable naming another vLLM environment's python
 VLLM_PYTHON_ENV = "PV4KIT_VLLM_PYTHON"
 SETUP_HINT = "run `make vllm` in the pv4kit checkout (the vLLM server environment .venv-vllm and its models)"
-#: What the local server gets whatever the caller asked: vLLM batches concurrent requests (8 decode about
-#: 6x faster than one on 2 cores), and a long prompt on a CPU can take minutes to prefill.
+#: What the local server gets whatever the caller asked: vLLM batches requests; CPU prefill can take minutes.
 LOCAL_SERVER_OPTIONS: dict[str, Any] = {"max_concurrency": 8, "timeout": 600.0}
 
 

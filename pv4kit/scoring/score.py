@@ -203,7 +203,6 @@ def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd
 
     Nothing is embedded: the reply is read (:func:`pv4kit.scoring.choices.parse_choice`) against the
     candidates in the order shown and mapped back to the question's letter; an unparsed reply is wrong.
-
     Returns the columns of :func:`score_frame` (similarities and ``margin`` NaN, ``tie`` false), plus
     ``choice_order``, ``shown_letter``, ``answer_position`` (the answer's shown letter) and ``unparsed``.
     """

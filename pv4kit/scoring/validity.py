@@ -81,11 +81,10 @@ def judge_predictions(
     """Ask one judge (temperature 0) which candidate each generation expresses; failed rows are not judged.
 
     ``seed`` orders the candidates per question; ``cache`` and ``client`` go to
-    :func:`~pv4kit.llm.client.complete`.
-
-    Returns ``user_id, question_index, judge, order, reply, error, status, shown_letter`` (the letter named,
-    or NONE), ``judge_pick`` (the question's own letter, ``NONE``, or ``None`` when unparsed or failed),
-    ``answer_position`` and ``scorer_position`` (shown letters of the answer and the scorer's pick).
+    :func:`~pv4kit.llm.client.complete`. Returns ``user_id, question_index, judge, order, reply, error,
+    status, shown_letter`` (the letter named, or NONE), ``judge_pick`` (the question's own letter, ``NONE``,
+    or ``None`` when unparsed or failed), ``answer_position`` and ``scorer_position`` (shown letters of the
+    answer and the scorer's pick).
     """
     rows = _kept(predictions).reset_index(drop=True)
     orders = [choice_order(u, i, seed=seed) for u, i in rows[list(QUESTION_KEY)].itertuples(index=False)]
