@@ -2,8 +2,7 @@
 
 Each audit takes the questions frame (and, where needed, the users frame or an embedder) and returns a
 tidy frame; :func:`run_audit` runs them all, :func:`write_audit` writes the tables and a summary, and
-:func:`hard_subset_tables` gives notebook 03's tables. Embeddings go through
-:func:`pv4kit.embeddings.models.embed_texts` and its cache; cosine is on L2-normalised vectors.
+:func:`hard_subset_tables` gives notebook 03's tables. Cosine is on L2-normalised vectors.
 """
 
 from __future__ import annotations

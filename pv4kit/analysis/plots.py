@@ -1,8 +1,7 @@
 """Figure builders: one function per figure, a tidy frame in and a plotly ``Figure`` out.
 
 Frames come from :mod:`pv4kit.analysis.audit`, :func:`pv4kit.scoring.stats.compare`, scorer validity and
-scored runs' predictions (stacked with a ``run`` column). Titles are plain text (no LaTeX). The maps
-take ``x, y`` from :mod:`pv4kit.analysis.projection`.
+scored runs' predictions (stacked with a ``run`` column); the maps take ``x, y`` from ``projection``.
 """
 
 from __future__ import annotations

@@ -69,9 +69,6 @@ def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) ->
     return flags
 
 
-# --------------------------------------------------------------------------- the server
-
-
 @dataclass(frozen=True)
 class ServerInfo:
     """What ``GET /v1/models`` (and llama.cpp's ``/props``, vLLM's ``/version``) say about an endpoint.
@@ -148,9 +145,6 @@ def probe_server(
     if "tokens" in (ask("POST", f"{root}/extras/tokenize", json={"input": "hi"}) or {}):
         return ServerInfo("llama-cpp-python", None, models)
     return ServerInfo("other", None, models)
-
-
-# --------------------------------------------------------------------------- the tokenizers
 
 
 def _post(url: str, body: dict[str, Any], *, timeout: float, api_key_env: str | None = None) -> Any:

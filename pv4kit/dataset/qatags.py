@@ -1,9 +1,8 @@
 """Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
 
 In the reference parse a malformed (``<CHOICE_B`` without ``>``, lower-case, closing), missing or repeated
-tag silently runs one field into the next; this check finds every such block for ``validate`` and
-``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and ``<CORRECT_CHOICE>`` once
-each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` inside it is not checked).
+tag silently runs one field into the next. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
+``<CORRECT_CHOICE>`` once each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` unchecked).
 """
 
 from __future__ import annotations

@@ -1,8 +1,7 @@
 """Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
 
-The rule is the reference's, so the released ``qa.csv`` files come out byte for byte from the released
-``qa/{i}.txt``: see :func:`parse_qa_text` (blocks and fields) and :func:`shuffle_records` (the answer
-shuffle). Beyond the reference, :func:`build_question_table` also reports every dropped block.
+The rule is the reference's (the released ``qa.csv`` files come out byte for byte): :func:`parse_qa_text`
+and :func:`shuffle_records`. Beyond the reference, :func:`build_question_table` reports every dropped block.
 """
 
 from __future__ import annotations

@@ -1,9 +1,8 @@
 """Step 6: per-user splits of the question tables into ``train``/``validation``/``test`` parquet files.
 
 Training users split their questions with :func:`split_indices`; evaluation users keep all of theirs, in
-``qa.csv`` order, in ``test``. Every row carries the user's chats as ``documents``; each user writes one row
-group to each split of its role, an empty one included: the files of the reference's ``build_dataset.py``,
-byte for byte.
+``qa.csv`` order, in ``test``. Every row carries the user's chats as ``documents``; the files are the
+reference's ``build_dataset.py``'s, byte for byte.
 """
 
 from __future__ import annotations

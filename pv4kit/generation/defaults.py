@@ -71,8 +71,7 @@ def generation_llm_configs(
     )
 
 
-#: Typical output tokens per item a step asks for: per category (step 1), per topic (step 2), per chat
-#: (step 3, one call per topic) and per question (step 4, one call per category).
+#: Typical output tokens per item a step asks for: per category, topic, chat or question (steps 1-4).
 OUTPUT_TOKENS_PER_ITEM = {"categories": 12, "topics": 25, "chats": 250, "questions": 160}
 #: Characters per token of the prompt estimate.
 CHARS_PER_TOKEN = 4

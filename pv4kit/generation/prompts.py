@@ -24,8 +24,7 @@ Messages = list[dict[str, str]]
 PROMPT_VERSION = "pv4kit-gen-1"
 USER_TAG = "Leo"
 
-#: pv4kit's template of each step, read from ``templates/<step>.txt`` (format fields: n, persona, topic,
-#: category, user_tag)
+#: pv4kit's template of each step, ``templates/<step>.txt`` (fields: n, persona, topic, category, user_tag)
 TEMPLATES: dict[str, str] = {
     step: (Path(__file__).parent / "templates" / f"{step}.txt").read_bytes().decode("utf-8")
     for step in ("categories", "topics", "chats", "questions")
