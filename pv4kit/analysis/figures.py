@@ -140,11 +140,10 @@ def save_figures(
 ) -> list[Path]:
     """Write every figure of ``figures`` (name -> ``Figure``) as :func:`save_figure` does, in one batch.
 
-    A static file is rendered again only when it would change: ``figures_dir/.pv4kit-figures.json`` records
-    per file the hash of the figure, its export options, plotly, kaleido and the browser, and the file's size
-    and time; ``force=True`` renders them all. This saves 27 s in notebook 07 at release size on 2 cores
-    (``benchmarks/bench_notebooks.py``). A failed render is logged and left out; HTML is always written.
-    Returns the paths written or up to date, in the order of ``figures``.
+    A static file is rendered again only when its inputs (figure, options, plotly, kaleido, browser) or the
+    file changed (``figures_dir/.pv4kit-figures.json``); ``force=True`` renders them all. This saves 27 s in
+    notebook 07 at release size on 2 cores (``benchmarks/bench_notebooks.py``). A failed render is logged and
+    left out; HTML is always written. Returns the paths written or up to date, in the order of ``figures``.
     """
     return _save(figures, figures_dir, formats, width=None, height=None, scale=scale, force=force)
 
