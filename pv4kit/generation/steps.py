@@ -3,7 +3,7 @@
 Per user, under ``<output_dir>/user_N/``: ``categories.txt``, ``chat_topics.txt``, ``chats/{i}.txt``,
 ``qa/{c}.txt``, then ``qa.csv``, written as the reference writes them (pv4kit's repairs are options, off by
 default). ``manifest.json`` hashes each file's exact request: a changed persona, prompt or model marks the
-file *stale*.
+file *stale*; a file with no entry is adopted when the response cache holds its request, else *untracked*.
 """
 
 from __future__ import annotations
