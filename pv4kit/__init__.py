@@ -1,8 +1,7 @@
 """pv4kit: a notebook-first toolkit for the PersonalizationV4 (PV4) personalization benchmark.
 
-The functions the notebooks, README and docs call as ``pv4kit.<name>``, imported plainly from their modules;
-everything else is imported from its module. ``import pv4kit`` loads pandas, numpy and pyarrow; torch,
-sentence-transformers, plotly, umap and openai load inside the functions that use them.
+The functions the notebooks and docs call as ``pv4kit.<name>``. ``import pv4kit`` loads pandas, numpy and
+pyarrow; torch, sentence-transformers, plotly, umap and openai load inside the functions that use them.
 """
 
 __version__ = "0.1.0"

@@ -22,15 +22,8 @@ def check_number(
 ) -> Any:
     """Return ``value`` when it is a number (an ``int`` with ``integer``) within the bounds, else raise.
 
-    Args:
-        value: The number given; ``None`` passes with ``allow_none``.
-        name: The parameter's name, first in the message (``None``: the message starts at "must").
-        ge: ``value >= ge``.
-        gt: ``value > gt``.
-        le: ``value <= le``.
-        lt: ``value < lt``.
-        integer: Only an ``int`` (not a ``bool``) is allowed.
-        allow_none: ``None`` is allowed (an option left to its default).
+    The bounds are ``value >= ge``, ``> gt``, ``<= le``, ``< lt``; ``integer`` refuses a ``bool``; ``None``
+    passes with ``allow_none``. ``name`` starts the message (``None``: it starts at "must").
 
     Raises:
         ValueError: ``"n_boot must be an integer >= 1, got 0"`` (NaN is outside every bound).

@@ -1,9 +1,7 @@
 """Damaged SQLite caches (the embedding store, the LLM response cache): found, moved aside, rebuilt.
 
-:func:`recover_corrupt` checks a store's file before it opens (header, page size, truncation, schema) and
-renames a damaged one ``<name>.corrupt-<UTC time>-<pid>`` (never deletes it); damage found later goes through
-:func:`is_corruption` and :func:`move_aside`. :func:`storage_errors` names the file on a full or read-only
-disk.
+A damaged store is renamed ``<name>.corrupt-<UTC time>-<pid>`` (never deleted) and rebuilt;
+:func:`storage_errors` names the file on a full or read-only disk.
 """
 
 from __future__ import annotations
@@ -62,9 +60,8 @@ def sqlite_problem(
 ) -> str | None:
     """What is wrong with the SQLite file at ``path`` for a store reading ``tables`` (``{table: columns}``).
 
-    Returns:
-        A short description (``"truncated (...)"``, ``"wrong schema (...)"``, ...), or ``None`` when the
-        file is fine, missing or empty (the store creates it).
+    A short description (``"truncated (...)"``, ``"wrong schema (...)"``, ...), or ``None`` when the file
+    is fine, missing or empty (the store creates it).
     """
     path = Path(path)
     if not path.exists() or (size := path.stat().st_size) == 0:

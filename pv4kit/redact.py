@@ -1,8 +1,4 @@
-"""Credentials out of URLs: the one helper pv4kit uses wherever it writes or prints an endpoint.
-
-User info and key-like query values become ``***`` in run configs, manifests, logs and error messages; the
-request itself uses the URL as given.
-"""
+"""Credentials out of URLs wherever pv4kit writes or prints an endpoint (requests use the URL as given)."""
 
 from __future__ import annotations
 
@@ -18,13 +14,9 @@ _URL_IN_TEXT = re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s'\"<>()\[\]{}]+")
 
 
 def redact_url(url: str | None) -> str | None:
-    """``url`` without user info and without the values of key-like query parameters.
+    """``url`` with ``***`` for its user info and the values of key-like query parameters.
 
-    Args:
-        url: A URL (``None`` passes through; a string that is not a URL comes back unchanged).
-
-    Returns:
-        The URL with ``user:password@`` replaced by ``***@`` and each secret-looking query value by ``***``.
+    ``None`` passes through; a string that is not a URL comes back unchanged.
 
     Example:
         >>> redact_url("http://me:pw@127.0.0.1:8000/v1?api_key=abc&x=1")

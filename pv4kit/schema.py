@@ -1,9 +1,4 @@
-"""The shapes every stage agrees on: answer letters, the question key, split names, user-id ranges, columns.
-
-Declared once here, imported from here; nothing reads or writes a file. A question is keyed by
-:data:`QUESTION_KEY` everywhere; :func:`answer_letter_problem` is the one rule for a ``qa.csv`` row's
-``correct_choice``, used by ``validate``, ``build`` and ``load`` alike.
-"""
+"""The shapes every stage agrees on: answer letters, the question key, split names, id ranges, columns."""
 
 from __future__ import annotations
 
@@ -61,7 +56,7 @@ def normalise_letter(letter: object) -> str:
 def answer_letter_problem(letter: object, choices: Sequence[object]) -> tuple[str, str] | None:
     """``(code, message)`` saying what is wrong with a ``qa.csv`` row's ``correct_choice``, or ``None``.
 
-    The one rule, used by ``validate``, ``build`` and ``load``: the letter, read by :func:`normalise_letter`,
+    Used by ``validate``, ``build`` and ``load``: the letter, read by :func:`normalise_letter`,
     is one of :data:`LETTERS` (else ``bad_letter``), and the choice it names is not empty (else
     ``empty_answer``; whitespace counts as text, as in the reference's ``build_dataset.py``).
     """

@@ -7,8 +7,7 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
-#: pv4kit's one English stop-word list (articles, pronouns, auxiliaries, prepositions, a few adverbs and
-#: quantifiers): BM25 retrieval and the audits' word overlap drop the same words
+#: pv4kit's one English stop-word list, dropped alike by BM25 retrieval and the audits' word overlap
 STOPWORDS: frozenset[str] = frozenset(
     """a an the and or but if then else than so of to in on at by for with from as into onto over under
     about is are was were be been being am do does did doing done have has had having i me my mine we our

@@ -1,8 +1,4 @@
-"""Vector helpers of retrieval, the audits, the plots and the embedders' output check.
-
-Scoring does *not* use these: it follows the reference's float16 rule
-(:func:`pv4kit.scoring.score.candidate_similarities`).
-"""
+"""Vector helpers of retrieval, the audits, the plots and the embedders' output check (not of scoring)."""
 
 from __future__ import annotations
 
@@ -18,10 +14,7 @@ def unit_rows(vectors: Any, *, eps: float = 1e-12) -> np.ndarray:
 
 
 def check_vectors(vectors: np.ndarray, *, where: str, error: type[Exception] = ValueError) -> None:
-    """Raise ``error`` naming ``where`` and the first bad row for a batch with NaN/inf or only zero vectors.
-
-    Every encoder's output passes here before anything of it is cached.
-    """
+    """Raise ``error`` naming ``where`` and the first bad row of a batch with NaN/inf or only zero vectors."""
     bad = ~np.isfinite(vectors).all(axis=1)
     if bad.any():
         raise error(

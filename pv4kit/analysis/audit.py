@@ -2,8 +2,7 @@
 
 Each audit takes the questions frame (and, where needed, the users frame or an embedder) and returns a
 tidy frame; :func:`run_audit` runs them all, :func:`write_audit` writes the tables and a summary, and
-:func:`hard_subset_tables` gives notebook 03's tables. Embeddings go through
-:func:`pv4kit.embeddings.models.embed_texts` and its cache; cosine is on L2-normalised vectors.
+:func:`hard_subset_tables` gives notebook 03's tables. Cosine is on L2-normalised vectors.
 """
 
 from __future__ import annotations
@@ -95,13 +94,12 @@ def _candidate_vectors(questions: pd.DataFrame, *, embedder: Any, cache: Any) ->
 def length_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """Length and structure of the reference against its distractors, one row per question.
 
-    Returns:
-        The key columns plus ``answer_letter, ref_words, ref_chars, distractor_words_mean,
-        distractor_words_min, distractor_words_max, distractor_chars_mean, word_spread`` (max minus min
-        words over the five), ``within_2_words``, ``ref_word_rank`` (1 = longest, ties share the best
-        rank), ``ref_longest`` / ``ref_shortest`` (uniquely, by words then characters),
-        ``ref_longest_chars`` / ``ref_shortest_chars`` (uniquely, by characters), ``shared_first_word``
-        and ``shared_first_two`` (how many of the four distractors start like the reference).
+    The key columns plus ``answer_letter, ref_words, ref_chars, distractor_words_mean, distractor_words_min,
+    distractor_words_max, distractor_chars_mean, word_spread`` (max minus min words over the five),
+    ``within_2_words``, ``ref_word_rank`` (1 = longest, ties share the best rank), ``ref_longest`` /
+    ``ref_shortest`` (uniquely, by words then characters), ``ref_longest_chars`` / ``ref_shortest_chars``
+    (uniquely, by characters), ``shared_first_word`` and ``shared_first_two`` (how many of the four
+    distractors start like the reference).
     """
     a = answer_indices(questions)
     n = len(a)
@@ -168,9 +166,8 @@ def length_summary(lengths: pd.DataFrame, *, n_boot: int = 2000, seed: int = 0) 
 def position_audit(questions: pd.DataFrame, *, by: str | None = None) -> pd.DataFrame:
     """Counts of the correct letter with a chi-square test against a uniform A-E.
 
-    Returns:
-        One row per group (``"all"`` without ``by``) and letter: ``group, letter, n, share,
-        expected_share, chi2, pvalue`` (``chi2``/``pvalue`` repeat within a group).
+    One row per group (``"all"`` without ``by``) and letter: ``group, letter, n, share, expected_share, chi2,
+    pvalue`` (``chi2``/``pvalue`` repeat within a group).
     """
     from scipy.stats import chisquare
 
@@ -222,9 +219,8 @@ def _sequence_stats(letters: np.ndarray, rows: np.ndarray, n_rows: int) -> tuple
 def letter_sequence_audit(questions: pd.DataFrame) -> pd.DataFrame:
     """The correct letter at each row index (``question_index``) across users.
 
-    Returns:
-        One row per row index: ``question_index, n_users``, ``modal_letter`` (ties go to the earliest
-        letter), ``modal_share`` (share of those users with the modal letter) and ``n_letters``.
+    One row per row index: ``question_index, n_users``, ``modal_letter`` (ties go to the earliest letter),
+    ``modal_share`` (share of those users with the modal letter) and ``n_letters``.
     """
     letters, rows, values = _row_codes(questions)
     counts = _letter_counts(letters, rows, len(values))
@@ -243,9 +239,8 @@ def letter_sequence_audit(questions: pd.DataFrame) -> pd.DataFrame:
 def row_letter_predictions(questions: pd.DataFrame) -> pd.DataFrame:
     """A solver that answers with the letter most *other* users have at the same row index.
 
-    Returns:
-        Key columns plus ``solver`` (``"row_letter"``), ``predicted_letter`` (missing when no other user
-        has a question at that row) and ``correct``.
+    Key columns plus ``solver`` (``"row_letter"``), ``predicted_letter`` (missing when no other user has a
+    question at that row) and ``correct``.
     """
     letters, rows, values = _row_codes(questions)
     pick = _sequence_stats(letters, rows, len(values))[2]
@@ -260,13 +255,11 @@ def letter_sequence_summary(questions: pd.DataFrame, *, n_perm: int = 200, seed:
     """How far users share one letter sequence, against a within-user permutation baseline.
 
     The baseline shuffles each user's letters over that user's rows ``n_perm`` times (seeded), keeping each
-    user's letter counts and breaking only the alignment of rows across users.
-
-    Returns:
-        Two rows ``metric, rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions
-        in rows with two or more users whose letter is their row's modal letter) and ``row_letter``
-        (accuracy of :func:`row_letter_predictions`). ``chance`` is the permutation mean, ``pvalue`` the
-        one-sided ``(1 + k) / (1 + n_perm)`` (NaN for both when ``n`` is 0).
+    user's letter counts and breaking only the alignment of rows across users. Returns two rows ``metric,
+    rate, n, chance, pvalue``: ``modal_letter_of_row`` (share of the ``n`` questions in rows with two or more
+    users whose letter is their row's modal letter) and ``row_letter`` (accuracy of
+    :func:`row_letter_predictions`). ``chance`` is the permutation mean, ``pvalue`` the one-sided
+    ``(1 + k) / (1 + n_perm)`` (NaN for both when ``n`` is 0).
     """
     letters, rows, values = _row_codes(questions)
     modal, accuracy, pick = _sequence_stats(letters, rows, len(values))
@@ -298,10 +291,8 @@ def candidate_only_predictions(questions: pd.DataFrame, *, embedder: Any, cache:
     """Predictions of four solvers that see neither the user's chats nor a model answer.
 
     ``nearest_to_question`` (cosine), ``nearest_to_centroid`` (nearest the mean of the five), ``longest`` /
-    ``shortest`` (by words, then characters; ties go to the earliest letter).
-
-    Returns:
-        Long frame: key columns plus ``solver, predicted_letter, correct`` and the ``embedder``'s name.
+    ``shortest`` (by words, then characters; ties go to the earliest letter). Long frame: key columns plus
+    ``solver, predicted_letter, correct`` and the ``embedder``'s name.
     """
     require_columns(questions, ["question"], name="questions")
     idx = answer_indices(questions)
@@ -353,10 +344,8 @@ def llm_candidate_only(
     """An LLM (``config``, an :class:`~pv4kit.llm.config.LLMConfig`) shown only the question and the choices.
 
     Asked through :func:`pv4kit.llm.client.complete` (``cache``: its response cache; ``client``: injected).
-
-    Returns:
-        Key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has no
-        letter), ``correct``, ``reply``.
+    Returns key columns plus ``solver`` (``llm:<model>``), ``predicted_letter`` (``None`` when the reply has
+    no letter), ``correct``, ``reply``.
 
     Raises:
         RuntimeError: Some requests failed after their retries (the answers that came are cached).
@@ -398,10 +387,9 @@ def solver_accuracy(
 ) -> pd.DataFrame:
     """Accuracy of each solver in ``predictions`` (overall, or per ``by`` group) against ``chance``.
 
-    Returns:
-        ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test
-        of accuracy > chance), ``above_chance`` (the interval lies above chance), and ``embedder`` when
-        the predictions name one (their distinct names, comma-joined).
+    ``solver, group, n, n_correct, accuracy, ci_low, ci_high, chance, binom_p`` (one-sided exact test of
+    accuracy > chance), ``above_chance`` (the interval lies above chance), and ``embedder`` when the
+    predictions name one (their distinct names, comma-joined).
     """
     require_columns(predictions, ["user_id", "solver", "correct", *([by] if by else [])], name="predictions")
     from scipy.stats import binom
@@ -429,13 +417,10 @@ def similarity_audit(
     """How close the distractors sit to the reference and to each other; the rationale as a generation.
 
     ``near_duplicate``: the cosine at which two candidates count as near-duplicates (default: the
-    embedder's, :func:`cutoffs`).
-
-    Returns:
-        Key columns plus ``ref_nearest_distractor``, ``nearest_distractor_letter``, ``ref_mean_distractor``,
-        ``max_pair`` (closest pair of any two candidates), ``max_pair_letters``,
-        ``near_duplicate_candidates``, ``ref_near_duplicate``, and, with rationales, ``rationale_pick``,
-        ``rationale_correct``, ``rationale_margin``; and the ``embedder``'s name.
+    embedder's, :func:`cutoffs`). Returns key columns plus ``ref_nearest_distractor``,
+    ``nearest_distractor_letter``, ``ref_mean_distractor``, ``max_pair`` (closest pair of any two
+    candidates), ``max_pair_letters``, ``near_duplicate_candidates``, ``ref_near_duplicate``, and, with
+    rationales, ``rationale_pick``, ``rationale_correct``, ``rationale_margin``; and the ``embedder``'s name.
     """
     near_duplicate = cutoffs(embedder)["near_duplicate"] if near_duplicate is None else near_duplicate
     idx = answer_indices(questions)
@@ -474,9 +459,8 @@ def duplicate_questions(
 ) -> pd.DataFrame:
     """Pairs of questions of the same user whose cosine is at least ``threshold`` (default: :func:`cutoffs`).
 
-    Returns:
-        ``user_id, question_index_a, question_index_b, similarity, question_a, question_b, embedder``,
-        highest similarity first.
+    ``user_id, question_index_a, question_index_b, similarity, question_a, question_b, embedder``, highest
+    similarity first.
     """
     require_columns(questions, [*QUESTION_KEY, "question"], name="questions")
     threshold = cutoffs(embedder)["duplicate_question"] if threshold is None else threshold
@@ -508,9 +492,8 @@ def duplicate_questions(
 def leakage_audit(questions: pd.DataFrame, users: pd.DataFrame) -> pd.DataFrame:
     """Share of each candidate's content words (:func:`pv4kit.text.content_words`) found in the user's chats.
 
-    Returns:
-        One row per question and candidate: key columns plus ``letter, is_reference, n_words, overlap``
-        (NaN without content words) and ``top_overlap`` (the question's highest, ties included).
+    One row per question and candidate: key columns plus ``letter, is_reference, n_words, overlap`` (NaN
+    without content words) and ``top_overlap`` (the question's highest, ties included).
     """
     require_columns(users, ["user_id", "documents"], name="users")
     vocab = {
@@ -564,10 +547,8 @@ def category_groups(
     Agglomerative clustering (average linkage, cosine distance below ``distance``, default the embedder's
     ``category_distance`` of :func:`cutoffs`) of the distinct ``(user_id, category_name)``; each group is
     labelled by its member nearest the group mean. A name with a zero vector is a group of its own.
-
-    Returns:
-        One row per user and category: ``user_id, category, category_name, n_questions, group,
-        group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
+    Returns one row per user and category: ``user_id, category, category_name, n_questions, group,
+    group_label`` (groups numbered by size, largest first), the unit ``vector`` and the ``embedder``.
     """
     require_columns(questions, ["user_id", "category", "category_name"], name="questions")
     named = questions.dropna(subset=["category_name"])
@@ -681,7 +662,7 @@ def run_audit(
     """Run every audit on a :class:`~pv4kit.dataset.load.PV4Data` and summarise the findings.
 
     Args:
-        data: The loaded dataset.
+        data: The dataset.
         embedder: An embedder or a name (default :func:`~pv4kit.embeddings.models.get_audit_embedder`'s:
             Qwen3-Embedding-4B with CUDA, else the static model distilled from MiniLM).
         cache: The embedding cache.
@@ -692,16 +673,13 @@ def run_audit(
         seed: Bootstrap seed.
         store: A folder keeping finished audits (e.g. ``.cache/pv4kit/audits``): a result computed before
             for the same questions, data files, embedder, options and audit code is read back (not with
-            ``llm_config``). At release size on 2 cores the audit took 142.5 s to compute and 0.2 s to read
-            back, embedding left out (``benchmarks/bench_audit_store.py``, load average ~9); notebooks 02,
-            03 and 07 share one result.
+            ``llm_config``); notebooks 02, 03 and 07 share one. It saves 142 s at release size on 2 cores
+            (``benchmarks/bench_audit_store.py``).
 
-    Returns:
-        An :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
-        letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category,
-        similarity, leakage, leakage_summary, duplicates, categories, flags`` (with
-        ``solved_by_row_letter``) and a text summary; the tables drawn from embeddings name it in an
-        ``embedder`` column.
+    Returns an :class:`AuditResult` with tables ``lengths, length_summary, positions, letter_sequence,
+    letter_sequence_summary, solver_predictions, solver_accuracy, solver_accuracy_by_category, similarity,
+    leakage, leakage_summary, duplicates, categories, flags`` (with ``solved_by_row_letter``) and a text
+    summary; the tables drawn from embeddings name it in an ``embedder`` column.
     """
     check_number(n_boot, "n_boot", ge=1, integer=True)
     check_number(seed, "seed", ge=0, integer=True)
@@ -896,13 +874,12 @@ def hard_subset_tables(
     The flags are the data's, else ``derived``'s (:func:`~pv4kit.baselines.hard.with_fallback_subset`).
 
     With ``store`` (notebook 02's :func:`run_audit` store, its ``n_boot`` and ``seed``) holding the audit of
-    these questions and ``embedder``, the tables are read from it (the same as computing them); at release
-    size on 2 cores notebook 03 then takes 9.8 s instead of 19.8 s (``benchmarks/bench_notebooks.py``).
+    these questions and ``embedder``, the tables are read from it; this saves 10 s in notebook 03 at release
+    size on 2 cores (``benchmarks/bench_notebooks.py``).
 
-    Returns:
-        ``{"questions", "note", "categories", "lengths", "solvers", "source"}``: ``note`` says where the flags
-        came from, ``solvers`` holds the :data:`SOLVERS`, ``source`` is ``"stored audit <store>"`` or
-        ``"computed"``.
+    Returns ``{"questions", "note", "categories", "lengths", "solvers", "source"}``: ``note`` says where the
+    flags came from, ``solvers`` holds the :data:`SOLVERS`, ``source`` is ``"stored audit <store>"`` or
+    ``"computed"``.
     """
     questions, note = with_fallback_subset(data.questions, derived)
     embedder = resolve_embedder(embedder, audit=True)

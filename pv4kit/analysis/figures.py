@@ -1,9 +1,8 @@
 """Write plotly figures into ``figures/``: interactive HTML always, static PNG/PDF through kaleido.
 
-kaleido drives Debian's ``chromium`` (``make browser``; ``$BROWSER_PATH`` overrides; nothing is downloaded);
-without one only HTML is written, with one warning per process. MathJax is off unless a local copy exists
-(:func:`fetch_mathjax`), so an offline export never stalls on a CDN. HTML pages load one ``plotly.min.js``
-from beside them. See docs/analysis.md.
+kaleido drives Debian's ``chromium`` (``make browser``; ``$BROWSER_PATH`` overrides); without one only HTML
+is written, with one warning. MathJax is off unless a local copy exists (:func:`fetch_mathjax`). HTML pages
+load one ``plotly.min.js`` from beside them. See docs/analysis.md.
 """
 
 from __future__ import annotations
@@ -65,8 +64,7 @@ def mathjax_path(cache_dir: str | os.PathLike[str] | None = None) -> Path | None
 def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: float = 120.0) -> Path | None:
     """Vendor MathJax 3 for offline LaTeX in static exports (``npm pack mathjax@3.2.2`` into ``cache_dir``).
 
-    Returns:
-        The path of ``tex-svg.js``, or ``None`` when npm is missing or the registry is unreachable.
+    Returns the path of ``tex-svg.js``, or ``None`` when npm is missing or the registry is unreachable.
     """
     if found := mathjax_path(cache_dir):
         return found
@@ -88,8 +86,7 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
 def start_export_server(*, mathjax: str | os.PathLike[str] | bool | None = None) -> bool:
     """Start kaleido's persistent export server (idempotent); ``False`` when no browser is available.
 
-    ``mathjax``: a local MathJax script, ``False`` for none, or ``None`` for :func:`mathjax_path`'s (a CDN
-    is never used).
+    ``mathjax``: a local script, ``False`` for none, or ``None`` for :func:`mathjax_path`'s (never a CDN).
     """
     if not static_export_available():
         return False
@@ -124,17 +121,11 @@ def save_figure(
     height: int | None = None,
     scale: float = 2.0,
 ) -> list[Path]:
-    """Write ``fig`` as ``figures_dir/name.{html,png,pdf}``.
+    """Write the plotly ``fig`` as ``figures_dir/name.{html,png,pdf}`` (``name`` without extension).
 
-    Args:
-        fig: A plotly ``Figure``.
-        name: File stem (no extension), e.g. ``"category_balance"``.
-        figures_dir: Output folder (created if needed).
-        formats: Any of ``html``, ``png``, ``pdf``, ``svg``. Without kaleido and Chromium only HTML is
-            written, with a warning.
-        width: Static export width in px (default: the figure's layout width, else 900).
-        height: Static export height in px (default: the figure's layout height, else 500).
-        scale: PNG pixel scale.
+    ``formats``: any of ``html``, ``png``, ``pdf``, ``svg`` (without kaleido and Chromium only HTML, with a
+    warning). ``width``/``height``: static export size in px (default: the figure's layout, else 900 x 500);
+    ``scale``: PNG pixel scale.
     """
     return _save({name: fig}, figures_dir, formats, width=width, height=height, scale=scale, force=None)
 
@@ -149,14 +140,10 @@ def save_figures(
 ) -> list[Path]:
     """Write every figure of ``figures`` (name -> ``Figure``) as :func:`save_figure` does, in one batch.
 
-    A static file is rendered again only when it would change: ``figures_dir/.pv4kit-figures.json`` records
-    per file the hash of the figure, its export options, plotly, kaleido and the browser, and the file's size
-    and time; ``force=True`` renders them all. At release size on 2 cores this skips 27 s of rendering
-    notebook 07's 17 figures (``benchmarks/bench_notebooks.py``). A failed render is logged and its file
-    left out; HTML pages are always written.
-
-    Returns:
-        The paths written or up to date, figure by figure in the order of ``figures``.
+    A static file is rendered again only when its inputs (figure, options, plotly, kaleido, browser) or the
+    file changed (``figures_dir/.pv4kit-figures.json``); ``force=True`` renders them all. This saves 27 s in
+    notebook 07 at release size on 2 cores (``benchmarks/bench_notebooks.py``). A failed render is logged and
+    left out; HTML is always written. Returns the paths written or up to date, in the order of ``figures``.
     """
     return _save(figures, figures_dir, formats, width=None, height=None, scale=scale, force=force)
 

@@ -71,9 +71,6 @@ def load_notebook_data(
     When ``source`` (default: the release's hub id) is a hub id that cannot be had, a warning names why and
     ``fallback`` is loaded (default :func:`project_paths`' ``DATA``); ``data.source`` says which.
     ``start``: where to look for the project root.
-
-    Returns:
-        A :class:`~pv4kit.dataset.load.PV4Data`.
     """
     if os.environ.get("PV4KIT_DATA"):
         return load(os.environ["PV4KIT_DATA"])
@@ -168,8 +165,7 @@ def execute_notebooks(
         params: Values passed to the notebooks as ``PV4KIT_<NAME>`` environment variables.
         kernel_name: Jupyter kernel to run.
 
-    Returns:
-        One row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
+    Returns one row per notebook: ``notebook, seconds, cells, output`` (the executed ``.ipynb`` path).
 
     Raises:
         FileNotFoundError: For an unknown notebook name (the message lists the available ones).

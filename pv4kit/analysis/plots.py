@@ -1,8 +1,7 @@
 """Figure builders: one function per figure, a tidy frame in and a plotly ``Figure`` out.
 
 Frames come from :mod:`pv4kit.analysis.audit`, :func:`pv4kit.scoring.stats.compare`, scorer validity and
-scored runs' predictions (stacked with a ``run`` column). Titles are plain text (no LaTeX). The maps
-take ``x, y`` from :mod:`pv4kit.analysis.projection`.
+scored runs' predictions (stacked with a ``run`` column); the maps take ``x, y`` from ``projection``.
 """
 
 from __future__ import annotations
@@ -282,8 +281,7 @@ def hard_composition(
     """Composition of the hard subset against the other questions, one panel per column in ``by``.
 
     Each panel shows, for every value of the column, its share among hard and among non-hard questions.
-    ``frame`` needs ``hard`` and the ``by`` columns (e.g. :func:`pv4kit.analysis.audit.length_audit`'s
-    output).
+    ``frame`` needs ``hard`` and the ``by`` columns (e.g. :func:`pv4kit.analysis.audit.length_audit`'s).
     """
     from plotly.subplots import make_subplots
 
@@ -426,7 +424,7 @@ def question_map(frame: pd.DataFrame, *, seed: int = 0) -> Any:
     per_panel = len(frame) / max(len(runs), 1)
     size, opacity = (7, 0.8) if per_panel <= 1000 else ((4, 0.6) if per_panel <= 5000 else (3, 0.5))
     rng = np.random.default_rng(seed)
-    # 1/0 on a two-colour scale: plotly validates 20k colour strings one by one (~1.3 s)
+    # 1/0 on a two-colour scale: plotly would validate 20k colour strings one by one
     two_colours = [[0, COLORS["wrong"]], [1, COLORS["correct"]]]
     scale = {"colorscale": two_colours, "cmin": 0, "cmax": 1, "showscale": False}
     for i, run in enumerate(runs):
@@ -488,8 +486,7 @@ def _ci(frame: pd.DataFrame, value: str, low: str = "ci_low", high: str = "ci_hi
 def margin_curve(margins: pd.DataFrame, *, title: str | None = None) -> Any:
     """Accuracy (and each judge's agreement with the scorer) by bins of the scorer's margin.
 
-    ``margins``: ``margins.csv`` (:func:`~pv4kit.scoring.validity.margin_table`), optionally with a ``run``
-    column (one line per run and metric).
+    ``margins``: ``margins.csv`` (:func:`~pv4kit.scoring.validity.margin_table`), maybe with a ``run`` column.
     """
     fig = _figure()
     frame = margins.assign(run=margins["run"] if "run" in margins else "")
@@ -545,11 +542,9 @@ def scorer_agreement(agreement: pd.DataFrame, sensitivity: pd.DataFrame | None =
 
 
 def reward_model_accuracy(accuracy: pd.DataFrame, *, chance: float = 0.5) -> Any:
-    """Held-out accuracy per tier, method and set with intervals, against the pairwise chance line.
+    """Held-out accuracy per tier, method and set with intervals, against the pairwise ``chance`` line.
 
-    Args:
-        accuracy: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
-        chance: The chance rate of a two-way choice.
+    ``accuracy``: ``set, tier, method, accuracy, ci_low, ci_high`` (the ``"all"`` tier rows are dropped).
     """
     plot = accuracy[accuracy["tier"] != "all"].assign(
         err_hi=lambda f: f["ci_high"] - f["accuracy"], err_lo=lambda f: f["accuracy"] - f["ci_low"]

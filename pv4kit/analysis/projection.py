@@ -82,11 +82,10 @@ def umap_2d(
         n_epochs: Optimisation epochs (default: UMAP's).
         cache: Where fits are kept (``True``: ``cache_root()/umap``; a folder; ``False``/``None``: always
             fit), keyed by the vectors, the options above and the umap-learn, numba and numpy versions.
-            At release size on 2 cores a fit read back saves 15.1 s for the 4,237 test questions and 9.4 s
-            for the 1,490 category names in a fresh process (``benchmarks/bench_fits.py``).
+            A fit read back saves 15.1 s (test questions) and 9.4 s (category names) at release size on 2
+            cores (``benchmarks/bench_fits.py``).
 
-    Returns:
-        ``(n, 2)`` float array.
+    Returns an ``(n, 2)`` float array.
     """
     x = np.asarray(vectors, dtype=np.float32)
     if x.ndim != 2:
@@ -158,10 +157,8 @@ def with_question_umap(
     """``frame`` (e.g. stacked predictions of several runs) plus ``x, y``: its questions on one UMAP.
 
     The UMAP is fitted once, on the distinct questions ``frame`` holds, so every run's panel shares the
-    coordinates. ``cache`` is the embedding cache; the fit is kept in ``umap/`` beside it.
-
-    Returns:
-        ``frame`` with ``x`` and ``y`` columns, in its row order, and the ``embedder``'s name.
+    coordinates; rows keep their order and gain the ``embedder``'s name. ``cache`` is the embedding cache;
+    the fit is kept in ``umap/`` beside it.
 
     Raises:
         KeyError: When ``frame`` holds questions that ``questions`` lacks (naming how many and one).

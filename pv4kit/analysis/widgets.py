@@ -15,8 +15,7 @@ import pandas as pd
 from pv4kit.schema import LETTERS
 
 _BOX = "max-height:{h}px;overflow-y:auto;border:1px solid #ddd;padding:6px;font-size:13px"
-# ipywidgets' HTML widget sets line-height to the widget row height (28px), which spreads running text
-# thin in JupyterLab; every panel resets it and lets long words wrap inside its column.
+# ipywidgets' HTML sets line-height to its row height (28px): every panel resets it and wraps long words
 _TEXT = "line-height:1.45;font-size:13px;overflow-wrap:anywhere"
 _GREEN, _ORANGE, _GREY = "#1b7a5a", "#c2540a", "#9aa5c4"
 
@@ -149,9 +148,8 @@ def browser(data: Any, runs: dict[str, pd.DataFrame] | None = None, *, user_id: 
             empty.
         user_id: User selected at start (default: the first).
 
-    Returns:
-        An ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
-        ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
+    Returns an ``ipywidgets.VBox``; ``box.controls`` maps ``user``, ``question``, ``question_label``,
+    ``only_wrong``, ``user_info`` and ``detail`` to the widgets.
     """
     import ipywidgets as w
 

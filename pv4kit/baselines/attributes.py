@@ -57,9 +57,7 @@ def selection_messages(
 
 
 def parse_selection(text: str, n: int) -> list[int] | None:
-    """0-based positions from ``NONE`` or comma-separated numbers in ``1..n`` (one trailing period allowed).
-
-    Anything else gives ``None``.
+    """0-based positions from ``NONE`` or comma-separated numbers in ``1..n`` (a trailing period allowed).
 
     Example:
         >>> parse_selection("2, 5", 6), parse_selection("none", 6), parse_selection("I think 2", 6)

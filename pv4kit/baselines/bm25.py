@@ -19,10 +19,8 @@ __all__ = ["BM25Index", "bm25_scores"]
 class BM25Index:
     """A BM25 index of one collection of tokenized documents (its corpus statistics), scored for many queries.
 
-    Args:
-        doc_tokens_list: One token list per document (see :func:`pv4kit.text.tokenize`).
-        k1: Term-frequency saturation, ``>= 0``.
-        b: Length normalisation, in ``[0, 1]``.
+    ``doc_tokens_list``: one token list per document (:func:`pv4kit.text.tokenize`); ``k1 >= 0``:
+    term-frequency saturation; ``b`` in ``[0, 1]``: length normalisation.
     """
 
     def __init__(self, doc_tokens_list: Sequence[Sequence[str]], *, k1: float = 1.5, b: float = 0.75):

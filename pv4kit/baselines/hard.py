@@ -38,11 +38,8 @@ def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
 def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.DataFrame:
     """``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all``, scored in both runs.
 
-    Args:
-        no_docs: The closed-book run.
-        rag: The ``rag`` ``top_k=1`` run of the same decoder.
-        force: Combine runs scored on different data with a warning instead of the ``ValueError``
-            (:func:`pv4kit.scoring.runs.check_same_data`, as :func:`pv4kit.scoring.stats.compare`).
+    ``no_docs``: the closed-book run; ``rag``: the ``rag`` ``top_k=1`` run of the same decoder; ``force``
+    combines runs scored on different data with a warning (:func:`pv4kit.scoring.runs.check_same_data`).
     """
     pa, pb = (run if isinstance(run, pd.DataFrame) else read_predictions(run) for run in (no_docs, rag))
     check_same_data(no_docs, rag, pa, pb, force=force)
@@ -120,9 +117,8 @@ def write_subset(subset: pd.DataFrame, path: str | os.PathLike[str]) -> Path:
 def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataFrame | None = None) -> dict:
     """Counts and Jaccard index of two subsets, within ``universe`` (the questions both runs scored).
 
-    Returns:
-        ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both
-        are empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
+    ``n_derived, n_existing, n_both, n_only_derived, n_only_existing, jaccard`` (``None`` when both are
+    empty) and ``n_existing_outside`` (existing entries not in the universe, left out).
     """
     a, b_all = (set(map(tuple, f[QUESTION_KEY].to_numpy().tolist())) for f in (derived, existing))
     b = b_all & set(map(tuple, universe[QUESTION_KEY].to_numpy().tolist())) if universe is not None else b_all

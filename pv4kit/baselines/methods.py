@@ -1,8 +1,7 @@
 """The memory settings of :func:`pv4kit.baselines.run.answer` as a table.
 
 A method is a :class:`Method` row in :data:`METHODS`: a *plan* function that says, for every question, which
-documents go before it, plus what the run needs around it (a ranking of the chats, ``top_k``, the context
-length, the reference's name). Adding one is a plan function and :func:`register_method` (docs/baselines.md).
+documents go before it, plus what the run needs around it. Adding one: :func:`register_method`.
 """
 
 from __future__ import annotations
@@ -65,14 +64,13 @@ class PlanRequest:
     """What a plan function sees.
 
     Attributes:
-        data: The :class:`~pv4kit.dataset.load.PV4Data`.
         questions: The questions of the run (``user_id, question_index, question, ...``), in order.
         ranked: For a method that ranks: one row per question with ``ranked_ids`` and ``ranked_scores``
             (most similar first; the first ``top_k`` for a method that uses ``top_k``), else ``None``.
         llms: The greedy endpoint configs (for a method that asks the model while planning).
         counter: The run's text token counter.
         budget: Largest prompt in tokens.
-        top_k, system, cache, client, progress: The :func:`~pv4kit.baselines.run.answer` arguments.
+        data, top_k, system, cache, client, progress: The :func:`~pv4kit.baselines.run.answer` arguments.
     """
 
     data: Any
@@ -127,9 +125,6 @@ class Method:
     def ledger_step(self) -> str:
         """The ``step`` of the answer requests in the usage ledger."""
         return self.step or f"answer:{self.name}"
-
-
-# --------------------------------------------------------------------------- the plan functions
 
 
 def plan_no_docs(request: PlanRequest) -> MethodPlan:

@@ -1,8 +1,7 @@
 """Answer prompts: the reference's message layout and pv4kit's fit of documents to a budget.
 
 The layout is ``evaluate_baselines.py``'s: a system turn, then one user turn of the documents joined by blank
-lines, a blank line and the question (not stripped). ``truncation="relevance"`` counts a prompt as the sum of
-its parts plus :data:`TEMPLATE_OVERHEAD` tokens per message and drops the least relevant documents.
+lines, a blank line and the question (not stripped).
 """
 
 from __future__ import annotations
@@ -69,12 +68,9 @@ def fit_documents(
 ) -> FitResult:
     """Drop the least relevant documents until the prompt fits ``budget`` (pure).
 
-    Args:
-        doc_tokens: Token count of each document, in display order.
-        fixed_tokens: Tokens always kept: system prompt, question and template overhead.
-        budget: Largest prompt size in tokens.
-        priority: Positions from most to least relevant (default: display order, the last dropped first).
-        separator_tokens: Tokens of one blank-line separator (one per document).
+    ``doc_tokens``: each document's tokens, in display order; ``fixed_tokens``: always kept (system prompt,
+    question, template); ``priority``: positions most relevant first (default: the last dropped first);
+    ``separator_tokens``: one blank-line separator's tokens (one per document).
     """
     n = len(doc_tokens)
     order = list(range(n)) if priority is None else [int(i) for i in priority]

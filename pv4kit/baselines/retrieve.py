@@ -1,8 +1,7 @@
 """Retrieval over one user's chats: dense (cosine of embeddings) or BM25.
 
 As in the reference, a document is one whole chat and the query ``str(question).strip()``. Dense ranks as the
-reference does (``dense_ranking="reference"``) or by float32 cosines with a stable sort (``"stable"``, ties in
-chat order, as BM25 always does); chats are embedded through the on-disk embedding cache.
+reference does (``dense_ranking="reference"``) or by float32 cosines with a stable sort (``"stable"``).
 """
 
 from __future__ import annotations

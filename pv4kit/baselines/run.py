@@ -1,9 +1,8 @@
 """Answer runs: the PV4 baselines over five memory settings, on any OpenAI-compatible endpoint.
 
-:func:`answer` reads top to bottom: check the arguments and the endpoint, pick the questions, **plan** each
-prompt with the method's row of :data:`~pv4kit.baselines.methods.METHODS`, **fit** the prompts to the budget
-(:func:`front_requests`, the reference's cut, or :func:`relevance_requests`), **call**
-:func:`pv4kit.llm.client.complete` and **write** ``runs/<name>/`` plus ``context.json``.
+:func:`answer` checks the arguments and the endpoint, picks the questions, **plans** each prompt
+(:data:`~pv4kit.baselines.methods.METHODS`), **fits** it to the budget, **calls** the model and **writes**
+``runs/<name>/``.
 """
 
 from __future__ import annotations
@@ -110,10 +109,7 @@ class Request:
 
 
 def default_max_model_len(model: str, *, method: str | None = None) -> int:
-    """The context length of a run: 8192 for the local model, else the method's window.
-
-    65,536 for ``full`` (PV4's full context, YaRN x2) and 32,768 for the other methods.
-    """
+    """The context length of a run: 8192 for the local model, else the method's (see :func:`answer`)."""
     if model in (LOCAL_MODEL_ID, LOCAL_ALIAS):
         return LOCAL_MAX_MODEL_LEN
     return METHODS[method].max_model_len if method in METHODS else DEFAULT_MAX_MODEL_LEN

@@ -1,8 +1,7 @@
 """Prompt tokens: the reference's budget and ``context.json``, the server probe, and one family of tokenizers.
 
 Every tokenizer has a ``name`` (recorded in ``context.json``), ``exact``, and ``count(texts)`` for plain text
-(:func:`get_token_counter`: ``truncation="relevance"``, attributes) and/or ``length(messages)`` for a whole
-chat (:func:`get_chat_tokenizer`: ``truncation="front"``); exact ones also ``encode_chat``.
+and/or ``length(messages)`` for a whole chat; exact ones also ``encode_chat``.
 """
 
 from __future__ import annotations
@@ -68,9 +67,6 @@ def vllm_serve_flags(*, max_model_len: int, yarn_factor: float | None = None) ->
         override = {"rope_scaling": rope, "max_position_embeddings": int(max_model_len)}
         flags += ["--hf-overrides", "'" + json.dumps(override, separators=(",", ":")) + "'"]
     return flags
-
-
-# --------------------------------------------------------------------------- the server
 
 
 @dataclass(frozen=True)
@@ -149,9 +145,6 @@ def probe_server(
     if "tokens" in (ask("POST", f"{root}/extras/tokenize", json={"input": "hi"}) or {}):
         return ServerInfo("llama-cpp-python", None, models)
     return ServerInfo("other", None, models)
-
-
-# --------------------------------------------------------------------------- the tokenizers
 
 
 def _post(url: str, body: dict[str, Any], *, timeout: float, api_key_env: str | None = None) -> Any:

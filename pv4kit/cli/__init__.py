@@ -1,8 +1,7 @@
 """The ``pv4kit`` command line: one subcommand per pipeline step.
 
-Each ``pv4kit.cli.<group>`` module's ``register(subparsers)`` adds its subcommands with
-``set_defaults(func=handler)``, a handler returning the exit code. A command imports only its own group
-(``pv4kit_cli.COMMANDS``), so ``pv4kit answer`` loads no other group (none of ``pv4kit.related``).
+Each ``pv4kit.cli.<group>`` module's ``register(subparsers)`` adds its subcommands, each handler returning
+the exit code. A command imports only its own group (``pv4kit_cli.COMMANDS``).
 """
 
 from __future__ import annotations

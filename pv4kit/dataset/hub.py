@@ -1,8 +1,4 @@
-"""Getting datasets from the Hugging Face hub, with one clear error for each way that can fail.
-
-:func:`looks_like_hub_id` is the one rule for "hub dataset id or local path"; :func:`download_dataset`
-raises one :class:`HubError` subclass per failure (gated, not found, offline, unreachable).
-"""
+"""Getting datasets from the Hugging Face hub, with one clear :class:`HubError` for each way that can fail."""
 
 from __future__ import annotations
 

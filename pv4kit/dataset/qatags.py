@@ -1,9 +1,8 @@
 """Check the tags of a ``qa/{i}.txt`` file, block by block, without changing how step 5 parses it.
 
 In the reference parse a malformed (``<CHOICE_B`` without ``>``, lower-case, closing), missing or repeated
-tag silently runs one field into the next; this check finds every such block for ``validate`` and
-``qa-table``. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and ``<CORRECT_CHOICE>`` once
-each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` inside it is not checked).
+tag silently runs one field into the next. A well-formed block holds ``<CHOICE_A>`` .. ``<CHOICE_E>`` and
+``<CORRECT_CHOICE>`` once each, in order, then at most one ``<RATIONALE...>`` (``<WORD_COUNTS>`` unchecked).
 """
 
 from __future__ import annotations
@@ -56,11 +55,9 @@ def _field_name(tag: str) -> str:
 
 
 def check_tags(text: str) -> list[TagProblem]:
-    """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text.
+    """Find every malformed, missing, repeated or misplaced tag of one ``qa/{i}.txt`` text, in file order.
 
-    Returns:
-        The problems in file order; empty for a well-formed file. A block holding only whitespace is
-        skipped (step 5's drop report already names it).
+    A block holding only whitespace is skipped (step 5's drop report already names it).
     """
     problems: list[TagProblem] = []
     bounds = [0, *(m.start() for m in re.finditer("<QUESTION>", text)), len(text)]

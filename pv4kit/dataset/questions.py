@@ -1,8 +1,7 @@
 """Step 5: parse the tagged model output in ``qa/{i}.txt`` into the question table ``qa.csv``.
 
-The rule is the reference's, so the released ``qa.csv`` files come out byte for byte from the released
-``qa/{i}.txt``: see :func:`parse_qa_text` (blocks and fields) and :func:`shuffle_records` (the answer
-shuffle). Beyond the reference, :func:`build_question_table` also reports every dropped block.
+The rule is the reference's (the released ``qa.csv`` files come out byte for byte): :func:`parse_qa_text`
+and :func:`shuffle_records`. Beyond the reference, :func:`build_question_table` reports every dropped block.
 """
 
 from __future__ import annotations
@@ -104,12 +103,9 @@ def shuffle_records(
     One ``random.Random(seed)`` serves the whole user: a record without a letter or with an empty correct
     choice is dropped without drawing; otherwise ``rng.choice("ABCDE")`` picks the new letter, the correct
     text is removed from the five choices (first equal one), the four left are shuffled and the correct
-    text is inserted at the new letter.
-
-    Returns:
-        ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by :data:`QA_COLUMNS`) and one dict per
-        dropped record (``category, block, line, reason``), plus one with reason :data:`KEPT_UNTAGGED` for
-        a kept untagged first block (a note: that row is in ``rows``).
+    text is inserted at the new letter. Returns ``(rows, drops)``: the ``qa.csv`` rows (dicts keyed by
+    :data:`QA_COLUMNS`) and one dict per dropped record (``category, block, line, reason``), plus one with
+    reason :data:`KEPT_UNTAGGED` for a kept untagged first block (a note: that row is in ``rows``).
     """
     rng = random.Random(seed)
     rows: list[dict[str, object]] = []
@@ -161,10 +157,9 @@ def missing_question_files(user_dir: Path, categories: list[str]) -> list[dict]:
 def build_question_table(user_dir: str | Path, *, seed: int = 42) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Build one user's question table from ``categories.txt`` and ``qa/{i}.txt`` (``user_dir``).
 
-    Returns:
-        ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
-        per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an
-        untagged first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
+    Returns ``(table, drops)``: the ``qa.csv`` frame (columns :data:`QA_COLUMNS`) and a report with one row
+    per dropped block: ``file, line, category, block, reason, kept`` (``kept`` is True only for an untagged
+    first question the reference keeps, reason :data:`KEPT_UNTAGGED`).
 
     Raises:
         FileNotFoundError: When ``categories.txt`` or a ``qa/{i}.txt`` file is missing (a blank line of
@@ -238,11 +233,10 @@ def write_qa_tables(
         user_ids: Only these users (default: all).
         force: Write a table with fewer questions than the ``qa.csv`` it replaces.
 
-    Returns:
-        The drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
-        dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag
-        (reason ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]``
-        (``user_id, kept, dropped, malformed, written``).
+    Returns the drop report of all users (``user_id, file, line, category, block, reason, kept, detail``): the
+    dropped blocks, the untagged first questions kept (``kept`` true) and every block with a bad tag (reason
+    ``malformed_tags``: a flag, not a drop), plus per-user counts in ``attrs["summary"]`` (``user_id, kept,
+    dropped, malformed, written``).
 
     Raises:
         ValueError: When a table would shrink and ``force`` is not set; no file is written then.

@@ -1,9 +1,8 @@
 """Step 6: per-user splits of the question tables into ``train``/``validation``/``test`` parquet files.
 
 Training users split their questions with :func:`split_indices`; evaluation users keep all of theirs, in
-``qa.csv`` order, in ``test``. Every row carries the user's chats as ``documents``; each user writes one row
-group to each split of its role, an empty one included: the files of the reference's ``build_dataset.py``,
-byte for byte.
+``qa.csv`` order, in ``test``. Every row carries the user's chats as ``documents``; the files are the
+reference's ``build_dataset.py``'s, byte for byte.
 """
 
 from __future__ import annotations
@@ -66,9 +65,8 @@ def assign_splits(
 ) -> pd.DataFrame:
     """Assign every question of ``sizes`` (``{user_id: number of questions}``) to a split.
 
-    Returns:
-        Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
-        both ranges are left out.
+    Frame ``user_id, split, question_index`` in the order rows appear in each split's file; users outside
+    both ranges are left out.
     """
     check_ranges(train_users, test_users)
     rows = []
@@ -127,9 +125,9 @@ def build_dataset(
 ) -> pd.DataFrame:
     """Build ``{train,validation,test}.parquet``, ``user_splits.csv`` and ``manifest.json`` from raw users.
 
-    Every input is checked before anything is written; the files go to a temporary folder that replaces
-    ``output_dir`` as a whole (other files in it are carried over), so a failure or a kill leaves the
-    previous output or the new one, never a mix. Users outside both ranges are skipped.
+    Every input is checked before anything is written; ``output_dir`` is replaced as a whole (other files in
+    it are carried over), never left half-written. Users outside both ranges are skipped. Returns the
+    ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
 
     Args:
         users_dir: ``raw/users`` (or the raw tree holding it).
@@ -141,9 +139,6 @@ def build_dataset(
         seed: Seed of the per-user permutation.
         id_column: Name of the id column (``collection_id`` for the Memorilla-Data layout).
         progress: Show a progress bar.
-
-    Returns:
-        The ``user_splits.csv`` frame (roles ``training`` / ``evaluation``, as the reference writes them).
     """
     import pyarrow as pa
     import pyarrow.parquet as pq

@@ -263,10 +263,7 @@ def input_files(users_dir: str | Path, *, hard_subset: str | Path | None = None)
 
 
 def input_fingerprint(users_dir: str | Path, *, hard_subset: str | Path | None = None) -> str:
-    """SHA-256 over the names (relative to ``users_dir``) and contents of :func:`input_files`.
-
-    The same wherever the tree lies, so runs and caches made from a copy elsewhere still match.
-    """
+    """SHA-256 of the names (relative to ``users_dir``: copies match) and contents of :func:`input_files`."""
     users_dir = Path(users_dir)
     named = [("users/" + p.relative_to(users_dir).as_posix(), p) for p in input_files(users_dir)]
     if hard_subset is not None:

@@ -97,8 +97,7 @@ def _check_chats(user_dir: Path, r: _Report, topics: list[str] | None) -> None:
 def _check_questions(user_dir: Path, r: _Report, categories: list[str]) -> pd.DataFrame | None:
     """One readable, well-tagged question file per category, and none beyond; step 5's drops as warnings.
 
-    Returns:
-        The table step 5 builds, or ``None`` when it cannot build one.
+    Returns the table step 5 builds, or ``None`` when it cannot build one.
     """
     qa_dir, qa_files = user_dir / "qa", {}
     for p in qa_dir.iterdir() if qa_dir.is_dir() else []:
@@ -138,8 +137,7 @@ def _check_qa_csv(
 ) -> set[int] | None:
     """``qa.csv`` is there, readable, has the columns and good rows, and is what step 5 builds now.
 
-    Returns:
-        The question indices of a readable ``qa.csv`` (``None`` without one).
+    Returns the question indices of a readable ``qa.csv`` (``None`` without one).
     """
     qa_csv = user_dir / "qa.csv"
     if not qa_csv.exists():
@@ -176,10 +174,8 @@ def validate_raw(
     """Validate a raw tree and report every problem found.
 
     ``raw_dir`` is the raw tree (holding ``users/``) or a ``users`` folder; the id ranges are ``build``'s.
-
-    Returns:
-        One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when
-        the tree is clean. Nothing is raised for bad content; a missing tree is one error row.
+    One row per problem: ``file, line, severity ("error" | "warning"), code, message``; empty when the tree
+    is clean. Nothing is raised for bad content; a missing tree is one error row.
     """
     raw_dir, r = Path(raw_dir), _Report()
     try:

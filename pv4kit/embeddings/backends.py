@@ -1,8 +1,7 @@
 """CPU embedders: a mean-pooled model (MiniLM) on ONNX Runtime or OpenVINO, and static model2vec models.
 
-Exports (:func:`export_model`) and distillations (:func:`distill_static`) are built once in a temporary
-folder beside their place and renamed when their ``manifest.json`` (written last) is in, so a half-written
-one is never loaded. Every cache key names the backend, so its vectors never mix with PyTorch's.
+Exports (:func:`export_model`) and distillations (:func:`distill_static`) are built once and renamed into
+place when complete. Every cache key names the backend, so its vectors never mix with PyTorch's.
 """
 
 from __future__ import annotations
@@ -125,10 +124,8 @@ def _quantize_int8(src: Path, dest: Path) -> None:
 def export_model(model_dir: StrPath, *, variant: str, export_dir: StrPath | None = None) -> Path:
     """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once; its folder.
 
-    Args:
-        model_dir: The model folder.
-        variant: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 export's weights).
-        export_dir: Root of the exports (default ``cache_root() / "onnx"``).
+    ``variant``: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 weights); ``export_dir``: root of
+    the exports (default ``cache_root() / "onnx"``).
     """
     if variant not in ("fp32", "int8"):
         raise ValueError(f"variant: expected 'fp32' or 'int8', got {variant!r}")
@@ -270,8 +267,7 @@ def distill_static(
 
     Every vocabulary token goes through the source model once, reduced to ``pca_dims`` by PCA and
     SIF-weighted (model2vec's defaults). The folder is keyed by the source folder, its weights' size and
-    mtime, and the options; its ``manifest.json`` records the key, the weights' SHA-256, library versions
-    and seconds taken.
+    mtime, and the options; its ``manifest.json`` records the key, the weights' SHA-256 and library versions.
 
     Args:
         model_dir: A local sentence-transformers folder (MiniLM's, or e.g. Qwen3-Embedding-4B's).
@@ -329,11 +325,7 @@ def distill_static(
 
 
 class StaticEmbedder:
-    """A distilled static model (token vectors, averaged): thousands of texts per second on one core.
-
-    ``cache_vectors = False``: :func:`~pv4kit.embeddings.models.embed_texts` does not cache its vectors
-    (writing the cache costs more than encoding).
-    """
+    """A distilled static model (token vectors, averaged); its vectors are not cached (``cache_vectors``)."""
 
     cache_vectors = False
 

@@ -1,9 +1,8 @@
 """On-disk embedding cache: one SQLite database (WAL mode) per model key, vectors keyed by the text's SHA-256.
 
-A transaction is in the database whole or not at all, so a process killed mid-write leaves the store
-readable (kill -9 safe); concurrent writers serialise on SQLite's lock, and ``INSERT OR IGNORE`` makes two
-writers of one text agree. Layout: ``<root>/<slug>-<hash12>/embeddings.sqlite`` plus ``key.json``; the
-default root is ``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings``.
+A process killed mid-write leaves the store readable; concurrent writers serialise on SQLite's lock. Layout:
+``<root>/<slug>-<hash12>/embeddings.sqlite`` plus ``key.json``; the default root is
+``$PV4KIT_CACHE/embeddings`` or ``./.cache/pv4kit/embeddings``.
 """
 
 from __future__ import annotations

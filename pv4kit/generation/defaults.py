@@ -1,9 +1,7 @@
 """The models generation uses unless told otherwise (the reference's choices), and what a user costs.
 
-The reference generated PV4 with ``gpt-5.1`` (reasoning effort ``none``) for categories, topics and
-questions and ``gpt-5-mini`` (effort ``minimal``) for the chats, both through the Responses API.
-:func:`estimate_user_cost` prices the four steps for one persona before any call (tokens estimated; what a
-run spent is in the usage ledger, :func:`pv4kit.llm.store.usage_frame`).
+The reference used ``gpt-5.1`` (effort ``none``) for categories, topics and questions and ``gpt-5-mini``
+(effort ``minimal``) for the chats, both through the Responses API.
 """
 
 from __future__ import annotations
@@ -73,8 +71,7 @@ def generation_llm_configs(
     )
 
 
-#: Typical output tokens per item a step asks for: per category (step 1), per topic (step 2), per chat
-#: (step 3, one call per topic) and per question (step 4, one call per category).
+#: Typical output tokens per item a step asks for: per category, topic, chat or question (steps 1-4).
 OUTPUT_TOKENS_PER_ITEM = {"categories": 12, "topics": 25, "chats": 250, "questions": 160}
 #: Characters per token of the prompt estimate.
 CHARS_PER_TOKEN = 4
@@ -90,7 +87,12 @@ def estimate_user_cost(
     num_questions: int = 15,
     prices: str | os.PathLike[str] | Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Calls, tokens and cost of generating one user from ``persona``, one row per step.
+    """Calls, tokens and cost of generating one user from ``persona``, one row per step (before any call).
+
+    Columns ``step, model, calls, prompt_tokens_per_call, output_tokens_per_call, prompt_tokens,
+    output_tokens, input_usd_per_1m, output_usd_per_1m, cost_usd``; ``cost_usd`` is NaN for a model missing
+    from the table (logged), so a sum over steps is NaN rather than too low. Reasoning tokens are not
+    estimated.
 
     Args:
         persona: The persona text the prompts are rendered with.
@@ -100,12 +102,6 @@ def estimate_user_cost(
         num_topics: Topics per user (step 3 makes one call per topic).
         num_questions: Questions per category.
         prices: Price table (see :func:`pv4kit.llm.store.load_prices`; default the shipped example).
-
-    Returns:
-        ``step, model, calls, prompt_tokens_per_call, output_tokens_per_call, prompt_tokens,
-        output_tokens, input_usd_per_1m, output_usd_per_1m, cost_usd``; ``cost_usd`` is NaN for a model
-        missing from the table (exact model ids; logged), so a sum over steps is NaN rather than too
-        low. Reasoning tokens are not estimated (billed as output, they add to the output side).
     """
     import pandas as pd
 

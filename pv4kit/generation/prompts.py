@@ -1,10 +1,8 @@
 """The prompts of generation steps 1-4: pv4kit's own versioned templates, or the reference's from a checkout.
 
-pv4kit's templates (``templates/<step>.txt``) were written against the dataset card; each builder returns
-one user message, as the reference sent, and no persona's name or traits are written into the chat prompt
-(``Leo`` is only the speaker tag). Every template states its count as ``exactly N`` and starts with a
-``# Task:`` line. pv4kit never ships the reference's prompt text: :func:`load_reference_prompts` imports a
-local checkout's.
+pv4kit's templates (``templates/<step>.txt``) follow the dataset card; each builder returns one user
+message, as the reference sent. pv4kit never ships the reference's prompt text:
+:func:`load_reference_prompts` imports a local checkout's.
 """
 
 from __future__ import annotations
@@ -26,8 +24,7 @@ Messages = list[dict[str, str]]
 PROMPT_VERSION = "pv4kit-gen-1"
 USER_TAG = "Leo"
 
-#: pv4kit's template of each step, read from ``templates/<step>.txt`` (format fields: n, persona, topic,
-#: category, user_tag)
+#: pv4kit's template of each step, ``templates/<step>.txt`` (fields: n, persona, topic, category, user_tag)
 TEMPLATES: dict[str, str] = {
     step: (Path(__file__).parent / "templates" / f"{step}.txt").read_bytes().decode("utf-8")
     for step in ("categories", "topics", "chats", "questions")
@@ -121,14 +118,10 @@ class PromptSet:
 
 
 def load_reference_prompts(path: str | Path) -> PromptSet:
-    """Import the reference's prompt functions from a local checkout (nothing is copied into pv4kit).
+    """Import the reference's prompt functions from a local checkout as a :class:`PromptSet` ``reference``.
 
-    Args:
-        path: The checkout, its ``personalizationv4`` folder, or ``prompts.py`` itself.
-
-    Returns:
-        A :class:`PromptSet` named ``reference``: one user message holding the reference's prompt for the
-        persona and list item exactly as read.
+    ``path``: the checkout, its ``personalizationv4`` folder, or ``prompts.py`` itself. Each prompt is sent
+    as one user message, exactly as the reference's function renders it.
 
     Raises:
         FileNotFoundError: When no prompts file is found.

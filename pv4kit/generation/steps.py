@@ -1,10 +1,9 @@
 """Generation steps 1-4 (and step 5 once a user is complete), resumable and provenance-tracked.
 
 Per user, under ``<output_dir>/user_N/``: ``categories.txt``, ``chat_topics.txt``, ``chats/{i}.txt``,
-``qa/{c}.txt``, then ``qa.csv`` once every chat and question file exists. Files are written as the
-reference writes them; pv4kit's repairs are options, off by default. ``manifest.json`` records a hash of
-each file's exact request, so a changed persona, prompt or model marks the file *stale*; a file with no
-entry is adopted when the response cache holds it for the current request, else reported *untracked*.
+``qa/{c}.txt``, then ``qa.csv``, written as the reference writes them (pv4kit's repairs are options, off by
+default). ``manifest.json`` hashes each file's exact request: a changed persona, prompt or model marks the
+file *stale*; a file with no entry is adopted when the response cache holds its request, else *untracked*.
 """
 
 from __future__ import annotations
@@ -125,10 +124,7 @@ class UserResult:
 
 @dataclass
 class _UserRun:
-    """One user's steps 1-5 and ``manifest.json`` (flushed atomically at most once a second and at the end).
-
-    The fields are :func:`generate_user`'s parameters.
-    """
+    """One user's steps 1-5 and ``manifest.json``; the fields are :func:`generate_user`'s parameters."""
 
     persona_path: Path
     user_dir: Path
@@ -180,7 +176,6 @@ class _UserRun:
         for tmp in [p for pattern in (".*.tmp", "chats/.*.tmp", "qa/.*.tmp") for p in user_dir.glob(pattern)]:
             logger.info("%s: removing a partial write left by an interrupted run", tmp)
             tmp.unlink(missing_ok=True)
-        # steps 1-2: the two lists
         lists = [self.item("categories", "categories.txt", self.num_categories)]
         lists.append(self.item("topics", "chat_topics.txt", self.num_topics))
         self.run(self.plan(lists))
@@ -449,10 +444,9 @@ def generate_users(
         client: Injected OpenAI-like client (tests).
         progress: Show progress bars.
 
-    Returns:
-        One row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale,
-        malformed, untracked, errors, repairs, notes`` (the last seven are lists; ``repairs`` names each
-        pv4kit repair that acted, ``notes`` what the reference would keep silently).
+    Returns one row per user: ``user_id, status, questions, calls, cached, seconds, missing, stale, malformed,
+    untracked, errors, repairs, notes`` (the last seven are lists; ``repairs`` names each pv4kit repair that
+    acted, ``notes`` what the reference would keep silently).
 
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.

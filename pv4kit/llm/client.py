@@ -1,10 +1,9 @@
 """The one LLM call of pv4kit, top to bottom: :func:`complete` -> :func:`call_with_retries` -> :func:`post`.
 
 Cache keys (:func:`cache_key`) hash what changes the output, never the endpoint, key, timeouts or retries.
-Retries: connection errors, timeouts, a reply without an answer, 408/409/425/429 and 5xx, with jittered
-backoff and ``Retry-After`` shared by the workers of an endpoint; 401/403/404 raise
-:class:`~pv4kit.llm.config.LLMConfigError`. Each attempt ends ``timeout`` seconds after it starts, and
-within a fraction of a second of Ctrl-C. The API key is never stored, logged or put in a message.
+Retried: connection errors, timeouts, a reply without an answer, 408/409/425/429 and 5xx (jittered backoff,
+``Retry-After`` shared per endpoint); 401/403/404 raise :class:`~pv4kit.llm.config.LLMConfigError`. The API
+key is never stored, logged or put in a message.
 """
 
 from __future__ import annotations
@@ -59,6 +58,8 @@ def complete(
 ) -> list[LLMResponse]:
     """Run a batch of chat requests through the cache, with retries, bounded concurrency and sharding.
 
+    Returns one :class:`LLMResponse` per request, in input order.
+
     Args:
         requests: One message list per request (``[{"role": ..., "content": ...}, ...]``).
         llm: An :class:`LLMConfig`, or a list: request ``i`` is sent with ``llm[i % len(llm)]``. One per
@@ -73,9 +74,6 @@ def complete(
         progress: Show a ``tqdm`` bar per step.
         client: An OpenAI-SDK-like client used for every endpoint (default: an ``openai`` client each).
         on_result: Called as ``on_result(i, response)`` as each response arrives, from worker threads.
-
-    Returns:
-        One :class:`LLMResponse` per request, in input order.
 
     Raises:
         LLMConfigError: On 401/403/404 (bad key, no access, unknown model) or a missing key.
@@ -211,8 +209,7 @@ def call_with_retries(
         rng: Randomness of the backoff jitter.
         parse: Raw answer -> response (its errors count as ``send``'s); default :func:`parse_response`.
 
-    Returns:
-        The response with ``attempts`` set, or one with ``.error`` set when the request failed for good.
+    Returns the response with ``attempts`` set, or one with ``.error`` set when the request failed for good.
 
     Raises:
         LLMConfigError: On 401, 403 or 404 (bad key, no access, unknown model or endpoint).
@@ -295,9 +292,8 @@ class RetryPause:
 def post(client: Any, protocol: str, body: dict[str, Any]) -> Any:
     """Send one request body; the raw answer (the JSON as a dict, or what an injected SDK-like client gives).
 
-    An ``openai`` client posts the body as is (its typed ``create`` would validate the body and build
-    pydantic models: milliseconds of CPU per call for nothing); a client without ``post`` is called through
-    ``.responses.create`` / ``.completions.create`` / ``.chat.completions.create``.
+    An ``openai`` client posts the body as is (no typed ``create``, no pydantic models); a client without
+    ``post`` is called through ``.responses.create`` / ``.completions.create`` / ``.chat.completions.create``.
     """
     if hasattr(client, "post"):
         return client.post(_PATHS[protocol], body=body, cast_to=object)

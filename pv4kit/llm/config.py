@@ -1,7 +1,4 @@
-"""What an LLM call needs and gives back (:class:`LLMConfig`, :class:`LLMResponse`, the errors).
-
-Also the endpoint policy the CLI, the notebooks and the library share (:func:`endpoint_config`).
-"""
+"""What an LLM call needs and gives back (:class:`LLMConfig`, :class:`LLMResponse`, errors, the policy)."""
 
 from __future__ import annotations
 
@@ -86,13 +83,10 @@ class LLMResponse:
 
     Attributes:
         text: The output text ("" on error).
-        cached: Whether it came from the cache.
         usage: ``prompt_tokens``, ``completion_tokens``, ``reasoning_tokens``.
-        response_id: The server's response id.
         model: The model the server reports.
         finish_reason: ``stop``, ``length``, ``completed``, ``incomplete:<reason>`` ...
         error: ``None``, or why the request failed after its retries.
-        key: The cache key.
         attempts: HTTP attempts made (0 when cached).
     """
 

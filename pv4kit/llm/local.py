@@ -1,9 +1,8 @@
 """Start and stop a vLLM server on 127.0.0.1 (``--model local``, ``make demo``, the ``vllm`` tests).
 
 vLLM runs from its own environment (``.venv-vllm``, ``make vllm``) with SmolLM2-135M-Instruct (dequantized by
-``pv4kit/llm/smollm2.py``) and all-MiniLM-L6-v2 (pooling runner). The server is polled on ``/health``, logs
-to ``<cache root>/logs/`` and never outlives its parent (``PR_SET_PDEATHSIG`` on Linux; a SIGTERM within
-:func:`vllm_server` raises ``SystemExit(143)``). Other servers: ``base_url``.
+``pv4kit/llm/smollm2.py``) and all-MiniLM-L6-v2 (pooling runner). The server logs to ``<cache root>/logs/``
+and never outlives its parent (``PR_SET_PDEATHSIG`` on Linux).
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ LOCAL_MAX_MODEL_LEN = 8192
 #: the environment variable naming another vLLM environment's python
 VLLM_PYTHON_ENV = "PV4KIT_VLLM_PYTHON"
 SETUP_HINT = "run `make vllm` in the pv4kit checkout (the vLLM server environment .venv-vllm and its models)"
-#: What the local server gets whatever the caller asked: vLLM batches concurrent requests (8 decode about
-#: 6x faster than one on 2 cores), and a long prompt on a CPU can take minutes to prefill.
+#: What the local server gets whatever the caller asked: vLLM batches requests; CPU prefill can take minutes.
 LOCAL_SERVER_OPTIONS: dict[str, Any] = {"max_concurrency": 8, "timeout": 600.0}
 
 
@@ -282,9 +280,8 @@ class Endpoint:
 def local_llm_config(endpoint: Endpoint, **options: Any) -> LLMConfig:
     """The :class:`~pv4kit.llm.config.LLMConfig` of an endpoint from :func:`resolve_endpoint`.
 
-    ``options`` are other :class:`~pv4kit.llm.config.LLMConfig` fields, as the CLI and the notebooks pass
-    them for a remote server; on the local server its protocol (chat) and :data:`LOCAL_SERVER_OPTIONS`
-    replace them. The protocol defaults to :func:`~pv4kit.llm.config.default_protocol`.
+    ``options`` are other :class:`~pv4kit.llm.config.LLMConfig` fields; on the local server its protocol
+    (chat) and :data:`LOCAL_SERVER_OPTIONS` replace them.
     """
     options |= {"protocol": endpoint.protocol, **LOCAL_SERVER_OPTIONS} if endpoint.local else {}
     options["protocol"] = options.get("protocol") or default_protocol(endpoint.base_url)

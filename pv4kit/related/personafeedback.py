@@ -46,7 +46,7 @@ def render_persona(record: dict[str, Any]) -> str:
 
     ``PERSONA_SECTIONS`` come first, then any other non-id field. A dict becomes ``- key: value`` lines (a
     nested dict one level deeper), a list ``- item`` lines, deeper values are joined; empty values are
-    left out. The text depends only on the record, so both layouts render a persona the same.
+    left out; both layouts render a persona the same.
     """
     keys = [k for k in PERSONA_SECTIONS if k in record]
     keys += [k for k in record if k not in PERSONA_SECTIONS and k not in _ID_FIELDS]

@@ -1,10 +1,9 @@
 """Re-Centering Humans in LLM Personalization (leczhang/recenter-personalization): loaders and metrics.
 
 Record shapes follow the data card and the authors' annotation tool (``docs/related.md``); a record of
-another shape raises naming file, line, the shape expected and the fields found. Every (item, attribute)
-pair of the items is kept; ``coverage`` tables count what each rater left unrated. Stage 1: attribute
-acceptance; stage 2: relevance (human majority vs LLMs, coarse filter, embedding, BM25); stage 3: generic
-vs personalised response ratings (1 = prefer generic .. 5 = prefer personalised).
+another shape raises naming file and line. Stage 1: attribute acceptance; stage 2: relevance (human
+majority vs LLMs, coarse filter, embedding, BM25); stage 3: generic vs personalised response ratings (1 =
+prefer generic .. 5 = prefer personalised).
 """
 
 from __future__ import annotations

@@ -2,8 +2,7 @@
 
 The encoder is frozen (sentence embeddings) and a linear head ``r(x, y) = w . [e(y), e(x) * e(y)]`` is
 learned with PersonaFeedback's loss ``-log sigmoid(r(x, chosen) - r(x, rejected))`` plus ``l2/2 |w|^2``
-(convex, minimised with L-BFGS, so deterministic). ``x`` is persona plus question, ``y`` a response, ``e``
-the unit-length embedding; the product lets the head reward a response for matching the persona.
+(convex, L-BFGS, deterministic). ``x`` is persona plus question, ``y`` a response, ``e`` the unit embedding.
 """
 
 from __future__ import annotations

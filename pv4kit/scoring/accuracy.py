@@ -1,8 +1,4 @@
-"""One accuracy table: accuracy with an interval per group, as tidy rows.
-
-Used by scoring (``metrics.json``), the audits, the related benchmarks and the notebooks. Intervals: the
-user-clustered percentile bootstrap of :mod:`pv4kit.scoring.stats`, the Wilson interval, or none.
-"""
+"""One accuracy table: accuracy with an interval per group, as tidy rows (scoring, audits, notebooks)."""
 
 from __future__ import annotations
 
@@ -34,6 +30,9 @@ def accuracy_table(
 ) -> pd.DataFrame:
     """Accuracy of ``value`` per ``by`` group with an interval: one row per group and metric.
 
+    Returns ``*by, metric, n, n_correct, accuracy, ci_low, ci_high``; accuracy and bounds NaN for a group
+    with no value. With ``by=()`` an empty frame gives one row with ``n == 0``.
+
     Args:
         frame: One row per decision with a boolean (or 0/1) ``value`` column; missing values are left out
             of the accuracy but counted in ``n``.
@@ -46,10 +45,6 @@ def accuracy_table(
         n_boot: Bootstrap replicates.
         seed: Bootstrap seed.
         level: Interval level.
-
-    Returns:
-        ``*by, metric, n, n_correct, accuracy, ci_low, ci_high``; accuracy and bounds NaN for a group with
-        no value. With ``by=()`` an empty frame gives one row with ``n == 0``.
     """
     if interval not in INTERVALS:
         raise ValueError(f"interval: expected one of {list(INTERVALS)}, got {interval!r}")

@@ -112,8 +112,7 @@ def shown_letter(letter: object, order: Sequence[int]) -> str | None:
 def position_table(predictions: pd.DataFrame) -> pd.DataFrame:
     """Accuracy by the shown letter of the correct answer, and the share of parsed replies naming each letter.
 
-    Returns:
-        ``position, n, n_correct, accuracy, share_picked``.
+    Columns: ``position, n, n_correct, accuracy, share_picked``.
     """
     picked = predictions["shown_letter"].dropna()
     rows = []

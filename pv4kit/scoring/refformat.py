@@ -98,7 +98,7 @@ def export_reference(
     split: str | None = None,
     metrics_form: str = "baselines",
 ) -> Path:
-    """Write a scored run's ``predictions.jsonl`` and ``metrics.json`` as the reference writes them.
+    """Write a scored run's ``predictions.jsonl`` and ``metrics.json`` as the reference does; the folder.
 
     Args:
         run_dir: A scored run.
@@ -106,9 +106,6 @@ def export_reference(
         data: The data the run was scored on (for the row order); default: the ``data`` in its config.
         split: The split to export; needed when the run covers several (the reference writes one per folder).
         metrics_form: As ``form`` of :func:`reference_metrics`.
-
-    Returns:
-        The output folder.
     """
     _check_form("metrics_form", metrics_form)
     run_dir = Path(run_dir)
@@ -150,11 +147,8 @@ def join_reference(
 
     The key is the stripped question text, plus the stripped choices and answer and the ``user_id`` when
     the records have them. A key shared by several questions is matched in order (the k-th record takes
-    the k-th question), right for files written in dataset order.
-
-    Returns:
-        ``(generations, unmatched)``: ``user_id, question_index, split, generation`` for joined rows, and
-        ``line, question, reason`` for the rest.
+    the k-th question), right for files written in dataset order. Returns ``(generations, unmatched)``:
+    ``user_id, question_index, split, generation`` for joined rows, ``line, question, reason`` for the rest.
     """
     by_user = any("user_id" in rec for _, rec in records)
     with_choices = all("choices" in rec for _, rec in records)
@@ -201,7 +195,7 @@ def import_reference(
     model: str | None = None,
     force: bool = False,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Turn a reference ``predictions.jsonl`` into a pv4kit run directory.
+    """A reference ``predictions.jsonl`` as a run; ``(generations, unmatched)`` as in :func:`join_reference`.
 
     Args:
         path: The reference ``predictions.jsonl``.
@@ -211,9 +205,6 @@ def import_reference(
         method: Recorded as the run's method.
         model: Recorded as the run's model.
         force: Replace a run already in ``run_dir`` (refused by default: ``FileExistsError``).
-
-    Returns:
-        ``(generations, unmatched)`` as in :func:`join_reference`.
     """
     run_dir, path = Path(run_dir), Path(path)
     files = (runs.GENERATIONS_FILE, runs.CONFIG_FILE, runs.PREDICTIONS_FILE, runs.METRICS_FILE)

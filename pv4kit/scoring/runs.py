@@ -1,10 +1,8 @@
 """The run directory ``runs/<name>/``: generations, config and (once scored) predictions and metrics.
 
 ``predictions.parquet`` and ``metrics.json`` record the SHA-256 of the ``generations.parquet`` they score and
-are refused once the generations are others.
-
-A run is written as one unit (:func:`rewrite_run`): under a lock beside it, into a folder that replaces it
-whole. Any directory with a ``generations.parquet`` holding the four required columns can be scored.
+are refused once the generations are others. A run is written as one unit (:func:`rewrite_run`): under a
+lock beside it, into a folder that replaces it whole.
 """
 
 from __future__ import annotations
@@ -236,10 +234,9 @@ def metrics_frame(runs: str | os.PathLike[str] | Sequence[str | os.PathLike[str]
         runs: A folder of run directories (unscored ones left out with a warning; the folder itself when
             it is a scored run), or a list of run directories (each must be scored).
 
-    Returns:
-        ``run, method, model, split`` (splits joined by ``+``), ``subset`` (``all``, ``hard``,
-        ``category``), ``group``, ``metric`` (``accuracy`` or a count of :data:`COUNT_METRICS`), ``value,
-        ci_low, ci_high, n``.
+    Returns ``run, method, model, split`` (splits joined by ``+``), ``subset`` (``all``, ``hard``,
+    ``category``), ``group``, ``metric`` (``accuracy`` or a count of :data:`COUNT_METRICS`), ``value, ci_low,
+    ci_high, n``.
     """
     if isinstance(runs, str | os.PathLike):
         root = Path(runs)
@@ -337,10 +334,8 @@ def check_same_data(run_a: Run, run_b: Run, a: pd.DataFrame, b: pd.DataFrame, *,
     """Refuse to pair two runs made on different data, naming the questions that differ.
 
     ``run_a``, ``run_b``: directories or frames; ``a``, ``b``: their predictions. The data differ when the
-    recorded fingerprints differ, or a question in both has another text, choices or answer.
-
-    Returns:
-        Whether the data differ (``True`` only with ``force``, which warns instead of raising).
+    recorded fingerprints differ, or a question in both has another text, choices or answer. Returns whether
+    they differ (``True`` only with ``force``, which warns instead of raising).
 
     Raises:
         ValueError: The data differ, naming the questions, and ``force`` is false.

@@ -65,9 +65,8 @@ def candidate_similarities(
         mask: ``(n, k)`` booleans, True where a candidate is non-empty.
         numerics: ``"float16"`` (the reference's arithmetic) or ``"float32"``.
 
-    Returns:
-        ``(n, k)`` float32 similarities (float16 values exactly, under ``"float16"``), ``NaN`` where the
-        candidate is empty.
+    Returns ``(n, k)`` float32 similarities (float16 values exactly, under ``"float16"``), ``NaN`` where the
+    candidate is empty.
     """
     check_numerics(numerics)
     mask = np.asarray(mask, dtype=bool)
@@ -172,10 +171,9 @@ def score_frame(
         progress: Progress bar while encoding.
         numerics: ``"float16"`` (the reference's cosine) or ``"float32"``.
 
-    Returns:
-        ``user_id, question_index, split, category, category_name, hard, question, choices, answer,
-        answer_letter, generation`` (cleaned), ``predicted_letter, correct, sim_A..sim_E`` (NaN for empty
-        candidates), ``margin`` (best minus second best; NaN with one candidate), ``n_candidates, tie``.
+    Returns ``user_id, question_index, split, category, category_name, hard, question, choices, answer,
+    answer_letter, generation`` (cleaned), ``predicted_letter, correct, sim_A..sim_E`` (NaN for empty
+    candidates), ``margin`` (best minus second best; NaN with one candidate), ``n_candidates, tie``.
     """
     check_numerics(numerics)
     rows = _join(questions, generations)
@@ -205,10 +203,8 @@ def score_choice_frame(questions: pd.DataFrame, generations: pd.DataFrame) -> pd
 
     Nothing is embedded: the reply is read (:func:`pv4kit.scoring.choices.parse_choice`) against the
     candidates in the order shown and mapped back to the question's letter; an unparsed reply is wrong.
-
-    Returns:
-        The columns of :func:`score_frame` (similarities and ``margin`` NaN, ``tie`` false), plus
-        ``choice_order``, ``shown_letter``, ``answer_position`` (the answer's shown letter) and ``unparsed``.
+    Returns the columns of :func:`score_frame` (similarities and ``margin`` NaN, ``tie`` false), plus
+    ``choice_order``, ``shown_letter``, ``answer_position`` (the answer's shown letter) and ``unparsed``.
     """
     rows = _join(questions, generations)
     orders = [list(o) for o in rows[ORDER_COLUMN]]
@@ -329,7 +325,7 @@ def score_run(
     progress: bool | None = None,
     failed: str | None = None,
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
-    """Score ``run_dir`` and write ``predictions.parquet`` and ``metrics.json`` into it.
+    """Score ``run_dir``, write ``predictions.parquet`` and ``metrics.json`` into it and return both.
 
     Args:
         run_dir: A run directory with ``generations.parquet``.
@@ -346,9 +342,6 @@ def score_run(
         progress: Progress bar while encoding.
         failed: How to count failed requests (:data:`FAILED_POLICIES`): ``None`` refuses a run with
             failed rows, ``"wrong"`` counts them wrong, ``"exclude"`` leaves them out.
-
-    Returns:
-        ``(predictions, metrics)`` as written.
     """
     check_numerics(numerics)  # before any data or model is loaded
     check_number(n_boot, "n_boot", ge=1, integer=True)

@@ -52,9 +52,8 @@ def bootstrap_ci(
 ) -> dict[str, Any]:
     """Mean of ``value`` with a percentile CI from a bootstrap that resamples ``cluster`` groups.
 
-    Returns:
-        ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are
-        ``None`` when no row has a value.
+    ``{"estimate", "low", "high", "n", "n_clusters", "n_boot", "level"}``; estimate and bounds are ``None``
+    when no row has a value.
     """
     one = grouped_bootstrap_ci(  # which checks the arguments
         frame.assign(_all=0), by="_all", value=value, cluster=cluster, n_boot=n_boot, seed=seed, level=level
@@ -76,9 +75,8 @@ def grouped_bootstrap_ci(
 ) -> pd.DataFrame:
     """:func:`bootstrap_ci` for every group of ``by`` (missing keys kept), the seed restarted per group.
 
-    Returns:
-        One row per group (sorted): the ``by`` columns, then ``estimate, low, high, n, n_clusters``;
-        ``estimate``/``low``/``high`` are NaN for a group with no value.
+    One row per group (sorted): the ``by`` columns, then ``estimate, low, high, n, n_clusters``;
+    ``estimate``/``low``/``high`` are NaN for a group with no value.
     """
     by = [by] if isinstance(by, str) else list(by)
     _check(frame, [value, cluster, *by], n_boot, seed, level)
@@ -130,9 +128,8 @@ def paired_bootstrap(
 ) -> dict[str, Any]:
     """Mean paired difference ``a - b`` (same rows) with a cluster-resampling bootstrap CI.
 
-    Returns:
-        ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
-        replicates on the other side of zero (a rough check; use McNemar for the test).
+    ``{"diff", "low", "high", "p_boot", "n", "n_clusters"}``; ``p_boot`` is the two-sided share of
+    replicates on the other side of zero (a rough check; use McNemar for the test).
     """
     _check(frame, [a, b, cluster], n_boot, seed, level)
     paired = frame[[a, b, cluster]].dropna()
@@ -170,13 +167,11 @@ def compare(
     """Paired comparison of two scored runs (directories or predictions frames): overall, hard, per category.
 
     Users are resampled with pairs kept together (``n_boot``, ``seed``, ``level``). ``force`` compares runs
-    made on different data with a warning instead of the ``ValueError`` of
-    :func:`pv4kit.scoring.runs.check_same_data`.
+    made on different data with a warning (:func:`pv4kit.scoring.runs.check_same_data`).
 
-    Returns:
-        One row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users,
-        accuracy_a, accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``, on the questions
-        scored in both runs; ``attrs`` holds ``only_in_a``, ``only_in_b`` and ``data_differs``.
+    Returns one row per scope (``overall``, ``hard``, ``category``) and group with ``n, n_users, accuracy_a,
+    accuracy_b, diff, diff_low, diff_high, a_only, b_only, mcnemar_p``, on the questions scored in both runs;
+    ``attrs`` holds ``only_in_a``, ``only_in_b`` and ``data_differs``.
     """
     _check(None, [], n_boot, seed, level)
     pa, pb = (r if isinstance(r, pd.DataFrame) else read_predictions(Path(r)) for r in (run_a, run_b))
@@ -241,9 +236,8 @@ def cohen_kappa_ci(
     kappa from the pooled confusion table. ``labels``: every label either rater may use (another is a
     ``ValueError``).
 
-    Returns:
-        ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
-        both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
+    Returns ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
+    both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
     """
     _check(None, [], n_boot, seed, level)
     both = frame[[a, b, cluster]].dropna()

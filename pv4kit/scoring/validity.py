@@ -81,12 +81,10 @@ def judge_predictions(
     """Ask one judge (temperature 0) which candidate each generation expresses; failed rows are not judged.
 
     ``seed`` orders the candidates per question; ``cache`` and ``client`` go to
-    :func:`~pv4kit.llm.client.complete`.
-
-    Returns:
-        ``user_id, question_index, judge, order, reply, error, status, shown_letter`` (the letter named,
-        or NONE), ``judge_pick`` (the question's own letter, ``NONE``, or ``None`` when unparsed or failed),
-        ``answer_position`` and ``scorer_position`` (shown letters of the answer and the scorer's pick).
+    :func:`~pv4kit.llm.client.complete`. Returns ``user_id, question_index, judge, order, reply, error,
+    status, shown_letter`` (the letter named, or NONE), ``judge_pick`` (the question's own letter, ``NONE``,
+    or ``None`` when unparsed or failed), ``answer_position`` and ``scorer_position`` (shown letters of the
+    answer and the scorer's pick).
     """
     rows = _kept(predictions).reset_index(drop=True)
     orders = [choice_order(u, i, seed=seed) for u, i in rows[list(QUESTION_KEY)].itertuples(index=False)]
@@ -153,8 +151,7 @@ def agreement_table(
 ) -> pd.DataFrame:
     """Agreement of each judge with the scorer (and of each pair of judges), overall and per category.
 
-    Returns:
-        ``judge, scope, group, metric, value, ci_low, ci_high, n``: ``agreement``, ``none_rate``,
+    ``judge, scope, group, metric, value, ci_low, ci_high, n``: ``agreement``, ``none_rate``,
         ``judge_accuracy``, ``scorer_accuracy`` and ``kappa`` over the questions the judge read, and the
         counts ``n_judged``, ``n_unparsed``, ``n_failed``; a pair ``"a vs b"``: ``agreement``, ``kappa``.
     """
@@ -208,10 +205,9 @@ def sensitivity_table(
 ) -> pd.DataFrame:
     """The run rescored under each variant (``name -> (embedder, numerics)``), against its own predictions.
 
-    Returns:
-        One row for the run (``"as scored"``) and one per variant: ``variant, embedder, numerics, n,
-        accuracy, ci_low, ci_high, n_flips, flip_rate`` (predictions naming another letter), ``diff,
-        diff_low, diff_high`` (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
+    One row for the run (``"as scored"``) and one per variant: ``variant, embedder, numerics, n, accuracy,
+    ci_low, ci_high, n_flips, flip_rate`` (predictions naming another letter), ``diff, diff_low, diff_high``
+    (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).sort_values(list(QUESTION_KEY)).reset_index(drop=True)  # as score_frame sorts
     questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
@@ -248,9 +244,8 @@ def margin_table(
 ) -> pd.DataFrame:
     """Accuracy, and each judge's agreement with the scorer, by bins of the scorer's margin.
 
-    Returns:
-        ``bin, lower, metric, value, ci_low, ci_high, n, share`` (the bin's share of the questions with a
-        margin); ``metric`` ``accuracy`` or ``agreement:<judge>``. Questions without a margin are left out.
+    ``bin, lower, metric, value, ci_low, ci_high, n, share`` (the bin's share of the questions with a
+    margin); ``metric`` ``accuracy`` or ``agreement:<judge>``. Questions without a margin are left out.
     """
     rows = _kept(predictions).dropna(subset=["margin"])
     lower = pd.cut(rows["margin"].astype(float), bins=list(bins), right=False, labels=list(bins[:-1]))
@@ -285,6 +280,8 @@ def validity(
 ) -> dict[str, Any]:
     """Write ``run_dir/validity/``: judge agreement, embedder and numerics sensitivity, margins.
 
+    Returns the summary written to ``summary.json``, with the tables (frames) under ``"tables"``.
+
     Args:
         run_dir: A run scored by embeddings.
         judges: The judges' endpoints (none: no judge tables).
@@ -298,9 +295,6 @@ def validity(
         embed_cache: The embedding cache of the rescoring.
         client: An injected OpenAI-like client for the judges (tests).
         progress: Progress bars.
-
-    Returns:
-        The summary written to ``summary.json``, with the tables (frames) under ``"tables"``.
 
     Raises:
         ValueError: The run was scored by the letter (multiple-choice), or a judge model is given twice.
