@@ -245,8 +245,14 @@ def get_embedder(
 
         model_kwargs: dict[str, Any] = {"dtype": getattr(torch, dtype)}
         if is_qwen:  # the model card: last-token pooling needs left padding; FlashAttention-2 when available
-            flash = on_gpu and dtype != "float32" and importlib.util.find_spec("flash_attn") is not None
-            model_kwargs["attn_implementation"] = "flash_attention_2" if flash else "sdpa"
+            model_kwargs["attn_implementation"] = "sdpa"
+            if on_gpu and dtype != "float32":
+                try:  # an install that does not load (built for another torch) falls back too
+                    import flash_attn  # noqa: F401
+
+                    model_kwargs["attn_implementation"] = "flash_attention_2"
+                except ImportError:
+                    logger.info("flash-attn not installed or not loadable; using SDPA attention")
         try:
             model = SentenceTransformer(
                 path,
