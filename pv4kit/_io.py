@@ -12,6 +12,7 @@ import os
 import re
 import shutil
 import sqlite3
+import stat
 import subprocess
 import sys
 import time
@@ -26,7 +27,11 @@ logger = logging.getLogger(__name__)
 
 @contextlib.contextmanager
 def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
-    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically, else it goes."""
+    """Yield a temporary path beside ``path``; on success it replaces ``path`` atomically, else it goes.
+
+    The caller creates a regular file at exactly the yielded path (not a folder, no added suffix); if it
+    writes nothing, the replace fails naming ``path`` and ``path`` is left as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.parent / f".{path.name}.{uuid.uuid4().hex[:8]}.tmp"  # the caller's open() creates it
@@ -200,7 +205,7 @@ def recover_directory(path: str | os.PathLike[str]) -> None:
 
 
 def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
-    """Hard-link (or copy) into ``new`` what ``old`` holds and ``new`` lacks (but ``drop``), and its mode."""
+    """Hard-link (or copy) into ``new`` each entry of ``old`` it lacks (but ``drop``), and ``old``'s mode."""
 
     def link(src: str, dst: str) -> None:
         try:
@@ -208,13 +213,17 @@ def _carry_over(old: Path, new: Path, *, drop: tuple[str, ...] = ()) -> None:
         except OSError:
             shutil.copy2(src, dst)
 
-    def skip(folder: str, names: list[str]) -> set[str]:  # at the top: leftovers, drop, what new has
-        if Path(folder) != old:
-            return set()
-        leftover = {n for n in names if n.startswith(f".{old.name}.") and n.endswith(".tmp")}
-        return leftover | set(drop) | {n for n in names if os.path.lexists(new / n)}
-
-    shutil.copytree(old, new, symlinks=True, ignore=skip, copy_function=link, dirs_exist_ok=True)
+    for entry in old.iterdir():  # one at a time: the first error stops it and is named by the caller
+        leftover = entry.name.startswith(f".{old.name}.") and entry.name.endswith(".tmp")  # an older build's
+        if leftover or entry.name in drop or os.path.lexists(new / entry.name):
+            continue
+        if entry.is_symlink():
+            os.symlink(os.readlink(entry), new / entry.name)
+        elif entry.is_dir():
+            shutil.copytree(entry, new / entry.name, symlinks=True, copy_function=link)
+        else:
+            link(str(entry), str(new / entry.name))
+    os.chmod(new, stat.S_IMODE(old.stat().st_mode))
 
 
 @contextlib.contextmanager

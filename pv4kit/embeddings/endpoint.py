@@ -251,7 +251,7 @@ class EndpointEmbedder:
             total=len(texts), desc=f"embedding ({self.name})", unit="text", leave=False, disable=not progress
         )
         with bar, ThreadPoolExecutor(workers, thread_name_prefix="pv4kit-embed") as pool:
-            for done in pool.map(work, range(len(starts))):  # a failure cancels the batches not started
+            for done in pool.map(work, range(len(starts))):  # a failure, met in batch order, cancels the rest
                 bar.update(done)
         return out
 
