@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import argparse
 from functools import partial
+from pathlib import Path
 from typing import Any
 
-from pv4kit._io import atomic_write_json, provenance, replace_directory
+from pv4kit._io import atomic_write_json, atomic_write_text, provenance
 from pv4kit.cli._args import PROTOCOL, add_llm_cache, add_options, llm_cache_arg, nonnegative_int, pick
 from pv4kit.llm.config import LLMConfig
 from pv4kit.redact import redact_text
@@ -29,10 +30,11 @@ def _write(out_dir: str, tables: dict[str, Any], *, args: argparse.Namespace) ->
     tables = {name: frame for name, frame in tables.items() if frame is not None}
     options = {k: redact_text(v) if isinstance(v, str) else v for k, v in vars(args).items() if k != "func"}
     command = f"{args.command} {getattr(args, 'pf_command', None) or args.rc_command}"
-    with replace_directory(out_dir) as tmp:
-        for name, frame in tables.items():
-            frame.to_csv(tmp / f"{name}.csv", index=False)
-        atomic_write_json(tmp / "config.json", provenance(command=command, options=options))
+    out = Path(out_dir)  # each file replaced atomically; the folder's other files stay
+    out.mkdir(parents=True, exist_ok=True)
+    for name, frame in tables.items():
+        atomic_write_text(out / f"{name}.csv", frame.to_csv(index=False))
+    atomic_write_json(out / "config.json", provenance(command=command, options=options))
     print(f"wrote {', '.join(f'{n}.csv' for n in tables)} and config.json to {out_dir}")
 
 
