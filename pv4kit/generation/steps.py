@@ -451,10 +451,9 @@ def generate_users(
     Raises:
         FileNotFoundError: When ``persona_dir`` holds no persona in the range.
     """
-    # every keyword but the user range goes to generate_user as given
-    options = {
-        k: v for k, v in locals().items() if k not in ("persona_dir", "output_dir", "user_start", "user_end")
-    }
+    options = dict(locals())  # every keyword but the folders and the user range goes to generate_user
+    for name in ("persona_dir", "output_dir", "user_start", "user_end"):
+        del options[name]
     persona_dir, output_dir = Path(persona_dir), Path(output_dir)
     prompt_set(reference_prompts)  # a bad reference_prompts fails before any request
     last = math.inf if user_end is None else user_end
