@@ -206,3 +206,17 @@ def test_a_raw_trees_fingerprint_is_the_same_wherever_it_lies(tmp_path):
     assert load(raw).fingerprint == load(tmp_path / "elsewhere").fingerprint
     (tmp_path / "elsewhere" / "hard_subset.csv").write_text("user_id,question_index\n131,0\n")
     assert load(raw).fingerprint != load(tmp_path / "elsewhere").fingerprint
+
+
+def test_user_splits_counts_hard_rows_as_the_reference(tmp_path):
+    """A repeated qa.csv index listed as hard marks two rows; user_splits.csv counts both (the reference)."""
+    tree = make_tree(tmp_path / "raw", train=[6], test=[126], n_categories=2, per_category=3)
+    qa = tree / "users" / "user_126" / "qa.csv"
+    frame = pd.read_csv(qa, dtype=str, keep_default_na=False)
+    frame.loc[1, "index"] = "0"
+    frame.to_csv(qa, index=False, lineterminator="\n")
+    (tree / "hard_subset.csv").write_text("user_id,question_index\n126,0\n")
+    build_dataset(tree / "users", tmp_path / "out", hard_subset=tree / "hard_subset.csv", progress=False)
+    test = pq.read_table(tmp_path / "out" / "test.parquet").to_pandas()
+    splits = pd.read_csv(tmp_path / "out" / "user_splits.csv").set_index("user_id")
+    assert test["hard"].sum() == 2 == splits.loc[126, "hard"]

@@ -160,7 +160,8 @@ def build_dataset(
     hard = read_hard_subset(hard_subset).groupby("user_id")["question_index"].agg(set)
     sizes = {u: len(t) for u, t in tables.items()}
     plan = assign_splits(sizes, **ranges, fraction=validation_fraction, seed=seed)
-    positions = dict(iter(plan.groupby(["user_id", "split"], sort=False)["question_index"]))
+    groups = plan.groupby(["user_id", "split"], sort=False)["question_index"]
+    positions = dict(iter(groups))  # iter: a GroupBy has .keys, which dict() would take for a mapping
     strings = pa.list_(pa.string())
     schema = pa.schema(
         [(id_column, pa.int64()), ("question", pa.string()), ("answer", pa.string()), ("choices", strings)]
@@ -169,7 +170,7 @@ def build_dataset(
     summary = [
         {"user_id": u, "role": {"train": "training", "test": "evaluation"}[role], "questions": len(tables[u])}
         | {split: len(positions.get((u, split), ())) for split in SPLITS}
-        | {"hard": len(hard.get(u, ()))}
+        | {"hard": sum(int(i) in hard.get(u, ()) for i in tables[u]["index"])}  # rows, as the reference
         for u, role in roles.items()
     ]
     # the writers close (inner context) before the new folder is swapped in (outer)
