@@ -118,3 +118,15 @@ def test_empty_or_multi_letter_correct_choice_is_reported_not_raised(tree, lette
     report = validate_raw(tree)
     bad = report[report["code"] == "bad_letter"]
     assert len(bad) == 1 and bad.iloc[0]["file"].endswith("user_7/qa.csv") and bad.iloc[0]["line"] == 3
+
+
+def test_bad_qa_index_and_category_are_reported_never_raised(tree):
+    qa = tree / "users" / "user_130" / "qa.csv"
+    lines = qa.read_text(encoding="utf-8").split("\n")
+    head, first = lines[0].split(","), lines[1].split(",")
+    first[head.index("index")], first[head.index("category")] = "²", "٣"  # digits int() or isdigit() take
+    qa.write_text("\n".join([lines[0], ",".join(first), *lines[2:]]), encoding="utf-8")
+    report = validate_raw(tree)
+    rows = report[report["file"].astype(str).str.endswith("user_130/qa.csv")]
+    assert {"qa_index", "qa_category"} <= set(rows["code"]), format_report(report)
+    assert set(rows.loc[rows["code"].isin(["qa_index", "qa_category"]), "line"]) == {2}

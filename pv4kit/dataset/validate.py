@@ -7,6 +7,7 @@ personas, the seeds and the hard subset. Each problem is one row ``file, line, s
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from pv4kit.schema import DEFAULT_TEST_USERS, DEFAULT_TRAIN_USERS, QA_COLUMNS, u
 
 #: columns of :func:`validate_raw`'s report
 REPORT_COLUMNS = ["file", "line", "severity", "code", "message"]
+_DIGITS = re.compile("[0-9]+")  # ASCII digits, as read_qa_csv reads an index or category
 _DROP_NOTES = {
     KEPT_UNTAGGED: "the first question has no <QUESTION> tag; step 5 keeps it, as the reference does",
     "preamble": "text before the first <QUESTION> is parsed as a block and dropped without a draw",
@@ -154,7 +156,7 @@ def _check_qa_csv(
     for line, (index, category) in enumerate(zip(frame["index"], frame["category"], strict=True), start=2):
         if index != str(line - 2):
             r.add(qa_csv, line, "qa_index", f"index should be {line - 2}, found {index!r}")
-        if not category.isdigit() or (categories and int(category) >= len(categories)):
+        if not _DIGITS.fullmatch(category) or (categories and int(category) >= len(categories)):
             message = f"category must be 0..{len(categories) - 1}, found {category!r}"
             r.add(qa_csv, line, "qa_category", message)
     if table is not None and qa_text != format_qa_csv(table):
@@ -162,7 +164,7 @@ def _check_qa_csv(
             "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)"
         )
         r.add(qa_csv, None, "qa_stale", message, "warning")
-    return {int(i) for i in frame["index"] if i.isdigit()}
+    return {int(i) for i in frame["index"] if _DIGITS.fullmatch(i)}
 
 
 def validate_raw(
