@@ -685,8 +685,8 @@ def run_audit(
     check_number(seed, "seed", ge=0, integer=True)
     embedder = resolve_embedder(embedder, audit=True)
     store = store if llm_config is None else None
-    found = stored_audit(data, store=store, embedder=embedder, n_boot=n_boot, seed=seed)
-    if found is not None:
+    path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed)
+    if (found := _read_stored(path)) is not None:
         return found
     q, boot = data.questions.reset_index(drop=True), {"n_boot": n_boot, "seed": seed}
     t: dict[str, pd.DataFrame] = {"lengths": length_audit(q)}
@@ -716,12 +716,13 @@ def run_audit(
     flags = question_flags(t["lengths"], solvers, t["similarity"], t["leakage"], t["duplicates"])
     t["flags"] = flags.assign(embedder=name)
     result = AuditResult(tables=t, summary=summarize(t, embedder=name))
-    if store is not None:
-        path = _stored_path(store, data, embedder, n_boot=n_boot, seed=seed)
+    if path is not None:
         with atomic_path(path) as tmp:
             tmp.write_bytes(pickle.dumps((result.tables, result.summary), protocol=5))
-        kept = sorted(path.parent.parent.glob("[!.]*/"), key=lambda p: p.stat().st_mtime, reverse=True)
-        for old in kept[3:]:  # keep the newest three
+        entries = [p.parent for p in path.parent.parent.glob("[!.]*/result.pkl")]  # nothing else is pruned
+        for old in sorted(entries, key=lambda p: p.stat().st_mtime, reverse=True)[
+            3:
+        ]:  # keep the newest three
             shutil.rmtree(old, ignore_errors=True)
     return result
 
@@ -738,7 +739,12 @@ def stored_audit(
 
     Nothing is computed; a damaged entry is not trusted (a warning, ``None``).
     """
-    path = _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
+    return _read_stored(
+        _stored_path(store, data, resolve_embedder(embedder, audit=True), n_boot=n_boot, seed=seed)
+    )
+
+
+def _read_stored(path: Path | None) -> AuditResult | None:
     if path is None or not path.is_file():
         return None
     try:
@@ -752,8 +758,8 @@ def stored_audit(
 
 def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int) -> Path | None:
     """``store/<key>/result.pkl``, the key a hash of the questions, data files, embedder, options and code."""
-    import pv4kit.scoring.stats
     from pv4kit import __version__
+    from pv4kit.scoring import accuracy, score, stats
 
     if store is None:
         return None
@@ -767,7 +773,7 @@ def _stored_path(store: Any, data: Any, embedder: Any, *, n_boot: int, seed: int
         "n_boot": n_boot,
         "seed": seed,
         "pv4kit": __version__,
-        "code": [sha256_file(f) for f in (__file__, pv4kit.scoring.stats.__file__)],
+        "code": [sha256_file(f) for f in (__file__, accuracy.__file__, score.__file__, stats.__file__)],
     }
     return Path(store) / sha256_text(json.dumps(parts, sort_keys=True))[:24] / "result.pkl"
 
