@@ -68,12 +68,15 @@ def fetch_mathjax(cache_dir: str | os.PathLike[str] | None = None, *, timeout: f
     """
     if found := mathjax_path(cache_dir):
         return found
+    if (npm := shutil.which("npm")) is None:
+        logger.warning("npm not found; MathJax stays off (LaTeX in titles renders as raw text)")
+        return None
     root = Path(cache_dir) if cache_dir else cache_root() / "mathjax"
     root.mkdir(parents=True, exist_ok=True)
-    command = [shutil.which("npm") or "npm", "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
+    command = [npm, "pack", f"mathjax@{MATHJAX_VERSION}", "--silent"]
     try:
         out = subprocess.run(command, cwd=root, capture_output=True, text=True, timeout=timeout, check=True)
-    except (OSError, subprocess.SubprocessError) as exc:  # no npm, or no registry
+    except (OSError, subprocess.SubprocessError) as exc:  # no registry
         logger.warning("npm pack mathjax@%s failed (%s); MathJax stays off", MATHJAX_VERSION, exc)
         return None
     tgz = root / out.stdout.strip().splitlines()[-1]
