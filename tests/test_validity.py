@@ -184,6 +184,8 @@ def test_two_judges_agree_with_each_other_as_one_agrees_with_the_scorer(scored, 
     positions = read_validity(run)["judge_positions"]
     a = positions[positions["judge"] == "judge-a"]
     assert a["n"].sum() == 10 and a["share_picked"].sum() == pytest.approx(0.8)  # NONE takes 0.2
+    accuracy = out["judges"]["judge-a"]["judge_accuracy"]["value"]  # the position table counts the same hits
+    assert a["n_correct"].sum() == 5 == accuracy * a["n"].sum()
 
 
 class _Swapped(_Echo):

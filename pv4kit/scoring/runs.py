@@ -66,7 +66,8 @@ def _check_generations(frame: pd.DataFrame, *, where: str) -> pd.DataFrame:
     out = frame.assign(**{key: _int_key(frame[key], where=where) for key in QUESTION_KEY})
     out["split"] = out["split"].astype(str)
     # a missing generation reads "", a failed request has none
-    out["generation"] = out["generation"].fillna("").astype(str).astype(object).where(~failed_rows(out), None)
+    gen = out["generation"]
+    out["generation"] = gen.where(gen.notna(), "").astype(str).astype(object).where(~failed_rows(out), None)
     dup = out.duplicated(QUESTION_KEY, keep=False)
     if dup.any():
         first = out.loc[dup, QUESTION_KEY].head(5).to_dict("records")

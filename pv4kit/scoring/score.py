@@ -35,8 +35,8 @@ DEFAULT_NUMERICS = "float16"
 FAILED_POLICIES = ("wrong", "exclude")
 SIM_COLUMNS = [f"sim_{letter}" for letter in LETTERS]
 #: the questions' columns a predictions frame carries over
-QUESTION_COLUMNS = ("split", "category", "category_name", "hard", "question", "choices", "answer")
-_COLUMNS = [*QUESTION_KEY, *QUESTION_COLUMNS, "answer_letter", "generation", "predicted_letter", "correct"]
+CARRIED_COLUMNS = ("split", "category", "category_name", "hard", "question", "choices", "answer")
+_COLUMNS = [*QUESTION_KEY, *CARRIED_COLUMNS, "answer_letter", "generation", "predicted_letter", "correct"]
 _EPS = 1e-8  # added to every norm, as the reference does (it vanishes in float16 arithmetic)
 _SPECIAL_TOKENS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|im_sep|>")
 # one left-to-right pass, as the reference's regex: ``<|im_<|im_end|>start|>`` keeps ``<|im_start|>``

@@ -81,7 +81,7 @@ def grouped_bootstrap_ci(
     by = [by] if isinstance(by, str) else list(by)
     _check(frame, [value, cluster, *by], n_boot, seed, level)
     sizes = frame.groupby(by, sort=True, dropna=False).size().rename("n")
-    valid = frame[frame[value].notna()]
+    valid = frame[frame[value].notna()].astype({value: float})  # booleans, 0/1 or numbers as text
     totals = valid.groupby([*by, cluster], sort=True, dropna=False)[value].agg(["sum", "count"]).reset_index()
     alpha = (1 - level) / 2
     gid = totals.groupby(by, sort=True, dropna=False).ngroup().to_numpy()  # sorted, as the rows are
@@ -239,7 +239,7 @@ def cohen_kappa_ci(
     Returns ``{"estimate", "low", "high", "n", "n_clusters"}``; ``None`` estimate and bounds when no item has
     both ratings or chance agreement is 1; replicates where it is 1 are left out of the interval.
     """
-    _check(None, [], n_boot, seed, level)
+    _check(frame, [a, b, cluster], n_boot, seed, level)
     both = frame[[a, b, cluster]].dropna()
     out: dict[str, Any] = {"estimate": None, "low": None, "high": None, "n": int(len(both)), "n_clusters": 0}
     if both.empty:

@@ -38,7 +38,7 @@ from pv4kit.scoring.choices import (
     shown_letter,
 )
 from pv4kit.scoring.runs import TIDY_DTYPES, VALIDITY_DIR, read_metrics, read_predictions, rewrite_run
-from pv4kit.scoring.score import QUESTION_COLUMNS, score_frame
+from pv4kit.scoring.score import CARRIED_COLUMNS, score_frame
 from pv4kit.scoring.stats import cohen_kappa_ci, compare
 
 logger = logging.getLogger(__name__)
@@ -210,7 +210,7 @@ def sensitivity_table(
     (variant minus run, paired), ``run_only, variant_only, mcnemar_p``.
     """
     base = _kept(predictions).sort_values(list(QUESTION_KEY)).reset_index(drop=True)  # as score_frame sorts
-    questions = base[[*QUESTION_KEY, *(c for c in QUESTION_COLUMNS if c in base)]]
+    questions = base[[*QUESTION_KEY, *(c for c in CARRIED_COLUMNS if c in base)]]
     generations = base[[*QUESTION_KEY, "split", "generation"]]
     boot = {"n_boot": n_boot, "seed": seed}
     rows = []
