@@ -136,8 +136,10 @@ def attribute_contexts(
         if not attrs:
             logger.warning("attributes: user %d: stage 1 found no attributes; answering closed book", uid)
         # stage 2 (users with attributes): which of them matter for each question
-        stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
-        selections = [r.text for r in call(stage2, "attributes:select", uid)] if attrs else [""] * len(rows)
+        selections = [""] * len(rows)
+        if attrs:
+            stage2 = [selection_messages(q, attrs, system=system) for q in rows["question"]]
+            selections = [r.text for r in call(stage2, "attributes:select", uid)]
         for i, text in zip(rows["question_index"], selections, strict=True):
             picked = parse_selection(text, len(attrs)) if attrs else []  # None: unparseable, every attribute
             kept = attrs if picked is None else [attrs[j] for j in picked]

@@ -16,13 +16,11 @@ import pandas as pd
 from pv4kit._io import atomic_write_text
 from pv4kit.dataset.tree import read_hard_subset
 from pv4kit.schema import QUESTION_KEY
-from pv4kit.scoring.runs import check_same_data, read_predictions
+from pv4kit.scoring.runs import Run, check_same_data, read_predictions
 
 logger = logging.getLogger(__name__)
 
 RULES = ("any", "all")
-#: a scored run: its directory or its predictions frame
-RunLike = str | os.PathLike[str] | pd.DataFrame
 
 
 def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
@@ -35,7 +33,7 @@ def _predictions(frame: pd.DataFrame, *, name: str) -> pd.DataFrame:
     return out
 
 
-def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.DataFrame:
+def hard_flags(no_docs: Run, rag: Run, *, force: bool = False) -> pd.DataFrame:
     """``user_id, question_index, correct_no_docs, correct_rag, hard_any, hard_all``, scored in both runs.
 
     ``no_docs``: the closed-book run; ``rag``: the ``rag`` ``top_k=1`` run of the same decoder; ``force``
@@ -55,9 +53,7 @@ def hard_flags(no_docs: RunLike, rag: RunLike, *, force: bool = False) -> pd.Dat
     return merged.sort_values(QUESTION_KEY, kind="stable").reset_index(drop=True)
 
 
-def derive_hard_subset(
-    no_docs: RunLike, rag: RunLike, *, rule: str = "any", force: bool = False
-) -> pd.DataFrame:
+def derive_hard_subset(no_docs: Run, rag: Run, *, rule: str = "any", force: bool = False) -> pd.DataFrame:
     """The hard questions (``user_id, question_index``, sorted) under ``rule``: see :func:`hard_flags`.
 
     Args:
@@ -134,9 +130,7 @@ def overlap(derived: pd.DataFrame, existing: pd.DataFrame, *, universe: pd.DataF
     }
 
 
-def hard_report(
-    no_docs: RunLike, rag: RunLike, *, existing: RunLike | None = None, force: bool = False
-) -> pd.DataFrame:
+def hard_report(no_docs: Run, rag: Run, *, existing: Run | None = None, force: bool = False) -> pd.DataFrame:
     """Size of the hard subset under each rule and, with ``existing``, its overlap with it.
 
     One row per rule: ``rule, n_questions, n_hard, share, accuracy_no_docs, accuracy_rag`` and, with
@@ -144,7 +138,7 @@ def hard_report(
 
     Args:
         no_docs: The scored no_docs run directory.
-        rag: The scored ``rag --top-k 1`` run directory of the same decoder.
+        rag: The scored ``rag`` (``top_k=1``) run directory of the same decoder.
         existing: An existing ``hard_subset.csv`` to compare with.
         force: Use runs scored on different data (refused by default).
     """

@@ -268,7 +268,9 @@ def answer(
     if cut := [r for r in requests if r.truncated]:
         how = "were cut from the front" if truncation == "front" else "dropped their least relevant documents"
         msg = "%s: %d of %d prompts over %d tokens %s (sent as %s)"
-        logger.warning(msg, m.name, len(cut), len(requests), budget, how, sorted({r.sent_as for r in cut}))
+        logger.warning(
+            msg, m.name, len(cut), len(requests), budget, how, ", ".join(sorted({r.sent_as for r in cut}))
+        )
 
     # call: every request not answered in the run already (failed ones are asked again), per user
     endpoints = {False: llms, True: [replace(c, protocol="completions") for c in llms]}  # cut prompts: True

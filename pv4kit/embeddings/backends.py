@@ -28,7 +28,6 @@ from pv4kit.vectors import unit_rows
 logger = logging.getLogger(__name__)
 
 BACKENDS = ("onnx", "onnx-int8", "openvino")
-StrPath = str | os.PathLike[str]
 _EXPORT_VERSION = 1  # bump when the export recipe changes; part of the folder name and cache key
 _INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 _STATIC_VERSION = 1  # bump when the distillation recipe changes; part of the folder name and cache key
@@ -121,7 +120,9 @@ def _quantize_int8(src: Path, dest: Path) -> None:
     quantize_dynamic(str(src), str(dest), weight_type=QuantType.QInt8, per_channel=True)
 
 
-def export_model(model_dir: StrPath, *, variant: str, export_dir: StrPath | None = None) -> Path:
+def export_model(
+    model_dir: str | os.PathLike[str], *, variant: str, export_dir: str | os.PathLike[str] | None = None
+) -> Path:
     """Export ``model_dir`` (a local mean-pooled sentence-transformers folder) to ONNX once; its folder.
 
     ``variant``: ``"fp32"`` or ``"int8"`` (dynamic quantisation of the fp32 weights); ``export_dir``: root of
