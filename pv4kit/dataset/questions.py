@@ -142,9 +142,8 @@ def missing_question_files(user_dir: Path, categories: list[str]) -> list[dict]:
         path = user_dir / "qa" / f"{c}.txt"
         if path.exists():
             continue
-        message = (
-            f"question file for category {c} ({name!r}) is missing; categories.txt lists {len(categories)}"
-        )
+        n = len(categories)
+        message = f"question file for category {c} ({name!r}) is missing; categories.txt lists {n} categories"
         if not name and c == len(categories) - 1:
             why = "the last one blank: the file ends with a newline, which the reference counts as a category"
             out.append(problem(path, None, "trailing_newline", f"{message}, {why} (remove it)"))

@@ -152,13 +152,14 @@ def _check_qa_csv(
     if list(frame.columns) != QA_COLUMNS:
         r.add(qa_csv, 1, "qa_columns", f"expected columns {QA_COLUMNS}, found {list(frame.columns)}")
         return None
-    r += answer_problems(frame, qa_csv)
+    rows = _Report(answer_problems(frame, qa_csv))
     for line, (index, category) in enumerate(zip(frame["index"], frame["category"], strict=True), start=2):
         if index != str(line - 2):
-            r.add(qa_csv, line, "qa_index", f"index should be {line - 2}, found {index!r}")
+            rows.add(qa_csv, line, "qa_index", f"index should be {line - 2}, found {index!r}")
         if not _DIGITS.fullmatch(category) or (categories and int(category) >= len(categories)):
             message = f"category must be 0..{len(categories) - 1}, found {category!r}"
-            r.add(qa_csv, line, "qa_category", message)
+            rows.add(qa_csv, line, "qa_category", message)
+    r += sorted(rows, key=lambda row: row["line"])  # in the file's line order
     if table is not None and qa_text != format_qa_csv(table):
         message = (
             "qa.csv differs from what step 5 builds from qa/ (stale? rerun `pv4kit qa-table --overwrite`)"

@@ -394,6 +394,8 @@ def judge_pairs(
     out["parsed"] = out["reply"].map(parse_judge_reply, na_action="ignore").where(out["error"].isna(), None)
     out["unparsed"] = out["parsed"].isna() & out["error"].isna()
     out["correct"] = (out["parsed"] == out["chosen_position"]).fillna(False).astype(bool)
+    if n_bad := int(out["unparsed"].sum()):
+        logger.warning("%d of %d judge replies could not be parsed; counted as wrong", n_bad, len(out))
     return out
 
 

@@ -26,6 +26,7 @@ from pv4kit._options import check_number
 from pv4kit.baselines.bm25 import bm25_scores
 from pv4kit.related._common import check_choice, encode, resolve_source
 from pv4kit.related.agreement import fleiss_kappa, krippendorff_alpha, pairwise_cohen
+from pv4kit.schema import require_columns
 from pv4kit.text import tokenize
 
 logger = logging.getLogger(__name__)
@@ -96,6 +97,8 @@ def _entry(value: Any, where: str, expected: str, *keys: str) -> dict[str, Any]:
     if isinstance(value, dict) and isinstance(value.get("attribute"), str):
         if not keys or any(k in value for k in keys):
             return value
+    if isinstance(value, dict) and "attribute" in value and not isinstance(value["attribute"], str):
+        raise ValueError(f"{where}: attribute must be text, found {value['attribute']!r}")
     found = sorted(value) if isinstance(value, dict) else type(value).__name__
     raise ValueError(f"{where}: expected {expected}, found {found}")
 
@@ -673,6 +676,7 @@ def stage3_orientation(ratings: pd.DataFrame) -> pd.DataFrame:
     Ratings are stored canonically; stored as seen, the two sides would mirror each other (``6 - mean``).
     Returns ``kind, personalised_side, n, mean_rating, share_prefer_personalised, share_prefer_generic``.
     """
+    require_columns(ratings, ["kind", "personalised_side", "rating"], name="ratings (from stage3_ratings)")
     frame = ratings.assign(personalised_side=ratings["personalised_side"].fillna("?"))
     shares = ("share_prefer_personalised", "share_prefer_generic")
     return _rating_stats(frame, ["kind", "personalised_side"], *shares, sort=True)
